@@ -1,10 +1,159 @@
+// Command conch is a shell-execution gateway for AI agents: it gives agents
+// an exec tool to run commands and a process tool to steer the ones that
+// keep running, over MCP.
+//
+// Usage:
+//
+//	conch mcp [--home DIR] [--agent NAME] [--workdir DIR]   stdio MCP server
+//	conch version                                            print the version
+//
+// `conch supervise` is internal: the engine starts one per session.
 package main
 
 import (
-	_ "github.com/creack/pty"
-	_ "github.com/modelcontextprotocol/go-sdk/mcp"
-	_ "golang.org/x/sys/unix"
-	_ "mvdan.cc/sh/v3/syntax"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/mcpserver"
+	"github.com/conchsh/conch/internal/supervisor"
 )
 
-func main() {}
+// Exit codes of interfaces.md §4.1.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitUnavailable = 6
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+const usage = `conch: a shell-execution gateway for AI agents
+
+Usage:
+  conch mcp [--home DIR] [--agent NAME] [--workdir DIR]   serve the exec and process tools over MCP stdio
+  conch version                                            print version information
+
+Environment: CONCH_HOME (default ~/.conch), CONCH_AGENT (default main).
+`
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "mcp":
+		return runMCP(args[1:], stdin, stdout, stderr)
+	case "supervise":
+		return supervisor.Main(args[1:])
+	case "version", "--version":
+		fmt.Fprintf(stdout, "conch %s (%s, %s)\n", version(), commit(), runtime.Version())
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "conch: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+func defaultHome() string {
+	if h := os.Getenv("CONCH_HOME"); h != "" {
+		return h
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".conch"
+	}
+	return filepath.Join(home, ".conch")
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := fs.String("home", defaultHome(), "conch home (state directory)")
+	agent := fs.String("agent", envOr("CONCH_AGENT", "main"), "agent the calls act for")
+	workdir := fs.String("workdir", "", "default working directory of commands (default: current directory)")
+	logLevel := fs.String("log-level", envOr("CONCH_LOG", "warn"), "debug, info, warn or error (logs go to stderr)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "conch mcp: bad --log-level %q\n", *logLevel)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+
+	var srv *mcpserver.Server
+	eng, err := engine.New(engine.Options{
+		Home: *home, Workdir: *workdir, Mode: "mcp", Logger: log,
+		Notify: func(agent string, n engine.Notice) {
+			if srv != nil {
+				srv.Notify(agent, n)
+			}
+		},
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "conch mcp: %v\n", err)
+		if errors.Is(err, engine.ErrHomeLocked) || errors.Is(err, engine.ErrHomeNotWritable) {
+			return exitUnavailable
+		}
+		return exitFailed
+	}
+	defer eng.Close()
+	srv = mcpserver.New(eng, mcpserver.Options{Agent: *agent, Version: version()})
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+	if err := srv.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+		log.Debug("mcp session ended", "err", err)
+	}
+	return exitOK
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "0.1.0-dev"
+}
+
+func commit() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value[:min(12, len(s.Value))]
+			}
+		}
+	}
+	return "unknown"
+}

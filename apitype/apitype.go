@@ -1,0 +1,181 @@
+// Package apitype holds conch's wire types: the parameters of the exec and
+// process tools, the details objects of their results, and the error codes.
+//
+// It depends only on the standard library so that clients can import it
+// without pulling in the engine. Decoding is strict and conch's own (not a
+// JSON Schema validator): unknown fields are rejected with the exact texts
+// of the specification, enums are case-insensitive where the spec says so,
+// and out-of-range numbers are clamped by the engine rather than rejected.
+package apitype
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Error codes of failed tool calls (interfaces.md §3.3).
+const (
+	CodeInvalidArgument = "invalid_argument"
+	CodeNotFound        = "not_found"
+	CodeInvalidState    = "invalid_state"
+	CodeHostNotAllowed  = "host_not_allowed"
+	CodeSandboxUnavail  = "sandbox_unavailable"
+	CodeNodeUnavailable = "node_unavailable"
+	CodeSecurity        = "security_violation"
+	CodeElevatedUnavail = "elevated_unavailable"
+	CodeQuotaExceeded   = "quota_exceeded"
+	CodeIOError         = "io_error"
+	CodeInternal        = "internal"
+	CodeUnavailable     = "unavailable"
+	CodeSpawnFailed     = "spawn_failed"
+)
+
+// Error is the error object carried by results that failed (exec
+// status "error"; process failures).
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error with the given code.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Result is what a tool call returns: a text for the model and a details
+// object for programs. Details is one of the *Details types of this package.
+type Result struct {
+	Text    string `json:"text"`
+	Details any    `json:"details"`
+}
+
+// IsError reports whether the result carries an error object, which is what
+// MCP marks isError (interfaces.md §2.3).
+func (r Result) IsError() bool {
+	switch d := r.Details.(type) {
+	case *ErrorDetails:
+		return d.Error != nil
+	}
+	return false
+}
+
+// ErrorDetails is the details object of a result that only reports an
+// error: exec's status "error" and process's failed lookups.
+type ErrorDetails struct {
+	Status string `json:"status"` // "error" (exec) or "failed" (process)
+	Error  *Error `json:"error"`
+}
+
+// fields decodes a JSON object into its raw members, rejecting anything
+// that is not an object and any member whose name is not in known.
+func fields(raw []byte, known map[string]bool) (map[string]json.RawMessage, *Error) {
+	if len(strings.TrimSpace(string(raw))) == 0 || string(raw) == "null" {
+		return map[string]json.RawMessage{}, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, Errorf(CodeInvalidArgument, "Invalid arguments: expected a JSON object (%v).", err)
+	}
+	var unknown []string
+	for k := range m {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, Errorf(CodeInvalidArgument, "Unknown parameter %q.", unknown[0])
+	}
+	return m, nil
+}
+
+func typeErr(name, want string) *Error {
+	return Errorf(CodeInvalidArgument, "Invalid parameter %q: expected %s.", name, want)
+}
+
+func isNull(r json.RawMessage) bool { return r == nil || string(r) == "null" }
+
+func decodeString(m map[string]json.RawMessage, name string, dst *string) *Error {
+	r, ok := m[name]
+	if !ok || isNull(r) {
+		return nil
+	}
+	if err := json.Unmarshal(r, dst); err != nil {
+		return typeErr(name, "a string")
+	}
+	return nil
+}
+
+func decodeBool(m map[string]json.RawMessage, name string, dst **bool) *Error {
+	r, ok := m[name]
+	if !ok || isNull(r) {
+		return nil
+	}
+	var b bool
+	if err := json.Unmarshal(r, &b); err != nil {
+		return typeErr(name, "a boolean")
+	}
+	*dst = &b
+	return nil
+}
+
+// decodeNumber accepts a JSON number or, when lenient, a numeric string.
+// Non-finite values cannot be expressed in JSON; a string such as "NaN" is
+// taken as absent so the default applies (exec.md §1).
+func decodeNumber(m map[string]json.RawMessage, name string, lenient bool, dst **float64) *Error {
+	r, ok := m[name]
+	if !ok || isNull(r) {
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(r, &f); err != nil {
+		var s string
+		if json.Unmarshal(r, &s) != nil {
+			return typeErr(name, "a number")
+		}
+		v, perr := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if perr != nil && !lenient {
+			return typeErr(name, "a number")
+		}
+		if perr != nil {
+			return typeErr(name, "a number or a numeric string")
+		}
+		f = v
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil
+	}
+	*dst = &f
+	return nil
+}
+
+func decodeStrings(m map[string]json.RawMessage, name string, dst *[]string) *Error {
+	r, ok := m[name]
+	if !ok || isNull(r) {
+		return nil
+	}
+	if err := json.Unmarshal(r, dst); err != nil {
+		return typeErr(name, "an array of strings")
+	}
+	return nil
+}
+
+// enum lower-cases v and checks it against allowed.
+func enum(name, v string, allowed ...string) (string, *Error) {
+	if v == "" {
+		return "", nil
+	}
+	l := strings.ToLower(strings.TrimSpace(v))
+	for _, a := range allowed {
+		if l == a {
+			return l, nil
+		}
+	}
+	return "", Errorf(CodeInvalidArgument, "Invalid %s %q: expected one of %s.", name, v, strings.Join(allowed, ", "))
+}

@@ -1,0 +1,158 @@
+package apitype
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+)
+
+// ExecParams are the parameters of the exec tool (exec.md §1). Optional
+// fields are pointers or empty strings when absent; the engine applies
+// defaults and clamps.
+type ExecParams struct {
+	Command        string            `json:"command"`
+	Workdir        string            `json:"workdir,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	YieldMs        *float64          `json:"yieldMs,omitempty"`
+	Background     *bool             `json:"background,omitempty"`
+	Timeout        *float64          `json:"timeout,omitempty"` // seconds
+	PTY            *bool             `json:"pty,omitempty"`
+	Host           string            `json:"host,omitempty"`     // sandbox | gateway | node (lower-cased)
+	Security       string            `json:"security,omitempty"` // deny | allowlist | full
+	Ask            string            `json:"ask,omitempty"`      // off | on-miss | always
+	Node           string            `json:"node,omitempty"`
+	Elevated       *bool             `json:"elevated,omitempty"`
+	IdempotencyKey string            `json:"idempotencyKey,omitempty"`
+}
+
+var execFields = map[string]bool{
+	"command": true, "workdir": true, "env": true, "yieldMs": true, "background": true,
+	"timeout": true, "timeoutSeconds": true, "pty": true, "host": true, "security": true,
+	"ask": true, "node": true, "elevated": true, "idempotencyKey": true,
+}
+
+var idempotencyKeyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// ParseExecParams decodes and validates exec arguments. timeoutSeconds is
+// folded into Timeout; both given and different is an error.
+func ParseExecParams(raw []byte) (ExecParams, *Error) {
+	var p ExecParams
+	m, e := fields(raw, execFields)
+	if e != nil {
+		return p, e
+	}
+	if e := decodeString(m, "command", &p.Command); e != nil {
+		return p, e
+	}
+	p.Command = strings.TrimSpace(p.Command)
+	if p.Command == "" {
+		return p, Errorf(CodeInvalidArgument, "Provide a command to start.")
+	}
+	for _, s := range []struct {
+		name string
+		dst  *string
+	}{{"workdir", &p.Workdir}, {"host", &p.Host}, {"security", &p.Security}, {"ask", &p.Ask}, {"node", &p.Node}, {"idempotencyKey", &p.IdempotencyKey}} {
+		if e := decodeString(m, s.name, s.dst); e != nil {
+			return p, e
+		}
+	}
+	p.Workdir = strings.TrimSpace(p.Workdir)
+	if r, ok := m["env"]; ok && !isNull(r) {
+		if err := json.Unmarshal(r, &p.Env); err != nil {
+			return p, typeErr("env", "an object of strings")
+		}
+	}
+	for _, b := range []struct {
+		name string
+		dst  **bool
+	}{{"background", &p.Background}, {"pty", &p.PTY}, {"elevated", &p.Elevated}} {
+		if e := decodeBool(m, b.name, b.dst); e != nil {
+			return p, e
+		}
+	}
+	if e := decodeNumber(m, "yieldMs", false, &p.YieldMs); e != nil {
+		return p, e
+	}
+	var t1, t2 *float64
+	if e := decodeNumber(m, "timeout", false, &t1); e != nil {
+		return p, e
+	}
+	if e := decodeNumber(m, "timeoutSeconds", false, &t2); e != nil {
+		return p, e
+	}
+	switch {
+	case t1 != nil && t2 != nil && *t1 != *t2:
+		return p, Errorf(CodeInvalidArgument, "Pass either timeout or timeoutSeconds, not both with different values.")
+	case t1 != nil:
+		p.Timeout = t1
+	default:
+		p.Timeout = t2
+	}
+	var err *Error
+	if p.Host, err = enum("host", p.Host, "sandbox", "gateway", "node"); err != nil {
+		return p, err
+	}
+	if p.Security, err = enum("security", p.Security, "deny", "allowlist", "full"); err != nil {
+		return p, err
+	}
+	if p.Ask, err = enum("ask", p.Ask, "off", "on-miss", "always"); err != nil {
+		return p, err
+	}
+	if _, ok := m["idempotencyKey"]; ok && !idempotencyKeyRE.MatchString(p.IdempotencyKey) {
+		return p, Errorf(CodeInvalidArgument, "Invalid idempotencyKey: use 1-128 characters of [A-Za-z0-9._:-].")
+	}
+	return p, nil
+}
+
+// ExecDetails is the details object of completed, failed and running exec
+// results (exec.md §8.1–§8.3). Fields that do not apply to a status are
+// omitted; ExitCode and Signal are explicit nulls for failed runs so that a
+// signal death is never read as exit 0.
+type ExecDetails struct {
+	Status            string   `json:"status"`
+	State             string   `json:"state,omitempty"`
+	SessionID         string   `json:"sessionId,omitempty"`
+	Host              string   `json:"host,omitempty"`
+	HostReason        string   `json:"hostReason,omitempty"`
+	Warnings          []string `json:"warnings,omitempty"`
+	ExitCode          *int     `json:"exitCode"`
+	Signal            *string  `json:"signal"`
+	KilledBy          *string  `json:"killedBy"`
+	TimedOut          *bool    `json:"timedOut,omitempty"`
+	Reason            string   `json:"reason,omitempty"`
+	DurationMs        *int64   `json:"durationMs,omitempty"`
+	Aggregated        *string  `json:"aggregated,omitempty"`
+	Cwd               string   `json:"cwd,omitempty"`
+	Truncated         *bool    `json:"truncated,omitempty"`
+	OutputBytes       *int64   `json:"outputBytes,omitempty"`
+	Cursor            int64    `json:"cursor"`
+	DescendantsKilled *int     `json:"descendantsKilled,omitempty"`
+
+	// running only
+	PID       *int    `json:"pid,omitempty"`
+	StartedAt int64   `json:"startedAt,omitempty"`
+	Tail      *string `json:"tail,omitempty"`
+	Name      string  `json:"name,omitempty"`
+	PTY       *bool   `json:"pty,omitempty"`
+	Stdin     string  `json:"stdin,omitempty"`
+}
+
+// MarshalJSON drops the explicit nulls from running results, which carry
+// no exit data at all.
+func (d *ExecDetails) MarshalJSON() ([]byte, error) {
+	type plain ExecDetails
+	b, err := json.Marshal((*plain)(d))
+	if err != nil || d.Status != "running" {
+		return b, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"exitCode", "signal", "killedBy"} {
+		if string(m[k]) == "null" {
+			delete(m, k)
+		}
+	}
+	return json.Marshal(m)
+}

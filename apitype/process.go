@@ -1,0 +1,199 @@
+package apitype
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// Process actions (process.md §1).
+var ProcessActions = []string{"list", "poll", "log", "wait", "search", "screen", "write", "send-keys", "submit", "paste", "kill", "clear", "remove"}
+
+// ProcessParams are the parameters of the process tool. Optional numbers
+// are pointers so that "absent" and "0" differ.
+type ProcessParams struct {
+	Action     string   `json:"action"`
+	SessionID  string   `json:"sessionId,omitempty"`
+	Data       string   `json:"data,omitempty"`
+	EOF        *bool    `json:"eof,omitempty"`
+	Keys       []string `json:"keys,omitempty"`
+	Hex        []string `json:"hex,omitempty"`
+	Literal    string   `json:"literal,omitempty"`
+	DelayMs    *float64 `json:"delayMs,omitempty"`
+	Text       string   `json:"text,omitempty"`
+	Bracketed  *bool    `json:"bracketed,omitempty"`
+	Offset     *float64 `json:"offset,omitempty"`
+	Limit      *float64 `json:"limit,omitempty"`
+	Since      *float64 `json:"since,omitempty"`
+	Raw        *bool    `json:"raw,omitempty"`
+	Stream     string   `json:"stream,omitempty"`
+	Timeout    *float64 `json:"timeout,omitempty"` // milliseconds
+	Until      []string `json:"until,omitempty"`
+	UntilArray bool     `json:"-"` // until was given as an array
+	Pattern    string   `json:"pattern,omitempty"`
+	IgnoreCase *bool    `json:"ignoreCase,omitempty"`
+	Host       string   `json:"host,omitempty"`
+	Port       *float64 `json:"port,omitempty"`
+	URL        string   `json:"url,omitempty"`
+	Path       string   `json:"path,omitempty"`
+	IdleMs     *float64 `json:"idleMs,omitempty"`
+	Context    *float64 `json:"context,omitempty"`
+	Max        *float64 `json:"max,omitempty"`
+}
+
+var processFields = map[string]bool{
+	"action": true, "sessionId": true, "data": true, "eof": true, "keys": true, "hex": true,
+	"literal": true, "delayMs": true, "text": true, "bracketed": true, "offset": true, "limit": true,
+	"since": true, "raw": true, "stream": true, "timeout": true, "until": true, "pattern": true,
+	"ignoreCase": true, "host": true, "port": true, "url": true, "path": true, "idleMs": true,
+	"context": true, "max": true,
+}
+
+// ParseProcessParams decodes process arguments. An unknown action is
+// reported with OpenClaw's text `Unknown action <x>`.
+func ParseProcessParams(raw []byte) (ProcessParams, *Error) {
+	var p ProcessParams
+	m, e := fields(raw, processFields)
+	if e != nil {
+		return p, e
+	}
+	for _, s := range []struct {
+		name string
+		dst  *string
+	}{{"action", &p.Action}, {"sessionId", &p.SessionID}, {"data", &p.Data}, {"literal", &p.Literal},
+		{"text", &p.Text}, {"stream", &p.Stream}, {"pattern", &p.Pattern}, {"host", &p.Host},
+		{"url", &p.URL}, {"path", &p.Path}} {
+		if e := decodeString(m, s.name, s.dst); e != nil {
+			return p, e
+		}
+	}
+	p.Action = strings.TrimSpace(p.Action)
+	known := false
+	for _, a := range ProcessActions {
+		if p.Action == a {
+			known = true
+		}
+	}
+	if !known {
+		return p, Errorf(CodeInvalidArgument, "Unknown action %s", p.Action)
+	}
+	p.SessionID = strings.TrimSpace(p.SessionID)
+	for _, b := range []struct {
+		name string
+		dst  **bool
+	}{{"eof", &p.EOF}, {"bracketed", &p.Bracketed}, {"raw", &p.Raw}, {"ignoreCase", &p.IgnoreCase}} {
+		if e := decodeBool(m, b.name, b.dst); e != nil {
+			return p, e
+		}
+	}
+	for _, n := range []struct {
+		name string
+		dst  **float64
+	}{{"delayMs", &p.DelayMs}, {"offset", &p.Offset}, {"limit", &p.Limit}, {"since", &p.Since},
+		{"port", &p.Port}, {"idleMs", &p.IdleMs}, {"context", &p.Context}, {"max", &p.Max}} {
+		if e := decodeNumber(m, n.name, false, n.dst); e != nil {
+			return p, e
+		}
+	}
+	if e := decodeNumber(m, "timeout", true, &p.Timeout); e != nil {
+		return p, e
+	}
+	if e := decodeStrings(m, "keys", &p.Keys); e != nil {
+		return p, e
+	}
+	if e := decodeStrings(m, "hex", &p.Hex); e != nil {
+		return p, e
+	}
+	if r, ok := m["until"]; ok && !isNull(r) {
+		var one string
+		if json.Unmarshal(r, &one) == nil {
+			p.Until = []string{one}
+		} else if json.Unmarshal(r, &p.Until) == nil {
+			p.UntilArray = true
+		} else {
+			return p, typeErr("until", "a string or an array of strings")
+		}
+	}
+	var err *Error
+	if p.Stream, err = enum("stream", p.Stream, "both", "stdout", "stderr"); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// StatusDetails is the details object of the simple process actions
+// (write, send-keys, submit, paste, kill, clear, remove).
+type StatusDetails struct {
+	Status    string  `json:"status"`
+	SessionID string  `json:"sessionId,omitempty"`
+	Name      string  `json:"name,omitempty"`
+	State     string  `json:"state,omitempty"`
+	KilledBy  string  `json:"killedBy,omitempty"`
+	Signal    *string `json:"signal,omitempty"`
+	Cursor    *int64  `json:"cursor,omitempty"`
+}
+
+// PollDetails is the details object of poll (process.md §4.2).
+type PollDetails struct {
+	Status       string  `json:"status"`
+	State        string  `json:"state"`
+	SessionID    string  `json:"sessionId"`
+	Name         string  `json:"name"`
+	Cursor       int64   `json:"cursor"`
+	ExitCode     *int    `json:"exitCode,omitempty"`
+	Signal       *string `json:"signal,omitempty"`
+	KilledBy     *string `json:"killedBy,omitempty"`
+	Reason       string  `json:"reason,omitempty"`
+	SkippedChars int     `json:"skippedChars,omitempty"`
+	SkippedBytes int64   `json:"skippedBytes,omitempty"`
+	RetryInMs    int     `json:"retryInMs,omitempty"`
+}
+
+// LogDetails is the details object of log (process.md §4.3).
+type LogDetails struct {
+	Status       string  `json:"status"`
+	State        string  `json:"state"`
+	SessionID    string  `json:"sessionId"`
+	Name         string  `json:"name"`
+	Total        int     `json:"total"`
+	TotalLines   int     `json:"totalLines"`
+	TotalChars   int     `json:"totalChars"`
+	Truncated    bool    `json:"truncated"`
+	DroppedLines int64   `json:"droppedLines"`
+	Cursor       int64   `json:"cursor"`
+	SkippedBytes int64   `json:"skippedBytes,omitempty"`
+	ExitCode     *int    `json:"exitCode,omitempty"`
+	Signal       *string `json:"signal,omitempty"`
+	ExitSignal   *string `json:"exitSignal,omitempty"`
+}
+
+// SessionEntry is one session in list results (process.md §4.1).
+type SessionEntry struct {
+	SessionID         string  `json:"sessionId"`
+	Status            string  `json:"status"`
+	State             string  `json:"state"`
+	PID               *int    `json:"pid"`
+	StartedAt         int64   `json:"startedAt"`
+	EndedAt           *int64  `json:"endedAt,omitempty"`
+	RuntimeMs         int64   `json:"runtimeMs"`
+	DurationMs        *int64  `json:"durationMs,omitempty"`
+	Cwd               string  `json:"cwd"`
+	Command           string  `json:"command"`
+	Name              string  `json:"name"`
+	Tail              string  `json:"tail"`
+	Truncated         bool    `json:"truncated"`
+	ExitCode          *int    `json:"exitCode,omitempty"`
+	Signal            *string `json:"signal,omitempty"`
+	ExitSignal        *string `json:"exitSignal,omitempty"`
+	KilledBy          *string `json:"killedBy,omitempty"`
+	DescendantsKilled *int    `json:"descendantsKilled,omitempty"`
+	Host              string  `json:"host"`
+	PTY               bool    `json:"pty"`
+	Backgrounded      bool    `json:"backgrounded"`
+	Cursor            int64   `json:"cursor"`
+}
+
+// ListDetails is the details object of list.
+type ListDetails struct {
+	Status   string         `json:"status"`
+	Sessions []SessionEntry `json:"sessions"`
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// conchBin is the conch binary built once for the end-to-end tests.
+var conchBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "conch-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	conchBin = filepath.Join(dir, "conch")
+	build := exec.Command("go", "build", "-o", conchBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build conch:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// conch is a `conch mcp` process driven by the official Go SDK client.
+type conch struct {
+	t    *testing.T
+	home string
+	cmd  *exec.Cmd
+	cs   *mcp.ClientSession
+
+	mu   sync.Mutex
+	logs []*mcp.LoggingMessageParams
+}
+
+// newHome returns a fresh conch home, optionally with a config file.
+func newHome(t *testing.T, config string) string {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if config != "" {
+		if err := os.WriteFile(filepath.Join(home, "config.json"), []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { killLeftovers(t, home) })
+	return home
+}
+
+// killLeftovers ends any supervisor a failed test left behind.
+func killLeftovers(t *testing.T, home string) {
+	out, _ := exec.Command("pkill", "-9", "-f", "supervise --home "+home).CombinedOutput()
+	_ = out
+}
+
+// startConch runs `conch mcp` on home and connects to it.
+func startConch(t *testing.T, home string, args ...string) *conch {
+	t.Helper()
+	c := &conch{t: t, home: home}
+	cmd := exec.Command(conchBin, append([]string{"mcp", "--home", home}, args...)...)
+	cmd.Stderr = os.Stderr
+	cmd.Dir = t.TempDir()
+	c.cmd = cmd
+	client := mcp.NewClient(&mcp.Implementation{Name: "conch-e2e", Version: "1"}, &mcp.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			c.mu.Lock()
+			c.logs = append(c.logs, req.Params)
+			c.mu.Unlock()
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("connect to conch mcp: %v", err)
+	}
+	c.cs = cs
+	t.Cleanup(func() { c.close() })
+	return c
+}
+
+func (c *conch) close() {
+	if c.cs != nil {
+		c.cs.Close()
+		c.cs = nil
+	}
+}
+
+// kill9 kills the conch process without any chance to clean up.
+func (c *conch) kill9() {
+	c.cmd.Process.Kill()
+	c.cmd.Wait()
+	c.cs.Close()
+	c.cs = nil
+}
+
+// result is a decoded tool result.
+type result struct {
+	Text    string
+	D       map[string]any
+	IsError bool
+}
+
+func (r result) str(k string) string {
+	v, _ := r.D[k].(string)
+	return v
+}
+
+func (r result) num(k string) float64 {
+	v, ok := r.D[k].(float64)
+	if !ok {
+		return -1
+	}
+	return v
+}
+
+// call invokes a tool with a hard deadline.
+func (c *conch) call(tool string, args map[string]any) result {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		c.t.Fatalf("%s %v: %v", tool, args, err)
+	}
+	var r result
+	r.IsError = res.IsError
+	if len(res.Content) > 0 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+			r.Text = tc.Text
+		}
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	json.Unmarshal(b, &r.D)
+	return r
+}
+
+func (c *conch) exec(args map[string]any) result {
+	c.t.Helper()
+	return c.call("exec", args)
+}
+
+func (c *conch) process(args map[string]any) result {
+	c.t.Helper()
+	return c.call("process", args)
+}
+
+// waitEnd polls a session until it leaves the running state.
+func (c *conch) waitEnd(id string, within time.Duration) result {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		r := c.process(map[string]any{"action": "poll", "sessionId": id, "timeout": 500})
+		if r.str("status") != "running" {
+			return r
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("session %s still running after %v: %s", id, within, r.Text)
+		}
+	}
+}
+
+// eventually retries f until it returns "" or d passes, then fails with
+// its last message.
+func eventually(t *testing.T, d time.Duration, f func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		msg := f()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pgrep lists pids whose command line contains pattern.
+func pgrep(pattern string) []string {
+	out, _ := exec.Command("pgrep", "-f", pattern).Output()
+	return strings.Fields(string(out))
+}
+
+// marker returns a unique string usable in a command line to find its
+// processes later (e.g. `sleep 1000 # <marker>` is not visible; use it as
+// an argument).
+func marker(t *testing.T) string {
+	return fmt.Sprintf("conch-e2e-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
+}

@@ -1,0 +1,515 @@
+// Package engine is conch's embeddable core: it implements the exec and
+// process tools over supervised, journaled sessions in one conch home.
+//
+// An Engine owns a home directory ($CONCH_HOME): it takes the home's engine
+// lock, reattaches the sessions that supervisors kept running while no
+// engine was up, starts new sessions under `conch supervise`, and answers
+// tool calls. It never serves a network protocol itself; adapters (MCP,
+// HTTP) translate to and from its methods. All methods are safe for
+// concurrent use.
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/supervisor"
+)
+
+// Options configure an Engine. The zero value of every field but Home
+// works.
+type Options struct {
+	// Home is the state directory. Required.
+	Home string
+	// Config is the configuration; nil loads Home/config.json.
+	Config *config.Config
+	// Workdir is the default workspace of every agent that has none
+	// configured (conch mcp --workdir); default the process's cwd.
+	Workdir string
+	// SupervisorArgv is the command that runs a supervisor, to which
+	// "--home H --session ID" is appended. Default: this executable with
+	// the argument "supervise".
+	SupervisorArgv []string
+	// Mode names the kind of process holding the engine ("mcp", "serve"),
+	// shown to a second engine that finds the home locked.
+	Mode string
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+	// Notify, if set, is called (without locks held) for every exec event
+	// queued for an agent, so adapters can push it at once.
+	Notify func(agent string, n Notice)
+}
+
+// Notice is an exec event for an agent (exec.md §12).
+type Notice struct {
+	Kind      string `json:"kind"` // completed | failed
+	Text      string `json:"text"`
+	SessionID string `json:"sessionId,omitempty"`
+}
+
+// ErrHomeNotWritable and ErrHomeLocked are returned by New; the CLI maps
+// both to exit code 6.
+var (
+	ErrHomeNotWritable = errors.New("conch home is not writable")
+	ErrHomeLocked      = errors.New("conch home is in use")
+)
+
+// Engine runs sessions in one home.
+type Engine struct {
+	opt     Options
+	home    string
+	cfg     *config.Config
+	log     *slog.Logger
+	lock    *os.File
+	cwd     string
+	supArgv []string
+
+	mu       sync.Mutex // guards sessions, notices and closed
+	sessions map[string]*session
+	notices  map[string][]queuedNotice
+	closed   bool
+
+	wg     sync.WaitGroup // trackers and the sweeper
+	stop   chan struct{}
+	stopMu sync.Once
+}
+
+type queuedNotice struct {
+	Notice
+	sess *session
+}
+
+// New opens the home, takes its engine lock and reattaches its sessions.
+func New(opt Options) (*Engine, error) {
+	if opt.Home == "" {
+		return nil, errors.New("engine: Home is required")
+	}
+	home, err := filepath.Abs(opt.Home)
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareHome(home); err != nil {
+		return nil, fmt.Errorf("%w: conch home %s is not writable (%v)", ErrHomeNotWritable, home, err)
+	}
+	lock, err := lockHome(home, opt.Mode)
+	if err != nil {
+		return nil, err
+	}
+	cfg := opt.Config
+	if cfg == nil {
+		cfg, err = config.Load(filepath.Join(home, "config.json"))
+		if err != nil {
+			lock.Close()
+			return nil, err
+		}
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cwd := opt.Workdir
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
+	argv := opt.SupervisorArgv
+	if len(argv) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("find own executable: %w", err)
+		}
+		argv = []string{exe, "supervise"}
+	}
+	e := &Engine{
+		opt: opt, home: home, cfg: cfg, log: log, lock: lock, cwd: cwd, supArgv: argv,
+		sessions: map[string]*session{}, notices: map[string][]queuedNotice{}, stop: make(chan struct{}),
+	}
+	e.reattach()
+	e.wg.Add(1)
+	go e.sweep()
+	return e, nil
+}
+
+// prepareHome creates the home and its subdirectories with mode 0700 and
+// proves it is writable.
+func prepareHome(home string) error {
+	for _, d := range []string{home, filepath.Join(home, "sessions"), filepath.Join(home, "run"), filepath.Join(home, "run", "s")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	probe := filepath.Join(home, "run", ".probe")
+	if err := os.WriteFile(probe, nil, 0o600); err != nil {
+		return err
+	}
+	return os.Remove(probe)
+}
+
+// lockHome takes run/engine.lock (flock) and records who holds it.
+func lockHome(home, mode string) (*os.File, error) {
+	path := filepath.Join(home, "run", "engine.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%w: conch home %s is not writable (%v)", ErrHomeNotWritable, home, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(path)
+		f.Close()
+		pid, who, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		if who == "" {
+			who = "engine"
+		}
+		return nil, fmt.Errorf("%w: conch home %s is in use by pid %s (%s); stop it or use another --home", ErrHomeLocked, home, pid, who)
+	}
+	if mode == "" {
+		mode = "engine"
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+" "+mode+"\n"), 0)
+	return f, nil
+}
+
+// Home returns the engine's home directory.
+func (e *Engine) Home() string { return e.home }
+
+// Close stops the engine. Sessions keep running under their supervisors
+// unless sessions.survive is false, in which case each is killed with
+// killedBy "shutdown" first. Close waits for the engine's goroutines.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	var running []*session
+	for _, s := range e.sessions {
+		if s.running() {
+			running = append(running, s)
+		}
+	}
+	e.mu.Unlock()
+	if !e.cfg.Survive() {
+		for _, s := range running {
+			e.killSession(s, "shutdown")
+		}
+		for _, s := range running {
+			select {
+			case <-s.ended:
+			case <-time.After(e.cfg.Exec(s.st.Agent).KillGrace + 3*time.Second):
+			}
+		}
+	}
+	e.stopMu.Do(func() { close(e.stop) })
+	e.wg.Wait()
+	return e.lock.Close()
+}
+
+func (e *Engine) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+// socketPath returns the control socket path of a session: under the home
+// when it fits in a sockaddr_un, else under a per-user runtime directory
+// (hosts.md §7.5).
+func (e *Engine) socketPath(id string) string {
+	p := filepath.Join(e.home, "run", "s", id+".sock")
+	if len(p) <= 100 {
+		return p
+	}
+	base := os.Getenv("XDG_RUNTIME_DIR")
+	tag := shortHash(e.home)
+	var dir string
+	if base != "" {
+		dir = filepath.Join(base, "conch-"+tag, "s")
+	} else {
+		dir = filepath.Join(os.TempDir(), fmt.Sprintf("conch-%d-%s", os.Getuid(), tag), "s")
+	}
+	return filepath.Join(dir, id+".sock")
+}
+
+// lookup returns the session id of agent, or nil: a session of another
+// agent behaves exactly like a missing one.
+func (e *Engine) lookup(agent, id string) *session {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.sessions[id]
+	if s == nil || s.st.Agent != agent {
+		return nil
+	}
+	return s
+}
+
+func (e *Engine) forget(s *session) {
+	e.mu.Lock()
+	if e.sessions[s.id] == s {
+		delete(e.sessions, s.id)
+	}
+	e.mu.Unlock()
+}
+
+// track follows a running session's events until it ends. events comes
+// from the spawn pipe or from a socket subscription; when it closes without
+// an end state the supervisor is re-contacted, and declared lost when it
+// is gone.
+func (e *Engine) track(s *session, events <-chan supervisor.Event) {
+	defer e.wg.Done()
+	for {
+		for ev := range events {
+			s.setCursor(ev.Cursor)
+			if ev.Exit != nil && ev.Exit.Final {
+				e.ended(s, *ev.Exit)
+				return
+			}
+		}
+		if ex, ok, _ := supervisor.ReadExit(s.dir); ok && ex.Final {
+			e.ended(s, ex)
+			return
+		}
+		select {
+		case <-e.stop:
+			return
+		default:
+		}
+		next, err := e.resubscribe(s)
+		if err != nil {
+			e.markLost(s)
+			return
+		}
+		events = next
+	}
+}
+
+// resubscribe reconnects to a session's supervisor: three tries a second
+// apart while its process is alive (hosts.md §7.6).
+func (e *Engine) resubscribe(s *session) (<-chan supervisor.Event, error) {
+	s.mu.Lock()
+	meta := s.meta
+	s.mu.Unlock()
+	var lastErr error
+	for i := 0; i < 3; i++ {
+		if !supervisor.Alive(meta.SupervisorPID, meta.SupervisorStartTime) {
+			// A supervisor that just committed its end state and exited
+			// is not lost.
+			if ex, ok, _ := supervisor.ReadExit(s.dir); ok && ex.Final {
+				e.ended(s, ex)
+				return nil, nil
+			}
+			return nil, errors.New("supervisor is gone")
+		}
+		ch, closeFn, err := supervisor.Subscribe(meta.Socket)
+		if err == nil {
+			go func() { <-e.stop; closeFn() }()
+			return ch, nil
+		}
+		lastErr = err
+		select {
+		case <-e.stop:
+			return nil, errors.New("engine stopping")
+		case <-time.After(time.Second):
+		}
+	}
+	return nil, lastErr
+}
+
+// markLost records the end state "lost" for a session whose supervisor
+// died without one, after killing whatever is left of its tree.
+func (e *Engine) markLost(s *session) {
+	if !s.running() || e.isClosed() {
+		return
+	}
+	s.mu.Lock()
+	meta := s.meta
+	cursor := s.cursor
+	s.mu.Unlock()
+	if ex, ok, _ := supervisor.ReadExit(s.dir); ok {
+		// The supervisor died after reaping the command but before it
+		// finished cleaning up: the recorded state is the truth.
+		ex.Final = true
+		ex.DescendantsKilled += supervisor.Sweep(meta)
+		supervisor.WriteJSON(supervisor.ExitPath(s.dir), ex)
+		e.ended(s, ex)
+		return
+	}
+	n := supervisor.Sweep(meta)
+	now := time.Now()
+	ex := supervisor.Exit{
+		State: supervisor.StateLost, EndedAt: now.UnixMilli(), DescendantsKilled: n,
+		OutputBytes: cursor, Final: true,
+		Reason: "Command lost: its supervisor ended without recording an exit status.",
+	}
+	if meta.StartedAt > 0 {
+		ex.DurationMs = now.UnixMilli() - meta.StartedAt
+	}
+	if err := supervisor.WriteJSON(supervisor.ExitPath(s.dir), ex); err != nil {
+		e.log.Warn("write lost exit.json", "session", s.id, "err", err)
+	}
+	e.ended(s, ex)
+}
+
+// ended handles a session's end: it wakes waiters, deletes a foreground
+// session nobody will read, and queues the exit notice.
+func (e *Engine) ended(s *session, ex supervisor.Exit) {
+	if !s.finish(ex) {
+		return
+	}
+	st, _, _ := s.snapshot()
+	if st.Hidden {
+		// remove: deleted as soon as it ends.
+		e.forget(s)
+		s.remove()
+		return
+	}
+	if !st.Backgrounded {
+		return // the exec call in its yield window takes it from here
+	}
+	e.queueExitNotice(s, ex)
+}
+
+// sweep deletes finished sessions past their TTL.
+func (e *Engine) sweep() {
+	defer e.wg.Done()
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		e.mu.Lock()
+		var old []*session
+		for _, s := range e.sessions {
+			_, ex, _ := s.snapshot()
+			if ex != nil && now.Sub(time.UnixMilli(ex.EndedAt)) > e.cfg.Exec(s.st.Agent).Cleanup {
+				old = append(old, s)
+			}
+		}
+		for _, s := range old {
+			delete(e.sessions, s.id)
+		}
+		e.mu.Unlock()
+		for _, s := range old {
+			s.remove()
+		}
+	}
+}
+
+// reattach loads every session of the home (hosts.md §7.6).
+func (e *Engine) reattach() {
+	dir := filepath.Join(e.home, "sessions")
+	names, _ := os.ReadDir(dir)
+	for _, n := range names {
+		if !n.IsDir() {
+			continue
+		}
+		id := n.Name()
+		sdir := filepath.Join(dir, id)
+		s := newSession(id, sdir)
+		if err := supervisor.ReadJSON(filepath.Join(sdir, "state.json"), &s.st); err != nil {
+			// No state: the engine died while creating it. Nothing ran
+			// unless meta.json exists.
+			if _, err := os.Stat(supervisor.MetaPath(sdir)); err != nil {
+				os.RemoveAll(sdir)
+				continue
+			}
+		}
+		if err := supervisor.ReadJSON(supervisor.MetaPath(sdir), &s.meta); err != nil {
+			// A supervisor that never started: nothing to follow.
+			os.RemoveAll(sdir)
+			continue
+		}
+		s.pid, s.socket = s.meta.PID, s.meta.Socket
+		s.start = time.UnixMilli(s.meta.StartedAt)
+		if s.st.Agent == "" {
+			s.st.Agent = s.meta.Agent
+			s.st.Command, s.st.Name, s.st.Cwd, s.st.Host, s.st.PTY = s.meta.Command, s.meta.Name, s.meta.Cwd, s.meta.Host, s.meta.PTY
+		}
+		// A foreground call cut by the restart: its session is now a
+		// background one.
+		if !s.st.Backgrounded && !s.st.Retained {
+			s.st.Backgrounded = true
+			s.saveLocked()
+		}
+		if info, err := journalEnd(s.journal()); err == nil {
+			s.cursor = info
+		}
+		e.sessions[id] = s
+		if ex, ok, _ := supervisor.ReadExit(sdir); ok && ex.Final {
+			s.finish(ex)
+			if s.st.Hidden {
+				delete(e.sessions, id)
+				os.RemoveAll(sdir)
+			}
+			continue
+		}
+		ch, err := e.resubscribe(s)
+		if err != nil {
+			e.wg.Add(1)
+			go func() { defer e.wg.Done(); e.markLost(s) }()
+			continue
+		}
+		if ch == nil {
+			continue // ended meanwhile
+		}
+		e.wg.Add(1)
+		go e.track(s, ch)
+	}
+}
+
+// Sessions returns the ids of every session in the registry, sorted; for
+// tests and diagnostics.
+func (e *Engine) Sessions() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var ids []string
+	for id := range e.sessions {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Call runs a tool by name with raw JSON arguments: the entry point of the
+// adapters.
+func (e *Engine) Call(ctx context.Context, agent, tool string, args json.RawMessage) apitype.Result {
+	switch tool {
+	case "exec":
+		p, perr := apitype.ParseExecParams(args)
+		if perr != nil {
+			return e.withNotices(agent, execError(perr))
+		}
+		return e.Exec(ctx, agent, p)
+	case "process":
+		p, perr := apitype.ParseProcessParams(args)
+		if perr != nil {
+			return e.withNotices(agent, processError(perr))
+		}
+		return e.Process(ctx, agent, p)
+	}
+	return execError(apitype.Errorf(apitype.CodeInvalidArgument, "Unknown tool %q.", tool))
+}
+
+// shortHash is 8 hex digits of sha256(s), naming per-home runtime dirs.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:4])
+}

@@ -1,0 +1,528 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/slug"
+	"github.com/conchsh/conch/internal/supervisor"
+)
+
+// Exec runs the exec tool for agent (exec.md). The result is never a Go
+// error: failures are results with status "error" or "failed".
+func (e *Engine) Exec(ctx context.Context, agent string, p apitype.ExecParams) apitype.Result {
+	return e.withNotices(agent, e.exec(ctx, agent, p))
+}
+
+func execError(err *apitype.Error) apitype.Result {
+	return apitype.Result{Text: err.Message, Details: &apitype.ErrorDetails{Status: "error", Error: err}}
+}
+
+// plan is a validated exec request, ready to spawn.
+type plan struct {
+	agent      string
+	command    string
+	argv       []string
+	env        []string
+	envKeys    []string
+	cwd        string
+	host       string
+	hostReason string
+	pty        bool
+	stdin      string
+	window     time.Duration // <0: none (synchronous)
+	timeout    time.Duration // 0: none
+	warnings   []string
+	set        config.ExecSettings
+}
+
+func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) apitype.Result {
+	if e.isClosed() {
+		return execError(apitype.Errorf(apitype.CodeUnavailable, "conch engine is shutting down."))
+	}
+	pl, aerr := e.plan(agent, p)
+	if aerr != nil {
+		return execError(aerr)
+	}
+	s, res, ok := e.spawn(pl, p)
+	if !ok {
+		return res
+	}
+	if pl.window == 0 {
+		return e.background(s, pl)
+	}
+	var timer <-chan time.Time
+	if pl.window > 0 {
+		t := time.NewTimer(pl.window)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-s.ended:
+		return e.foregroundResult(s, pl)
+	case <-timer:
+		return e.background(s, pl)
+	case <-ctx.Done():
+		// The caller gave up during the yield window: the run goes too.
+		e.killSession(s, "agent")
+		select {
+		case <-s.ended:
+		case <-time.After(pl.set.KillGrace + 3*time.Second):
+		}
+		return e.foregroundResult(s, pl)
+	}
+}
+
+// plan applies exec.md §2 steps 3–9 and §3.1.
+func (e *Engine) plan(agent string, p apitype.ExecParams) (*plan, *apitype.Error) {
+	set := e.cfg.Exec(agent)
+	pl := &plan{agent: agent, command: p.Command, set: set}
+
+	// Host (hosts.md §1). Sandboxing is not available in this build, so
+	// the implicit default falls back to the gateway and an explicit
+	// sandbox fails closed.
+	configured := strings.ToLower(set.Host)
+	switch {
+	case p.Host == "node" || configured == "node":
+		return nil, apitype.Errorf(apitype.CodeNodeUnavailable, "exec host=node: no node is available (no node host is paired with this gateway).")
+	case configured == "sandbox" || (configured == "" && p.Host == "sandbox"):
+		return nil, apitype.Errorf(apitype.CodeSandboxUnavail, "exec host=sandbox is configured, but sandbox runtime is unavailable for this session.\nEnable sandboxing (sandbox.mode) with an available backend (bwrap, docker or landlock), or use host=gateway with approvals.")
+	case configured == "gateway" && p.Host != "" && p.Host != "gateway":
+		return nil, apitype.Errorf(apitype.CodeHostNotAllowed, "exec host not allowed (requested %s; configure tools.exec.host=%s to allow).", p.Host, p.Host)
+	case configured == "":
+		pl.host, pl.hostReason = "gateway", "implicit-sandbox-off"
+	default:
+		pl.host = "gateway"
+	}
+
+	// Background allowed? (exec.md §2 step 3)
+	pl.window = set.Yield
+	background := p.Background != nil && *p.Background
+	switch {
+	case set.DenyProcess && (p.Background != nil || p.YieldMs != nil):
+		pl.warnings = append(pl.warnings, "Warning: background execution is disabled; running synchronously.")
+		pl.window = -1
+		background = false
+	case set.DenyProcess:
+		pl.window = -1
+	case background:
+		pl.window = 0
+	case p.YieldMs != nil:
+		ms := *p.YieldMs
+		if ms < 10 {
+			ms = 10
+		}
+		pl.window = time.Duration(math.Min(ms, 120000)) * time.Millisecond
+	}
+
+	// Timeout (exec.md §3.1).
+	switch {
+	case p.Timeout != nil:
+		pl.timeout = secondsDuration(*p.Timeout)
+	case background || (p.YieldMs != nil && !set.DenyProcess):
+		pl.timeout = set.BackgroundTimeout
+	default:
+		pl.timeout = set.Timeout
+	}
+
+	pl.pty = set.PTY
+	if p.PTY != nil {
+		pl.pty = *p.PTY
+	}
+	switch {
+	case pl.pty:
+		pl.stdin = "pty"
+	case background:
+		pl.stdin = "open"
+	default:
+		pl.stdin = "closed"
+	}
+
+	// Workdir (exec.md §4.3).
+	def := set.Workspace
+	if def == "" {
+		def = e.cwd
+	}
+	if !isDir(def) {
+		def, _ = os.UserHomeDir()
+	}
+	pl.cwd = def
+	if p.Workdir != "" {
+		w := p.Workdir
+		if strings.HasPrefix(w, "~/") {
+			if h, err := os.UserHomeDir(); err == nil {
+				w = filepath.Join(h, w[2:])
+			}
+		} else if !filepath.IsAbs(w) {
+			w = filepath.Join(def, w)
+		}
+		if isDir(w) {
+			pl.cwd = filepath.Clean(w)
+		} else {
+			pl.warnings = append(pl.warnings, fmt.Sprintf("Warning: workdir %q is unavailable; using %q.", p.Workdir, def))
+		}
+	}
+
+	// Environment (exec.md §5.2).
+	if msg := hostenv.Validate(p.Env); msg != "" {
+		return nil, apitype.Errorf(apitype.CodeSecurity, "%s", msg)
+	}
+	env := map[string]string{}
+	for _, kv := range hostenv.Inherit(os.Environ()) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	for k, v := range set.NonInteractiveEnv {
+		env[k] = v
+	}
+	for k, v := range p.Env {
+		env[k] = v
+		pl.envKeys = append(pl.envKeys, k)
+	}
+	if len(set.PathPrepend) > 0 {
+		env["PATH"] = prependPath(set.PathPrepend, env["PATH"])
+	}
+	env["CONCH_SHELL"] = "exec"
+	env["OPENCLAW_SHELL"] = "exec"
+	if pl.pty {
+		if t := os.Getenv("TERM"); t != "" {
+			env["TERM"] = t
+		} else {
+			env["TERM"] = "xterm-256color"
+		}
+	}
+	sort.Strings(pl.envKeys)
+	for k, v := range env {
+		pl.env = append(pl.env, k+"="+v)
+	}
+	sort.Strings(pl.env)
+	pl.argv = []string{shellPath(), "-c", p.Command}
+	return pl, nil
+}
+
+func secondsDuration(s float64) time.Duration {
+	if s <= 0 || math.IsNaN(s) {
+		return 0
+	}
+	if s > 1e9 {
+		s = 1e9
+	}
+	return time.Duration(int64(s*1000)) * time.Millisecond
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// prependPath puts entries (trimmed, de-duplicated, ~/ expanded) in front
+// of path.
+func prependPath(entries []string, path string) string {
+	home, _ := os.UserHomeDir()
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range entries {
+		p = strings.TrimSpace(p)
+		if strings.HasPrefix(p, "~/") && home != "" {
+			p = filepath.Join(home, p[2:])
+		}
+		if p != "" && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, p := range strings.Split(path, ":") {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ":")
+}
+
+// shellPath picks the gateway shell (exec.md §5.1): $SHELL, except fish
+// (bash, else sh); unset means sh from PATH, else /bin/sh.
+func shellPath() string {
+	sh := os.Getenv("SHELL")
+	if filepath.Base(sh) == "fish" {
+		for _, alt := range []string{"bash", "sh"} {
+			if p, err := exec.LookPath(alt); err == nil {
+				return p
+			}
+		}
+		return sh
+	}
+	if sh != "" {
+		return sh
+	}
+	if p, err := exec.LookPath("sh"); err == nil {
+		return p
+	}
+	return "/bin/sh"
+}
+
+// newID reserves a session id: its directory is created exclusively, so
+// two engines (or two calls) never share one.
+func (e *Engine) newID() (string, string, error) {
+	var dir string
+	var mkErr error
+	id := slug.New(func(c string) bool {
+		d := supervisor.SessionDir(e.home, c)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			if !os.IsExist(err) {
+				mkErr = err
+				return false
+			}
+			return true
+		}
+		dir = d
+		return false
+	})
+	if mkErr != nil {
+		return "", "", mkErr
+	}
+	return id, dir, nil
+}
+
+// spawn creates the session and starts its supervisor. On failure it
+// returns the result to give the caller and ok=false; nothing remains.
+func (e *Engine) spawn(pl *plan, p apitype.ExecParams) (*session, apitype.Result, bool) {
+	id, dir, err := e.newID()
+	if err != nil {
+		return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
+	}
+	s := newSession(id, dir)
+	s.st = state{
+		Agent: pl.agent, Command: pl.command, Name: deriveName(pl.command), Cwd: pl.cwd, Host: pl.host,
+		PTY: pl.pty, CreatedAt: time.Now().UnixMilli(), TimeoutSec: pl.timeout.Seconds(),
+	}
+	if err := s.saveLocked(); err != nil {
+		s.remove()
+		return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
+	}
+	spec := supervisor.Spec{
+		ID: id, Agent: pl.agent, Name: s.st.Name, Command: pl.command, Argv: pl.argv,
+		Env: append(pl.env, "CONCH_SESSION_ID="+id), Dir: pl.cwd, Host: pl.host, HostReason: pl.hostReason,
+		PTY: pl.pty, Cols: 120, Rows: 30, Stdin: pl.stdin, TimeoutMs: pl.timeout.Milliseconds(),
+		KillGraceMs: pl.set.KillGrace.Milliseconds(), JournalMaxBytes: pl.set.JournalMaxBytes,
+		JournalHeadBytes: pl.set.JournalHeadBytes, Socket: e.socketPath(id), EnvKeys: pl.envKeys,
+		Fingerprint: fingerprint(p),
+	}
+	h, err := supervisor.Launch(e.supArgv, e.home, spec, supervisorEnv(), 5*time.Second)
+	if err != nil && pl.pty && strings.HasPrefix(err.Error(), "open pty") {
+		pl.warnings = append(pl.warnings, fmt.Sprintf("Warning: PTY spawn failed (%v); retrying without PTY for `%s`.", err, pl.command))
+		pl.pty, pl.stdin = false, "open"
+		spec.PTY, spec.Stdin = false, "open"
+		h, err = supervisor.Launch(e.supArgv, e.home, spec, supervisorEnv(), 5*time.Second)
+	}
+	if err != nil {
+		s.remove()
+		msg := err.Error()
+		return nil, apitype.Result{
+			Text: withWarnings(pl.warnings, msg),
+			Details: &apitype.ExecDetails{
+				Status: "failed", Reason: msg, Cwd: pl.cwd, Host: pl.host, HostReason: pl.hostReason, Warnings: pl.warnings,
+			},
+		}, false
+	}
+	s.pid, s.socket, s.start = h.PID, spec.Socket, time.Now()
+	s.meta = supervisor.Meta{ID: id, Agent: pl.agent, PID: h.PID, PGID: h.PID, Socket: spec.Socket,
+		SupervisorPID: h.SupervisorPID, SupervisorStartTime: supervisor.StartTime(h.SupervisorPID),
+		StartedAt: s.start.UnixMilli(), Cwd: pl.cwd}
+	if err := supervisor.ReadJSON(supervisor.MetaPath(dir), &s.meta); err != nil {
+		e.log.Warn("read meta.json", "session", id, "err", err)
+	} else {
+		s.start = time.UnixMilli(s.meta.StartedAt)
+	}
+	e.mu.Lock()
+	e.sessions[id] = s
+	e.mu.Unlock()
+	e.wg.Add(1)
+	go e.track(s, h.Events)
+	return s, apitype.Result{}, true
+}
+
+// supervisorEnv is the environment of a supervisor process: nothing from
+// the engine's own environment leaks into it (the command's environment
+// travels in the spec).
+func supervisorEnv() []string {
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	for _, k := range []string{"GOCOVERDIR", "GOTRACEBACK", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return append(env, "GOGC=50", "GOMAXPROCS=2")
+}
+
+// fingerprint hashes the request fields that define a run (exec.md §10).
+func fingerprint(p apitype.ExecParams) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q|%q|%q|%q|", p.Command, p.Workdir, p.Host, p.Node)
+	keys := make([]string, 0, len(p.Env))
+	for k := range p.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%q=%q,", k, p.Env[k])
+	}
+	for _, v := range []*bool{p.PTY, p.Background, p.Elevated} {
+		if v == nil {
+			b.WriteString("-|")
+		} else {
+			b.WriteString(strconv.FormatBool(*v) + "|")
+		}
+	}
+	fmt.Fprintf(&b, "%q|%q", p.Security, p.Ask)
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
+}
+
+func withWarnings(warnings []string, text string) string {
+	if len(warnings) == 0 {
+		return text
+	}
+	return strings.Join(warnings, "\n") + "\n\n" + text
+}
+
+// background marks s as a background session and returns the running
+// result (exec.md §8.3).
+func (e *Engine) background(s *session, pl *plan) apitype.Result {
+	s.update(func(st *state) { st.Backgrounded = true })
+	if !s.running() {
+		// It ended between the timer and the mark: the notice is ours
+		// to queue.
+		_, ex, _ := s.snapshot()
+		e.queueExitNotice(s, *ex)
+	}
+	tail, cursor := e.tail(s, 2000)
+	pid := s.pid
+	d := &apitype.ExecDetails{
+		Status: "running", SessionID: s.id, PID: &pid, StartedAt: s.start.UnixMilli(), Cwd: pl.cwd,
+		Tail: &tail, Cursor: cursor, Name: s.st.Name, PTY: &pl.pty, Host: pl.host, HostReason: pl.hostReason,
+		Stdin: pl.stdin, Warnings: pl.warnings,
+	}
+	text := fmt.Sprintf("Command still running (session %s, pid %d). Use process (list/poll/log/wait/write/kill/clear/remove) for follow-up.", s.id, pid)
+	if tail != "" {
+		text += fmt.Sprintf("\n\nOutput so far (last %d chars):\n%s", len([]rune(tail)), tail)
+	}
+	return apitype.Result{Text: withWarnings(pl.warnings, text), Details: d}
+}
+
+// foregroundResult builds the completed/failed result of a run that ended
+// in its yield window, and deletes the session unless its output was
+// truncated (then it is retained so the agent can page it).
+func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
+	_, ex, _ := s.snapshot()
+	out := e.output(s, pl.set.MaxOutputChars)
+	if out.truncated {
+		s.update(func(st *state) { st.Retained = true })
+	} else {
+		e.forget(s)
+		s.remove()
+	}
+	res := endResult(s, *ex, out, pl.set)
+	d := res.Details.(*apitype.ExecDetails)
+	d.Host, d.HostReason, d.Warnings = pl.host, pl.hostReason, pl.warnings
+	if !out.truncated {
+		d.SessionID = ""
+	}
+	res.Text = withWarnings(pl.warnings, res.Text)
+	return res
+}
+
+// endResult turns an end state and the rendered output into the exec
+// result of exec.md §8.1/§8.2.
+func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSettings) apitype.Result {
+	dur := ex.DurationMs
+	trunc := out.truncated
+	bytes := ex.OutputBytes
+	desc := ex.DescendantsKilled
+	agg := out.text
+	d := &apitype.ExecDetails{
+		State: ex.State, ExitCode: ex.ExitCode, Signal: ex.Signal, KilledBy: ex.KilledBy,
+		DurationMs: &dur, Aggregated: &agg, Cwd: s.st.Cwd, SessionID: s.id, Truncated: &trunc,
+		OutputBytes: &bytes, Cursor: out.cursor, DescendantsKilled: &desc,
+	}
+	reason := failureReason(ex, s.st.TimeoutSec)
+	if reason == "" {
+		d.Status = "completed"
+		text := out.text
+		if strings.TrimSpace(text) == "" {
+			text = "(no output)"
+		}
+		if ex.ExitCode != nil && *ex.ExitCode != 0 {
+			text += fmt.Sprintf("\n\n(Command exited with code %d)", *ex.ExitCode)
+		}
+		return apitype.Result{Text: text, Details: d}
+	}
+	d.Status = "failed"
+	d.Reason = reason
+	to := ex.TimedOut
+	d.TimedOut = &to
+	text := reason
+	if strings.TrimSpace(out.text) != "" {
+		text = out.text + "\n\n" + reason
+	}
+	return apitype.Result{Text: text, Details: d}
+}
+
+// failureReason returns the reason text of exec.md §8.2, or "" for a run
+// that completed (exited by itself with a code other than 126 and 127).
+func failureReason(ex supervisor.Exit, timeoutSec float64) string {
+	switch ex.State {
+	case supervisor.StateExited:
+		switch *ex.ExitCode {
+		case 127:
+			return "Command not found"
+		case 126:
+			return "Command not executable (permission denied)"
+		}
+		return ""
+	case supervisor.StateKilled:
+		if ex.TimedOut {
+			return fmt.Sprintf("Command timed out after %s seconds. If this command is expected to take longer, re-run with a higher timeout (e.g., exec timeout=300).", strconv.FormatFloat(timeoutSec, 'f', -1, 64))
+		}
+		sig := "SIGTERM"
+		if ex.Signal != nil {
+			sig = *ex.Signal
+		}
+		return fmt.Sprintf("Command killed by %s (signal %s)", deref(ex.KilledBy), sig)
+	case supervisor.StateSignaled:
+		return fmt.Sprintf("Command aborted by signal %s", deref(ex.Signal))
+	case supervisor.StateLost:
+		return "Command lost: its supervisor ended without recording an exit status."
+	}
+	if ex.Reason != "" {
+		return ex.Reason
+	}
+	return "Command ended in state " + ex.State
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// killSession asks a session's supervisor to run the kill sequence. It
+// reports whether the request reached a supervisor.
+func (e *Engine) killSession(s *session, by string) bool {
+	_, err := supervisor.Call(s.socket, supervisor.Request{Op: "kill", By: by})
+	return err == nil
+}

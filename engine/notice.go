@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/render"
+	"github.com/conchsh/conch/internal/supervisor"
+)
+
+// endWord is the <end> of an exit notice: code N, signal SIG, killed by
+// WHO, lost.
+func endWord(ex supervisor.Exit) string {
+	switch ex.State {
+	case supervisor.StateExited:
+		return fmt.Sprintf("code %d", *ex.ExitCode)
+	case supervisor.StateSignaled:
+		return "signal " + deref(ex.Signal)
+	case supervisor.StateKilled:
+		return "killed by " + deref(ex.KilledBy)
+	}
+	return ex.State
+}
+
+// queueExitNotice queues the exit notice of a backgrounded session for its
+// agent (exec.md §12.1), at most once per session.
+func (e *Engine) queueExitNotice(s *session, ex supervisor.Exit) {
+	s.mu.Lock()
+	st := s.st
+	if st.Notice.Queued || st.AgentEnded || st.ObservedEnd || st.Hidden {
+		s.mu.Unlock()
+		return
+	}
+	s.st.Notice.Queued = true
+	s.saveLocked()
+	s.mu.Unlock()
+	set := e.cfg.Exec(st.Agent)
+	if !set.NotifyOnExit {
+		return
+	}
+	ok := ex.State == supervisor.StateExited && *ex.ExitCode == 0
+	tail, _ := e.tail(s, 400)
+	snippet := render.Snippet(tail)
+	if ok && snippet == "" && !set.NotifyOnExitEmptySuccess {
+		return
+	}
+	kind := "completed"
+	if !ok {
+		kind = "failed"
+	}
+	text := fmt.Sprintf("Exec %s (%s, %s)", kind, s.id, endWord(ex))
+	if snippet != "" {
+		text += " :: " + snippet
+	}
+	n := Notice{Kind: kind, Text: text, SessionID: s.id}
+	e.mu.Lock()
+	e.notices[st.Agent] = append(e.notices[st.Agent], queuedNotice{Notice: n, sess: s})
+	e.mu.Unlock()
+	if e.opt.Notify != nil {
+		e.opt.Notify(st.Agent, n)
+	}
+}
+
+// withNotices prefixes a result's text with the agent's undelivered
+// events (exec.md §8), dropping those whose end the agent has already
+// observed.
+func (e *Engine) withNotices(agent string, r apitype.Result) apitype.Result {
+	e.mu.Lock()
+	q := e.notices[agent]
+	delete(e.notices, agent)
+	e.mu.Unlock()
+	var lines []string
+	for _, n := range q {
+		st, _, _ := n.sess.snapshot()
+		if st.ObservedEnd {
+			continue
+		}
+		n.sess.update(func(st *state) { st.Notice.Delivered = true })
+		lines = append(lines, "[conch event] "+n.Text)
+	}
+	if len(lines) > 0 {
+		r.Text = strings.Join(lines, "\n") + "\n\n" + r.Text
+	}
+	return r
+}
+
+// deriveName is the session label of process.md §4.1: verb and first
+// target.
+func deriveName(command string) string {
+	toks := splitWords(command)
+	if len(toks) == 0 {
+		return ""
+	}
+	verb := toks[0]
+	if len(toks) == 1 {
+		return verb
+	}
+	target := toks[1]
+	for _, t := range toks[1:] {
+		if !strings.HasPrefix(t, "-") {
+			target = t
+			break
+		}
+	}
+	return verb + " " + render.MiddleTruncate(target, 48)
+}
+
+// splitWords splits on whitespace honouring "…" and '…', dropping the
+// quotes.
+func splitWords(s string) []string {
+	var out []string
+	var cur strings.Builder
+	in := false
+	var quote rune
+	has := false
+	for _, r := range s {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '"' || r == '\'':
+			quote, has = r, true
+		case r == ' ' || r == '\t' || r == '\n' || r == '\r':
+			if in || has {
+				out = append(out, cur.String())
+				cur.Reset()
+				in, has = false, false
+			}
+		default:
+			cur.WriteRune(r)
+			in = true
+		}
+	}
+	if in || has {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// compactDuration formats a runtime as 500ms, 45s, 2m5s, 1h30m, 2d3h; n/a
+// when d <= 0.
+func compactDuration(d time.Duration) string {
+	if d <= 0 {
+		return "n/a"
+	}
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		m := int(d.Minutes())
+		sec := int(d.Seconds()) - 60*m
+		if sec == 0 {
+			return fmt.Sprintf("%dm", m)
+		}
+		return fmt.Sprintf("%dm%ds", m, sec)
+	case d < 24*time.Hour:
+		h := int(d.Hours())
+		m := int(d.Minutes()) - 60*h
+		if m == 0 {
+			return fmt.Sprintf("%dh", h)
+		}
+		return fmt.Sprintf("%dh%dm", h, m)
+	}
+	days := int(d.Hours()) / 24
+	h := int(d.Hours()) - 24*days
+	if h == 0 {
+		return fmt.Sprintf("%dd", days)
+	}
+	return fmt.Sprintf("%dd%dh", days, h)
+}

@@ -1,0 +1,505 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/keys"
+	"github.com/conchsh/conch/internal/render"
+	"github.com/conchsh/conch/internal/supervisor"
+)
+
+// Process runs the process tool for agent (process.md).
+func (e *Engine) Process(ctx context.Context, agent string, p apitype.ProcessParams) apitype.Result {
+	return e.withNotices(agent, e.process(ctx, agent, p))
+}
+
+func processError(err *apitype.Error) apitype.Result {
+	return apitype.Result{Text: err.Message, Details: &apitype.ErrorDetails{Status: "failed", Error: err}}
+}
+
+func notFound(id string) *apitype.Error {
+	return apitype.Errorf(apitype.CodeNotFound, "No session found for %s", id)
+}
+
+func noActive(id string) *apitype.Error {
+	return apitype.Errorf(apitype.CodeNotFound, "No active session found for %s", id)
+}
+
+func (e *Engine) process(ctx context.Context, agent string, p apitype.ProcessParams) apitype.Result {
+	if p.Action == "list" {
+		return e.list(agent)
+	}
+	if p.SessionID == "" {
+		return processError(apitype.Errorf(apitype.CodeInvalidArgument, "sessionId is required for this action."))
+	}
+	s := e.lookup(agent, p.SessionID)
+	if s == nil {
+		return processError(notFound(p.SessionID))
+	}
+	st, _, _ := s.snapshot()
+	if st.Hidden {
+		return processError(notFound(p.SessionID))
+	}
+	if s.running() && !st.Backgrounded {
+		return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s is not backgrounded.", s.id))
+	}
+	switch p.Action {
+	case "poll":
+		return e.poll(ctx, s, agent, p)
+	case "log":
+		return e.logAction(s, p)
+	case "write", "send-keys", "submit", "paste":
+		return e.input(s, p)
+	case "kill":
+		return e.kill(s)
+	case "clear":
+		if s.running() {
+			return processError(apitype.Errorf(apitype.CodeNotFound, "No finished session found for %s", s.id))
+		}
+		e.forget(s)
+		s.remove()
+		return apitype.Result{Text: fmt.Sprintf("Cleared session %s.", s.id), Details: &apitype.StatusDetails{Status: "completed", SessionID: s.id, Name: st.Name}}
+	case "remove":
+		return e.removeAction(s)
+	}
+	return processError(apitype.Errorf(apitype.CodeUnavailable, "process %s is not available in this build yet.", p.Action))
+}
+
+// listStatus is the status word of list and poll (process.md §4.1, §8).
+func listStatus(ex *supervisor.Exit) string {
+	if ex == nil {
+		return "running"
+	}
+	switch ex.State {
+	case supervisor.StateExited:
+		if *ex.ExitCode == 0 {
+			return "completed"
+		}
+		return "failed"
+	case supervisor.StateKilled, supervisor.StateLost, supervisor.StateDenied:
+		return ex.State
+	}
+	return "failed"
+}
+
+// runStatus is the status of poll, log and wait results: running,
+// completed (exit 0) or failed.
+func runStatus(ex *supervisor.Exit) string {
+	if ex == nil {
+		return "running"
+	}
+	if ex.State == supervisor.StateExited && *ex.ExitCode == 0 {
+		return "completed"
+	}
+	return "failed"
+}
+
+func (e *Engine) list(agent string) apitype.Result {
+	e.mu.Lock()
+	var ss []*session
+	for _, s := range e.sessions {
+		if s.st.Agent == agent {
+			ss = append(ss, s)
+		}
+	}
+	e.mu.Unlock()
+	var entries []apitype.SessionEntry
+	for _, s := range ss {
+		st, ex, cursor := s.snapshot()
+		if st.Hidden || !(st.Backgrounded || st.Retained) {
+			continue
+		}
+		entries = append(entries, e.entry(s, st, ex, cursor))
+	}
+	sort.Slice(entries, func(i, j int) bool {
+		if entries[i].StartedAt != entries[j].StartedAt {
+			return entries[i].StartedAt > entries[j].StartedAt
+		}
+		return entries[i].SessionID < entries[j].SessionID
+	})
+	if entries == nil {
+		entries = []apitype.SessionEntry{}
+	}
+	var b strings.Builder
+	for i, en := range entries {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		label := render.MiddleTruncate(en.Command, 120)
+		if en.Name != "" {
+			label = render.MiddleTruncate(en.Name, 80)
+		}
+		fmt.Fprintf(&b, "%s %-9s %s :: %s", en.SessionID, en.Status, compactDuration(time.Duration(en.RuntimeMs)*time.Millisecond), label)
+	}
+	text := b.String()
+	if len(entries) == 0 {
+		text = "No running or recent sessions."
+	}
+	return apitype.Result{Text: text, Details: &apitype.ListDetails{Status: "completed", Sessions: entries}}
+}
+
+func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) apitype.SessionEntry {
+	tail, _ := e.tail(s, 2000)
+	pid := s.pid
+	en := apitype.SessionEntry{
+		SessionID: s.id, Status: listStatus(ex), State: "running", PID: &pid, StartedAt: s.start.UnixMilli(),
+		Cwd: st.Cwd, Command: st.Command, Name: st.Name, Tail: tail, Host: st.Host, PTY: st.PTY,
+		Backgrounded: st.Backgrounded, Cursor: cursor,
+	}
+	en.RuntimeMs = time.Since(s.start).Milliseconds()
+	if ex != nil {
+		en.State = ex.State
+		en.EndedAt = &ex.EndedAt
+		d := ex.DurationMs
+		en.DurationMs = &d
+		en.RuntimeMs = d
+		en.ExitCode, en.Signal, en.ExitSignal, en.KilledBy = ex.ExitCode, ex.Signal, ex.Signal, ex.KilledBy
+		dk := ex.DescendantsKilled
+		en.DescendantsKilled = &dk
+		en.Truncated = ex.DroppedBytes > 0
+	}
+	return en
+}
+
+// endLine is the state sentence that ends a poll text (process.md §4.2).
+func endLine(ex *supervisor.Exit) string {
+	if ex == nil {
+		return "Process still running."
+	}
+	switch ex.State {
+	case supervisor.StateExited:
+		return fmt.Sprintf("Process exited with code %d.", *ex.ExitCode)
+	case supervisor.StateSignaled:
+		return fmt.Sprintf("Process exited with signal %s.", deref(ex.Signal))
+	case supervisor.StateKilled:
+		sig := "SIGTERM"
+		if ex.Signal != nil {
+			sig = *ex.Signal
+		}
+		return fmt.Sprintf("Process was killed by %s (signal %s).", deref(ex.KilledBy), sig)
+	case supervisor.StateLost:
+		return "Process lost (its supervisor ended without an exit status)."
+	}
+	return "Process ended (" + ex.State + ")."
+}
+
+var backoffSteps = []int{5000, 10000, 30000, 60000}
+
+func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.ProcessParams) apitype.Result {
+	if p.Timeout != nil && *p.Timeout > 0 {
+		wait := time.Duration(min(*p.Timeout, 120000)) * time.Millisecond
+		t := time.NewTimer(wait)
+		select {
+		case <-s.ended:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	st, ex, _ := s.snapshot()
+	since := st.DrainCursors[agent]
+	if p.Since != nil {
+		since = int64(max(*p.Since, 0))
+	}
+	var lines []render.Line
+	var f render.Folder
+	add := func(l render.Line) { lines = append(lines, l) }
+	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream)}, func(l render.Line) {
+		if p.Raw != nil && *p.Raw {
+			add(l)
+			return
+		}
+		f.Add(l, add)
+	})
+	f.Flush(add)
+	if err != nil {
+		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
+	}
+	texts := make([]string, len(lines))
+	for i, l := range lines {
+		texts[i] = l.Text
+	}
+	out := strings.TrimSpace(strings.Join(texts, "\n"))
+	set := e.cfg.Exec(agent)
+	skipped := 0
+	if n := utf8.RuneCountInString(out); n > set.PendingMaxOutputChars {
+		skipped = n - set.PendingMaxOutputChars
+		out = fmt.Sprintf("[… %d earlier chars skipped; use process log since=%d to read them …]\n", skipped, since) + render.Tail(out, set.PendingMaxOutputChars)
+	}
+	if out == "" {
+		out = "(no new output)"
+	}
+	d := &apitype.PollDetails{
+		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name, Cursor: res.end,
+		SkippedChars: skipped, SkippedBytes: res.skippedBytes,
+	}
+	hadOutput := res.end > since
+	s.update(func(st *state) {
+		if st.DrainCursors == nil {
+			st.DrainCursors = map[string]int64{}
+		}
+		if p.Since == nil || res.end > st.DrainCursors[agent] {
+			st.DrainCursors[agent] = res.end
+		}
+		if ex != nil {
+			st.ObservedEnd = true
+			return
+		}
+		if hadOutput {
+			st.PollBackoff = 0
+		} else {
+			st.PollBackoff++
+		}
+		d.RetryInMs = backoffSteps[min(st.PollBackoff, len(backoffSteps)-1)]
+	})
+	if ex != nil {
+		d.State = ex.State
+		d.ExitCode, d.Signal, d.KilledBy = ex.ExitCode, ex.Signal, ex.KilledBy
+		d.Reason = failureReason(*ex, st.TimeoutSec)
+	}
+	return apitype.Result{Text: out + "\n\n" + endLine(ex), Details: d}
+}
+
+func streamOf(s string) journal.Stream {
+	switch s {
+	case "stdout":
+		return journal.Stdout
+	case "stderr":
+		return journal.Stderr
+	}
+	return 0
+}
+
+func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
+	if p.Since != nil && p.Offset != nil {
+		return processError(apitype.Errorf(apitype.CodeInvalidArgument, "Use either since or offset, not both."))
+	}
+	st, ex, _ := s.snapshot()
+	since := int64(0)
+	if p.Since != nil {
+		since = int64(max(*p.Since, 0))
+	}
+	var lines []render.Line
+	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream)}, func(l render.Line) {
+		lines = append(lines, l)
+	})
+	if err != nil {
+		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
+	}
+	total := len(lines)
+	totalChars := 0
+	for _, l := range lines {
+		totalChars += utf8.RuneCountInString(l.Text)
+	}
+	window := lines
+	hint := ""
+	cursor := res.end
+	num := func(f *float64) int { return int(max(*f, 0)) }
+	switch {
+	case p.Since != nil:
+		if p.Limit != nil && num(p.Limit) < len(window) {
+			window = window[:num(p.Limit)]
+			if len(window) > 0 {
+				cursor = window[len(window)-1].End
+			} else {
+				cursor = since
+			}
+		}
+	case p.Offset == nil && p.Limit == nil:
+		if total > 200 {
+			window = lines[total-200:]
+			hint = fmt.Sprintf("\n\n[showing last 200 of %d lines; pass offset/limit to page]", total)
+		}
+	case p.Offset == nil:
+		window = lines[max(total-num(p.Limit), 0):]
+	default:
+		o := min(num(p.Offset), total)
+		end := total
+		if p.Limit != nil {
+			end = min(o+num(p.Limit), total)
+		}
+		window = lines[o:end]
+		if len(window) > 0 {
+			cursor = window[len(window)-1].End
+		}
+	}
+	texts := make([]string, len(window))
+	for i, l := range window {
+		texts[i] = l.Text
+	}
+	text := strings.Join(texts, "\n")
+	if len(window) == 0 {
+		if ex == nil {
+			text = "(no output yet)"
+		} else {
+			text = "(no output recorded)"
+		}
+	}
+	info, _ := journal.Stat(s.journal())
+	d := &apitype.LogDetails{
+		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name, Total: total, TotalLines: total,
+		TotalChars: totalChars, Truncated: info.DroppedBytes > 0, DroppedLines: info.DroppedLines, Cursor: cursor,
+		SkippedBytes: res.skippedBytes,
+	}
+	if ex != nil {
+		d.State = ex.State
+		d.ExitCode, d.Signal, d.ExitSignal = ex.ExitCode, ex.Signal, ex.Signal
+		s.update(func(st *state) { st.ObservedEnd = true })
+	}
+	return apitype.Result{Text: text + hint, Details: d}
+}
+
+// liveStatus asks a running session's supervisor for its live state.
+func (e *Engine) liveStatus(s *session) (*supervisor.Status, error) {
+	rep, err := supervisor.Call(s.socket, supervisor.Request{Op: "status"})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Status, nil
+}
+
+func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
+	if !s.running() {
+		return processError(noActive(s.id))
+	}
+	stat, err := e.liveStatus(s)
+	if err != nil {
+		if !s.running() {
+			return processError(noActive(s.id))
+		}
+		return processError(apitype.Errorf(apitype.CodeUnavailable, "Session %s: supervisor unreachable (%v).", s.id, err))
+	}
+	st, _, _ := s.snapshot()
+	if stat.Stdin == "closed" {
+		msg := fmt.Sprintf("Session %s stdin is not writable.", s.id)
+		if s.meta.Stdin == "closed" {
+			msg += " (stdin was closed at start; use background:true or pty:true for interactive input)"
+		}
+		return processError(apitype.Errorf(apitype.CodeInvalidState, "%s", msg))
+	}
+	pty := stat.Stdin == "pty"
+	var parts [][]byte
+	var warnings []string
+	var text string
+	switch p.Action {
+	case "write":
+		parts = [][]byte{[]byte(p.Data)}
+		text = fmt.Sprintf("Wrote %d bytes to session %s.", len(p.Data), s.id)
+	case "send-keys":
+		parts, warnings = keys.Encode(p.Literal, p.Hex, p.Keys, stat.Modes)
+		n := 0
+		for _, pt := range parts {
+			n += len(pt)
+		}
+		if n == 0 {
+			return processError(apitype.Errorf(apitype.CodeInvalidArgument, "No key data provided."))
+		}
+		text = fmt.Sprintf("Sent %d bytes to session %s.", n, s.id)
+	case "submit":
+		if pty {
+			parts = [][]byte{{'\r'}}
+			text = fmt.Sprintf("Submitted session %s (sent CR).", s.id)
+		} else {
+			parts = [][]byte{{'\n'}}
+			text = fmt.Sprintf("Submitted session %s (sent LF).", s.id)
+		}
+	case "paste":
+		if p.Text == "" {
+			return processError(apitype.Errorf(apitype.CodeInvalidArgument, "No paste text provided."))
+		}
+		bracketed := p.Bracketed == nil || *p.Bracketed
+		payload, w := keys.Paste(p.Text, bracketed, pty, stat.Modes)
+		if w != "" {
+			warnings = append(warnings, w)
+		}
+		parts = [][]byte{payload}
+		text = fmt.Sprintf("Pasted %d chars to session %s.", utf8.RuneCountInString(p.Text), s.id)
+	}
+	delay := time.Duration(0)
+	if p.DelayMs != nil && p.Action == "send-keys" {
+		delay = time.Duration(min(max(*p.DelayMs, 0), 1000)) * time.Millisecond
+	}
+	if delay == 0 && len(parts) > 1 {
+		var all []byte
+		for _, pt := range parts {
+			all = append(all, pt...)
+		}
+		parts = [][]byte{all}
+	}
+	for i, pt := range parts {
+		if len(pt) == 0 {
+			continue
+		}
+		if i > 0 && delay > 0 {
+			time.Sleep(delay)
+		}
+		if _, err := supervisor.Call(s.socket, supervisor.Request{Op: "write", Data: pt}); err != nil {
+			return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s stdin is not writable (%v).", s.id, err))
+		}
+	}
+	if p.Action == "write" && p.EOF != nil && *p.EOF {
+		if _, err := supervisor.Call(s.socket, supervisor.Request{Op: "closeStdin"}); err != nil {
+			return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s stdin is not writable (%v).", s.id, err))
+		}
+		text = strings.TrimSuffix(text, ".") + " (stdin closed)."
+	}
+	if len(warnings) > 0 {
+		text += "\nWarnings:\n- " + strings.Join(warnings, "\n- ")
+	}
+	_, _, cursor := s.snapshot()
+	return apitype.Result{Text: text, Details: &apitype.StatusDetails{Status: "running", SessionID: s.id, Name: st.Name, Cursor: &cursor}}
+}
+
+func (e *Engine) kill(s *session) apitype.Result {
+	st, _, _ := s.snapshot()
+	if !s.running() {
+		return processError(noActive(s.id))
+	}
+	s.update(func(st *state) { st.AgentEnded = true; st.PollBackoff = 0 })
+	if !e.killSession(s, "agent") {
+		if s.running() && !supervisor.Alive(s.meta.SupervisorPID, s.meta.SupervisorStartTime) {
+			e.markLost(s)
+			return apitype.Result{
+				Text:    fmt.Sprintf("Unable to terminate session %s: no active supervisor run or process id.", s.id),
+				Details: &apitype.StatusDetails{Status: "failed", State: supervisor.StateLost, SessionID: s.id, Name: st.Name},
+			}
+		}
+	}
+	grace := e.cfg.Exec(st.Agent).KillGrace + time.Second
+	select {
+	case <-s.ended:
+	case <-time.After(grace):
+	}
+	_, ex, _ := s.snapshot()
+	if ex == nil {
+		return apitype.Result{Text: fmt.Sprintf("Termination requested for session %s.", s.id),
+			Details: &apitype.StatusDetails{Status: "running", State: "running", KilledBy: "agent", SessionID: s.id, Name: st.Name}}
+	}
+	s.update(func(st *state) { st.ObservedEnd = true })
+	return apitype.Result{Text: fmt.Sprintf("Killed session %s.", s.id),
+		Details: &apitype.StatusDetails{Status: "failed", State: ex.State, KilledBy: deref(ex.KilledBy), Signal: ex.Signal, SessionID: s.id, Name: st.Name}}
+}
+
+func (e *Engine) removeAction(s *session) apitype.Result {
+	st, _, _ := s.snapshot()
+	if s.running() {
+		s.update(func(st *state) { st.Hidden = true; st.AgentEnded = true })
+		e.killSession(s, "agent")
+		if !s.running() {
+			e.forget(s)
+			s.remove()
+		}
+		return apitype.Result{Text: fmt.Sprintf("Removed session %s (termination requested).", s.id),
+			Details: &apitype.StatusDetails{Status: "running", SessionID: s.id, Name: st.Name}}
+	}
+	e.forget(s)
+	s.remove()
+	return apitype.Result{Text: fmt.Sprintf("Removed session %s.", s.id), Details: &apitype.StatusDetails{Status: "completed", SessionID: s.id, Name: st.Name}}
+}

@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/conchsh/conch/internal/supervisor"
+)
+
+// state is state.json, written only by the engine (hosts.md §7.4).
+type state struct {
+	Agent        string           `json:"agent"`
+	Command      string           `json:"command"`
+	Name         string           `json:"name"`
+	Cwd          string           `json:"cwd"`
+	Host         string           `json:"host"`
+	PTY          bool             `json:"pty"`
+	CreatedAt    int64            `json:"createdAt"`
+	TimeoutSec   float64          `json:"timeoutSec,omitempty"`
+	Backgrounded bool             `json:"backgrounded"`
+	Retained     bool             `json:"retained"`
+	Hidden       bool             `json:"hidden"`
+	DrainCursors map[string]int64 `json:"drainCursors,omitempty"`
+	ObservedEnd  bool             `json:"observedEnd"`
+	AgentEnded   bool             `json:"agentEnded"` // ended by the agent's kill/remove: no notice
+	Notice       noticeState      `json:"notice"`
+	PollBackoff  int              `json:"pollBackoff"`
+}
+
+type noticeState struct {
+	Queued    bool `json:"queued"`
+	Delivered bool `json:"delivered"`
+}
+
+// session is the engine's record of one session. The engine learns about
+// the process only from its supervisor (events, control socket) and the
+// files of the session directory.
+type session struct {
+	id  string
+	dir string
+
+	mu     sync.Mutex // guards the fields below
+	st     state
+	meta   supervisor.Meta
+	cursor int64            // newest known journal end
+	exit   *supervisor.Exit // final end state, nil while running
+	pid    int
+	socket string
+	start  time.Time
+	change chan struct{} // closed and replaced on every cursor or state change
+
+	ended chan struct{} // closed once exit is set
+}
+
+func newSession(id, dir string) *session {
+	return &session{id: id, dir: dir, change: make(chan struct{}), ended: make(chan struct{})}
+}
+
+// changed returns a channel that is closed at the next change.
+func (s *session) changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.change
+}
+
+// notifyLocked wakes waiters; s.mu must be held.
+func (s *session) notifyLocked() {
+	close(s.change)
+	s.change = make(chan struct{})
+}
+
+func (s *session) setCursor(c int64) {
+	s.mu.Lock()
+	if c > s.cursor {
+		s.cursor = c
+		s.notifyLocked()
+	}
+	s.mu.Unlock()
+}
+
+// finish records the final end state once.
+func (s *session) finish(ex supervisor.Exit) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.exit != nil {
+		return false
+	}
+	s.exit = &ex
+	if ex.OutputBytes > s.cursor {
+		s.cursor = ex.OutputBytes
+	}
+	s.notifyLocked()
+	close(s.ended)
+	return true
+}
+
+func (s *session) snapshot() (state, *supervisor.Exit, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st, s.exit, s.cursor
+}
+
+func (s *session) running() bool {
+	select {
+	case <-s.ended:
+		return false
+	default:
+		return true
+	}
+}
+
+// saveLocked writes state.json; s.mu must be held.
+func (s *session) saveLocked() error {
+	return supervisor.WriteJSON(filepath.Join(s.dir, "state.json"), s.st)
+}
+
+func (s *session) update(f func(*state)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(&s.st)
+	s.saveLocked()
+}
+
+func (s *session) journal() string { return supervisor.JournalDir(s.dir) }
+
+func (s *session) remove() error { return os.RemoveAll(s.dir) }

@@ -1,0 +1,288 @@
+// Package config loads conch's configuration file ($CONCH_HOME/config.json,
+// interfaces.md §7) and resolves the effective exec settings of an agent:
+// the agent's override wins key by key over the global value, which wins
+// over the environment fallbacks, which win over the built-in defaults.
+//
+// The file is strict JSON: unknown keys and values of the wrong type are
+// errors at load. Sections that later parts of conch own (server, sandbox,
+// approvals, ledger, log, mcp, quotas) are accepted and kept raw until
+// those parts read them.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Config is the whole file. The zero value is the default configuration.
+type Config struct {
+	Tools     Tools                  `json:"tools"`
+	Agents    map[string]AgentConfig `json:"agents,omitempty"`
+	Sessions  Sessions               `json:"sessions"`
+	Quotas    json.RawMessage        `json:"quotas,omitempty"`
+	Server    json.RawMessage        `json:"server,omitempty"`
+	Sandbox   json.RawMessage        `json:"sandbox,omitempty"`
+	Approvals json.RawMessage        `json:"approvals,omitempty"`
+	Ledger    json.RawMessage        `json:"ledger,omitempty"`
+	Log       json.RawMessage        `json:"log,omitempty"`
+	MCP       json.RawMessage        `json:"mcp,omitempty"`
+}
+
+// Tools is the "tools" section.
+type Tools struct {
+	Exec     Exec            `json:"exec"`
+	Deny     []string        `json:"deny,omitempty"`
+	Elevated json.RawMessage `json:"elevated,omitempty"`
+}
+
+// Sessions is the "sessions" section.
+type Sessions struct {
+	// Survive keeps sessions running when the engine stops (default true).
+	Survive *bool `json:"survive,omitempty"`
+}
+
+// AgentConfig is agents.<id>.
+type AgentConfig struct {
+	Workspace string          `json:"workspace,omitempty"`
+	Tools     *Tools          `json:"tools,omitempty"`
+	Elevated  json.RawMessage `json:"elevated,omitempty"`
+	Sandbox   json.RawMessage `json:"sandbox,omitempty"`
+	Quotas    json.RawMessage `json:"quotas,omitempty"`
+	Approvals json.RawMessage `json:"approvals,omitempty"`
+}
+
+// Exec is tools.exec. Pointer fields are unset when nil.
+type Exec struct {
+	Host                     string            `json:"host,omitempty"`
+	Security                 string            `json:"security,omitempty"`
+	Ask                      string            `json:"ask,omitempty"`
+	Node                     string            `json:"node,omitempty"`
+	AskFallback              string            `json:"askFallback,omitempty"`
+	NonInteractiveEnv        map[string]string `json:"nonInteractiveEnv,omitempty"`
+	PromptIdleMs             *int64            `json:"promptIdleMs,omitempty"`
+	PathPrepend              []string          `json:"pathPrepend,omitempty"`
+	SafeBins                 []string          `json:"safeBins,omitempty"`
+	SafeBinTrustedDirs       []string          `json:"safeBinTrustedDirs,omitempty"`
+	SafeBinProfiles          json.RawMessage   `json:"safeBinProfiles,omitempty"`
+	StrictInlineEval         *bool             `json:"strictInlineEval,omitempty"`
+	BackgroundMs             *int64            `json:"backgroundMs,omitempty"`
+	TimeoutSec               *float64          `json:"timeoutSec,omitempty"`
+	BackgroundTimeoutSec     *float64          `json:"backgroundTimeoutSec,omitempty"`
+	KillGraceMs              *int64            `json:"killGraceMs,omitempty"`
+	PTY                      *bool             `json:"pty,omitempty"`
+	CleanupMs                *int64            `json:"cleanupMs,omitempty"`
+	IdempotencyTtlMs         *int64            `json:"idempotencyTtlMs,omitempty"`
+	NotifyOnExit             *bool             `json:"notifyOnExit,omitempty"`
+	NotifyOnExitEmptySuccess *bool             `json:"notifyOnExitEmptySuccess,omitempty"`
+	ApprovalRunningNoticeMs  *int64            `json:"approvalRunningNoticeMs,omitempty"`
+	MaxOutputChars           *int              `json:"maxOutputChars,omitempty"`
+	PendingMaxOutputChars    *int              `json:"pendingMaxOutputChars,omitempty"`
+	JournalMaxBytes          *int64            `json:"journalMaxBytes,omitempty"`
+	JournalHeadBytes         *int64            `json:"journalHeadBytes,omitempty"`
+	ApplyPatch               json.RawMessage   `json:"applyPatch,omitempty"`
+}
+
+// Load reads a configuration file. A missing file is the default
+// configuration, not an error.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &Config{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(b)
+}
+
+// Parse decodes a configuration strictly.
+func Parse(b []byte) (*Config, error) {
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("config: trailing data after the JSON object")
+	}
+	return &c, nil
+}
+
+// ExecSettings are the resolved tools.exec values for one agent, with
+// defaults and clamps applied (exec.md §1, §7; process.md §2).
+type ExecSettings struct {
+	Host                     string // "" = implicit (sandbox)
+	Yield                    time.Duration
+	Timeout                  time.Duration // 0 = none
+	BackgroundTimeout        time.Duration // 0 = none
+	KillGrace                time.Duration
+	PTY                      bool
+	Cleanup                  time.Duration
+	NotifyOnExit             bool
+	NotifyOnExitEmptySuccess bool
+	MaxOutputChars           int
+	PendingMaxOutputChars    int
+	JournalMaxBytes          int64
+	JournalHeadBytes         int64
+	NonInteractiveEnv        map[string]string
+	PathPrepend              []string
+	Workspace                string
+	DenyProcess              bool
+}
+
+// DefaultNonInteractiveEnv is tools.exec.nonInteractiveEnv's default.
+var DefaultNonInteractiveEnv = map[string]string{
+	"GIT_TERMINAL_PROMPT": "0", "GCM_INTERACTIVE": "never", "PAGER": "cat", "GIT_PAGER": "cat",
+	"MANPAGER": "cat", "DEBIAN_FRONTEND": "noninteractive", "PIP_NO_INPUT": "1",
+}
+
+func clampInt64(v, lo, hi int64) int64 { return max(lo, min(hi, v)) }
+
+// envInt returns the first of the named environment variables that parses
+// as an integer.
+func envInt(names ...string) (int64, bool) {
+	for _, n := range names {
+		if v, ok := os.LookupEnv(n); ok {
+			if i, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return i, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Exec resolves the exec settings of agent.
+func (c *Config) Exec(agent string) ExecSettings {
+	g := c.Tools.Exec
+	var a Exec
+	deny := c.Tools.Deny
+	ac, ok := c.Agents[agent]
+	if ok && ac.Tools != nil {
+		a = ac.Tools.Exec
+		if ac.Tools.Deny != nil {
+			deny = ac.Tools.Deny
+		}
+	}
+	pick64 := func(av, gv *int64) *int64 {
+		if av != nil {
+			return av
+		}
+		return gv
+	}
+	pickF := func(av, gv *float64) *float64 {
+		if av != nil {
+			return av
+		}
+		return gv
+	}
+	pickB := func(av, gv *bool, def bool) bool {
+		if av != nil {
+			return *av
+		}
+		if gv != nil {
+			return *gv
+		}
+		return def
+	}
+	pickI := func(av, gv *int) *int {
+		if av != nil {
+			return av
+		}
+		return gv
+	}
+	s := ExecSettings{Workspace: ac.Workspace}
+	s.Host = g.Host
+	if a.Host != "" {
+		s.Host = a.Host
+	}
+	// Yield: config, then CONCH_YIELD_MS, then PI_BASH_YIELD_MS, then 10 s.
+	yield := int64(10000)
+	if v := pick64(a.BackgroundMs, g.BackgroundMs); v != nil {
+		yield = *v
+	} else if v, ok := envInt("CONCH_YIELD_MS", "PI_BASH_YIELD_MS"); ok {
+		yield = v
+	}
+	s.Yield = time.Duration(clampInt64(yield, 10, 120000)) * time.Millisecond
+	s.Timeout = 1800 * time.Second
+	if v := pickF(a.TimeoutSec, g.TimeoutSec); v != nil {
+		s.Timeout = secs(*v)
+	}
+	if v := pickF(a.BackgroundTimeoutSec, g.BackgroundTimeoutSec); v != nil {
+		s.BackgroundTimeout = secs(*v)
+	}
+	grace := int64(3000)
+	if v := pick64(a.KillGraceMs, g.KillGraceMs); v != nil {
+		grace = clampInt64(*v, 0, 60000)
+	}
+	s.KillGrace = time.Duration(grace) * time.Millisecond
+	s.PTY = pickB(a.PTY, g.PTY, false)
+	cleanup := int64(1800000)
+	if v := pick64(a.CleanupMs, g.CleanupMs); v != nil {
+		cleanup = *v
+	} else if v, ok := envInt("CONCH_JOB_TTL_MS", "PI_BASH_JOB_TTL_MS"); ok {
+		cleanup = v
+	}
+	s.Cleanup = time.Duration(clampInt64(cleanup, 60000, 10800000)) * time.Millisecond
+	s.NotifyOnExit = pickB(a.NotifyOnExit, g.NotifyOnExit, true)
+	s.NotifyOnExitEmptySuccess = pickB(a.NotifyOnExitEmptySuccess, g.NotifyOnExitEmptySuccess, false)
+	maxOut := int64(200000)
+	if v := pickI(a.MaxOutputChars, g.MaxOutputChars); v != nil {
+		maxOut = int64(*v)
+	} else if v, ok := envInt("CONCH_MAX_OUTPUT_CHARS", "PI_BASH_MAX_OUTPUT_CHARS"); ok {
+		maxOut = v
+	}
+	s.MaxOutputChars = int(clampInt64(maxOut, 1000, 200000))
+	pend := int64(30000)
+	if v := pickI(a.PendingMaxOutputChars, g.PendingMaxOutputChars); v != nil {
+		pend = int64(*v)
+	} else if v, ok := envInt("CONCH_PENDING_MAX_OUTPUT_CHARS", "OPENCLAW_BASH_PENDING_MAX_OUTPUT_CHARS"); ok {
+		pend = v
+	}
+	s.PendingMaxOutputChars = int(clampInt64(pend, 1000, int64(s.MaxOutputChars)))
+	jmax := int64(64 << 20)
+	if v := pick64(a.JournalMaxBytes, g.JournalMaxBytes); v != nil {
+		jmax = clampInt64(*v, 1<<20, 4<<30)
+	}
+	s.JournalMaxBytes = jmax
+	jhead := int64(1 << 20)
+	if v := pick64(a.JournalHeadBytes, g.JournalHeadBytes); v != nil {
+		jhead = *v
+	}
+	s.JournalHeadBytes = clampInt64(jhead, 0, jmax/4)
+	s.NonInteractiveEnv = DefaultNonInteractiveEnv
+	if a.NonInteractiveEnv != nil {
+		s.NonInteractiveEnv = a.NonInteractiveEnv
+	} else if g.NonInteractiveEnv != nil {
+		s.NonInteractiveEnv = g.NonInteractiveEnv
+	}
+	s.PathPrepend = g.PathPrepend
+	if a.PathPrepend != nil {
+		s.PathPrepend = a.PathPrepend
+	}
+	for _, d := range deny {
+		if d == "process" {
+			s.DenyProcess = true
+		}
+	}
+	return s
+}
+
+// secs converts fractional seconds to a duration (ms = floor(s*1000));
+// values <= 0 mean "none" and give 0.
+func secs(v float64) time.Duration {
+	if v <= 0 {
+		return 0
+	}
+	return time.Duration(int64(v*1000)) * time.Millisecond
+}
+
+// Survive reports whether sessions outlive the engine (sessions.survive).
+func (c *Config) Survive() bool {
+	return c.Sessions.Survive == nil || *c.Sessions.Survive
+}

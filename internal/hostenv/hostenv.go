@@ -1,0 +1,109 @@
+// Package hostenv decides which environment variables a command on a real
+// host may inherit or be given (policy.md §11, exec.md §5.2). The lists are
+// data (hostenv.json, embedded and versioned), matched case-insensitively.
+package hostenv
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+//go:embed hostenv.json
+var listsJSON []byte
+
+type lists struct {
+	Version              int      `json:"version"`
+	DangerousKeys        []string `json:"dangerousKeys"`
+	DangerousPrefixes    []string `json:"dangerousPrefixes"`
+	OverrideOnlyKeys     []string `json:"overrideOnlyKeys"`
+	OverrideOnlyPrefixes []string `json:"overrideOnlyPrefixes"`
+}
+
+var data = func() lists {
+	var l lists
+	if err := json.Unmarshal(listsJSON, &l); err != nil {
+		panic("hostenv.json: " + err.Error())
+	}
+	return l
+}()
+
+func has(list []string, key string) bool {
+	for _, k := range list {
+		if strings.EqualFold(k, key) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasPrefix(list []string, key string) bool {
+	u := strings.ToUpper(key)
+	for _, p := range list {
+		if strings.HasPrefix(u, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Dangerous reports whether key must not be inherited by a host command.
+func Dangerous(key string) bool {
+	return has(data.DangerousKeys, key) || hasPrefix(data.DangerousPrefixes, key)
+}
+
+// Blocked reports whether a request may not set key on a host run.
+func Blocked(key string) bool {
+	return Dangerous(key) || has(data.OverrideOnlyKeys, key) || hasPrefix(data.OverrideOnlyPrefixes, key)
+}
+
+var portable = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Inherit filters a daemon environment ("K=V" entries) for host commands:
+// dangerous keys and prefixes go, and so does every conch variable
+// (CONCH_*), which may carry tokens.
+func Inherit(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || Dangerous(k) || strings.HasPrefix(strings.ToUpper(k), "CONCH_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// Validate checks a request's env overrides for a host run and returns the
+// spec's "Security Violation" text, or "" when all are allowed.
+func Validate(env map[string]string) string {
+	var bad, blocked []string
+	for k := range env {
+		switch {
+		case strings.EqualFold(k, "PATH"):
+			return "Security Violation: Custom 'PATH' variable is forbidden during host execution."
+		case !portable.MatchString(k):
+			bad = append(bad, k)
+		case Blocked(k):
+			blocked = append(blocked, k)
+		}
+	}
+	sort.Strings(bad)
+	sort.Strings(blocked)
+	switch {
+	case len(bad) > 0:
+		return fmt.Sprintf("Security Violation: invalid non-portable override keys: %s.", strings.Join(bad, ", "))
+	case len(blocked) == 1:
+		return fmt.Sprintf("Security Violation: Environment variable '%s' is forbidden during host execution.", blocked[0])
+	case len(blocked) > 1:
+		q := make([]string, len(blocked))
+		for i, b := range blocked {
+			q[i] = "'" + b + "'"
+		}
+		return fmt.Sprintf("Security Violation: Environment variables %s are forbidden during host execution.", strings.Join(q, ", "))
+	}
+	return ""
+}

@@ -1,0 +1,60 @@
+package mcpserver
+
+// Input schemas (interfaces.md §2.3): JSON Schema objects without
+// additionalProperties, enums for the closed sets, clamps stated in the
+// descriptions so out-of-range values clamp instead of failing.
+const execSchema = `{
+ "type": "object",
+ "additionalProperties": false,
+ "required": ["command"],
+ "properties": {
+  "command": {"type": "string", "description": "Shell command to run."},
+  "workdir": {"type": "string", "description": "Working directory (default: the agent workspace)."},
+  "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Environment overrides. PATH, LD_*/DYLD_* and other dangerous keys are rejected on host runs."},
+  "yieldMs": {"type": "number", "description": "Background after this many ms (default 10000, 10-120000)."},
+  "background": {"type": "boolean", "description": "Return at once with a running session (stdin stays open for process write)."},
+  "timeout": {"type": "number", "description": "Seconds before the command is killed (default 1800; <=0 none)."},
+  "timeoutSeconds": {"type": "number", "description": "Alias of timeout."},
+  "pty": {"type": "boolean", "description": "Run under a pseudo-terminal (120x30) for programs that need a terminal."},
+  "host": {"type": "string", "enum": ["sandbox", "gateway", "node"], "description": "Where to run."},
+  "security": {"type": "string", "enum": ["deny", "allowlist", "full"], "description": "Enforcement mode; may only tighten the configured one."},
+  "ask": {"type": "string", "enum": ["off", "on-miss", "always"], "description": "Approval prompting; may only tighten the configured one."},
+  "node": {"type": "string", "description": "Node id, name, IP or id prefix for host=node."},
+  "elevated": {"type": "boolean", "description": "Request elevated mode."},
+  "idempotencyKey": {"type": "string", "maxLength": 128, "description": "De-duplicates retries (1-128 of [A-Za-z0-9._:-])."}
+ }
+}`
+
+const processSchema = `{
+ "type": "object",
+ "additionalProperties": false,
+ "required": ["action"],
+ "properties": {
+  "action": {"type": "string", "enum": ["list", "poll", "log", "wait", "search", "screen", "write", "send-keys", "submit", "paste", "kill", "clear", "remove"]},
+  "sessionId": {"type": "string", "description": "Session id (all actions but list)."},
+  "data": {"type": "string", "description": "write: bytes to send to stdin."},
+  "eof": {"type": "boolean", "description": "write: close stdin after writing."},
+  "keys": {"type": "array", "items": {"type": "string"}, "description": "send-keys: key tokens (Enter, C-c, Up, M-x, ^D, F5, ...)."},
+  "hex": {"type": "array", "items": {"type": "string"}, "description": "send-keys: bytes as hex (0d, 0x1b)."},
+  "literal": {"type": "string", "description": "send-keys: text sent as is."},
+  "delayMs": {"type": "number", "description": "send-keys: pause between tokens, 0-1000 ms."},
+  "text": {"type": "string", "description": "paste: text to paste."},
+  "bracketed": {"type": "boolean", "description": "paste: wrap in bracketed-paste markers when the program enabled them (default true)."},
+  "offset": {"type": "number", "description": "log: first line (0-based)."},
+  "limit": {"type": "number", "description": "log: number of lines."},
+  "since": {"type": "number", "description": "poll/log/search/wait: journal cursor; read only output after it."},
+  "raw": {"type": "boolean", "description": "poll/log: keep terminal escapes."},
+  "stream": {"type": "string", "enum": ["both", "stdout", "stderr"], "description": "poll/log/search: which stream (default both)."},
+  "timeout": {"type": ["number", "string"], "description": "poll: wait up to this many ms for the exit (0-120000, default 0); wait: 0-600000, default 30000."},
+  "until": {"anyOf": [{"type": "string", "enum": ["exit", "regex", "port", "http", "file", "idle"]}, {"type": "array", "items": {"type": "string", "enum": ["exit", "regex", "port", "http", "file", "idle"]}}], "description": "wait: condition(s)."},
+  "pattern": {"type": "string", "description": "wait (regex), search: RE2 pattern."},
+  "ignoreCase": {"type": "boolean"},
+  "host": {"type": "string", "description": "wait (port): host, default 127.0.0.1."},
+  "port": {"type": "number", "description": "wait (port): TCP port."},
+  "url": {"type": "string", "description": "wait (http): URL."},
+  "path": {"type": "string", "description": "wait (file): path relative to the session cwd."},
+  "idleMs": {"type": "number", "description": "wait (idle): 100-3600000 ms without output."},
+  "context": {"type": "number", "description": "search: lines of context, 0-20."},
+  "max": {"type": "number", "description": "search: matches returned, 1-1000 (default 50)."}
+ }
+}`

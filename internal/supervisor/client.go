@@ -1,0 +1,167 @@
+package supervisor
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// ErrUnreachable is returned when a supervisor's control socket cannot be
+// reached.
+var ErrUnreachable = errors.New("supervisor unreachable")
+
+// Handle is an engine's view of a supervisor it launched.
+type Handle struct {
+	// PID is the command's process id.
+	PID int
+	// SupervisorPID is the supervisor's process id.
+	SupervisorPID int
+	// Events delivers cursor updates and, last, the final end state. It is
+	// closed when the supervisor closes its end (after the end state, or
+	// when it dies).
+	Events <-chan Event
+}
+
+// Launch starts `argv... --home home --session spec.ID` as a supervisor in
+// its own session, hands it spec on fd 3 and waits up to readyTimeout for
+// its report on fd 4. A supervisor that does not report in time is killed.
+// The returned handle's Events stays fed while the supervisor lives; the
+// supervisor process is reaped in the background.
+func Launch(argv []string, home string, spec Spec, env []string, readyTimeout time.Duration) (*Handle, error) {
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		specR.Close()
+		specW.Close()
+		return nil, err
+	}
+	args := append(append([]string{}, argv[1:]...), "--home", home, "--session", spec.ID)
+	cmd := exec.Command(argv[0], args...)
+	cmd.Env = env
+	cmd.ExtraFiles = []*os.File{specR, readyW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	specR.Close()
+	readyW.Close()
+	if err != nil {
+		specW.Close()
+		readyR.Close()
+		return nil, fmt.Errorf("start supervisor: %w", err)
+	}
+	go cmd.Wait()
+	spec.V = ProtocolVersion
+	go func() {
+		json.NewEncoder(specW).Encode(spec)
+		specW.Close()
+	}()
+
+	type result struct {
+		r   ready
+		err error
+	}
+	br := bufio.NewReader(readyR)
+	got := make(chan result, 1)
+	go func() {
+		line, err := br.ReadBytes('\n')
+		var r ready
+		if err == nil {
+			err = json.Unmarshal(line, &r)
+		}
+		got <- result{r, err}
+	}()
+	var res result
+	select {
+	case res = <-got:
+	case <-time.After(readyTimeout):
+		cmd.Process.Kill()
+		readyR.Close()
+		return nil, fmt.Errorf("supervisor did not report within %v", readyTimeout)
+	}
+	if res.err != nil {
+		readyR.Close()
+		return nil, fmt.Errorf("supervisor ended before reporting: %w", res.err)
+	}
+	if !res.r.OK {
+		readyR.Close()
+		return nil, errors.New(res.r.Error)
+	}
+	events := make(chan Event, 16)
+	go decodeEvents(br, readyR, events)
+	return &Handle{PID: res.r.PID, SupervisorPID: cmd.Process.Pid, Events: events}, nil
+}
+
+func decodeEvents(r *bufio.Reader, c interface{ Close() error }, out chan<- Event) {
+	defer close(out)
+	defer c.Close()
+	dec := json.NewDecoder(r)
+	for {
+		var ev Event
+		if err := dec.Decode(&ev); err != nil {
+			return
+		}
+		out <- ev
+		if ev.Exit != nil {
+			return
+		}
+	}
+}
+
+// Call sends one request to the supervisor listening on socket and returns
+// its reply. A reply with OK false is returned as an error.
+func Call(socket string, req Request) (Reply, error) {
+	c, err := net.DialTimeout("unix", socket, 2*time.Second)
+	if err != nil {
+		return Reply{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	req.V = ProtocolVersion
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return Reply{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	var rep Reply
+	if err := json.NewDecoder(c).Decode(&rep); err != nil {
+		return Reply{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	if !rep.OK {
+		return rep, errors.New(rep.Error)
+	}
+	return rep, nil
+}
+
+// Subscribe connects to a supervisor and returns its event stream, closed
+// when the supervisor ends (after the final event) or dies.
+func Subscribe(socket string) (<-chan Event, func(), error) {
+	c, err := net.DialTimeout("unix", socket, 2*time.Second)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	if err := json.NewEncoder(c).Encode(Request{V: ProtocolVersion, Op: "subscribe"}); err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	br := bufio.NewReader(c)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := br.ReadBytes('\n')
+	c.SetReadDeadline(time.Time{})
+	var rep Reply
+	if err == nil {
+		err = json.Unmarshal(line, &rep)
+	}
+	if err != nil || !rep.OK {
+		c.Close()
+		return nil, nil, fmt.Errorf("%w: subscribe: %v %s", ErrUnreachable, err, rep.Error)
+	}
+	out := make(chan Event, 16)
+	go decodeEvents(br, c, out)
+	return out, func() { c.Close() }, nil
+}

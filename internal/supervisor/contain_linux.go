@@ -1,0 +1,381 @@
+package supervisor
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// containment tracks a session's process tree: the process group of the
+// main process, the session cgroup when one could be created, and (always)
+// the supervisor's own descendants, which it adopts as child subreaper.
+type containment struct {
+	pgid int
+	// v2 is the session's cgroup v2 directory, or "".
+	v2 string
+	// v1 is the session's cgroup v1 directory in the pids (or freezer)
+	// hierarchy, or "", and v1ctl names that controller.
+	v1, v1ctl string
+}
+
+// newCgroup creates the session cgroup conch-<id> under the supervisor's
+// own cgroup: v2 if that hierarchy is writable, else v1 pids, else freezer.
+// It returns an empty containment (process group + subreaper only) when no
+// cgroup can be created; that is not an error.
+func newCgroup(id string) *containment {
+	c := &containment{}
+	mounts := cgroupMounts()
+	own := ownCgroups()
+	if mnt, ok := mounts["cgroup2"]; ok {
+		if rel, ok := own[""]; ok {
+			dir := filepath.Join(mnt, rel, "conch-"+id)
+			if err := os.Mkdir(dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
+				if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err == nil {
+					c.v2 = dir
+					return c
+				}
+				os.Remove(dir)
+			}
+		}
+	}
+	for _, ctl := range []string{"pids", "freezer"} {
+		mnt, ok := mounts[ctl]
+		if !ok {
+			continue
+		}
+		rel := own[ctl]
+		dir := filepath.Join(mnt, rel, "conch-"+id)
+		if err := os.Mkdir(dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
+			c.v1, c.v1ctl = dir, ctl
+			return c
+		}
+	}
+	return c
+}
+
+// Describe says which containment is in use, for meta.json.
+func (c *containment) describe() *Cgroup {
+	if c.v2 == "" && c.v1 == "" {
+		return nil
+	}
+	cg := &Cgroup{V2: c.v2}
+	if c.v1 != "" {
+		cg.V1 = map[string]string{c.v1ctl: c.v1}
+	}
+	return cg
+}
+
+// cgroupMounts maps "cgroup2" and each v1 controller name to its mount
+// point, from /proc/self/mountinfo.
+func cgroupMounts() map[string]string {
+	m := map[string]string{}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return m
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		pf := strings.Fields(pre)
+		qf := strings.Fields(post)
+		if len(pf) < 5 || len(qf) < 3 {
+			continue
+		}
+		mnt := pf[4]
+		switch qf[0] {
+		case "cgroup2":
+			if _, dup := m["cgroup2"]; !dup {
+				m["cgroup2"] = mnt
+			}
+		case "cgroup":
+			for _, opt := range strings.Split(qf[2], ",") {
+				if opt == "pids" || opt == "freezer" {
+					m[opt] = mnt
+				}
+			}
+		}
+	}
+	return m
+}
+
+// ownCgroups maps "" (v2) and each v1 controller to this process's cgroup
+// path, from /proc/self/cgroup.
+func ownCgroups() map[string]string {
+	m := map[string]string{}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return m
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			m[""] = parts[2]
+			continue
+		}
+		for _, ctl := range strings.Split(parts[1], ",") {
+			m[ctl] = parts[2]
+		}
+	}
+	return m
+}
+
+// cgroupFD opens the v2 cgroup directory for CLONE_INTO_CGROUP, or returns
+// -1 when there is none.
+func (c *containment) cgroupFD() int {
+	if c.v2 == "" {
+		return -1
+	}
+	fd, err := unix.Open(c.v2, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// adopt moves pid into a v1 cgroup (v2 children are started inside their
+// cgroup already).
+func (c *containment) adopt(pid int) {
+	if c.v1 != "" {
+		os.WriteFile(filepath.Join(c.v1, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+	}
+}
+
+func (c *containment) cgroupDir() string {
+	if c.v2 != "" {
+		return c.v2
+	}
+	return c.v1
+}
+
+// members lists every live process of the session other than the
+// supervisor itself: the cgroup's members plus the supervisor's
+// descendants (processes it adopted as subreaper included).
+func (c *containment) members() []int {
+	seen := map[int]bool{}
+	var out []int
+	add := func(pid int) {
+		if pid > 0 && pid != os.Getpid() && !seen[pid] && !isZombie(pid) {
+			seen[pid] = true
+			out = append(out, pid)
+		}
+	}
+	if dir := c.cgroupDir(); dir != "" {
+		for _, pid := range readPids(filepath.Join(dir, "cgroup.procs")) {
+			add(pid)
+		}
+	}
+	for _, pid := range descendants(os.Getpid()) {
+		add(pid)
+	}
+	return out
+}
+
+// signal sends sig to the process group and to every member.
+func (c *containment) signal(sig syscall.Signal) {
+	if c.pgid > 0 {
+		syscall.Kill(-c.pgid, sig)
+	}
+	for _, pid := range c.members() {
+		syscall.Kill(pid, sig)
+	}
+}
+
+// killAll ends every member with SIGKILL: cgroup.kill on v2; on v1 forks
+// are stopped first (pids.max=0 or FROZEN) so nothing escapes between the
+// listing and the signal.
+func (c *containment) killAll() {
+	switch {
+	case c.v2 != "":
+		os.WriteFile(filepath.Join(c.v2, "cgroup.kill"), []byte("1"), 0)
+	case c.v1ctl == "pids":
+		os.WriteFile(filepath.Join(c.v1, "pids.max"), []byte("0"), 0)
+		defer os.WriteFile(filepath.Join(c.v1, "pids.max"), []byte("max"), 0)
+	case c.v1ctl == "freezer":
+		os.WriteFile(filepath.Join(c.v1, "freezer.state"), []byte("FROZEN"), 0)
+		defer os.WriteFile(filepath.Join(c.v1, "freezer.state"), []byte("THAWED"), 0)
+	}
+	for i := 0; i < 50; i++ {
+		m := c.members()
+		if c.pgid > 0 {
+			syscall.Kill(-c.pgid, syscall.SIGKILL)
+		}
+		if len(m) == 0 {
+			return
+		}
+		for _, pid := range m {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// remove deletes the session cgroup; it must be empty.
+func (c *containment) remove() {
+	if dir := c.cgroupDir(); dir != "" {
+		for i := 0; i < 20; i++ {
+			if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+func readPids(path string) []int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// procStat returns the state letter, parent pid and start time (clock
+// ticks since boot) of pid from /proc/<pid>/stat.
+func procStat(pid int) (state byte, ppid int, start uint64, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, 0, 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 20 {
+		return 0, 0, 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	start, _ = strconv.ParseUint(f[19], 10, 64)
+	return f[0][0], ppid, start, nil
+}
+
+// StartTime returns the start time of pid in clock ticks since boot, used
+// with the pid to tell a process from a later one that reuses its number.
+func StartTime(pid int) uint64 {
+	_, _, st, _ := procStat(pid)
+	return st
+}
+
+// Alive reports whether pid is a live (not zombie) process started at
+// start (0 skips that check).
+func Alive(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	state, _, st, err := procStat(pid)
+	if err != nil || state == 'Z' || state == 'X' {
+		return false
+	}
+	return start == 0 || st == start
+}
+
+func isZombie(pid int) bool {
+	state, _, _, err := procStat(pid)
+	return err != nil || state == 'Z' || state == 'X'
+}
+
+// descendants lists all processes below root in the process tree.
+func descendants(root int) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	children := map[int][]int{}
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + n + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b[i+1:]))
+		sc.Split(bufio.ScanWords)
+		var ppid int
+		for k := 0; k < 2 && sc.Scan(); k++ {
+			if k == 1 {
+				ppid, _ = strconv.Atoi(sc.Text())
+			}
+		}
+		children[ppid] = append(children[ppid], pid)
+	}
+	var out []int
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// Sweep kills what is left of a session whose supervisor is gone: its
+// cgroup members and its process group. It returns how many processes it
+// found. Used by the engine to clean up after a lost supervisor.
+func Sweep(m Meta) int {
+	c := &containment{pgid: m.PGID}
+	if m.Cgroup != nil {
+		c.v2 = m.Cgroup.V2
+		for ctl, dir := range m.Cgroup.V1 {
+			c.v1, c.v1ctl = dir, ctl
+		}
+	}
+	var found []int
+	if dir := c.cgroupDir(); dir != "" {
+		for _, pid := range readPids(filepath.Join(dir, "cgroup.procs")) {
+			if !isZombie(pid) {
+				found = append(found, pid)
+			}
+		}
+	}
+	if m.PGID > 0 && m.PIDStartTime != 0 && Alive(m.PID, m.PIDStartTime) {
+		found = append(found, m.PID)
+	}
+	if c.v2 != "" || c.v1 != "" {
+		switch {
+		case c.v2 != "":
+			os.WriteFile(filepath.Join(c.v2, "cgroup.kill"), []byte("1"), 0)
+		default:
+			for _, pid := range found {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	// The process group is only ours while its leader is the recorded
+	// process: a reused pgid must not be signalled.
+	if m.PGID > 0 && Alive(m.PID, m.PIDStartTime) {
+		syscall.Kill(-m.PGID, syscall.SIGKILL)
+	}
+	c.remove()
+	return len(found)
+}

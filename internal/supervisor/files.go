@@ -1,0 +1,200 @@
+// Package supervisor owns one session's process: it is the code behind the
+// hidden `conch supervise` subcommand, a small re-exec of the conch binary
+// that starts the command in its own process group (and cgroup where the
+// machine allows), pumps its output into the session journal, enforces the
+// timeout, carries out the kill sequence, records the end state in
+// exit.json, and answers a control socket. It outlives the gateway that
+// started it, which is what lets sessions survive a gateway restart.
+//
+// The package also holds the client side used by the engine: the spawn
+// handshake (Start), the control-socket client (Dial) and the files of a
+// session directory (meta.json, exit.json), so both sides share one
+// definition of the on-disk and on-wire formats.
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// ProtocolVersion is the version of the control protocol and of the spec
+// passed on fd 3.
+const ProtocolVersion = 1
+
+// Spec is what the engine asks a supervisor to run. It travels on fd 3 of
+// the supervisor as JSON, so secrets in Env never reach argv or disk.
+type Spec struct {
+	V          int      `json:"v"`
+	ID         string   `json:"id"`
+	Agent      string   `json:"agent"`
+	Name       string   `json:"name"`
+	Command    string   `json:"command"`
+	Argv       []string `json:"argv"`
+	Env        []string `json:"env"`
+	Dir        string   `json:"cwd"`
+	Host       string   `json:"host"`
+	HostReason string   `json:"hostReason,omitempty"`
+
+	// PTY runs the command on a pseudo-terminal of Cols x Rows.
+	PTY  bool `json:"pty"`
+	Cols int  `json:"cols,omitempty"`
+	Rows int  `json:"rows,omitempty"`
+
+	// Stdin is "open" (a pipe the agent can write to), "closed" (the
+	// command reads EOF at once) or "pty".
+	Stdin string `json:"stdin"`
+
+	// TimeoutMs is the wall-clock limit from the start, 0 for none.
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+	// KillGraceMs is the pause between SIGTERM and SIGKILL.
+	KillGraceMs int64 `json:"killGraceMs"`
+	// SettleMs is how long output is read after the main process exits
+	// before remaining descendants are killed (default 250).
+	SettleMs int64 `json:"settleMs,omitempty"`
+
+	JournalMaxBytes  int64 `json:"journalMaxBytes,omitempty"`
+	JournalHeadBytes int64 `json:"journalHeadBytes,omitempty"`
+
+	// Socket is the control socket path (hosts.md §7.5).
+	Socket string `json:"socket"`
+	// NoCgroup disables cgroup containment (tests of the fallback).
+	NoCgroup bool `json:"noCgroup,omitempty"`
+
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	Fingerprint    string `json:"fingerprint,omitempty"`
+	EnvKeys        []string `json:"envKeys,omitempty"`
+}
+
+// Meta is meta.json, written by the supervisor (hosts.md §7.4).
+type Meta struct {
+	V                   int      `json:"v"`
+	ID                  string   `json:"id"`
+	Agent               string   `json:"agent"`
+	Name                string   `json:"name"`
+	Command             string   `json:"command"`
+	Argv                []string `json:"argv"`
+	Cwd                 string   `json:"cwd"`
+	Host                string   `json:"host"`
+	HostReason          string   `json:"hostReason,omitempty"`
+	PTY                 bool     `json:"pty"`
+	Cols                int      `json:"cols,omitempty"`
+	Rows                int      `json:"rows,omitempty"`
+	Stdin               string   `json:"stdin"`
+	State               string   `json:"state"` // starting | running
+	StartedAt           int64    `json:"startedAt"`
+	PID                 int      `json:"pid"`
+	PGID                int      `json:"pgid"`
+	PIDStartTime        uint64   `json:"pidStartTime"`
+	Cgroup              *Cgroup  `json:"cgroup,omitempty"`
+	SupervisorPID       int      `json:"supervisorPid"`
+	SupervisorStartTime uint64   `json:"supervisorStartTime"`
+	Socket              string   `json:"socket"`
+	TimeoutAt           int64    `json:"timeoutAt,omitempty"`
+	KillGraceMs         int64    `json:"killGraceMs"`
+	IdempotencyKey      string   `json:"idempotencyKey,omitempty"`
+	Fingerprint         string   `json:"fingerprint,omitempty"`
+	EnvKeys             []string `json:"envKeys,omitempty"`
+}
+
+// Cgroup records the cgroups a session uses.
+type Cgroup struct {
+	V2 string            `json:"v2,omitempty"`
+	V1 map[string]string `json:"v1,omitempty"`
+}
+
+// End states (process.md §8).
+const (
+	StateExited   = "exited"
+	StateSignaled = "signaled"
+	StateKilled   = "killed"
+	StateLost     = "lost"
+	StateDenied   = "denied"
+)
+
+// Exit is exit.json, the commit point of a session's end state.
+type Exit struct {
+	State             string  `json:"state"`
+	ExitCode          *int    `json:"exitCode"`
+	Signal            *string `json:"signal"`
+	KilledBy          *string `json:"killedBy"`
+	TimedOut          bool    `json:"timedOut"`
+	Reason            string  `json:"reason,omitempty"`
+	EndedAt           int64   `json:"endedAt"`
+	DurationMs        int64   `json:"durationMs"`
+	DescendantsKilled int     `json:"descendantsKilled"`
+	OutputBytes       int64   `json:"outputBytes"`
+	OutputSha256      string  `json:"outputSha256,omitempty"`
+	DroppedBytes      int64   `json:"droppedBytes"`
+	// Final is false for the first record written right after the main
+	// process was reaped, true once descendants are gone and the journal is
+	// synced.
+	Final bool `json:"final"`
+}
+
+// Paths of a session directory.
+func MetaPath(dir string) string    { return filepath.Join(dir, "meta.json") }
+func ExitPath(dir string) string    { return filepath.Join(dir, "exit.json") }
+func JournalDir(dir string) string  { return filepath.Join(dir, "journal") }
+func LogPath(dir string) string     { return filepath.Join(dir, "supervisor.log") }
+func SessionDir(home, id string) string { return filepath.Join(home, "sessions", id) }
+
+// WriteJSON replaces path atomically: it writes path.tmp with mode 0600,
+// fsyncs it, renames it over path and fsyncs the directory, so a reader sees
+// either the old or the new content, also after a crash.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// ReadJSON reads a JSON file written by WriteJSON. A missing file is
+// reported with an error wrapping fs.ErrNotExist.
+func ReadJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// ReadExit returns the session's exit record, or ok=false when the session
+// has none yet (running or lost).
+func ReadExit(dir string) (e Exit, ok bool, err error) {
+	err = ReadJSON(ExitPath(dir), &e)
+	if errors.Is(err, os.ErrNotExist) {
+		return e, false, nil
+	}
+	return e, err == nil, err
+}

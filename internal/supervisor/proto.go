@@ -1,0 +1,50 @@
+package supervisor
+
+import "github.com/conchsh/conch/internal/keys"
+
+// Request is one line a client sends on the control socket.
+type Request struct {
+	V  int    `json:"v"`
+	Op string `json:"op"` // hello status subscribe write closeStdin signal kill resize
+
+	Data    []byte `json:"data,omitempty"`    // write
+	Sig     int    `json:"sig,omitempty"`     // signal
+	By      string `json:"by,omitempty"`      // kill: agent | operator | timeout | shutdown
+	GraceMs *int64 `json:"graceMs,omitempty"` // kill
+	Cols    int    `json:"cols,omitempty"`    // resize
+	Rows    int    `json:"rows,omitempty"`
+}
+
+// Reply answers one Request.
+type Reply struct {
+	OK     bool    `json:"ok"`
+	Error  string  `json:"error,omitempty"`
+	PID    int     `json:"pid,omitempty"`
+	Status *Status `json:"status,omitempty"`
+}
+
+// Status is a running session's live state.
+type Status struct {
+	PID      int        `json:"pid"`
+	Cursor   int64      `json:"cursor"`
+	Stdin    string     `json:"stdin"` // open | closed | pty
+	Modes    keys.Modes `json:"modes"`
+	Ending   bool       `json:"ending"` // the main process exited or a kill is under way
+	KilledBy string     `json:"killedBy,omitempty"`
+	// LastOutputNs is the time of the newest output (unix ns), 0 if none.
+	LastOutputNs int64 `json:"lastOutputNs,omitempty"`
+}
+
+// Event is pushed to subscribers (and on the spawn pipe): a new end cursor
+// of the journal, or the final end state.
+type Event struct {
+	Cursor int64 `json:"cursor"`
+	Exit   *Exit `json:"exit,omitempty"`
+}
+
+// ready is the first line the supervisor writes on fd 4.
+type ready struct {
+	OK    bool   `json:"ok"`
+	PID   int    `json:"pid,omitempty"`
+	Error string `json:"error,omitempty"`
+}

@@ -1,0 +1,818 @@
+package supervisor
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"hash"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/keys"
+)
+
+// Main is the entry point of `conch supervise --home H --session ID`. It
+// reads the Spec from fd 3, reports readiness on fd 4 and returns the
+// process exit code once the session has ended and exit.json is written.
+func Main(args []string) int {
+	fs := flag.NewFlagSet("supervise", flag.ContinueOnError)
+	home := fs.String("home", "", "conch home")
+	id := fs.String("session", "", "session id")
+	if err := fs.Parse(args); err != nil || *home == "" || *id == "" {
+		fmt.Fprintln(os.Stderr, "usage: conch supervise --home DIR --session ID (internal; started by the engine)")
+		return 2
+	}
+	specIn := os.NewFile(3, "spec")
+	readyOut := os.NewFile(4, "ready")
+	if specIn == nil || readyOut == nil {
+		fmt.Fprintln(os.Stderr, "conch supervise: fd 3 and 4 must be set up by the engine")
+		return 2
+	}
+	var spec Spec
+	err := json.NewDecoder(specIn).Decode(&spec)
+	specIn.Close()
+	if err == nil && spec.V != ProtocolVersion {
+		err = fmt.Errorf("spec version %d, want %d", spec.V, ProtocolVersion)
+	}
+	if err == nil && spec.ID != *id {
+		err = fmt.Errorf("spec is for session %q, not %q", spec.ID, *id)
+	}
+	if err != nil {
+		json.NewEncoder(readyOut).Encode(ready{Error: "read spec: " + err.Error()})
+		return 1
+	}
+	s := &sup{spec: spec, dir: SessionDir(*home, *id), done: make(chan struct{}), mainExited: make(chan struct{})}
+	if err := s.launch(); err != nil {
+		json.NewEncoder(readyOut).Encode(ready{Error: err.Error()})
+		return 1
+	}
+	// fd 4 stays open as the first subscriber: the engine that spawned
+	// this supervisor learns cursors and the end state without dialling.
+	if err := json.NewEncoder(readyOut).Encode(ready{OK: true, PID: s.cmd.Process.Pid}); err == nil {
+		s.addSubscriber(readyOut)
+	} else {
+		readyOut.Close()
+	}
+	s.run()
+	return 0
+}
+
+// sup is one running supervisor.
+type sup struct {
+	spec Spec
+	dir  string
+
+	cmd   *exec.Cmd
+	cont  *containment
+	started time.Time
+
+	jmu sync.Mutex // guards j and sum
+	j   *journal.Writer
+	sum hash.Hash
+
+	cursor     atomic.Int64
+	lastOutput atomic.Int64 // unix ns
+
+	outputs sync.WaitGroup // the output pumps
+	ptmx    *os.File       // PTY master, or nil
+
+	mu         sync.Mutex // guards the fields below
+	stdin      *os.File   // pipe write end (Stdin "open"), nil once closed
+	stdinState string
+	modes      keys.Tracker
+	killedBy   string
+	timedOut   bool
+	killing    bool
+	killCount  int // descendants signalled by a kill sequence
+	subs       []*subscriber
+	final      *Exit
+
+	mainExited chan struct{} // closed when the main process was reaped
+	mainStatus syscall.WaitStatus
+	done       chan struct{} // closed when the end state is final
+
+	ln net.Listener
+}
+
+func (s *sup) logf(format string, args ...any) {
+	f, err := os.OpenFile(LogPath(s.dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(f, "%s supervisor[%d] %s\n", time.Now().UTC().Format(time.RFC3339Nano), os.Getpid(), fmt.Sprintf(format, args...))
+	f.Close()
+}
+
+func (s *sup) launch() error {
+	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	signal.Ignore(syscall.SIGPIPE)
+	spec := s.spec
+	if len(spec.Argv) == 0 {
+		return errors.New("empty argv")
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return fmt.Errorf("session dir: %w", err)
+	}
+	j, err := journal.Create(JournalDir(s.dir), journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes})
+	if err != nil {
+		return fmt.Errorf("open journal: %w", err)
+	}
+	s.j = j
+	s.sum = sha256.New()
+	s.cursor.Store(j.Cursor())
+
+	s.cont = &containment{}
+	if !spec.NoCgroup {
+		s.cont = newCgroup(spec.ID)
+	}
+
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Env = spec.Env
+	cmd.Dir = spec.Dir
+	if cmd.Err != nil {
+		// exec.Command looked the program up in our own PATH; let the
+		// kernel report errors for absolute paths and keep the text.
+		cmd.Err = nil
+		cmd.Path = spec.Argv[0]
+	}
+	var childEnds []*os.File
+	var readers []*os.File
+	if spec.PTY {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			return fmt.Errorf("open pty: %w", err)
+		}
+		cols, rows := spec.Cols, spec.Rows
+		if cols <= 0 {
+			cols = 120
+		}
+		if rows <= 0 {
+			rows = 30
+		}
+		pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		s.ptmx = ptmx
+		s.stdinState = "pty"
+		childEnds = append(childEnds, tty)
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		for i := 0; i < 2; i++ {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return fmt.Errorf("pipe: %w", err)
+			}
+			unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, 1<<20)
+			readers = append(readers, r)
+			childEnds = append(childEnds, w)
+		}
+		cmd.Stdout, cmd.Stderr = childEnds[0], childEnds[1]
+		if spec.Stdin == "open" {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return fmt.Errorf("pipe: %w", err)
+			}
+			cmd.Stdin = r
+			childEnds = append(childEnds, r)
+			s.stdin = w
+			s.stdinState = "open"
+		} else {
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				return err
+			}
+			cmd.Stdin = null
+			childEnds = append(childEnds, null)
+			s.stdinState = "closed"
+		}
+	}
+	if fd := s.cont.cgroupFD(); fd >= 0 {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = fd
+		defer unix.Close(fd)
+	}
+
+	// SIGCHLD must be watched before the child can exit.
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+
+	s.started = time.Now()
+	err = cmd.Start() // the one place conch starts a command
+	if err != nil && cmd.SysProcAttr.UseCgroupFD && !isSpawnError(err) {
+		// Kernels older than 5.7 lack CLONE_INTO_CGROUP: start outside
+		// and move the child right after; the subreaper covers the gap.
+		s.logf("start in cgroup failed (%v); moving the child instead", err)
+		retry := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+		retry.Path, retry.Err = cmd.Path, nil
+		retry.Env, retry.Dir = cmd.Env, cmd.Dir
+		retry.Stdin, retry.Stdout, retry.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
+		attr := *cmd.SysProcAttr
+		attr.UseCgroupFD = false
+		retry.SysProcAttr = &attr
+		cmd = retry
+		if err = cmd.Start(); err == nil {
+			os.WriteFile(filepath.Join(s.cont.v2, "cgroup.procs"), []byte(fmt.Sprint(cmd.Process.Pid)), 0)
+		}
+	}
+	for _, f := range childEnds {
+		f.Close()
+	}
+	if err != nil {
+		s.cont.remove()
+		j.Close()
+		return fmt.Errorf("spawn %s: %w", spec.Argv[0], unwrapPathErr(err))
+	}
+	s.cmd = cmd
+	pid := cmd.Process.Pid
+	s.cont.pgid = pid
+	s.cont.adopt(pid)
+
+	go s.reap(chld)
+	if s.ptmx != nil {
+		s.outputs.Add(1)
+		go s.pump(s.ptmx, journal.Stdout)
+	} else {
+		s.outputs.Add(2)
+		go s.pump(readers[0], journal.Stdout)
+		go s.pump(readers[1], journal.Stderr)
+	}
+
+	meta := Meta{
+		V: ProtocolVersion, ID: spec.ID, Agent: spec.Agent, Name: spec.Name, Command: spec.Command,
+		Argv: spec.Argv, Cwd: spec.Dir, Host: spec.Host, HostReason: spec.HostReason, PTY: spec.PTY,
+		Cols: spec.Cols, Rows: spec.Rows, Stdin: s.stdinState, State: "running",
+		StartedAt: s.started.UnixMilli(), PID: pid, PGID: pid, PIDStartTime: StartTime(pid),
+		Cgroup: s.cont.describe(), SupervisorPID: os.Getpid(), SupervisorStartTime: StartTime(os.Getpid()),
+		Socket: spec.Socket, KillGraceMs: spec.KillGraceMs, IdempotencyKey: spec.IdempotencyKey,
+		Fingerprint: spec.Fingerprint, EnvKeys: spec.EnvKeys,
+	}
+	if spec.TimeoutMs > 0 {
+		meta.TimeoutAt = s.started.UnixMilli() + spec.TimeoutMs
+		time.AfterFunc(time.Duration(spec.TimeoutMs)*time.Millisecond, func() {
+			s.kill("timeout", s.grace())
+		})
+	}
+	if err := WriteJSON(MetaPath(s.dir), meta); err != nil {
+		s.logf("write meta.json: %v", err)
+	}
+	if err := s.listen(); err != nil {
+		s.logf("control socket: %v", err)
+	}
+	go func() {
+		if _, ok := <-term; ok {
+			s.kill("shutdown", s.grace())
+		}
+	}()
+	return nil
+}
+
+// isSpawnError reports errors that are about the command itself (missing
+// program, permission, working directory), which a retry cannot fix.
+func isSpawnError(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.ENOTDIR)
+}
+
+func unwrapPathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		return ee.Err
+	}
+	return err
+}
+
+func (s *sup) grace() time.Duration {
+	return time.Duration(s.spec.KillGraceMs) * time.Millisecond
+}
+
+// reap collects every child: the main process and whatever was reparented
+// to the supervisor as subreaper. Only the main process's status matters.
+func (s *sup) reap(chld chan os.Signal) {
+	mainPid := s.cmd.Process.Pid
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			if pid <= 0 || err != nil {
+				break
+			}
+			if pid == mainPid {
+				s.mainStatus = ws
+				close(s.mainExited)
+			}
+		}
+		select {
+		case <-chld:
+		case <-tick.C:
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// pump copies one output stream into the journal.
+func (s *sup) pump(r *os.File, stream journal.Stream) {
+	defer s.outputs.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			s.jmu.Lock()
+			end, jerr := s.j.Append(stream, buf[:n])
+			s.sum.Write(buf[:n])
+			s.jmu.Unlock()
+			if jerr != nil {
+				s.logf("journal append: %v", jerr)
+			}
+			if s.ptmx != nil {
+				s.mu.Lock()
+				s.modes.Write(buf[:n])
+				s.mu.Unlock()
+			}
+			s.cursor.Store(end)
+			s.lastOutput.Store(time.Now().UnixNano())
+			s.kick()
+		}
+		if err != nil {
+			// EOF on a pipe, EIO on a PTY master once every slave is closed.
+			if r != s.ptmx {
+				r.Close()
+			}
+			return
+		}
+	}
+}
+
+// run waits for the main process, settles output and descendants, and
+// commits the end state.
+func (s *sup) run() {
+	<-s.mainExited
+	end := time.Now()
+	s.writeExit(s.exitRecord(end, 0, false))
+
+	settle := time.Duration(s.spec.SettleMs) * time.Millisecond
+	if settle <= 0 {
+		settle = 250 * time.Millisecond
+	}
+	pumped := make(chan struct{})
+	go func() { s.outputs.Wait(); close(pumped) }()
+	select {
+	case <-pumped:
+	case <-time.After(settle):
+	}
+	// Descendants left behind by a command that ended by itself get the
+	// kill sequence too; a session never stays open because a grandchild
+	// holds a pipe.
+	s.mu.Lock()
+	killing := s.killing
+	s.mu.Unlock()
+	left := 0
+	if !killing {
+		left = len(s.cont.members())
+		if left > 0 {
+			s.treeKill(s.grace())
+		}
+	} else {
+		s.waitTreeGone(s.grace() + 2*time.Second)
+	}
+	if s.ptmx != nil {
+		// All slaves are closed once the group is gone; reading to EIO
+		// keeps the last bytes. A stray holder outside the tree must not
+		// keep us open forever.
+		select {
+		case <-pumped:
+		case <-time.After(2 * time.Second):
+		}
+		s.ptmx.Close()
+	}
+	select {
+	case <-pumped:
+	case <-time.After(2 * time.Second):
+		s.logf("output pipes still open 2s after the tree was killed; closing")
+	}
+	s.jmu.Lock()
+	if err := s.j.Close(); err != nil {
+		s.logf("journal close: %v", err)
+	}
+	s.jmu.Unlock()
+	s.mu.Lock()
+	if s.stdin != nil {
+		s.stdin.Close()
+		s.stdin = nil
+	}
+	s.mu.Unlock()
+	ex := s.exitRecord(end, left, true)
+	s.writeExit(ex)
+	s.mu.Lock()
+	s.final = &ex
+	subs := s.subs
+	s.mu.Unlock()
+	for _, sub := range subs {
+		sub.kickNow()
+	}
+	// Give subscribers a moment to receive the end state.
+	deadline := time.After(2 * time.Second)
+	for _, sub := range subs {
+		select {
+		case <-sub.gone:
+		case <-deadline:
+		}
+	}
+	if s.ln != nil {
+		s.ln.Close()
+		os.Remove(s.spec.Socket)
+	}
+	s.cont.remove()
+	close(s.done)
+}
+
+func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.mainStatus
+	ex := Exit{
+		EndedAt:    end.UnixMilli(),
+		DurationMs: end.Sub(s.started).Milliseconds(),
+		TimedOut:   s.timedOut,
+		Final:      final,
+	}
+	switch {
+	case ws.Exited():
+		c := ws.ExitStatus()
+		ex.ExitCode = &c
+		ex.State = StateExited
+	case ws.Signaled():
+		name := unix.SignalName(ws.Signal())
+		if name == "" {
+			name = fmt.Sprintf("SIG%d", int(ws.Signal()))
+		}
+		ex.Signal = &name
+		ex.State = StateSignaled
+	}
+	if s.killedBy != "" {
+		by := s.killedBy
+		ex.KilledBy = &by
+		ex.State = StateKilled
+	}
+	ex.DescendantsKilled = descendants + s.killCount
+	s.jmu.Lock()
+	ex.OutputBytes = s.j.Cursor()
+	if final {
+		ex.OutputSha256 = hex.EncodeToString(s.sum.Sum(nil))
+	}
+	s.jmu.Unlock()
+	if info, err := journal.Stat(JournalDir(s.dir)); err == nil {
+		ex.DroppedBytes = info.DroppedBytes
+	}
+	return ex
+}
+
+func (s *sup) writeExit(ex Exit) {
+	if err := WriteJSON(ExitPath(s.dir), ex); err != nil {
+		s.logf("write exit.json: %v", err)
+	}
+}
+
+// kill starts the kill sequence once; later calls only keep the first
+// cause.
+func (s *sup) kill(by string, grace time.Duration) {
+	s.mu.Lock()
+	if s.killedBy == "" {
+		select {
+		case <-s.mainExited:
+			// Already ended by itself: not a kill.
+			s.mu.Unlock()
+			return
+		default:
+		}
+		s.killedBy = by
+		s.timedOut = by == "timeout"
+	}
+	if s.killing {
+		s.mu.Unlock()
+		return
+	}
+	s.killing = true
+	s.mu.Unlock()
+	go s.treeKill(grace)
+}
+
+// treeKill sends SIGTERM to the group and every member, waits up to grace
+// for them to go, then SIGKILLs whatever is left.
+func (s *sup) treeKill(grace time.Duration) {
+	s.mu.Lock()
+	s.killing = true
+	s.mu.Unlock()
+	members := s.cont.members()
+	n := 0
+	for _, pid := range members {
+		if pid != s.cmd.Process.Pid {
+			n++
+		}
+	}
+	s.mu.Lock()
+	if s.killedBy != "" {
+		s.killCount = n
+	}
+	s.mu.Unlock()
+	s.cont.signal(syscall.SIGTERM)
+	if s.ptmx != nil {
+		// A shell on a PTY also expects SIGHUP when its terminal goes.
+		s.cont.signal(syscall.SIGHUP)
+	}
+	if !s.waitTreeGone(grace) {
+		s.cont.killAll()
+		s.waitTreeGone(2 * time.Second)
+	}
+}
+
+// waitTreeGone waits until the main process was reaped and no member is
+// left, or d passes; it reports whether the tree is gone.
+func (s *sup) waitTreeGone(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		exited := false
+		select {
+		case <-s.mainExited:
+			exited = true
+		default:
+		}
+		if exited && len(s.cont.members()) == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// subscriber receives Events; it always gets the newest cursor and, last,
+// the end state.
+type subscriber struct {
+	w    io.WriteCloser
+	wake chan struct{}
+	gone chan struct{}
+}
+
+func (s *sup) addSubscriber(w io.WriteCloser) *subscriber {
+	sub := &subscriber{w: w, wake: make(chan struct{}, 1), gone: make(chan struct{})}
+	s.mu.Lock()
+	s.subs = append(s.subs, sub)
+	s.mu.Unlock()
+	go s.feed(sub)
+	sub.kickNow()
+	return sub
+}
+
+func (sub *subscriber) kickNow() {
+	select {
+	case sub.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sup) kick() {
+	s.mu.Lock()
+	subs := s.subs
+	s.mu.Unlock()
+	for _, sub := range subs {
+		sub.kickNow()
+	}
+}
+
+func (s *sup) feed(sub *subscriber) {
+	defer close(sub.gone)
+	defer s.dropSubscriber(sub)
+	defer sub.w.Close()
+	enc := json.NewEncoder(sub.w)
+	last := int64(-1)
+	for range sub.wake {
+		s.mu.Lock()
+		final := s.final
+		s.mu.Unlock()
+		cur := s.cursor.Load()
+		if final != nil {
+			enc.Encode(Event{Cursor: final.OutputBytes, Exit: final})
+			return
+		}
+		if cur != last {
+			if err := enc.Encode(Event{Cursor: cur}); err != nil {
+				return
+			}
+			last = cur
+		}
+		// Coalesce bursts: at most ~100 cursor events per second.
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (s *sup) dropSubscriber(sub *subscriber) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, x := range s.subs {
+		if x == sub {
+			s.subs = append(s.subs[:i:i], s.subs[i+1:]...)
+			return
+		}
+	}
+}
+
+// listen opens the control socket.
+func (s *sup) listen() error {
+	path := s.spec.Socket
+	if path == "" {
+		return errors.New("no socket path")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	os.Remove(path)
+	old := syscall.Umask(0o077)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return err
+	}
+	os.Chmod(path, 0o600)
+	s.ln = ln
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go s.serve(c.(*net.UnixConn))
+		}
+	}()
+	return nil
+}
+
+func peerUID(c *net.UnixConn) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if cerr != nil {
+		return -1, cerr
+	}
+	return int(cred.Uid), nil
+}
+
+func (s *sup) serve(c *net.UnixConn) {
+	if uid, err := peerUID(c); err != nil || uid != os.Getuid() {
+		c.Close()
+		return
+	}
+	sc := bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 64<<10), 32<<20)
+	enc := json.NewEncoder(c)
+	for sc.Scan() {
+		var req Request
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			enc.Encode(Reply{Error: "bad request: " + err.Error()})
+			continue
+		}
+		if req.V != ProtocolVersion {
+			enc.Encode(Reply{Error: fmt.Sprintf("unsupported protocol version %d", req.V)})
+			continue
+		}
+		if req.Op == "subscribe" {
+			enc.Encode(Reply{OK: true})
+			sub := s.addSubscriber(c)
+			// Reading on detects the peer closing; requests are not
+			// accepted on a subscription.
+			io.Copy(io.Discard, c)
+			sub.w.Close()
+			return
+		}
+		enc.Encode(s.handle(req))
+	}
+	c.Close()
+}
+
+func (s *sup) handle(req Request) Reply {
+	switch req.Op {
+	case "hello":
+		return Reply{OK: true, PID: s.cmd.Process.Pid}
+	case "status":
+		return Reply{OK: true, Status: s.status()}
+	case "write":
+		if err := s.write(req.Data); err != nil {
+			return Reply{Error: err.Error()}
+		}
+		return Reply{OK: true}
+	case "closeStdin":
+		if err := s.closeStdin(); err != nil {
+			return Reply{Error: err.Error()}
+		}
+		return Reply{OK: true}
+	case "signal":
+		s.cont.signal(syscall.Signal(req.Sig))
+		return Reply{OK: true}
+	case "kill":
+		grace := s.grace()
+		if req.GraceMs != nil {
+			grace = time.Duration(*req.GraceMs) * time.Millisecond
+		}
+		by := req.By
+		if by == "" {
+			by = "agent"
+		}
+		s.kill(by, grace)
+		return Reply{OK: true}
+	case "resize":
+		if s.ptmx == nil {
+			return Reply{Error: "not a PTY session"}
+		}
+		if err := pty.Setsize(s.ptmx, &pty.Winsize{Cols: uint16(req.Cols), Rows: uint16(req.Rows)}); err != nil {
+			return Reply{Error: err.Error()}
+		}
+		return Reply{OK: true}
+	}
+	return Reply{Error: fmt.Sprintf("unknown op %q", req.Op)}
+}
+
+func (s *sup) status() *Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := &Status{PID: s.cmd.Process.Pid, Cursor: s.cursor.Load(), Stdin: s.stdinState, Modes: s.modes.Modes(), KilledBy: s.killedBy, LastOutputNs: s.lastOutput.Load()}
+	select {
+	case <-s.mainExited:
+		st.Ending = true
+	default:
+		st.Ending = s.killing
+	}
+	return st
+}
+
+// errStdinClosed is reported when input arrives after stdin was closed.
+var errStdinClosed = errors.New("stdin is closed")
+
+func (s *sup) write(p []byte) error {
+	s.mu.Lock()
+	w := s.stdin
+	if s.ptmx != nil {
+		w = s.ptmx
+	}
+	s.mu.Unlock()
+	if w == nil {
+		return errStdinClosed
+	}
+	w.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, err := w.Write(p)
+	w.SetWriteDeadline(time.Time{})
+	if err != nil {
+		return fmt.Errorf("write stdin: %w", err)
+	}
+	s.jmu.Lock()
+	s.j.AppendInput(p)
+	s.jmu.Unlock()
+	return nil
+}
+
+func (s *sup) closeStdin() error {
+	if s.ptmx != nil {
+		return s.write([]byte{0x04})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stdin == nil {
+		return errStdinClosed
+	}
+	err := s.stdin.Close()
+	s.stdin = nil
+	s.stdinState = "closed"
+	return err
+}
