@@ -63,8 +63,8 @@ type Spec struct {
 	// NoCgroup disables cgroup containment (tests of the fallback).
 	NoCgroup bool `json:"noCgroup,omitempty"`
 
-	IdempotencyKey string `json:"idempotencyKey,omitempty"`
-	Fingerprint    string `json:"fingerprint,omitempty"`
+	IdempotencyKey string   `json:"idempotencyKey,omitempty"`
+	Fingerprint    string   `json:"fingerprint,omitempty"`
 	EnvKeys        []string `json:"envKeys,omitempty"`
 }
 
@@ -135,10 +135,10 @@ type Exit struct {
 }
 
 // Paths of a session directory.
-func MetaPath(dir string) string    { return filepath.Join(dir, "meta.json") }
-func ExitPath(dir string) string    { return filepath.Join(dir, "exit.json") }
-func JournalDir(dir string) string  { return filepath.Join(dir, "journal") }
-func LogPath(dir string) string     { return filepath.Join(dir, "supervisor.log") }
+func MetaPath(dir string) string        { return filepath.Join(dir, "meta.json") }
+func ExitPath(dir string) string        { return filepath.Join(dir, "exit.json") }
+func JournalDir(dir string) string      { return filepath.Join(dir, "journal") }
+func LogPath(dir string) string         { return filepath.Join(dir, "supervisor.log") }
 func SessionDir(home, id string) string { return filepath.Join(home, "sessions", id) }
 
 // WriteJSON replaces path atomically: it writes path.tmp with mode 0600,

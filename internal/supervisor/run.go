@@ -78,8 +78,8 @@ type sup struct {
 	spec Spec
 	dir  string
 
-	cmd   *exec.Cmd
-	cont  *containment
+	cmd     *exec.Cmd
+	cont    *containment
 	started time.Time
 
 	jmu sync.Mutex // guards j and sum
