@@ -463,8 +463,7 @@ func (e *Engine) reattach() {
 		}
 		ch, err := e.resubscribe(s)
 		if err != nil {
-			e.wg.Add(1)
-			go func() { defer e.wg.Done(); e.markLost(s) }()
+			e.markLost(s)
 			continue
 		}
 		if ch == nil {

@@ -2,8 +2,8 @@ package main
 
 import (
 	"os"
-	"strconv"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -146,4 +146,3 @@ func TestBackgroundPollLogKill(t *testing.T) {
 		t.Fatalf("list after kill: %q", ls.Text)
 	}
 }
-

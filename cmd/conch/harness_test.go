@@ -104,8 +104,7 @@ func (c *conch) close() {
 // kill9 kills the conch process without any chance to clean up.
 func (c *conch) kill9() {
 	c.cmd.Process.Kill()
-	c.cmd.Wait()
-	c.cs.Close()
+	c.cs.Close() // waits for the process
 	c.cs = nil
 }
 

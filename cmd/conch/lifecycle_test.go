@@ -1,0 +1,305 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestTimeoutKillsTree(t *testing.T) {
+	c := startConch(t, newHome(t, `{"tools":{"exec":{"killGraceMs":500}}}`))
+	start := time.Now()
+	r := c.exec(map[string]any{"command": "sleep 902.1 & setsid sleep 902.1 & (sleep 902.1 &) ; sleep 902.1", "timeout": 1})
+	el := time.Since(start)
+	if r.str("status") != "failed" || r.str("state") != "killed" || r.str("killedBy") != "timeout" || r.D["timedOut"] != true {
+		t.Fatalf("timeout result: %q %v", r.Text, r.D)
+	}
+	want := "Command timed out after 1 seconds. If this command is expected to take longer, re-run with a higher timeout (e.g., exec timeout=300)."
+	if r.Text != want {
+		t.Fatalf("text = %q", r.Text)
+	}
+	if el > 4*time.Second {
+		t.Errorf("timeout took %v", el)
+	}
+	if r.num("descendantsKilled") < 3 {
+		t.Errorf("descendantsKilled = %v, want >= 3", r.D["descendantsKilled"])
+	}
+	if p := pgrep("sleep 902.1"); len(p) != 0 {
+		t.Fatalf("processes left after timeout: %v", p)
+	}
+}
+
+func TestTimeoutSecondsAlias(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "sleep 5", "timeoutSeconds": 0.2})
+	if r.D["timedOut"] != true || !strings.HasPrefix(r.Text, "Command timed out after 0.2 seconds.") {
+		t.Fatalf("timeoutSeconds: %q %v", r.Text, r.D)
+	}
+	r = c.exec(map[string]any{"command": "true", "timeout": 1, "timeoutSeconds": 2})
+	if !r.IsError || r.str("status") != "error" {
+		t.Fatalf("conflicting timeouts accepted: %q", r.Text)
+	}
+}
+
+func TestIgnoresSIGTERM(t *testing.T) {
+	c := startConch(t, newHome(t, `{"tools":{"exec":{"killGraceMs":300}}}`))
+	r := c.exec(map[string]any{"command": "trap '' TERM; echo ready; while :; do sleep 0.05; done", "background": true})
+	id := r.str("sessionId")
+	eventually(t, 5*time.Second, func() string {
+		if p := c.process(map[string]any{"action": "log", "sessionId": id}); p.Text != "ready" {
+			return "not ready: " + p.Text
+		}
+		return ""
+	})
+	k := c.process(map[string]any{"action": "kill", "sessionId": id})
+	if k.str("state") != "killed" || k.str("signal") != "SIGKILL" {
+		t.Fatalf("kill of a TERM-ignoring process: %q %v", k.Text, k.D)
+	}
+}
+
+func TestDaemonHoldingPipes(t *testing.T) {
+	c := startConch(t, newHome(t, `{"tools":{"exec":{"killGraceMs":300}}}`))
+	start := time.Now()
+	r := c.exec(map[string]any{"command": "echo started; (setsid sleep 903.1 &); echo done"})
+	if r.str("status") != "completed" || r.Text != "started\ndone" {
+		t.Fatalf("daemon: %q %v", r.Text, r.D)
+	}
+	if r.num("descendantsKilled") != 1 {
+		t.Errorf("descendantsKilled = %v, want 1", r.D["descendantsKilled"])
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("took %v; the daemon kept the session open", el)
+	}
+	if p := pgrep("sleep 903.1"); len(p) != 0 {
+		t.Fatalf("daemon survived: %v", p)
+	}
+}
+
+func TestClosesStdoutKeepsRunning(t *testing.T) {
+	c := startConch(t, newHome(t, `{"tools":{"exec":{"killGraceMs":200}}}`))
+	r := c.exec(map[string]any{"command": "echo bye; exec >&- 2>&-; sleep 904.1", "yieldMs": 500})
+	if r.str("status") != "running" {
+		t.Fatalf("want running: %q", r.Text)
+	}
+	id := r.str("sessionId")
+	p := c.process(map[string]any{"action": "poll", "sessionId": id})
+	if !strings.HasPrefix(p.Text, "bye\n\nProcess still running.") {
+		t.Fatalf("poll: %q", p.Text)
+	}
+	c.process(map[string]any{"action": "kill", "sessionId": id})
+	if len(pgrep("sleep 904.1")) != 0 {
+		t.Fatal("process survived")
+	}
+}
+
+func TestCatGetsEOFInForeground(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "cat; echo after-cat", "timeout": 5})
+	if r.str("status") != "completed" || r.Text != "after-cat" {
+		t.Fatalf("cat: %q %v", r.Text, r.D)
+	}
+}
+
+func TestBackgroundStdinWrite(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "while read l; do echo got:$l; done; echo eof", "background": true})
+	if r.str("status") != "running" || r.str("stdin") != "open" {
+		t.Fatalf("start: %q %v", r.Text, r.D)
+	}
+	id := r.str("sessionId")
+	w := c.process(map[string]any{"action": "write", "sessionId": id, "data": "héllo\n"})
+	if w.Text != "Wrote 7 bytes to session "+id+"." {
+		t.Fatalf("write: %q", w.Text)
+	}
+	s := c.process(map[string]any{"action": "submit", "sessionId": id})
+	if s.Text != "Submitted session "+id+" (sent LF)." {
+		t.Fatalf("submit: %q", s.Text)
+	}
+	w = c.process(map[string]any{"action": "write", "sessionId": id, "data": "last\n", "eof": true})
+	if w.Text != "Wrote 5 bytes to session "+id+" (stdin closed)." {
+		t.Fatalf("write eof: %q", w.Text)
+	}
+	p := c.waitEnd(id, 5*time.Second)
+	if !strings.HasPrefix(p.Text, "got:héllo\ngot:\ngot:last\neof") || !strings.HasSuffix(p.Text, "Process exited with code 0.") {
+		t.Fatalf("poll: %q", p.Text)
+	}
+	w = c.process(map[string]any{"action": "write", "sessionId": id, "data": "x"})
+	if !w.IsError || w.Text != "No active session found for "+id {
+		t.Fatalf("write after end: %q", w.Text)
+	}
+}
+
+func TestStdinClosedAtSpawn(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "sleep 905.1", "yieldMs": 10})
+	id := r.str("sessionId")
+	w := c.process(map[string]any{"action": "write", "sessionId": id, "data": "x"})
+	want := "Session " + id + " stdin is not writable. (stdin was closed at start; use background:true or pty:true for interactive input)"
+	if !w.IsError || w.Text != want {
+		t.Fatalf("write: %q", w.Text)
+	}
+	rm := c.process(map[string]any{"action": "remove", "sessionId": id})
+	if rm.Text != "Removed session "+id+" (termination requested)." {
+		t.Fatalf("remove: %q", rm.Text)
+	}
+	if l := c.process(map[string]any{"action": "poll", "sessionId": id}); l.Text != "No session found for "+id {
+		t.Fatalf("poll after remove: %q", l.Text)
+	}
+	eventually(t, 5*time.Second, func() string {
+		if p := pgrep("sleep 905.1"); len(p) != 0 {
+			return "still running"
+		}
+		return ""
+	})
+}
+
+func TestPTYPythonREPL(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "python3 -q", "pty": true, "background": true})
+	id := r.str("sessionId")
+	if r.str("stdin") != "pty" {
+		t.Fatalf("stdin = %q", r.str("stdin"))
+	}
+	waitFor := func(sub string) {
+		t.Helper()
+		eventually(t, 10*time.Second, func() string {
+			l := c.process(map[string]any{"action": "log", "sessionId": id})
+			if !strings.Contains(l.Text, sub) {
+				return "no " + sub + " in " + l.Text
+			}
+			return ""
+		})
+	}
+	waitFor(">>>")
+	k := c.process(map[string]any{"action": "send-keys", "sessionId": id, "literal": "print(6*7)", "keys": []any{"Enter"}})
+	if !strings.HasPrefix(k.Text, "Sent 11 bytes to session "+id) {
+		t.Fatalf("send-keys: %q", k.Text)
+	}
+	waitFor("42")
+	c.process(map[string]any{"action": "send-keys", "sessionId": id, "keys": []any{"C-d"}})
+	p := c.waitEnd(id, 10*time.Second)
+	if !strings.HasSuffix(p.Text, "Process exited with code 0.") {
+		t.Fatalf("end: %q", p.Text)
+	}
+}
+
+func TestPTYIsATerminal(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "test -t 0 && test -t 1 && stty size && echo $TERM", "pty": true})
+	if r.str("status") != "completed" || !strings.Contains(r.Text, "30 120") {
+		t.Fatalf("pty: %q %v", r.Text, r.D)
+	}
+	r = c.exec(map[string]any{"command": "test -t 1 || echo not-a-tty"})
+	if r.Text != "not-a-tty" {
+		t.Fatalf("pipes: %q", r.Text)
+	}
+}
+
+func TestRestartSurvival(t *testing.T) {
+	home := newHome(t, "")
+	c := startConch(t, home)
+	r := c.exec(map[string]any{"command": "echo before; while read l; do echo got:$l; done; echo bye; exit 7", "background": true})
+	id := r.str("sessionId")
+	r2 := c.exec(map[string]any{"command": "sleep 0.5; echo finished-alone; exit 5", "background": true})
+	id2 := r2.str("sessionId")
+	c.process(map[string]any{"action": "write", "sessionId": id, "data": "one\n"})
+	eventually(t, 5*time.Second, func() string {
+		if l := c.process(map[string]any{"action": "log", "sessionId": id}); l.Text != "before\ngot:one" {
+			return "log: " + l.Text
+		}
+		return ""
+	})
+	c.kill9()
+
+	// While no conch runs, session 2 ends by itself.
+	time.Sleep(900 * time.Millisecond)
+
+	c = startConch(t, home)
+	l := c.process(map[string]any{"action": "log", "sessionId": id})
+	if l.Text != "before\ngot:one" || l.str("status") != "running" {
+		t.Fatalf("log after restart: %q %v", l.Text, l.D)
+	}
+	p2 := c.process(map[string]any{"action": "poll", "sessionId": id2})
+	if p2.Text != "finished-alone\n\nProcess exited with code 5." {
+		t.Fatalf("session that ended while conch was down: %q", p2.Text)
+	}
+	c.process(map[string]any{"action": "write", "sessionId": id, "data": "two\n", "eof": true})
+	p := c.waitEnd(id, 5*time.Second)
+	l = c.process(map[string]any{"action": "log", "sessionId": id})
+	if p.num("exitCode") != 7 || l.Text != "before\ngot:one\ngot:two\nbye" {
+		t.Fatalf("after restart: %q %v; log %q", p.Text, p.D, l.Text)
+	}
+	ls := c.process(map[string]any{"action": "list"})
+	if !strings.Contains(ls.Text, id+" failed ") || !strings.Contains(ls.Text, id2+" failed ") {
+		t.Fatalf("list: %q", ls.Text)
+	}
+}
+
+func TestRestartKillAfterRestart(t *testing.T) {
+	home := newHome(t, `{"tools":{"exec":{"killGraceMs":300}}}`)
+	c := startConch(t, home)
+	r := c.exec(map[string]any{"command": "sleep 906.1 & sleep 906.1", "background": true})
+	id := r.str("sessionId")
+	c.kill9()
+	c = startConch(t, home)
+	k := c.process(map[string]any{"action": "kill", "sessionId": id})
+	if k.Text != "Killed session "+id+"." {
+		t.Fatalf("kill after restart: %q", k.Text)
+	}
+	if p := pgrep("sleep 906.1"); len(p) != 0 {
+		t.Fatalf("left: %v", p)
+	}
+}
+
+func TestLostSupervisor(t *testing.T) {
+	home := newHome(t, "")
+	c := startConch(t, home)
+	r := c.exec(map[string]any{"command": "sleep 907.1", "background": true})
+	id := r.str("sessionId")
+	c.kill9()
+	// The supervisor dies without recording an end (as in an OOM kill).
+	out, _ := exec.Command("pgrep", "-f", "supervise --home "+home+" --session "+id).Output()
+	pids := strings.Fields(string(out))
+	if len(pids) != 1 {
+		t.Fatalf("supervisor pids: %v", pids)
+	}
+	var pid int
+	for _, ch := range pids[0] {
+		pid = pid*10 + int(ch-'0')
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	time.Sleep(100 * time.Millisecond)
+	c = startConch(t, home)
+	p := c.process(map[string]any{"action": "poll", "sessionId": id})
+	if p.str("state") != "lost" || !strings.HasSuffix(p.Text, "Process lost (its supervisor ended without an exit status).") {
+		t.Fatalf("poll: %q %v", p.Text, p.D)
+	}
+	if left := pgrep("sleep 907.1"); len(left) != 0 {
+		t.Fatalf("the lost session's process was not swept: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(home, "sessions", id, "exit.json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHomeLockedAndNotWritable(t *testing.T) {
+	home := newHome(t, "")
+	startConch(t, home)
+	out, err := exec.Command(conchBin, "mcp", "--home", home).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 6 || !strings.Contains(string(out), "is in use by pid") {
+		t.Fatalf("second engine: %v %s", err, out)
+	}
+	f := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(f, nil, 0o600)
+	out, err = exec.Command(conchBin, "mcp", "--home", filepath.Join(f, "home")).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 6 || !strings.Contains(string(out), "is not writable") {
+		t.Fatalf("unwritable home: %v %s", err, out)
+	}
+}
