@@ -42,8 +42,9 @@ type conch struct {
 	cmd  *exec.Cmd
 	cs   *mcp.ClientSession
 
-	mu   sync.Mutex
-	logs []*mcp.LoggingMessageParams
+	mu     sync.Mutex
+	logs   []*mcp.LoggingMessageParams
+	events []string
 }
 
 // newHome returns a fresh conch home, optionally with a config file.
@@ -128,8 +129,23 @@ func (r result) num(k string) float64 {
 	return v
 }
 
-// call invokes a tool with a hard deadline.
+// call invokes a tool with a hard deadline. Inline exec events at the top
+// of the text are moved to c.events so that tests compare the result
+// itself; rawCall keeps them.
 func (c *conch) call(tool string, args map[string]any) result {
+	c.t.Helper()
+	r := c.rawCall(tool, args)
+	for strings.HasPrefix(r.Text, "[conch event] ") {
+		line, rest, _ := strings.Cut(r.Text, "\n")
+		c.mu.Lock()
+		c.events = append(c.events, line)
+		c.mu.Unlock()
+		r.Text = strings.TrimPrefix(rest, "\n")
+	}
+	return r
+}
+
+func (c *conch) rawCall(tool string, args map[string]any) result {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

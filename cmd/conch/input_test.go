@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestBadInput(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	cases := []struct {
+		tool string
+		args map[string]any
+		code string
+		text string
+	}{
+		{"process", map[string]any{"action": "dance"}, "invalid_argument", "Unknown action dance"},
+		{"process", map[string]any{"action": "poll"}, "invalid_argument", "sessionId is required for this action."},
+		{"process", map[string]any{"action": "poll", "sessionId": "no-such-session"}, "not_found", "No session found for no-such-session"},
+		{"process", map[string]any{"action": "kill", "sessionId": "no-such-session"}, "not_found", "No session found for no-such-session"},
+		{"process", map[string]any{"action": "list", "bogus": 1}, "invalid_argument", `Unknown parameter "bogus".`},
+		{"exec", map[string]any{"command": "   "}, "invalid_argument", "Provide a command to start."},
+		{"exec", map[string]any{"command": "true", "cwd": "/"}, "invalid_argument", `Unknown parameter "cwd".`},
+		{"exec", map[string]any{"command": "true", "yieldMs": "soon"}, "invalid_argument", `Invalid parameter "yieldMs": expected a number.`},
+		{"exec", map[string]any{"command": "true", "host": "mars"}, "invalid_argument", `Invalid host "mars": expected one of sandbox, gateway, node.`},
+		{"exec", map[string]any{"command": "true", "host": "sandbox"}, "sandbox_unavailable", "exec host=sandbox is configured, but sandbox runtime is unavailable for this session.\nEnable sandboxing (sandbox.mode) with an available backend (bwrap, docker or landlock), or use host=gateway with approvals."},
+		{"exec", map[string]any{"command": "true", "host": "NODE"}, "node_unavailable", "exec host=node: no node is available (no node host is paired with this gateway)."},
+		{"exec", map[string]any{"command": "true", "env": map[string]any{"PATH": "/tmp"}}, "security_violation", "Security Violation: Custom 'PATH' variable is forbidden during host execution."},
+		{"exec", map[string]any{"command": "true", "env": map[string]any{"LD_PRELOAD": "x", "NODE_OPTIONS": "y"}}, "security_violation", "Security Violation: Environment variables 'LD_PRELOAD', 'NODE_OPTIONS' are forbidden during host execution."},
+		{"exec", map[string]any{"command": "true", "idempotencyKey": "has space"}, "invalid_argument", "Invalid idempotencyKey: use 1-128 characters of [A-Za-z0-9._:-]."},
+	}
+	for _, tc := range cases {
+		r := c.call(tc.tool, tc.args)
+		errObj, _ := r.D["error"].(map[string]any)
+		if !r.IsError || r.Text != tc.text || errObj["code"] != tc.code {
+			t.Errorf("%s %v:\n got %q %v (isError %v)\nwant %q code %s", tc.tool, tc.args, r.Text, r.D, r.IsError, tc.text, tc.code)
+		}
+	}
+	// The engine stays usable after all of that.
+	if r := c.exec(map[string]any{"command": "echo still-ok"}); r.Text != "still-ok" {
+		t.Fatalf("after bad input: %q", r.Text)
+	}
+}
+
+func TestNumbersClampedNotRejected(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	for _, args := range []map[string]any{
+		{"command": "echo a", "yieldMs": 0},
+		{"command": "echo a", "yieldMs": -5},
+		{"command": "echo a", "yieldMs": 1e300},
+		{"command": "echo a", "yieldMs": "NaN"},
+		{"command": "echo a", "timeout": -1},
+		{"command": "echo a", "timeout": 1e300},
+	} {
+		r := c.exec(args)
+		if r.IsError {
+			t.Errorf("%v: %q", args, r.Text)
+		}
+	}
+	// yieldMs 0 means 10 ms: a sleep is backgrounded at once.
+	r := c.exec(map[string]any{"command": "sleep 908.1", "yieldMs": 0})
+	if r.str("status") != "running" {
+		t.Fatalf("yieldMs 0: %q", r.Text)
+	}
+	id := r.str("sessionId")
+	for _, args := range []map[string]any{
+		{"action": "log", "sessionId": id, "offset": -3, "limit": -1},
+		{"action": "log", "sessionId": id, "offset": 1e18},
+		{"action": "poll", "sessionId": id, "timeout": -10},
+		{"action": "poll", "sessionId": id, "timeout": "50"},
+		{"action": "poll", "sessionId": id, "since": -1},
+	} {
+		if p := c.process(args); p.IsError {
+			t.Errorf("%v: %q", args, p.Text)
+		}
+	}
+	c.process(map[string]any{"action": "kill", "sessionId": id})
+}
+
+func TestForeignSessionLooksMissing(t *testing.T) {
+	home := newHome(t, "")
+	a := startConch(t, home, "--agent", "alice")
+	r := a.exec(map[string]any{"command": "sleep 909.1", "background": true})
+	id := r.str("sessionId")
+	a.close()
+	b := startConch(t, home, "--agent", "bob")
+	for _, action := range []string{"poll", "log", "kill", "write", "remove"} {
+		p := b.process(map[string]any{"action": action, "sessionId": id})
+		if p.Text != "No session found for "+id {
+			t.Errorf("%s on a foreign session: %q", action, p.Text)
+		}
+	}
+	if l := b.process(map[string]any{"action": "list"}); l.Text != "No running or recent sessions." {
+		t.Errorf("bob lists alice's session: %q", l.Text)
+	}
+	b.close()
+	a = startConch(t, home, "--agent", "alice")
+	if k := a.process(map[string]any{"action": "kill", "sessionId": id}); k.Text != "Killed session "+id+"." {
+		t.Fatalf("alice kill: %q", k.Text)
+	}
+}
+
+func TestBinaryAndInvalidUTF8(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "head -c 1048576 /dev/urandom; printf '\\nend\\377\\n'"})
+	if r.str("status") != "completed" {
+		t.Fatalf("binary: %v", r.D)
+	}
+	if !utf8.ValidString(r.Text) {
+		t.Fatal("result text is not valid UTF-8")
+	}
+	if !strings.HasSuffix(r.Text, "end\uFFFD") {
+		t.Fatalf("tail of binary output: %q", r.Text[len(r.Text)-20:])
+	}
+	if r.num("outputBytes") != 1048576+6 {
+		t.Fatalf("outputBytes = %v", r.D["outputBytes"])
+	}
+}
+
+func TestLargeOutputTruncatedAndRetained(t *testing.T) {
+	c := startConch(t, newHome(t, `{"tools":{"exec":{"journalMaxBytes":2097152,"journalHeadBytes":262144}}}`))
+	// 20 MB of numbered lines; the journal keeps 2 MiB (head + tail).
+	r := c.exec(map[string]any{"command": "seq 1 2500000", "timeout": 60})
+	if r.str("status") != "completed" || r.D["truncated"] != true {
+		t.Fatalf("big: %v", r.D)
+	}
+	if n := utf8.RuneCountInString(r.Text); n > 201000 {
+		t.Fatalf("text has %d chars", n)
+	}
+	if !strings.HasPrefix(r.Text, "1\n2\n3\n") || !strings.HasSuffix(r.Text, "2499999\n2500000") {
+		t.Fatalf("head/tail wrong: %q … %q", r.Text[:20], r.Text[len(r.Text)-20:])
+	}
+	if !strings.Contains(r.Text, " chars omitted; full output: process log sessionId="+r.str("sessionId")+" since=") {
+		t.Fatalf("no omission marker")
+	}
+	id := r.str("sessionId")
+	l := c.process(map[string]any{"action": "log", "sessionId": id, "limit": 3})
+	if l.Text != "2499998\n2499999\n2500000" || l.num("droppedLines") <= 0 || l.D["truncated"] != true {
+		t.Fatalf("log tail: %q %v", l.Text, l.D)
+	}
+	if ls := c.process(map[string]any{"action": "list"}); !strings.Contains(ls.Text, id+" completed") {
+		t.Fatalf("retained session not listed: %q", ls.Text)
+	}
+	full := c.process(map[string]any{"action": "log", "sessionId": id, "offset": 0})
+	if !strings.Contains(full.Text, " lines) dropped …]") {
+		t.Fatalf("log across the gap lacks the dropped marker")
+	}
+}
+
+func TestPollCapAndHint(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "seq 1 30000; sleep 910.1", "yieldMs": 500})
+	id := r.str("sessionId")
+	p := c.process(map[string]any{"action": "poll", "sessionId": id})
+	if !strings.HasPrefix(p.Text, "[… ") || !strings.Contains(p.Text, " earlier chars skipped; use process log since=0 to read them …]") || !strings.Contains(p.Text, "\n30000\n\nProcess still running.") {
+		t.Fatalf("poll cap: %q", p.Text[:200])
+	}
+	l := c.process(map[string]any{"action": "log", "sessionId": id})
+	if !strings.HasSuffix(l.Text, "\n\n[showing last 200 of 30000 lines; pass offset/limit to page]") || !strings.HasPrefix(l.Text, "29801\n") {
+		t.Fatalf("log default: %q", l.Text[:40])
+	}
+	since := l.num("cursor")
+	again := c.process(map[string]any{"action": "log", "sessionId": id, "since": since})
+	if again.Text != "(no output yet)" {
+		t.Fatalf("log since end: %q", again.Text)
+	}
+	c.process(map[string]any{"action": "kill", "sessionId": id})
+}
+
+func TestManyBackgroundSessions(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	const n = 200
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r := c.exec(map[string]any{"command": fmt.Sprintf("for j in 1 2 3 4 5 6 7 8 9 10; do echo s%d-$j; sleep 0.1; done", i), "background": true})
+			if r.str("status") != "running" {
+				errs <- r.Text
+				return
+			}
+			ids[i] = r.str("sessionId")
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	for i, id := range ids {
+		c.waitEnd(id, 30*time.Second)
+		l := c.process(map[string]any{"action": "log", "sessionId": id})
+		var want []string
+		for j := 1; j <= 10; j++ {
+			want = append(want, fmt.Sprintf("s%d-%d", i, j))
+		}
+		if l.Text != strings.Join(want, "\n") {
+			t.Fatalf("session %d: %q", i, l.Text)
+		}
+	}
+}
+
+func TestCancelledCallKillsRun(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	_, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "sleep 911.1"}})
+	if err == nil {
+		t.Fatal("call was not cancelled")
+	}
+	eventually(t, 6*time.Second, func() string {
+		if p := pgrep("sleep 911.1"); len(p) != 0 {
+			return fmt.Sprintf("cancelled run still alive: %v", p)
+		}
+		return ""
+	})
+}
+
+func TestExitNoticeInline(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "sleep 0.3; echo bg-done; exit 4", "background": true})
+	id := r.str("sessionId")
+	time.Sleep(1200 * time.Millisecond)
+	next := c.rawCall("exec", map[string]any{"command": "echo next"})
+	want := "[conch event] Exec failed (" + id + ", code 4) :: bg-done\n\nnext"
+	if next.Text != want {
+		t.Fatalf("inline notice:\n got %q\nwant %q", next.Text, want)
+	}
+	if again := c.rawCall("exec", map[string]any{"command": "echo again"}); again.Text != "again" {
+		t.Fatalf("notice delivered twice: %q", again.Text)
+	}
+}
