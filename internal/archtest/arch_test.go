@@ -1,0 +1,85 @@
+package archtest
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/conchsh/conch"
+
+type pkg struct {
+	ImportPath string
+	Name       string
+	Doc        string
+	Deps       []string
+	Imports    []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", mod+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var pkgs []pkg
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// forbidden maps a package (prefix) to import prefixes it may never depend
+// on, directly or indirectly.
+var forbidden = map[string][]string{
+	mod + "/apitype":             {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/journal":    {mod + "/", "github.com/"},
+	mod + "/internal/render":     {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/keys":       {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/slug":       {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/hostenv":    {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/config":     {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/supervisor": {mod + "/engine", mod + "/internal/mcpserver", "github.com/modelcontextprotocol/", "net/http"},
+	mod + "/engine":              {mod + "/internal/mcpserver", mod + "/cmd", "github.com/modelcontextprotocol/", "net/http"},
+}
+
+func TestLayering(t *testing.T) {
+	for _, p := range listPackages(t) {
+		for prefix, bans := range forbidden {
+			if p.ImportPath != prefix {
+				continue
+			}
+			for _, d := range p.Deps {
+				for _, ban := range bans {
+					if strings.HasPrefix(d, ban) && !allowedLeaf(p.ImportPath, d) {
+						t.Errorf("%s depends on %s (forbidden: %s)", p.ImportPath, d, ban)
+					}
+				}
+			}
+		}
+	}
+}
+
+// allowedLeaf lists the exceptions to the rules above: the leaves a core
+// package may use.
+func allowedLeaf(pkg, dep string) bool {
+	switch pkg {
+	case mod + "/internal/journal":
+		return strings.HasPrefix(dep, "golang.org/x/sys/")
+	}
+	return false
+}
+
+func TestEveryPackageDocumented(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if p.Doc == "" {
+			t.Errorf("package %s has no package doc comment", p.ImportPath)
+		}
+	}
+}
