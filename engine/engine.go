@@ -211,7 +211,7 @@ func (e *Engine) Close() error {
 		for _, s := range running {
 			select {
 			case <-s.ended:
-			case <-time.After(e.cfg.Exec(s.st.Agent).KillGrace + 3*time.Second):
+			case <-time.After(e.cfg.Exec(s.agent).KillGrace + 3*time.Second):
 			}
 		}
 	}
@@ -251,7 +251,7 @@ func (e *Engine) lookup(agent, id string) *session {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := e.sessions[id]
-	if s == nil || s.st.Agent != agent {
+	if s == nil || s.agent != agent {
 		return nil
 	}
 	return s
@@ -269,13 +269,23 @@ func (e *Engine) forget(s *session) {
 // from the spawn pipe or from a socket subscription; when it closes without
 // an end state the supervisor is re-contacted, and declared lost when it
 // is gone.
-func (e *Engine) track(s *session, events <-chan supervisor.Event) {
+func (e *Engine) track(s *session, events <-chan supervisor.Event, closeEvents func()) {
 	defer e.wg.Done()
+	defer func() { closeEvents() }()
 	for {
-		for ev := range events {
-			s.setCursor(ev.Cursor)
-			if ev.Exit != nil && ev.Exit.Final {
-				e.ended(s, *ev.Exit)
+	recv:
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					break recv
+				}
+				s.setCursor(ev.Cursor)
+				if ev.Exit != nil && ev.Exit.Final {
+					e.ended(s, *ev.Exit)
+					return
+				}
+			case <-e.stop:
 				return
 			}
 		}
@@ -288,18 +298,22 @@ func (e *Engine) track(s *session, events <-chan supervisor.Event) {
 			return
 		default:
 		}
-		next, err := e.resubscribe(s)
+		closeEvents()
+		next, closeNext, err := e.resubscribe(s)
 		if err != nil {
 			e.markLost(s)
 			return
 		}
-		events = next
+		if next == nil {
+			return // ended meanwhile
+		}
+		events, closeEvents = next, closeNext
 	}
 }
 
 // resubscribe reconnects to a session's supervisor: three tries a second
 // apart while its process is alive (hosts.md §7.6).
-func (e *Engine) resubscribe(s *session) (<-chan supervisor.Event, error) {
+func (e *Engine) resubscribe(s *session) (<-chan supervisor.Event, func(), error) {
 	s.mu.Lock()
 	meta := s.meta
 	s.mu.Unlock()
@@ -310,23 +324,22 @@ func (e *Engine) resubscribe(s *session) (<-chan supervisor.Event, error) {
 			// is not lost.
 			if ex, ok, _ := supervisor.ReadExit(s.dir); ok && ex.Final {
 				e.ended(s, ex)
-				return nil, nil
+				return nil, nil, nil
 			}
-			return nil, errors.New("supervisor is gone")
+			return nil, nil, errors.New("supervisor is gone")
 		}
 		ch, closeFn, err := supervisor.Subscribe(meta.Socket)
 		if err == nil {
-			go func() { <-e.stop; closeFn() }()
-			return ch, nil
+			return ch, closeFn, nil
 		}
 		lastErr = err
 		select {
 		case <-e.stop:
-			return nil, errors.New("engine stopping")
+			return nil, nil, errors.New("engine stopping")
 		case <-time.After(time.Second):
 		}
 	}
-	return nil, lastErr
+	return nil, nil, lastErr
 }
 
 // markLost records the end state "lost" for a session whose supervisor
@@ -399,7 +412,7 @@ func (e *Engine) sweep() {
 		var old []*session
 		for _, s := range e.sessions {
 			_, ex, _ := s.snapshot()
-			if ex != nil && now.Sub(time.UnixMilli(ex.EndedAt)) > e.cfg.Exec(s.st.Agent).Cleanup {
+			if ex != nil && now.Sub(time.UnixMilli(ex.EndedAt)) > e.cfg.Exec(s.agent).Cleanup {
 				old = append(old, s)
 			}
 		}
@@ -423,7 +436,7 @@ func (e *Engine) reattach() {
 		}
 		id := n.Name()
 		sdir := filepath.Join(dir, id)
-		s := newSession(id, sdir)
+		s := newSession(id, sdir, "")
 		if err := supervisor.ReadJSON(filepath.Join(sdir, "state.json"), &s.st); err != nil {
 			// No state: the engine died while creating it. Nothing ran
 			// unless meta.json exists.
@@ -438,8 +451,10 @@ func (e *Engine) reattach() {
 			continue
 		}
 		s.pid, s.socket = s.meta.PID, s.meta.Socket
+		s.agent = s.st.Agent
 		s.start = time.UnixMilli(s.meta.StartedAt)
 		if s.st.Agent == "" {
+			s.agent = s.meta.Agent
 			s.st.Agent = s.meta.Agent
 			s.st.Command, s.st.Name, s.st.Cwd, s.st.Host, s.st.PTY = s.meta.Command, s.meta.Name, s.meta.Cwd, s.meta.Host, s.meta.PTY
 		}
@@ -461,7 +476,7 @@ func (e *Engine) reattach() {
 			}
 			continue
 		}
-		ch, err := e.resubscribe(s)
+		ch, closeFn, err := e.resubscribe(s)
 		if err != nil {
 			e.markLost(s)
 			continue
@@ -470,7 +485,7 @@ func (e *Engine) reattach() {
 			continue // ended meanwhile
 		}
 		e.wg.Add(1)
-		go e.track(s, ch)
+		go e.track(s, ch, closeFn)
 	}
 }
 

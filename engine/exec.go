@@ -304,7 +304,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams) (*session, apitype.Result
 	if err != nil {
 		return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
 	}
-	s := newSession(id, dir)
+	s := newSession(id, dir, pl.agent)
 	s.st = state{
 		Agent: pl.agent, Command: pl.command, Name: deriveName(pl.command), Cwd: pl.cwd, Host: pl.host,
 		PTY: pl.pty, CreatedAt: time.Now().UnixMilli(), TimeoutSec: pl.timeout.Seconds(),
@@ -351,7 +351,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams) (*session, apitype.Result
 	e.sessions[id] = s
 	e.mu.Unlock()
 	e.wg.Add(1)
-	go e.track(s, h.Events)
+	go e.track(s, h.Events, h.Close)
 	return s, apitype.Result{}, true
 }
 
@@ -411,9 +411,10 @@ func (e *Engine) background(s *session, pl *plan) apitype.Result {
 	}
 	tail, cursor := e.tail(s, 2000)
 	pid := s.pid
+	st, _, _ := s.snapshot()
 	d := &apitype.ExecDetails{
 		Status: "running", SessionID: s.id, PID: &pid, StartedAt: s.start.UnixMilli(), Cwd: pl.cwd,
-		Tail: &tail, Cursor: cursor, Name: s.st.Name, PTY: &pl.pty, Host: pl.host, HostReason: pl.hostReason,
+		Tail: &tail, Cursor: cursor, Name: st.Name, PTY: &pl.pty, Host: pl.host, HostReason: pl.hostReason,
 		Stdin: pl.stdin, Warnings: pl.warnings,
 	}
 	text := fmt.Sprintf("Command still running (session %s, pid %d). Use process (list/poll/log/wait/write/kill/clear/remove) for follow-up.", s.id, pid)

@@ -105,7 +105,7 @@ func (e *Engine) list(agent string) apitype.Result {
 	e.mu.Lock()
 	var ss []*session
 	for _, s := range e.sessions {
-		if s.st.Agent == agent {
+		if s.agent == agent {
 			ss = append(ss, s)
 		}
 	}

@@ -38,8 +38,9 @@ type noticeState struct {
 // the process only from its supervisor (events, control socket) and the
 // files of the session directory.
 type session struct {
-	id  string
-	dir string
+	id    string
+	dir   string
+	agent string // owner; immutable
 
 	mu     sync.Mutex // guards the fields below
 	st     state
@@ -54,8 +55,8 @@ type session struct {
 	ended chan struct{} // closed once exit is set
 }
 
-func newSession(id, dir string) *session {
-	return &session{id: id, dir: dir, change: make(chan struct{}), ended: make(chan struct{})}
+func newSession(id, dir, agent string) *session {
+	return &session{id: id, dir: dir, agent: agent, change: make(chan struct{}), ended: make(chan struct{})}
 }
 
 // changed returns a channel that is closed at the next change.

@@ -26,6 +26,8 @@ type Handle struct {
 	// closed when the supervisor closes its end (after the end state, or
 	// when it dies).
 	Events <-chan Event
+	// Close stops the delivery of Events (the supervisor is untouched).
+	Close func()
 }
 
 // Launch starts `argv... --home home --session spec.ID` as a supervisor in
@@ -96,7 +98,7 @@ func Launch(argv []string, home string, spec Spec, env []string, readyTimeout ti
 	}
 	events := make(chan Event, 16)
 	go decodeEvents(br, readyR, events)
-	return &Handle{PID: res.r.PID, SupervisorPID: cmd.Process.Pid, Events: events}, nil
+	return &Handle{PID: res.r.PID, SupervisorPID: cmd.Process.Pid, Events: events, Close: func() { readyR.Close() }}, nil
 }
 
 func decodeEvents(r *bufio.Reader, c interface{ Close() error }, out chan<- Event) {
