@@ -38,6 +38,11 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: conch supervise --home DIR --session ID (internal; started by the engine)")
 		return 2
 	}
+	// fd 3 and 4 come without close-on-exec; the command and its
+	// children must not inherit them (a daemon holding fd 4 would keep
+	// the engine's event pipe open after the supervisor died).
+	syscall.CloseOnExec(3)
+	syscall.CloseOnExec(4)
 	specIn := os.NewFile(3, "spec")
 	readyOut := os.NewFile(4, "ready")
 	if specIn == nil || readyOut == nil {
