@@ -69,6 +69,16 @@ var (
 	ErrHomeLocked      = errors.New("conch home is in use")
 )
 
+// homeError carries the full message of a home failure and unwraps to one
+// of the sentinels above.
+type homeError struct {
+	kind error
+	msg  string
+}
+
+func (e *homeError) Error() string { return e.msg }
+func (e *homeError) Unwrap() error { return e.kind }
+
 // Engine runs sessions in one home.
 type Engine struct {
 	opt     Options
@@ -83,6 +93,10 @@ type Engine struct {
 	sessions map[string]*session
 	notices  map[string][]queuedNotice
 	closed   bool
+	// spare is a supervisor waiting for its spec (exec start-up latency);
+	// refilling is set while a new one starts.
+	spare     *supervisor.Spare
+	refilling bool
 
 	wg     sync.WaitGroup // trackers and the sweeper
 	stop   chan struct{}
@@ -104,7 +118,7 @@ func New(opt Options) (*Engine, error) {
 		return nil, err
 	}
 	if err := prepareHome(home); err != nil {
-		return nil, fmt.Errorf("%w: conch home %s is not writable (%v)", ErrHomeNotWritable, home, err)
+		return nil, &homeError{ErrHomeNotWritable, fmt.Sprintf("conch home %s is not writable (%v)", home, err)}
 	}
 	lock, err := lockHome(home, opt.Mode)
 	if err != nil {
@@ -140,6 +154,7 @@ func New(opt Options) (*Engine, error) {
 		sessions: map[string]*session{}, notices: map[string][]queuedNotice{}, stop: make(chan struct{}),
 	}
 	e.reattach()
+	e.refillSpare()
 	e.wg.Add(1)
 	go e.sweep()
 	return e, nil
@@ -153,6 +168,9 @@ func prepareHome(home string) error {
 			return err
 		}
 	}
+	if err := os.Chmod(home, 0o700); err != nil {
+		return err
+	}
 	probe := filepath.Join(home, "run", ".probe")
 	if err := os.WriteFile(probe, nil, 0o600); err != nil {
 		return err
@@ -165,7 +183,7 @@ func lockHome(home, mode string) (*os.File, error) {
 	path := filepath.Join(home, "run", "engine.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("%w: conch home %s is not writable (%v)", ErrHomeNotWritable, home, err)
+		return nil, &homeError{ErrHomeNotWritable, fmt.Sprintf("conch home %s is not writable (%v)", home, err)}
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		b, _ := os.ReadFile(path)
@@ -174,7 +192,7 @@ func lockHome(home, mode string) (*os.File, error) {
 		if who == "" {
 			who = "engine"
 		}
-		return nil, fmt.Errorf("%w: conch home %s is in use by pid %s (%s); stop it or use another --home", ErrHomeLocked, home, pid, who)
+		return nil, &homeError{ErrHomeLocked, fmt.Sprintf("conch home %s is in use by pid %s (%s); stop it or use another --home", home, pid, who)}
 	}
 	if mode == "" {
 		mode = "engine"
@@ -183,6 +201,9 @@ func lockHome(home, mode string) (*os.File, error) {
 	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+" "+mode+"\n"), 0)
 	return f, nil
 }
+
+// Config returns the engine's configuration.
+func (e *Engine) Config() *config.Config { return e.cfg }
 
 // Home returns the engine's home directory.
 func (e *Engine) Home() string { return e.home }
@@ -197,6 +218,10 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	if e.spare != nil {
+		e.spare.Close()
+		e.spare = nil
+	}
 	var running []*session
 	for _, s := range e.sessions {
 		if s.running() {
@@ -399,7 +424,9 @@ func (e *Engine) ended(s *session, ex supervisor.Exit) {
 // sweep deletes finished sessions past their TTL.
 func (e *Engine) sweep() {
 	defer e.wg.Done()
-	t := time.NewTicker(30 * time.Second)
+	// Every max(30 s, TTL/6) of the shortest TTL (process.md §2).
+	every := max(30*time.Second, e.cfg.Exec("").Cleanup/6)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -505,6 +532,12 @@ func (e *Engine) Sessions() []string {
 // Call runs a tool by name with raw JSON arguments: the entry point of the
 // adapters.
 func (e *Engine) Call(ctx context.Context, agent, tool string, args json.RawMessage) apitype.Result {
+	if !config.ValidAgent(agent) {
+		return execError(apitype.Errorf(apitype.CodeInvalidArgument, "Invalid agent id %q: use [a-z0-9][a-z0-9_-]{0,63}.", agent))
+	}
+	if e.cfg.Denied(agent, tool) {
+		return execError(apitype.Errorf("forbidden", "Tool %s is denied for agent %s (tools.deny).", tool, agent))
+	}
 	switch tool {
 	case "exec":
 		p, perr := apitype.ParseExecParams(args)

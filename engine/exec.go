@@ -77,12 +77,16 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 		return e.background(s, pl)
 	case <-ctx.Done():
 		// The caller gave up during the yield window: the run goes too.
+		s.update(func(st *state) { st.AgentEnded = true })
 		e.killSession(s, "agent")
 		select {
 		case <-s.ended:
+			return e.foregroundResult(s, pl)
 		case <-time.After(pl.set.KillGrace + 3*time.Second):
+			// Still ending: leave it to the supervisor; the caller is
+			// gone anyway.
+			return e.background(s, pl)
 		}
-		return e.foregroundResult(s, pl)
 	}
 }
 
@@ -318,10 +322,10 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams) (*session, apitype.Result
 		Env: append(pl.env, "CONCH_SESSION_ID="+id), Dir: pl.cwd, Host: pl.host, HostReason: pl.hostReason,
 		PTY: pl.pty, Cols: 120, Rows: 30, Stdin: pl.stdin, TimeoutMs: pl.timeout.Milliseconds(),
 		KillGraceMs: pl.set.KillGrace.Milliseconds(), JournalMaxBytes: pl.set.JournalMaxBytes,
-		JournalHeadBytes: pl.set.JournalHeadBytes, Socket: e.socketPath(id), EnvKeys: pl.envKeys,
+		JournalHeadBytes: headBytes(pl.set.JournalHeadBytes), Socket: e.socketPath(id), EnvKeys: pl.envKeys,
 		Fingerprint: fingerprint(p),
 	}
-	h, err := supervisor.Launch(e.supArgv, e.home, spec, supervisorEnv(), 5*time.Second)
+	h, err := e.commit(spec)
 	if err != nil && pl.pty && strings.HasPrefix(err.Error(), "open pty") {
 		pl.warnings = append(pl.warnings, fmt.Sprintf("Warning: PTY spawn failed (%v); retrying without PTY for `%s`.", err, pl.command))
 		pl.pty, pl.stdin = false, "open"
@@ -353,6 +357,53 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams) (*session, apitype.Result
 	e.wg.Add(1)
 	go e.track(s, h.Events, h.Close)
 	return s, apitype.Result{}, true
+}
+
+// commit starts spec under a supervisor: the warm spare when there is one
+// (its start-up cost already paid), else a new process. A new spare is
+// started in the background for the next call.
+func (e *Engine) commit(spec supervisor.Spec) (*supervisor.Handle, error) {
+	e.mu.Lock()
+	sp := e.spare
+	e.spare = nil
+	e.mu.Unlock()
+	defer e.refillSpare()
+	if sp != nil {
+		h, err := sp.Commit(spec, 5*time.Second)
+		if err == nil || !strings.HasPrefix(err.Error(), "supervisor is gone") && !strings.HasPrefix(err.Error(), "supervisor ended before reporting") {
+			return h, err
+		}
+		e.log.Warn("spare supervisor unusable; starting a new one", "err", err)
+	}
+	return supervisor.Launch(e.supArgv, e.home, spec, supervisorEnv(), 5*time.Second)
+}
+
+// refillSpare starts a spare supervisor in the background if none waits.
+func (e *Engine) refillSpare() {
+	e.mu.Lock()
+	if e.closed || e.spare != nil || e.refilling {
+		e.mu.Unlock()
+		return
+	}
+	e.refilling = true
+	e.mu.Unlock()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		sp, err := supervisor.StartSpare(e.supArgv, e.home, supervisorEnv())
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.refilling = false
+		if err != nil {
+			e.log.Warn("start spare supervisor", "err", err)
+			return
+		}
+		if e.closed || e.spare != nil {
+			sp.Close()
+			return
+		}
+		e.spare = sp
+	}()
 }
 
 // supervisorEnv is the environment of a supervisor process: nothing from
@@ -390,6 +441,15 @@ func fingerprint(p apitype.ExecParams) string {
 	fmt.Fprintf(&b, "%q|%q", p.Security, p.Ask)
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:])
+}
+
+// headBytes maps the configured head size to the journal option, where 0
+// means "default" and a negative value "no head".
+func headBytes(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func withWarnings(warnings []string, text string) string {

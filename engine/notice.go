@@ -67,6 +67,9 @@ func (e *Engine) queueExitNotice(s *session, ex supervisor.Exit) {
 // events (exec.md §8), dropping those whose end the agent has already
 // observed.
 func (e *Engine) withNotices(agent string, r apitype.Result) apitype.Result {
+	if !e.cfg.InlineEvents() {
+		return r
+	}
 	e.mu.Lock()
 	q := e.notices[agent]
 	delete(e.notices, agent)

@@ -254,10 +254,11 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 		}
 		if hadOutput {
 			st.PollBackoff = 0
-		} else {
-			st.PollBackoff++
+			d.RetryInMs = backoffSteps[0]
+			return
 		}
 		d.RetryInMs = backoffSteps[min(st.PollBackoff, len(backoffSteps)-1)]
+		st.PollBackoff++
 	})
 	if ex != nil {
 		d.State = ex.State

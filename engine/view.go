@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
+	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/render"
@@ -39,6 +42,18 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 	expected := since
 	first := true
 	var info *journal.Info
+	// With a stream filter the renderer sees only one stream's bytes; its
+	// positions are mapped back to journal cursors through the spans of
+	// the chunks it was given.
+	var spans []span
+	rpos := since
+	out := emit
+	if o.stream != 0 {
+		out = func(l render.Line) {
+			l.Cursor, l.End = mapCursor(spans, l.Cursor), mapCursor(spans, l.End)
+			emit(l)
+		}
+	}
 	end, err := journal.Read(dir, since, func(c journal.Chunk) error {
 		if c.Cursor > expected {
 			if first {
@@ -48,26 +63,46 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 					i, _ := journal.Stat(dir)
 					info = &i
 				}
-				r.Flush(emit)
+				r.Flush(out)
 				emit(render.Line{Cursor: expected, End: c.Cursor, Text: gapMarker(c.Cursor-expected, info.DroppedLines)})
 				res.droppedLines = info.DroppedLines
 			}
 			r = render.New(c.Cursor, render.Options{Raw: o.raw, Resync: true})
+			rpos = c.Cursor
 		}
 		first = false
 		expected = c.End()
 		if o.stream != 0 && c.Stream != o.stream {
 			return nil
 		}
-		r.Write(c.Data, emit)
+		if o.stream != 0 {
+			spans = append(spans, span{rpos, c.Cursor})
+			rpos += int64(len(c.Data))
+		}
+		r.Write(c.Data, out)
 		return nil
 	})
-	r.Flush(emit)
+	r.Flush(out)
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil
 	}
-	res.end = max(end, since)
+	res.end = end
+	if end < since && err == nil {
+		// since beyond the end: nothing new; the cursor is the end.
+		res.end = end
+	}
 	return res, err
+}
+
+// span maps a renderer position to the journal cursor of the same byte.
+type span struct{ rstart, cursor int64 }
+
+func mapCursor(spans []span, x int64) int64 {
+	i := sort.Search(len(spans), func(i int) bool { return spans[i].rstart > x }) - 1
+	if i < 0 {
+		return x
+	}
+	return spans[i].cursor + (x - spans[i].rstart)
 }
 
 // outputText is the rendered output of a run for an exec result.
@@ -99,84 +134,87 @@ func (e *Engine) output(s *session, maxChars int) outputText {
 }
 
 // outputHeadTail renders only the first and the last part of a large
-// output.
+// output: complete lines from a raw-byte budget at the start and at the
+// end of the journal. The middle is never rendered, so the omitted count
+// in the marker is the number of raw bytes between the two parts (an
+// estimate of characters; docs/differences.md).
 func (e *Engine) outputHeadTail(s *session, info journal.Info, maxChars int) outputText {
 	dir := s.journal()
 	headMax := maxChars / 4
 	tailMax := maxChars - headMax
+
+	// Head: complete lines from the first headMax*4 raw bytes.
+	budget := int64(headMax)*4 + 4096
+	var headLines []render.Line
+	var hf render.Folder
+	hr := render.New(0, render.Options{})
+	errStop := errors.New("stop")
+	journal.Read(dir, 0, func(c journal.Chunk) error {
+		if c.Cursor >= budget || c.Cursor >= info.HeadEnd && info.DroppedBytes > 0 {
+			return errStop
+		}
+		hr.Write(c.Data, func(l render.Line) { hf.Add(l, func(l render.Line) { headLines = append(headLines, l) }) })
+		return nil
+	})
+	hf.Flush(func(l render.Line) { headLines = append(headLines, l) })
 	var head []string
 	headChars := 0
-	var omitCursor int64 = -1
-	errStop := errors.New("stop")
-	r := render.New(0, render.Options{})
-	var f render.Folder
-	collect := func(l render.Line) {
-		if omitCursor >= 0 {
-			return
-		}
-		n := len([]rune(l.Text)) + 1
+	omitCursor := int64(0)
+	for _, l := range headLines {
+		n := utf8.RuneCountInString(l.Text) + 1
 		if headChars+n > headMax {
-			omitCursor = l.Cursor
-			if room := headMax - headChars; room > 0 {
-				head = append(head, string([]rune(l.Text)[:min(room, len([]rune(l.Text)))]))
-			}
-			return
+			break
 		}
 		head = append(head, l.Text)
 		headChars += n
+		omitCursor = l.End
 	}
-	var headEnd int64
-	journal.Read(dir, 0, func(c journal.Chunk) error {
-		r.Write(c.Data, func(l render.Line) { f.Add(l, collect) })
-		headEnd = c.End()
-		if omitCursor >= 0 {
-			return errStop
-		}
-		return nil
-	})
-	// The tail: enough raw bytes for tailMax characters in most outputs.
+
+	// Tail: complete lines from the last tailMax*4 raw bytes; the first
+	// line may have started before the read and is dropped.
 	var tailLines []render.Line
-	tr := render.New(0, render.Options{Resync: true})
 	var tf render.Folder
-	tailStart := int64(-1)
-	journal.ReadTail(dir, int64(tailMax)*4, func(c journal.Chunk) error {
-		if tailStart < 0 {
-			tailStart = c.Cursor
+	var tr *render.Renderer
+	addTail := func(l render.Line) { tailLines = append(tailLines, l) }
+	journal.ReadTail(dir, int64(tailMax)*4+4096, func(c journal.Chunk) error {
+		if tr == nil {
 			tr = render.New(c.Cursor, render.Options{Resync: true})
 		}
-		tr.Write(c.Data, func(l render.Line) { tf.Add(l, func(l render.Line) { tailLines = append(tailLines, l) }) })
+		tr.Write(c.Data, func(l render.Line) { tf.Add(l, addTail) })
 		return nil
 	})
-	tr.Flush(func(l render.Line) { tf.Add(l, func(l render.Line) { tailLines = append(tailLines, l) }) })
-	tf.Flush(func(l render.Line) { tailLines = append(tailLines, l) })
+	if tr != nil {
+		tr.Flush(func(l render.Line) { tf.Add(l, addTail) })
+	}
+	tf.Flush(addTail)
+	if len(tailLines) > 1 {
+		tailLines = tailLines[1:]
+	}
 	var tail []string
 	tailChars := 0
 	tailCursor := info.End
-	for i := len(tailLines) - 1; i >= 0 && tailChars < tailMax; i-- {
+	for i := len(tailLines) - 1; i >= 0; i-- {
 		t := tailLines[i].Text
-		tailCursor = tailLines[i].Cursor
-		n := len([]rune(t)) + 1
+		n := utf8.RuneCountInString(t) + 1
 		if tailChars+n > tailMax {
-			rs := []rune(t)
-			t = string(rs[len(rs)-(tailMax-tailChars):])
+			break
 		}
-		tail = append([]string{t}, tail...)
+		tail = append(tail, t)
 		tailChars += n
+		tailCursor = tailLines[i].Cursor
 	}
-	if omitCursor < 0 {
-		omitCursor = headEnd
-	}
-	// Estimated: the raw bytes between the last head line and the first
-	// tail line (the middle is never rendered).
+	slices.Reverse(tail)
 	omitted := max(tailCursor-omitCursor, 0)
 	var b strings.Builder
-	b.WriteString(strings.Join(head, "\n"))
-	if len(head) > 0 {
+	for _, l := range head {
+		b.WriteString(l)
 		b.WriteByte('\n')
 	}
 	b.WriteString(render.OmitMarker(int(omitted), s.id, omitCursor))
-	b.WriteByte('\n')
-	b.WriteString(strings.Join(tail, "\n"))
+	for _, l := range tail {
+		b.WriteByte('\n')
+		b.WriteString(l)
+	}
 	return outputText{text: b.String(), truncated: true, cursor: info.End}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/mcpserver"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -99,6 +100,10 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	workdir := fs.String("workdir", "", "default working directory of commands (default: current directory)")
 	logLevel := fs.String("log-level", envOr("CONCH_LOG", "warn"), "debug, info, warn or error (logs go to stderr)")
 	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if !config.ValidAgent(*agent) {
+		fmt.Fprintf(stderr, "conch mcp: invalid agent id %q: use [a-z0-9][a-z0-9_-]{0,63}\n", *agent)
 		return exitUsage
 	}
 	var lvl slog.Level

@@ -15,7 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -30,7 +33,16 @@ type Config struct {
 	Approvals json.RawMessage        `json:"approvals,omitempty"`
 	Ledger    json.RawMessage        `json:"ledger,omitempty"`
 	Log       json.RawMessage        `json:"log,omitempty"`
-	MCP       json.RawMessage        `json:"mcp,omitempty"`
+	MCP       MCP                    `json:"mcp"`
+}
+
+// MCP is the "mcp" section.
+type MCP struct {
+	// FullDetails keeps "aggregated" in structured results (default false).
+	FullDetails bool `json:"fullDetails,omitempty"`
+	// InlineEvents prefixes tool results with undelivered exec events
+	// (default true).
+	InlineEvents *bool `json:"inlineEvents,omitempty"`
 }
 
 // Tools is the "tools" section.
@@ -111,8 +123,61 @@ func Parse(b []byte) (*Config, error) {
 	if dec.More() {
 		return nil, errors.New("config: trailing data after the JSON object")
 	}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	return &c, nil
 }
+
+var agentID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// ValidAgent reports whether id is a valid agent id.
+func ValidAgent(id string) bool { return agentID.MatchString(id) }
+
+func oneOf(key, v string, allowed ...string) error {
+	if v == "" || slices.Contains(allowed, strings.ToLower(v)) {
+		return nil
+	}
+	return fmt.Errorf("%s: invalid value %q (want one of %s)", key, v, strings.Join(allowed, ", "))
+}
+
+func (e Exec) validate(prefix string) error {
+	return errors.Join(
+		oneOf(prefix+".host", e.Host, "sandbox", "gateway", "node"),
+		oneOf(prefix+".security", e.Security, "deny", "allowlist", "full"),
+		oneOf(prefix+".ask", e.Ask, "off", "on-miss", "always"),
+		oneOf(prefix+".askFallback", e.AskFallback, "deny", "allowlist", "full"),
+	)
+}
+
+func (c *Config) validate() error {
+	errs := []error{c.Tools.Exec.validate("tools.exec")}
+	for _, d := range c.Tools.Deny {
+		errs = append(errs, oneOf("tools.deny", d, "exec", "process", "apply_patch"))
+	}
+	for id, a := range c.Agents {
+		if !ValidAgent(id) {
+			errs = append(errs, fmt.Errorf("agents: invalid agent id %q", id))
+		}
+		if a.Tools != nil {
+			errs = append(errs, a.Tools.Exec.validate("agents."+id+".tools.exec"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Denied reports whether agent's tool policy (tools.deny, overridden by
+// agents.<id>.tools.deny) denies tool.
+func (c *Config) Denied(agent, tool string) bool {
+	deny := c.Tools.Deny
+	if a, ok := c.Agents[agent]; ok && a.Tools != nil && a.Tools.Deny != nil {
+		deny = a.Tools.Deny
+	}
+	return slices.Contains(deny, tool)
+}
+
+// InlineEvents reports mcp.inlineEvents (default true).
+func (c *Config) InlineEvents() bool { return c.MCP.InlineEvents == nil || *c.MCP.InlineEvents }
 
 // ExecSettings are the resolved tools.exec values for one agent, with
 // defaults and clamps applied (exec.md §1, §7; process.md §2).

@@ -48,9 +48,18 @@ func New(eng *engine.Engine, opt Options) *Server {
 	s.Server = mcp.NewServer(&mcp.Implementation{Name: "conch", Version: opt.Version}, &mcp.ServerOptions{
 		HasTools: true,
 	})
+	if eng.Config().MCP.FullDetails {
+		s.opt.FullDetails = true
+	}
 	out := json.RawMessage(`{"type":"object","required":["status"],"properties":{"status":{"type":"string"}}}`)
-	s.AddTool(&mcp.Tool{Name: "exec", Description: execDescription, InputSchema: json.RawMessage(execSchema), OutputSchema: out}, s.handler("exec"))
-	s.AddTool(&mcp.Tool{Name: "process", Description: processDescription, InputSchema: json.RawMessage(processSchema), OutputSchema: out}, s.handler("process"))
+	// The tool list is per agent: a denied tool is not listed.
+	cfg := eng.Config()
+	if !cfg.Denied(opt.Agent, "exec") {
+		s.AddTool(&mcp.Tool{Name: "exec", Description: execDescription, InputSchema: json.RawMessage(execSchema), OutputSchema: out}, s.handler("exec"))
+	}
+	if !cfg.Denied(opt.Agent, "process") {
+		s.AddTool(&mcp.Tool{Name: "process", Description: processDescription, InputSchema: json.RawMessage(processSchema), OutputSchema: out}, s.handler("process"))
+	}
 	return s
 }
 

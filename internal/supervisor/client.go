@@ -30,12 +30,19 @@ type Handle struct {
 	Close func()
 }
 
-// Launch starts `argv... --home home --session spec.ID` as a supervisor in
-// its own session, hands it spec on fd 3 and waits up to readyTimeout for
-// its report on fd 4. A supervisor that does not report in time is killed.
-// The returned handle's Events stays fed while the supervisor lives; the
-// supervisor process is reaped in the background.
-func Launch(argv []string, home string, spec Spec, env []string, readyTimeout time.Duration) (*Handle, error) {
+// Spare is a supervisor process started ahead of need: it has paid the
+// process start-up cost and waits for a spec on fd 3. Commit hands it one;
+// Close makes it exit unused.
+type Spare struct {
+	cmd    *exec.Cmd
+	specW  *os.File
+	readyR *os.File
+}
+
+// StartSpare starts `argv... --home home` as a supervisor in its own
+// session, with stdio on /dev/null and env as its environment. The process
+// is reaped in the background.
+func StartSpare(argv []string, home string, env []string) (*Spare, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -46,7 +53,7 @@ func Launch(argv []string, home string, spec Spec, env []string, readyTimeout ti
 		specW.Close()
 		return nil, err
 	}
-	args := append(append([]string{}, argv[1:]...), "--home", home, "--session", spec.ID)
+	args := append(append([]string{}, argv[1:]...), "--home", home)
 	cmd := exec.Command(argv[0], args...)
 	cmd.Env = env
 	cmd.ExtraFiles = []*os.File{specR, readyW}
@@ -60,17 +67,36 @@ func Launch(argv []string, home string, spec Spec, env []string, readyTimeout ti
 		return nil, fmt.Errorf("start supervisor: %w", err)
 	}
 	go cmd.Wait()
-	spec.V = ProtocolVersion
-	go func() {
-		json.NewEncoder(specW).Encode(spec)
-		specW.Close()
-	}()
+	return &Spare{cmd: cmd, specW: specW, readyR: readyR}, nil
+}
 
+// Close lets an unused spare exit.
+func (sp *Spare) Close() {
+	sp.specW.Close()
+	sp.readyR.Close()
+}
+
+// Commit gives the spare its session and waits up to readyTimeout for its
+// report. A supervisor that does not report in time is killed. The spare
+// cannot be used again, whatever the outcome.
+func (sp *Spare) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
+	spec.V = ProtocolVersion
+	b, err := json.Marshal(spec)
+	if err != nil {
+		sp.Close()
+		return nil, err
+	}
+	_, err = sp.specW.Write(append(b, '\n'))
+	sp.specW.Close()
+	if err != nil {
+		sp.readyR.Close()
+		return nil, fmt.Errorf("supervisor is gone: %w", err)
+	}
 	type result struct {
 		r   ready
 		err error
 	}
-	br := bufio.NewReader(readyR)
+	br := bufio.NewReader(sp.readyR)
 	got := make(chan result, 1)
 	go func() {
 		line, err := br.ReadBytes('\n')
@@ -84,21 +110,32 @@ func Launch(argv []string, home string, spec Spec, env []string, readyTimeout ti
 	select {
 	case res = <-got:
 	case <-time.After(readyTimeout):
-		cmd.Process.Kill()
-		readyR.Close()
+		sp.cmd.Process.Kill()
+		sp.readyR.Close()
 		return nil, fmt.Errorf("supervisor did not report within %v", readyTimeout)
 	}
 	if res.err != nil {
-		readyR.Close()
+		sp.readyR.Close()
 		return nil, fmt.Errorf("supervisor ended before reporting: %w", res.err)
 	}
 	if !res.r.OK {
-		readyR.Close()
+		sp.readyR.Close()
 		return nil, errors.New(res.r.Error)
 	}
 	events := make(chan Event, 16)
-	go decodeEvents(br, readyR, events)
-	return &Handle{PID: res.r.PID, SupervisorPID: cmd.Process.Pid, Events: events, Close: func() { readyR.Close() }}, nil
+	go decodeEvents(br, sp.readyR, events)
+	readyR := sp.readyR
+	return &Handle{PID: res.r.PID, SupervisorPID: sp.cmd.Process.Pid, Events: events, Close: func() { readyR.Close() }}, nil
+}
+
+// Launch starts a supervisor for spec and waits for its report: StartSpare
+// followed by Commit.
+func Launch(argv []string, home string, spec Spec, env []string, readyTimeout time.Duration) (*Handle, error) {
+	sp, err := StartSpare(argv, home, env)
+	if err != nil {
+		return nil, err
+	}
+	return sp.Commit(spec, readyTimeout)
 }
 
 func decodeEvents(r *bufio.Reader, c interface{ Close() error }, out chan<- Event) {

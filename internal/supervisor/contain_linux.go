@@ -174,9 +174,12 @@ func (c *containment) members() []int {
 		}
 	}
 	if dir := c.cgroupDir(); dir != "" {
+		// The cgroup holds the whole tree, setsid and double-forked
+		// children included: no need to walk /proc.
 		for _, pid := range readPids(filepath.Join(dir, "cgroup.procs")) {
 			add(pid)
 		}
+		return out
 	}
 	for _, pid := range descendants(os.Getpid()) {
 		add(pid)

@@ -141,10 +141,32 @@ func JournalDir(dir string) string      { return filepath.Join(dir, "journal") }
 func LogPath(dir string) string         { return filepath.Join(dir, "supervisor.log") }
 func SessionDir(home, id string) string { return filepath.Join(home, "sessions", id) }
 
-// WriteJSON replaces path atomically: it writes path.tmp with mode 0600,
-// fsyncs it, renames it over path and fsyncs the directory, so a reader sees
-// either the old or the new content, also after a crash.
-func WriteJSON(path string, v any) error {
+// WriteJSON replaces path atomically: it writes path.tmp with mode 0600 and
+// renames it over path, so a reader (in any process, also after this one
+// crashed) sees either the old or the new content. It does not fsync: see
+// Persist for the files that must also survive a machine crash.
+func WriteJSON(path string, v any) error { return writeJSON(path, v, false) }
+
+// WriteJSONDurable is WriteJSON followed by fsyncs of the file and its
+// directory before the rename is reported.
+func WriteJSONDurable(path string, v any) error { return writeJSON(path, v, true) }
+
+// Persist fsyncs an already written file and its directory.
+func Persist(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	f.Close()
+	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
+		d.Sync()
+		d.Close()
+	}
+	return err
+}
+
+func writeJSON(path string, v any, durable bool) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
@@ -155,7 +177,7 @@ func WriteJSON(path string, v any) error {
 		return err
 	}
 	_, err = f.Write(append(b, '\n'))
-	if err == nil {
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -169,9 +191,11 @@ func WriteJSON(path string, v any) error {
 		os.Remove(tmp)
 		return err
 	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
+	if durable {
+		if d, err := os.Open(filepath.Dir(path)); err == nil {
+			d.Sync()
+			d.Close()
+		}
 	}
 	return nil
 }

@@ -27,15 +27,17 @@ import (
 	"github.com/conchsh/conch/internal/keys"
 )
 
-// Main is the entry point of `conch supervise --home H --session ID`. It
-// reads the Spec from fd 3, reports readiness on fd 4 and returns the
+// Main is the entry point of `conch supervise --home H [--session ID]`.
+// It reads the Spec from fd 3, reports readiness on fd 4 and returns the
 // process exit code once the session has ended and exit.json is written.
+// Without --session it is a warm spare: it waits for a spec naming any
+// session (and exits quietly when fd 3 closes without one).
 func Main(args []string) int {
 	fs := flag.NewFlagSet("supervise", flag.ContinueOnError)
 	home := fs.String("home", "", "conch home")
-	id := fs.String("session", "", "session id")
-	if err := fs.Parse(args); err != nil || *home == "" || *id == "" {
-		fmt.Fprintln(os.Stderr, "usage: conch supervise --home DIR --session ID (internal; started by the engine)")
+	id := fs.String("session", "", "session id (default: the spec's)")
+	if err := fs.Parse(args); err != nil || *home == "" {
+		fmt.Fprintln(os.Stderr, "usage: conch supervise --home DIR [--session ID] (internal; started by the engine)")
 		return 2
 	}
 	// fd 3 and 4 come without close-on-exec; the command and its
@@ -52,17 +54,23 @@ func Main(args []string) int {
 	var spec Spec
 	err := json.NewDecoder(specIn).Decode(&spec)
 	specIn.Close()
+	if errors.Is(err, io.EOF) && *id == "" {
+		return 0 // a spare that was never used
+	}
 	if err == nil && spec.V != ProtocolVersion {
 		err = fmt.Errorf("spec version %d, want %d", spec.V, ProtocolVersion)
 	}
-	if err == nil && spec.ID != *id {
+	if err == nil && *id != "" && spec.ID != *id {
 		err = fmt.Errorf("spec is for session %q, not %q", spec.ID, *id)
+	}
+	if err == nil && (spec.ID == "" || spec.ID != filepath.Base(spec.ID) || spec.ID[0] == '.') {
+		err = fmt.Errorf("invalid session id %q", spec.ID)
 	}
 	if err != nil {
 		json.NewEncoder(readyOut).Encode(ready{Error: "read spec: " + err.Error()})
 		return 1
 	}
-	s := &sup{spec: spec, dir: SessionDir(*home, *id), done: make(chan struct{}), mainExited: make(chan struct{})}
+	s := &sup{spec: spec, dir: SessionDir(*home, spec.ID), done: make(chan struct{}), mainExited: make(chan struct{}), finalSet: make(chan struct{})}
 	if err := s.launch(); err != nil {
 		json.NewEncoder(readyOut).Encode(ready{Error: err.Error()})
 		return 1
@@ -111,6 +119,7 @@ type sup struct {
 	mainExited chan struct{} // closed when the main process was reaped
 	mainStatus syscall.WaitStatus
 	done       chan struct{} // closed when the end state is final
+	finalSet   chan struct{} // closed when final is set
 
 	ln net.Listener
 }
@@ -421,11 +430,6 @@ func (s *sup) run() {
 	case <-time.After(2 * time.Second):
 		s.logf("output pipes still open 2s after the tree was killed; closing")
 	}
-	s.jmu.Lock()
-	if err := s.j.Close(); err != nil {
-		s.logf("journal close: %v", err)
-	}
-	s.jmu.Unlock()
 	s.mu.Lock()
 	if s.stdin != nil {
 		s.stdin.Close()
@@ -438,8 +442,21 @@ func (s *sup) run() {
 	s.final = &ex
 	subs := s.subs
 	s.mu.Unlock()
+	close(s.finalSet)
 	for _, sub := range subs {
 		sub.kickNow()
+	}
+	// The journal and exit.json are already visible to every process;
+	// make them survive a machine crash too, off the engine's critical
+	// path. (The engine may delete a foreground session's directory
+	// meanwhile; that is not an error.)
+	s.jmu.Lock()
+	if err := s.j.Close(); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.logf("journal close: %v", err)
+	}
+	s.jmu.Unlock()
+	if err := Persist(ExitPath(s.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.logf("persist exit.json: %v", err)
 	}
 	// Give subscribers a moment to receive the end state.
 	deadline := time.After(2 * time.Second)
@@ -633,8 +650,12 @@ func (s *sup) feed(sub *subscriber) {
 			}
 			last = cur
 		}
-		// Coalesce bursts: at most ~100 cursor events per second.
-		time.Sleep(10 * time.Millisecond)
+		// Coalesce bursts to about 100 cursor events per second, but
+		// never hold back the end state.
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-s.finalSet:
+		}
 	}
 }
 

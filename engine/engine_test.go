@@ -1,0 +1,61 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/supervisor"
+)
+
+// The test binary doubles as the supervisor.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "supervise" {
+		os.Exit(supervisor.Main(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+func newEngine(t testing.TB) *Engine {
+	t.Helper()
+	e, err := New(Options{Home: t.TempDir(), SupervisorArgv: []string{os.Args[0], "supervise"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func TestExecRoundTrip(t *testing.T) {
+	e := newEngine(t)
+	r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "echo hi"})
+	d := r.Details.(*apitype.ExecDetails)
+	if r.Text != "hi" || d.Status != "completed" || *d.ExitCode != 0 {
+		t.Fatalf("%q %+v", r.Text, d)
+	}
+	if ids := e.Sessions(); len(ids) != 0 {
+		t.Fatalf("foreground session kept: %v", ids)
+	}
+}
+
+// BenchmarkExecTrue measures exec {command:"true"} through the engine,
+// without MCP; BenchmarkShTrue is the baseline of os/exec running sh -c.
+func BenchmarkExecTrue(b *testing.B) {
+	e := newEngine(b)
+	for b.Loop() {
+		r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "true"})
+		if r.Details.(*apitype.ExecDetails).Status != "completed" {
+			b.Fatal(r.Text)
+		}
+	}
+}
+
+func BenchmarkShTrue(b *testing.B) {
+	for b.Loop() {
+		if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,15 @@
+//go:build !unix
+
+package ledger
+
+import "os"
+
+// flock does nothing where flock is not available; the caller must ensure a single
+// appender.
+func flock(*os.File, bool) error { return nil }
+
+// funlock does nothing where flock is not available.
+func funlock(*os.File) error { return nil }
+
+// syncDir does nothing where directories cannot be fsynced.
+func syncDir(string) error { return nil }
