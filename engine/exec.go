@@ -493,8 +493,11 @@ func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
 	if out.truncated {
 		s.update(func(st *state) { st.Retained = true })
 	} else {
+		// Nobody can name this session any more: delete it off the
+		// caller's path.
 		e.forget(s)
-		s.remove()
+		e.wg.Add(1)
+		go func() { defer e.wg.Done(); s.remove() }()
 	}
 	res := endResult(s, *ex, out, pl.set)
 	d := res.Details.(*apitype.ExecDetails)

@@ -219,3 +219,30 @@ func pgrep(pattern string) []string {
 func marker(t *testing.T) string {
 	return fmt.Sprintf("conch-e2e-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
 }
+
+// supervisorPID reads a session's supervisor pid from its meta.json.
+func supervisorPID(t *testing.T, home, id string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(home, "sessions", id, "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		SupervisorPID int `json:"supervisorPid"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil || m.SupervisorPID == 0 {
+		t.Fatalf("meta.json: %v %s", err, b)
+	}
+	return m.SupervisorPID
+}
+
+// isZombie reports whether pid has exited but not been reaped (orphans
+// are reaped late by this machine's init).
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
+}

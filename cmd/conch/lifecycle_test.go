@@ -220,8 +220,9 @@ func TestRestartSurvival(t *testing.T) {
 	c.kill9()
 
 	// While no conch runs, session 2 ends by itself.
+	pid2 := supervisorPID(t, home, id2)
 	eventually(t, 10*time.Second, func() string {
-		if p := pgrep("supervise --home " + home + " --session " + id2); len(p) != 0 {
+		if syscall.Kill(pid2, 0) == nil && !isZombie(pid2) {
 			return "session 2 still running"
 		}
 		return ""
@@ -271,15 +272,7 @@ func TestLostSupervisor(t *testing.T) {
 	id := r.str("sessionId")
 	c.kill9()
 	// The supervisor dies without recording an end (as in an OOM kill).
-	out, _ := exec.Command("pgrep", "-f", "supervise --home "+home+" --session "+id).Output()
-	pids := strings.Fields(string(out))
-	if len(pids) != 1 {
-		t.Fatalf("supervisor pids: %v", pids)
-	}
-	var pid int
-	for _, ch := range pids[0] {
-		pid = pid*10 + int(ch-'0')
-	}
+	pid := supervisorPID(t, home, id)
 	syscall.Kill(pid, syscall.SIGKILL)
 	time.Sleep(100 * time.Millisecond)
 	c = startConch(t, home)
