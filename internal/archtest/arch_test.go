@@ -45,6 +45,9 @@ var forbidden = map[string][]string{
 	mod + "/internal/slug":       {mod + "/", "github.com/", "golang.org/"},
 	mod + "/internal/hostenv":    {mod + "/", "github.com/", "golang.org/"},
 	mod + "/internal/config":     {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/approvals":  {mod + "/", "github.com/"},
+	mod + "/internal/ledger":     {mod + "/", "github.com/"},
+	mod + "/policy":              {mod + "/", "os/exec", "net/http", "github.com/modelcontextprotocol/"},
 	mod + "/internal/supervisor": {mod + "/engine", mod + "/internal/mcpserver", "github.com/modelcontextprotocol/", "net/http"},
 	mod + "/engine":              {mod + "/internal/mcpserver", mod + "/cmd", "github.com/modelcontextprotocol/", "net/http"},
 }
@@ -70,7 +73,7 @@ func TestLayering(t *testing.T) {
 // package may use.
 func allowedLeaf(pkg, dep string) bool {
 	switch pkg {
-	case mod + "/internal/journal":
+	case mod + "/internal/journal", mod + "/internal/approvals", mod + "/internal/ledger":
 		return strings.HasPrefix(dep, "golang.org/x/sys/")
 	}
 	return false

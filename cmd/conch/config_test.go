@@ -1,0 +1,99 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestConfigRejectedAtLoad(t *testing.T) {
+	for _, cfg := range []string{
+		`{"tools":{"exec":{"host":"bogus"}}}`,
+		`{"tools":{"exec":{"timeoutSec":"soon"}}}`,
+		`{"tools":{"exec":{"unknownKnob":1}}}`,
+		`{"agents":{"Bad Agent":{}}}`,
+		`{"tools":{"deny":["rm"]}}`,
+		`not json`,
+	} {
+		home := newHome(t, cfg)
+		out, err := exec.Command(conchBin, "mcp", "--home", home).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "config") {
+			t.Errorf("config %s accepted: %v %s", cfg, err, out)
+		}
+	}
+	out, err := exec.Command(conchBin, "mcp", "--home", newHome(t, ""), "--agent", "Bad Agent!").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "invalid agent id") {
+		t.Errorf("bad agent: %v %s", err, out)
+	}
+}
+
+func TestToolsDeny(t *testing.T) {
+	c := startConch(t, newHome(t, `{"tools":{"deny":["process"]}}`))
+	res, err := c.cs.ListTools(t.Context(), nil)
+	if err != nil || len(res.Tools) != 1 || res.Tools[0].Name != "exec" {
+		t.Fatalf("tools: %v %v", res, err)
+	}
+	start := time.Now()
+	r := c.exec(map[string]any{"command": "sleep 0.3; echo sync", "background": true})
+	if r.Text != "Warning: background execution is disabled; running synchronously.\n\nsync" || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("synchronous run: %q", r.Text)
+	}
+	// The SDK itself refuses a tool that is not listed.
+	if _, err := c.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "process", Arguments: map[string]any{"action": "list"}}); err == nil || !strings.Contains(err.Error(), `unknown tool "process"`) {
+		t.Fatalf("denied tool answered: %v", err)
+	}
+}
+
+func TestStreamFilteredPaging(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "for i in 1 2 3; do echo out$i; echo err$i >&2; sleep 0.02; done", "background": true})
+	id := r.str("sessionId")
+	c.waitEnd(id, 10*time.Second)
+	var got []string
+	since := 0.0
+	for i := 0; i < 5; i++ {
+		l := c.process(map[string]any{"action": "log", "sessionId": id, "stream": "stdout", "since": since, "limit": 1})
+		if l.Text == "(no output recorded)" {
+			break
+		}
+		got = append(got, l.Text)
+		since = l.num("cursor")
+	}
+	if strings.Join(got, ",") != "out1,out2,out3" {
+		t.Fatalf("paged stdout: %v", got)
+	}
+	e := c.process(map[string]any{"action": "log", "sessionId": id, "stream": "stderr"})
+	if e.Text != "err1\nerr2\nerr3" {
+		t.Fatalf("stderr: %q", e.Text)
+	}
+	p := c.process(map[string]any{"action": "poll", "sessionId": id, "since": 1e9})
+	if p.num("cursor") != 30 {
+		t.Fatalf("since beyond the end: cursor %v, want the journal end 30", p.D["cursor"])
+	}
+}
+
+func TestPollBackoff(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "echo x; sleep 912.1", "background": true})
+	id := r.str("sessionId")
+	eventually(t, 5*time.Second, func() string {
+		if l := c.process(map[string]any{"action": "log", "sessionId": id}); l.Text != "x" {
+			return "no output yet"
+		}
+		return ""
+	})
+	var got []float64
+	for i := 0; i < 6; i++ {
+		got = append(got, c.process(map[string]any{"action": "poll", "sessionId": id}).num("retryInMs"))
+	}
+	want := []float64{5000, 5000, 10000, 30000, 60000, 60000}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("retryInMs = %v, want %v", got, want)
+		}
+	}
+	c.process(map[string]any{"action": "kill", "sessionId": id})
+}
