@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestTimeoutKillsTree(t *testing.T) {
@@ -300,5 +302,34 @@ func TestHomeLockedAndNotWritable(t *testing.T) {
 	out, err = exec.Command(conchBin, "mcp", "--home", filepath.Join(f, "home")).CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 6 || !strings.Contains(string(out), "is not writable") {
 		t.Fatalf("unwritable home: %v %s", err, out)
+	}
+}
+
+func TestRestartDuringYieldWindow(t *testing.T) {
+	home := newHome(t, "")
+	c := startConch(t, home)
+	go c.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "sleep 1; echo made-it; exit 2"}})
+	// Wait until the session exists, then kill conch in the yield window.
+	var id string
+	eventually(t, 10*time.Second, func() string {
+		entries, _ := os.ReadDir(filepath.Join(home, "sessions"))
+		for _, e := range entries {
+			if _, err := os.Stat(filepath.Join(home, "sessions", e.Name(), "meta.json")); err == nil {
+				id = e.Name()
+				return ""
+			}
+		}
+		return "no session yet"
+	})
+	c.kill9()
+	c = startConch(t, home)
+	ls := c.process(map[string]any{"action": "list"})
+	if !strings.Contains(ls.Text, id+" ") {
+		t.Fatalf("cut foreground session not listed: %q", ls.Text)
+	}
+	p := c.waitEnd(id, 10*time.Second)
+	l := c.process(map[string]any{"action": "log", "sessionId": id})
+	if p.num("exitCode") != 2 || l.Text != "made-it" {
+		t.Fatalf("after restart: %q %v log %q", p.Text, p.D, l.Text)
 	}
 }

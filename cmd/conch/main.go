@@ -100,6 +100,9 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	workdir := fs.String("workdir", "", "default working directory of commands (default: current directory)")
 	logLevel := fs.String("log-level", envOr("CONCH_LOG", "warn"), "debug, info, warn or error (logs go to stderr)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
 		return exitUsage
 	}
 	if !config.ValidAgent(*agent) {

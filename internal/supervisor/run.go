@@ -679,6 +679,13 @@ func (s *sup) listen() error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
+	// A shared fallback directory (/tmp/conch-<uid>-…) must be ours:
+	// another user could otherwise read or replace our sockets.
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil {
+		return err
+	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("socket directory %s is owned by uid %d, not %d", filepath.Dir(path), st.Uid, os.Getuid())
+	}
 	os.Remove(path)
 	old := syscall.Umask(0o077)
 	ln, err := net.Listen("unix", path)
