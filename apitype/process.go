@@ -143,6 +143,7 @@ type PollDetails struct {
 	Signal       *string `json:"signal,omitempty"`
 	KilledBy     *string `json:"killedBy,omitempty"`
 	Reason       string  `json:"reason,omitempty"`
+	ApprovalID   string  `json:"approvalId,omitempty"`
 	SkippedChars int     `json:"skippedChars,omitempty"`
 	SkippedBytes int64   `json:"skippedBytes,omitempty"`
 	RetryInMs    int     `json:"retryInMs,omitempty"`
@@ -186,6 +187,8 @@ type SessionEntry struct {
 	ExitSignal        *string `json:"exitSignal,omitempty"`
 	KilledBy          *string `json:"killedBy,omitempty"`
 	DescendantsKilled *int    `json:"descendantsKilled,omitempty"`
+	ApprovalID        string  `json:"approvalId,omitempty"`
+	Reason            string  `json:"reason,omitempty"`
 	Host              string  `json:"host"`
 	PTY               bool    `json:"pty"`
 	Backgrounded      bool    `json:"backgrounded"`

@@ -27,7 +27,9 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -57,9 +59,10 @@ type Options struct {
 
 // Notice is an exec event for an agent (exec.md §12).
 type Notice struct {
-	Kind      string `json:"kind"` // completed | failed
-	Text      string `json:"text"`
-	SessionID string `json:"sessionId,omitempty"`
+	Kind       string `json:"kind"` // completed | failed | denied | running | finished
+	Text       string `json:"text"`
+	SessionID  string `json:"sessionId,omitempty"`
+	ApprovalID string `json:"approvalId,omitempty"`
 }
 
 // ErrHomeNotWritable and ErrHomeLocked are returned by New; the CLI maps
@@ -97,6 +100,15 @@ type Engine struct {
 	// refilling is set while a new one starts.
 	spare     *supervisor.Spare
 	refilling bool
+
+	// The ledger writer: ledgerQ is fed under lmu (read side) until
+	// ledgerClosed; ledgerDone closes when everything was written.
+	lmu          sync.RWMutex
+	ledgerQ      chan ledger.Record
+	ledgerClosed bool
+	ledgerDone   chan struct{}
+
+	store *approvals.Store // pending approvals
 
 	wg     sync.WaitGroup // trackers and the sweeper
 	stop   chan struct{}
@@ -152,6 +164,12 @@ func New(opt Options) (*Engine, error) {
 	e := &Engine{
 		opt: opt, home: home, cfg: cfg, log: log, lock: lock, cwd: cwd, supArgv: argv,
 		sessions: map[string]*session{}, notices: map[string][]queuedNotice{}, stop: make(chan struct{}),
+	}
+	e.startLedger()
+	if e.store, err = approvals.OpenStore(home); err != nil {
+		e.stopLedger()
+		lock.Close()
+		return nil, &homeError{ErrHomeNotWritable, fmt.Sprintf("conch home %s is not writable (%v)", home, err)}
 	}
 	e.reattach()
 	e.refillSpare()
@@ -242,6 +260,7 @@ func (e *Engine) Close() error {
 	}
 	e.stopMu.Do(func() { close(e.stop) })
 	e.wg.Wait()
+	e.stopLedger()
 	return e.lock.Close()
 }
 
@@ -409,6 +428,10 @@ func (e *Engine) ended(s *session, ex supervisor.Exit) {
 		return
 	}
 	st, _, _ := s.snapshot()
+	if ex.State != supervisor.StateDenied {
+		e.ledgerEnd(s, ex, st.ApprovalID != "")
+		e.finishedNotice(s, ex)
+	}
 	if st.Hidden {
 		// remove: deleted as soon as it ends.
 		e.forget(s)
@@ -464,7 +487,20 @@ func (e *Engine) reattach() {
 		id := n.Name()
 		sdir := filepath.Join(dir, id)
 		s := newSession(id, sdir, "")
-		if err := supervisor.ReadJSON(filepath.Join(sdir, "state.json"), &s.st); err != nil {
+		err := supervisor.ReadJSON(filepath.Join(sdir, "state.json"), &s.st)
+		if err == nil && s.st.PendingApprovalID != "" {
+			if _, statErr := os.Stat(supervisor.MetaPath(sdir)); statErr != nil {
+				s.agent = s.st.Agent
+				e.sessions[id] = s
+				if ex, ok, _ := supervisor.ReadExit(sdir); ok {
+					s.finish(ex)
+					continue
+				}
+				e.reloadPending(s)
+				continue
+			}
+		}
+		if err != nil {
 			// No state: the engine died while creating it. Nothing ran
 			// unless meta.json exists.
 			if _, err := os.Stat(supervisor.MetaPath(sdir)); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/slug"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -47,6 +48,7 @@ type plan struct {
 	timeout    time.Duration // 0: none
 	warnings   []string
 	set        config.ExecSettings
+	envHash    string // of the request's env overrides
 }
 
 func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) apitype.Result {
@@ -57,7 +59,18 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	if aerr != nil {
 		return execError(aerr)
 	}
-	s, res, ok := e.spawn(pl, p)
+	var g gateResult
+	if pl.host == "gateway" && pl.hostReason == "" {
+		// Host execution passes the policy gate; the implicit-sandbox
+		// fallback does not (hosts.md §1).
+		g = e.gate(agent, p, pl)
+		if !g.run {
+			return g.result
+		}
+	} else {
+		g.requestID = newUUID()
+	}
+	s, res, ok := e.spawn(pl, p, g)
 	if !ok {
 		return res
 	}
@@ -99,6 +112,9 @@ func (e *Engine) plan(agent string, p apitype.ExecParams) (*plan, *apitype.Error
 	// the implicit default falls back to the gateway and an explicit
 	// sandbox fails closed.
 	configured := strings.ToLower(set.Host)
+	if d := e.execDefaults(agent); d.Host != "" {
+		configured = strings.ToLower(d.Host)
+	}
 	switch {
 	case p.Host == "node" || configured == "node":
 		return nil, apitype.Errorf(apitype.CodeNodeUnavailable, "exec host=node: no node is available (no node host is paired with this gateway).")
@@ -196,6 +212,7 @@ func (e *Engine) plan(agent string, p apitype.ExecParams) (*plan, *apitype.Error
 		env[k] = v
 		pl.envKeys = append(pl.envKeys, k)
 	}
+	pl.envHash = envHash(p.Env)
 	if len(set.PathPrepend) > 0 {
 		env["PATH"] = prependPath(set.PathPrepend, env["PATH"])
 	}
@@ -303,7 +320,7 @@ func (e *Engine) newID() (string, string, error) {
 
 // spawn creates the session and starts its supervisor. On failure it
 // returns the result to give the caller and ok=false; nothing remains.
-func (e *Engine) spawn(pl *plan, p apitype.ExecParams) (*session, apitype.Result, bool) {
+func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, apitype.Result, bool) {
 	id, dir, err := e.newID()
 	if err != nil {
 		return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
@@ -317,8 +334,25 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams) (*session, apitype.Result
 		s.remove()
 		return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
 	}
+	if err := e.launch(s, pl, p, g.requestID, "", g.pinned); err != nil {
+		s.remove()
+		msg := err.Error()
+		return nil, apitype.Result{
+			Text: withWarnings(pl.warnings, msg),
+			Details: &apitype.ExecDetails{
+				Status: "failed", Reason: msg, Cwd: pl.cwd, Host: pl.host, HostReason: pl.hostReason, Warnings: pl.warnings,
+			},
+		}, false
+	}
+	return s, apitype.Result{}, true
+}
+
+// launch starts the supervisor of an existing session record, registers
+// the session and records the run in the ledger.
+func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, approvalID string, pinned bool) error {
+	id, dir := s.id, s.dir
 	spec := supervisor.Spec{
-		ID: id, Agent: pl.agent, Name: s.st.Name, Command: pl.command, Argv: pl.argv,
+		ID: id, Agent: pl.agent, Name: deriveName(pl.command), Command: pl.command, Argv: pl.argv,
 		Env: append(pl.env, "CONCH_SESSION_ID="+id), Dir: pl.cwd, Host: pl.host, HostReason: pl.hostReason,
 		PTY: pl.pty, Cols: 120, Rows: 30, Stdin: pl.stdin, TimeoutMs: pl.timeout.Milliseconds(),
 		KillGraceMs: pl.set.KillGrace.Milliseconds(), JournalMaxBytes: pl.set.JournalMaxBytes,
@@ -330,33 +364,33 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams) (*session, apitype.Result
 		pl.warnings = append(pl.warnings, fmt.Sprintf("Warning: PTY spawn failed (%v); retrying without PTY for `%s`.", err, pl.command))
 		pl.pty, pl.stdin = false, "open"
 		spec.PTY, spec.Stdin = false, "open"
-		h, err = supervisor.Launch(e.supArgv, e.home, spec, supervisorEnv(), 5*time.Second)
+		h, err = e.commit(spec)
 	}
 	if err != nil {
-		s.remove()
-		msg := err.Error()
-		return nil, apitype.Result{
-			Text: withWarnings(pl.warnings, msg),
-			Details: &apitype.ExecDetails{
-				Status: "failed", Reason: msg, Cwd: pl.cwd, Host: pl.host, HostReason: pl.hostReason, Warnings: pl.warnings,
-			},
-		}, false
+		return err
 	}
+	e.appendLedger(ledger.Record{Type: ledger.TypeExec, Agent: pl.agent, Fields: ledger.Exec{
+		RequestID: requestID, ApprovalID: approvalID, SessionID: id, Host: pl.host, HostReason: pl.hostReason,
+		Argv: pl.argv, Pinned: pinned, Cwd: pl.cwd, Exe: ledger.ExeDigest{Path: pl.argv[0], SHA256: fileSHA256(pl.argv[0])},
+		EnvHash: pl.envHash, PTY: pl.pty, TimeoutMs: pl.timeout.Milliseconds(),
+	}}, approvalID != "" || pl.hostReason == "")
+	s.mu.Lock()
 	s.pid, s.socket, s.start = h.PID, spec.Socket, time.Now()
 	s.meta = supervisor.Meta{ID: id, Agent: pl.agent, PID: h.PID, PGID: h.PID, Socket: spec.Socket,
 		SupervisorPID: h.SupervisorPID, SupervisorStartTime: supervisor.StartTime(h.SupervisorPID),
-		StartedAt: s.start.UnixMilli(), Cwd: pl.cwd}
+		StartedAt: s.start.UnixMilli(), Cwd: pl.cwd, Stdin: pl.stdin}
 	if err := supervisor.ReadJSON(supervisor.MetaPath(dir), &s.meta); err != nil {
 		e.log.Warn("read meta.json", "session", id, "err", err)
 	} else {
 		s.start = time.UnixMilli(s.meta.StartedAt)
 	}
+	s.mu.Unlock()
 	e.mu.Lock()
 	e.sessions[id] = s
 	e.mu.Unlock()
 	e.wg.Add(1)
 	go e.track(s, h.Events, h.Close)
-	return s, apitype.Result{}, true
+	return nil
 }
 
 // commit starts spec under a supervisor: the warm spare when there is one

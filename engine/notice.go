@@ -54,12 +54,20 @@ func (e *Engine) queueExitNotice(s *session, ex supervisor.Exit) {
 	if snippet != "" {
 		text += " :: " + snippet
 	}
-	n := Notice{Kind: kind, Text: text, SessionID: s.id}
-	e.mu.Lock()
-	e.notices[st.Agent] = append(e.notices[st.Agent], queuedNotice{Notice: n, sess: s})
-	e.mu.Unlock()
+	e.queueNotice(s, Notice{Kind: kind, Text: text, SessionID: s.id})
+}
+
+// queueNotice queues an event for the session's agent: inline in its next
+// tool result (unless mcp.inlineEvents is false) and pushed through
+// Options.Notify at once.
+func (e *Engine) queueNotice(s *session, n Notice) {
+	if e.cfg.InlineEvents() {
+		e.mu.Lock()
+		e.notices[s.agent] = append(e.notices[s.agent], queuedNotice{Notice: n, sess: s})
+		e.mu.Unlock()
+	}
 	if e.opt.Notify != nil {
-		e.opt.Notify(st.Agent, n)
+		e.opt.Notify(s.agent, n)
 	}
 }
 
@@ -77,7 +85,7 @@ func (e *Engine) withNotices(agent string, r apitype.Result) apitype.Result {
 	var lines []string
 	for _, n := range q {
 		st, _, _ := n.sess.snapshot()
-		if st.ObservedEnd {
+		if st.ObservedEnd && (n.Kind == "completed" || n.Kind == "failed") {
 			continue
 		}
 		n.sess.update(func(st *state) { st.Notice.Delivered = true })

@@ -50,6 +50,9 @@ func (e *Engine) process(ctx context.Context, agent string, p apitype.ProcessPar
 	if s.running() && !st.Backgrounded {
 		return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s is not backgrounded.", s.id))
 	}
+	if s.pending() {
+		return e.pendingAction(s, st, p)
+	}
 	switch p.Action {
 	case "poll":
 		return e.poll(ctx, s, agent, p)
@@ -70,6 +73,44 @@ func (e *Engine) process(ctx context.Context, agent string, p apitype.ProcessPar
 		return e.removeAction(s)
 	}
 	return processError(apitype.Errorf(apitype.CodeUnavailable, "process %s is not available in this build yet.", p.Action))
+}
+
+// pendingAction answers the actions on a session reserved by an open
+// approval request (exec.md §4.1): no process exists yet.
+func (e *Engine) pendingAction(s *session, st state, p apitype.ProcessParams) apitype.Result {
+	s.mu.Lock()
+	req := s.approval
+	s.mu.Unlock()
+	slug, aid := "", ""
+	if req != nil {
+		slug, aid = req.Slug, req.ID
+	}
+	switch p.Action {
+	case "poll":
+		if p.Timeout != nil && *p.Timeout > 0 {
+			select {
+			case <-s.ended:
+			case <-time.After(time.Duration(min(*p.Timeout, 120000)) * time.Millisecond):
+			}
+			if !s.pending() {
+				return e.process(context.Background(), s.agent, p)
+			}
+		}
+		return apitype.Result{
+			Text:    fmt.Sprintf("(no new output)\n\nApproval pending (id %s); the command has not started.", slug),
+			Details: &apitype.PollDetails{Status: "pending", State: "pending", SessionID: s.id, Name: st.Name, ApprovalID: aid},
+		}
+	case "log":
+		return apitype.Result{Text: "(no output yet)", Details: &apitype.LogDetails{Status: "pending", State: "pending", SessionID: s.id, Name: st.Name}}
+	case "remove":
+		e.withdraw(s)
+		e.forget(s)
+		s.remove()
+		return apitype.Result{Text: fmt.Sprintf("Removed session %s (approval withdrawn).", s.id), Details: &apitype.StatusDetails{Status: "completed", SessionID: s.id, Name: st.Name}}
+	case "clear":
+		return processError(apitype.Errorf(apitype.CodeNotFound, "No finished session found for %s", s.id))
+	}
+	return processError(noActive(s.id))
 }
 
 // listStatus is the status word of list and poll (process.md §4.1, §8).
@@ -147,13 +188,24 @@ func (e *Engine) list(agent string) apitype.Result {
 
 func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) apitype.SessionEntry {
 	tail, _ := e.tail(s, 2000)
+	s.mu.Lock()
 	pid := s.pid
+	req := s.approval
+	aid := s.approvalID
+	s.mu.Unlock()
 	en := apitype.SessionEntry{
 		SessionID: s.id, Status: listStatus(ex), State: "running", PID: &pid, StartedAt: s.start.UnixMilli(),
 		Cwd: st.Cwd, Command: st.Command, Name: st.Name, Tail: tail, Host: st.Host, PTY: st.PTY,
 		Backgrounded: st.Backgrounded, Cursor: cursor,
 	}
 	en.RuntimeMs = time.Since(s.start).Milliseconds()
+	en.ApprovalID = aid
+	if req != nil {
+		en.Status, en.State, en.PID, en.ApprovalID = "pending", "pending", nil, req.ID
+	}
+	if pid == 0 {
+		en.PID = nil
+	}
 	if ex != nil {
 		en.State = ex.State
 		en.EndedAt = &ex.EndedAt
@@ -163,6 +215,10 @@ func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) 
 		en.ExitCode, en.Signal, en.ExitSignal, en.KilledBy = ex.ExitCode, ex.Signal, ex.Signal, ex.KilledBy
 		dk := ex.DescendantsKilled
 		en.DescendantsKilled = &dk
+		if ex.State == supervisor.StateDenied {
+			en.Reason = ex.Reason
+			en.PID = nil
+		}
 		en.Truncated = ex.DroppedBytes > 0
 	}
 	return en
@@ -186,6 +242,8 @@ func endLine(ex *supervisor.Exit) string {
 		return fmt.Sprintf("Process was killed by %s (signal %s).", deref(ex.KilledBy), sig)
 	case supervisor.StateLost:
 		return "Process lost (its supervisor ended without an exit status)."
+	case supervisor.StateDenied:
+		return "Not run: exec denied (" + ex.Reason + ")."
 	}
 	return "Process ended (" + ex.State + ")."
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -25,6 +26,11 @@ type state struct {
 	DrainCursors map[string]int64 `json:"drainCursors,omitempty"`
 	ObservedEnd  bool             `json:"observedEnd"`
 	AgentEnded   bool             `json:"agentEnded"` // ended by the agent's kill/remove: no notice
+	// PendingApprovalID is set while the session is reserved by an open
+	// approval request (no process yet); ApprovalID names the approval of
+	// a gated run.
+	PendingApprovalID string `json:"pendingApprovalId,omitempty"`
+	ApprovalID        string `json:"approvalId,omitempty"`
 	Notice       noticeState      `json:"notice"`
 	PollBackoff  int              `json:"pollBackoff"`
 }
@@ -51,6 +57,10 @@ type session struct {
 	socket string
 	start  time.Time
 	change chan struct{} // closed and replaced on every cursor or state change
+
+	approval   *approvals.Request // open approval request while pending
+	pendingRun *pendingRun        // what the approved run needs (memory only)
+	approvalID string             // approval of a gated run
 
 	ended chan struct{} // closed once exit is set
 }
@@ -122,6 +132,13 @@ func (s *session) update(f func(*state)) {
 	defer s.mu.Unlock()
 	f(&s.st)
 	s.saveLocked()
+}
+
+// pending reports whether the session waits for an approval.
+func (s *session) pending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.approval != nil
 }
 
 func (s *session) journal() string { return supervisor.JournalDir(s.dir) }

@@ -48,6 +48,12 @@ const usage = `conch: a shell-execution gateway for AI agents
 
 Usage:
   conch mcp [--home DIR] [--agent NAME] [--workdir DIR]   serve the exec and process tools over MCP stdio
+  conch approvals pending                                  list approval requests waiting for a decision
+  conch approvals approve ID [--always] | deny ID          decide one (ID = id or slug)
+  conch approvals decide ID DECISION                       allow-once | allow-always | deny (and aliases)
+  conch policy explain [--agent A] [--cwd DIR] -- CMD      show how the policy judges a command
+  conch ledger verify | tail [-n N] [--session ID]         check or read the audit ledger
+  conch agents defaults NAME [k=v…] [--clear]              per-agent exec defaults (host, security, ask, node)
   conch version                                            print version information
 
 Environment: CONCH_HOME (default ~/.conch), CONCH_AGENT (default main).
@@ -63,6 +69,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runMCP(args[1:], stdin, stdout, stderr)
 	case "supervise":
 		return supervisor.Main(args[1:])
+	case "approvals":
+		return runApprovals(args[1:], stdout, stderr)
+	case "policy":
+		return runPolicy(args[1:], stdout, stderr)
+	case "ledger":
+		return runLedger(args[1:], stdout, stderr)
+	case "agents":
+		return runAgents(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "conch %s (%s, %s)\n", version(), commit(), runtime.Version())
 		return exitOK

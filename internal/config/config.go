@@ -30,8 +30,8 @@ type Config struct {
 	Quotas    json.RawMessage        `json:"quotas,omitempty"`
 	Server    json.RawMessage        `json:"server,omitempty"`
 	Sandbox   json.RawMessage        `json:"sandbox,omitempty"`
-	Approvals json.RawMessage        `json:"approvals,omitempty"`
-	Ledger    json.RawMessage        `json:"ledger,omitempty"`
+	Approvals ApprovalSettings       `json:"approvals"`
+	Ledger    LedgerSettings         `json:"ledger"`
 	Log       json.RawMessage        `json:"log,omitempty"`
 	MCP       MCP                    `json:"mcp"`
 }
@@ -151,7 +151,7 @@ func (e Exec) validate(prefix string) error {
 }
 
 func (c *Config) validate() error {
-	errs := []error{c.Tools.Exec.validate("tools.exec")}
+	errs := []error{c.Tools.Exec.validate("tools.exec"), oneOf("ledger.scope", c.Ledger.Scope, "all", "gated")}
 	for _, d := range c.Tools.Deny {
 		errs = append(errs, oneOf("tools.deny", d, "exec", "process", "apply_patch"))
 	}
@@ -199,6 +199,18 @@ type ExecSettings struct {
 	PathPrepend              []string
 	Workspace                string
 	DenyProcess              bool
+
+	// Policy (policy.md §1, §7, §8); "" = unset.
+	Security           string
+	Ask                string
+	AskFallback        string
+	SafeBins           []string // nil = built-in default
+	SafeBinTrustedDirs []string // global and agent lists unioned
+	SafeBinProfiles    map[string]json.RawMessage
+	StrictInlineEval   bool
+	// ApprovalRunningNotice is tools.exec.approvalRunningNoticeMs (<= 0
+	// disables the notice).
+	ApprovalRunningNotice time.Duration
 }
 
 // DefaultNonInteractiveEnv is tools.exec.nonInteractiveEnv's default.
@@ -335,7 +347,58 @@ func (c *Config) Exec(agent string) ExecSettings {
 			s.DenyProcess = true
 		}
 	}
+	pickS := func(av, gv string) string {
+		if av != "" {
+			return strings.ToLower(av)
+		}
+		return strings.ToLower(gv)
+	}
+	s.Security = pickS(a.Security, g.Security)
+	s.Ask = pickS(a.Ask, g.Ask)
+	s.AskFallback = pickS(a.AskFallback, g.AskFallback)
+	s.SafeBins = g.SafeBins
+	if a.SafeBins != nil {
+		s.SafeBins = a.SafeBins
+	}
+	s.SafeBinTrustedDirs = append(append([]string{}, g.SafeBinTrustedDirs...), a.SafeBinTrustedDirs...)
+	s.SafeBinProfiles = map[string]json.RawMessage{}
+	for _, raw := range []json.RawMessage{g.SafeBinProfiles, a.SafeBinProfiles} {
+		var m map[string]json.RawMessage
+		if len(raw) > 0 && json.Unmarshal(raw, &m) == nil {
+			for k, v := range m {
+				s.SafeBinProfiles[strings.ToLower(k)] = v
+			}
+		}
+	}
+	s.StrictInlineEval = pickB(a.StrictInlineEval, g.StrictInlineEval, false)
+	notice := int64(10000)
+	if v := pick64(a.ApprovalRunningNoticeMs, g.ApprovalRunningNoticeMs); v != nil {
+		notice = *v
+	}
+	s.ApprovalRunningNotice = time.Duration(notice) * time.Millisecond
 	return s
+}
+
+// ApprovalSettings is the "approvals" section.
+type ApprovalSettings struct {
+	TimeoutMs               *int64 `json:"timeoutMs,omitempty"`
+	Elicitation             *bool  `json:"elicitation,omitempty"`
+	FailFastWithoutApprover *bool  `json:"failFastWithoutApprover,omitempty"`
+}
+
+// ApprovalTimeout is approvals.timeoutMs (default 120 s, clamp [10 s, 24 h]).
+func (c *Config) ApprovalTimeout() time.Duration {
+	ms := int64(120000)
+	if c.Approvals.TimeoutMs != nil {
+		ms = clampInt64(*c.Approvals.TimeoutMs, 10000, 86400000)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// LedgerSettings is the "ledger" section.
+type LedgerSettings struct {
+	Scope       string `json:"scope,omitempty"` // all | gated
+	RotateBytes int64  `json:"rotateBytes,omitempty"`
 }
 
 // secs converts fractional seconds to a duration (ms = floor(s*1000));

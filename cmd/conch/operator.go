@@ -1,0 +1,325 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/policy"
+)
+
+// Operator commands work on the home's files directly (with the same
+// locks the engine uses), so they work whether or not an engine runs.
+
+const (
+	exitNotFound  = 3
+	exitForbidden = 4
+	exitConflict  = 5
+)
+
+func homeFlag(fs *flag.FlagSet) *string {
+	return fs.String("home", defaultHome(), "conch home (state directory)")
+}
+
+func runApprovals(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: conch approvals pending | approve ID [--always] | deny ID | decide ID DECISION")
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("approvals "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := homeFlag(fs)
+	always := fs.Bool("always", false, "approve: allow always (persist the executables in the allowlist)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	sub := args[0]
+	// Flags may follow the positional arguments.
+	var pos []string
+	rest := args[1:]
+	for len(rest) > 0 {
+		if err := fs.Parse(rest); err != nil {
+			return exitUsage
+		}
+		rest = fs.Args()
+		if len(rest) > 0 {
+			pos = append(pos, rest[0])
+			rest = rest[1:]
+		}
+	}
+	store, err := approvals.OpenStore(*home)
+	if err != nil {
+		fmt.Fprintf(stderr, "conch approvals: %v\n", err)
+		return exitUnavailable
+	}
+	switch sub {
+	case "pending":
+		list, err := store.List(approvals.Pending)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch approvals: %v\n", err)
+			return exitFailed
+		}
+		if *asJSON {
+			json.NewEncoder(stdout).Encode(list)
+			return exitOK
+		}
+		if len(list) == 0 {
+			fmt.Fprintln(stdout, "No pending approvals.")
+			return exitOK
+		}
+		for _, r := range list {
+			left := time.Until(time.UnixMilli(r.ExpiresAtMs)).Round(time.Second)
+			fmt.Fprintf(stdout, "%s  agent %s  session %s  expires in %v\n  command: %s\n  cwd: %s\n  reason: %s\n", r.Slug, r.Agent, r.SessionID, left, r.Command, r.Cwd, r.Reason)
+			for _, s := range r.Segments {
+				fmt.Fprintf(stdout, "    %-9s %s (%s)\n", s.Verdict, s.Text, s.Exe)
+			}
+		}
+		return exitOK
+	case "approve", "deny", "decide":
+		want := 1
+		if sub == "decide" {
+			want = 2
+		}
+		if len(pos) != want {
+			fmt.Fprintf(stderr, "usage: conch approvals %s ID%s\n", sub, map[bool]string{true: " DECISION", false: ""}[sub == "decide"])
+			return exitUsage
+		}
+		var d approvals.Decision
+		switch sub {
+		case "approve":
+			d = approvals.AllowOnce
+			if *always {
+				d = approvals.AllowAlways
+			}
+		case "deny":
+			d = approvals.Deny
+		default:
+			if d, err = approvals.ParseDecision(pos[1]); err != nil {
+				fmt.Fprintf(stderr, "conch approvals: %v\n", err)
+				return exitUsage
+			}
+		}
+		user := os.Getenv("USER")
+		if user == "" {
+			user = fmt.Sprint(os.Getuid())
+		}
+		r, err := store.Decide(pos[0], d, "cli:"+user)
+		var already *approvals.AlreadyResolvedError
+		switch {
+		case errors.As(err, &already):
+			fmt.Fprintf(stderr, "conch approvals: %v\n", err)
+			return exitConflict
+		case errors.Is(err, approvals.ErrUnknown):
+			fmt.Fprintf(stderr, "conch approvals: %v\n", err)
+			return exitNotFound
+		case err != nil:
+			fmt.Fprintf(stderr, "conch approvals: %v\n", err)
+			return exitFailed
+		}
+		fmt.Fprintf(stdout, "Approval %s: %s (session %s).\n", r.Slug, r.Decision, r.SessionID)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "conch approvals: unknown subcommand %q\n", sub)
+	return exitUsage
+}
+
+func runPolicy(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "explain" {
+		fmt.Fprintln(stderr, "usage: conch policy explain [--agent A] [--cwd DIR] [--json] -- CMD")
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("policy explain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := homeFlag(fs)
+	agent := fs.String("agent", envOr("CONCH_AGENT", "main"), "agent")
+	cwd := fs.String("cwd", "", "working directory (default: current)")
+	host := fs.String("host", "gateway", "host (gateway)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitUsage
+	}
+	cmd := strings.Join(fs.Args(), " ")
+	if strings.TrimSpace(cmd) == "" {
+		fmt.Fprintln(stderr, "conch policy explain: no command (put it after --)")
+		return exitUsage
+	}
+	if *cwd == "" {
+		*cwd, _ = os.Getwd()
+	}
+	p, err := engine.ExplainPolicy(*home, *agent, *cwd, cmd)
+	if err != nil {
+		fmt.Fprintf(stderr, "conch policy explain: %v\n", err)
+		return exitFailed
+	}
+	if *asJSON {
+		json.NewEncoder(stdout).Encode(p.JSON())
+		return exitOK
+	}
+	fmt.Fprint(stdout, p.Decision.Explain(p.Policy.Header(*agent, *host)))
+	if p.Policy.FileErr != nil {
+		fmt.Fprintf(stdout, "note: host exec is denied: %v\n", p.Policy.FileErr)
+	}
+	return exitOK
+}
+
+func runLedger(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: conch ledger verify | tail [-n N] [--session ID] [--approval ID] [--agent A] [--json]")
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("ledger "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := homeFlag(fs)
+	n := fs.Int("n", 20, "tail: records")
+	session := fs.String("session", "", "tail: one session")
+	approval := fs.String("approval", "", "tail: one approval")
+	agent := fs.String("agent", "", "tail: one agent")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitUsage
+	}
+	switch args[0] {
+	case "verify":
+		rep, err := ledger.Verify(*home)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch ledger verify: %v\n", err)
+			return exitFailed
+		}
+		if *asJSON {
+			json.NewEncoder(stdout).Encode(rep)
+		} else {
+			fmt.Fprintln(stdout, rep.String())
+		}
+		if !rep.OK {
+			return exitFailed
+		}
+		return exitOK
+	case "tail":
+		recs, err := ledger.Tail(*home, *n, ledger.Filter{Session: *session, Approval: *approval, Agent: *agent})
+		if err != nil {
+			fmt.Fprintf(stderr, "conch ledger tail: %v\n", err)
+			return exitFailed
+		}
+		for _, r := range recs {
+			if *asJSON {
+				b, _ := json.Marshal(r)
+				fmt.Fprintln(stdout, string(b))
+			} else {
+				fmt.Fprintln(stdout, r.String())
+			}
+		}
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "conch ledger: unknown subcommand %q\n", args[0])
+	return exitUsage
+}
+
+// runAgents implements `conch agents defaults NAME [k=v…] [--clear]`
+// (policy.md §10).
+func runAgents(args []string, stdout, stderr io.Writer) int {
+	if len(args) < 2 || args[0] != "defaults" {
+		fmt.Fprintln(stderr, "usage: conch agents defaults NAME [host=… security=… ask=… node=…] [--clear]")
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("agents defaults", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := homeFlag(fs)
+	clear := fs.Bool("clear", false, "remove the agent's exec defaults")
+	name := args[1]
+	var kvs []string
+	rest := args[2:]
+	for len(rest) > 0 {
+		if err := fs.Parse(rest); err != nil {
+			return exitUsage
+		}
+		rest = fs.Args()
+		if len(rest) > 0 {
+			kvs = append(kvs, rest[0])
+			rest = rest[1:]
+		}
+	}
+	cur, err := engine.LoadExecDefaults(*home, name)
+	if err != nil {
+		fmt.Fprintf(stderr, "conch agents defaults: %v\n", err)
+		return exitFailed
+	}
+	show := func(v string) string {
+		if v == "" {
+			return "(unset)"
+		}
+		return v
+	}
+	if *clear {
+		if err := engine.SaveExecDefaults(*home, name, engine.ExecDefaults{}, true); err != nil {
+			fmt.Fprintf(stderr, "conch agents defaults: %v\n", err)
+			return exitFailed
+		}
+		fmt.Fprintln(stdout, "Exec defaults cleared.")
+		return exitOK
+	}
+	if len(kvs) == 0 {
+		fmt.Fprintf(stdout, "Current exec defaults: host=%s, security=%s, ask=%s, node=%s.\n", show(cur.Host), show(cur.Security), show(cur.Ask), show(cur.Node))
+		fmt.Fprintln(stdout, "Options: host=sandbox|gateway|node, security=deny|allowlist|full, ask=off|on-miss|always, node=<id>.")
+		return exitOK
+	}
+	var set []string
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			k, v, _ = strings.Cut(kv, ":")
+		}
+		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
+		lv := strings.ToLower(v)
+		switch k {
+		case "host":
+			if !policyOneOf(lv, "sandbox", "gateway", "node") {
+				fmt.Fprintf(stderr, "Unrecognized exec host %q. Valid hosts: sandbox, gateway, node.\n", v)
+				return exitUsage
+			}
+			cur.Host = lv
+		case "security":
+			if !policy.Security(lv).Valid() {
+				fmt.Fprintf(stderr, "Unrecognized exec security %q. Valid: deny, allowlist, full.\n", v)
+				return exitUsage
+			}
+			cur.Security = lv
+		case "ask":
+			if !policy.Ask(lv).Valid() {
+				fmt.Fprintf(stderr, "Unrecognized exec ask %q. Valid: off, on-miss, always.\n", v)
+				return exitUsage
+			}
+			cur.Ask = lv
+		case "node":
+			if v == "" {
+				fmt.Fprintln(stderr, "Exec node requires a value.")
+				return exitUsage
+			}
+			cur.Node = v
+		default:
+			fmt.Fprintf(stderr, "conch agents defaults: unknown key %q\n", k)
+			return exitUsage
+		}
+		set = append(set, k+"="+lv)
+	}
+	if err := engine.SaveExecDefaults(*home, name, cur, false); err != nil {
+		fmt.Fprintf(stderr, "conch agents defaults: %v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "Exec defaults set (%s).\n", strings.Join(set, ", "))
+	return exitOK
+}
+
+func policyOneOf(v string, allowed ...string) bool {
+	for _, a := range allowed {
+		if v == a {
+			return true
+		}
+	}
+	return false
+}

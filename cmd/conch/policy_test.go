@@ -1,0 +1,226 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gatedHome returns a home whose commands run on the gateway host through
+// the policy gate, with an approvals file.
+func gatedHome(t *testing.T, execCfg string, approvalsFile string) string {
+	t.Helper()
+	home := newHome(t, `{"tools":{"exec":{"host":"gateway"`+execCfg+`}}}`)
+	if approvalsFile != "" {
+		if err := os.WriteFile(filepath.Join(home, "exec-approvals.json"), []byte(approvalsFile), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return home
+}
+
+func echoPath(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("echo")
+	if err != nil {
+		t.Skip("no echo binary")
+	}
+	return p
+}
+
+func cli(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	out, err := exec.Command(conchBin, args...).CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
+}
+
+func TestGateAllowlistAskOff(t *testing.T) {
+	echo := echoPath(t)
+	home := gatedHome(t, `,"security":"allowlist","ask":"off"`, `{"version":1,"agents":{"main":{"allowlist":[{"pattern":"`+echo+`"}]}}}`)
+	c := startConch(t, home)
+	r := c.exec(map[string]any{"command": "echo gated-ok | head -n 1"})
+	if r.str("status") != "completed" || r.Text != "gated-ok" || r.str("hostReason") != "" {
+		t.Fatalf("allowlisted: %q %v", r.Text, r.D)
+	}
+	for _, cmd := range []string{"ls /", "echo a; ls /", "echo $(id)", "echo a > /tmp/x", "FOO=1 echo a", "sh -c 'ls /'", "env -S 'ls /'", "sudo echo a"} {
+		r := c.exec(map[string]any{"command": cmd})
+		if !r.IsError || !strings.HasPrefix(r.Text, "exec denied: ") {
+			t.Errorf("%q was not denied: %q %v", cmd, r.Text, r.D)
+		}
+	}
+	r = c.exec(map[string]any{"command": "echo x", "security": "deny"})
+	if r.Text != "exec denied: host=gateway security=deny" {
+		t.Fatalf("per-call deny: %q", r.Text)
+	}
+	// The ledger recorded the evaluations and the run, and verifies.
+	c.close()
+	out, code := cli(t, "ledger", "verify", "--home", home)
+	if code != 0 || !strings.HasPrefix(out, "ok: ") {
+		t.Fatalf("ledger verify: %d %s", code, out)
+	}
+	out, _ = cli(t, "ledger", "tail", "--home", home, "-n", "100")
+	for _, typ := range []string{" evaluate main", " exec main", " end main"} {
+		if !strings.Contains(out, typ) {
+			t.Errorf("ledger lacks %q:\n%s", typ, out)
+		}
+	}
+}
+
+func TestGateApproveOnceAndAlways(t *testing.T) {
+	home := gatedHome(t, `,"security":"allowlist","ask":"on-miss"`, "")
+	c := startConch(t, home)
+	r := c.exec(map[string]any{"command": "ls /"})
+	if r.str("status") != "approval-pending" || r.IsError {
+		t.Fatalf("want approval-pending: %q %v", r.Text, r.D)
+	}
+	slug, id := r.str("approvalSlug"), r.str("sessionId")
+	want := "Approval required (id " + slug + "). Approve to run; updates will arrive after completion.\nReason: "
+	if !strings.HasPrefix(r.Text, want) || !strings.HasSuffix(r.Text, "\nSession: "+id+" (poll it with process for the outcome)") {
+		t.Fatalf("text: %q", r.Text)
+	}
+	p := c.process(map[string]any{"action": "poll", "sessionId": id})
+	if p.Text != "(no new output)\n\nApproval pending (id "+slug+"); the command has not started." || p.str("status") != "pending" {
+		t.Fatalf("poll pending: %q %v", p.Text, p.D)
+	}
+	if l := c.process(map[string]any{"action": "list"}); !strings.Contains(l.Text, id+" pending ") {
+		t.Fatalf("list: %q", l.Text)
+	}
+	out, code := cli(t, "approvals", "pending", "--home", home)
+	if code != 0 || !strings.Contains(out, slug) || !strings.Contains(out, "ls /") {
+		t.Fatalf("pending: %d %s", code, out)
+	}
+	out, code = cli(t, "approvals", "approve", slug, "--home", home)
+	if code != 0 {
+		t.Fatalf("approve: %d %s", code, out)
+	}
+	if out, code = cli(t, "approvals", "deny", slug, "--home", home); code != 5 || !strings.Contains(out, "already resolved") {
+		t.Fatalf("second decision: %d %s", code, out)
+	}
+	p = c.waitEnd(id, 10*time.Second)
+	l := c.process(map[string]any{"action": "log", "sessionId": id})
+	if p.num("exitCode") != 0 || !strings.Contains(l.Text, "usr") {
+		t.Fatalf("approved run: %q log %q", p.Text, l.Text)
+	}
+	eventually(t, 5*time.Second, func() string {
+		c.process(map[string]any{"action": "list"})
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, e := range c.events {
+			if strings.HasPrefix(e, "[conch event] Exec finished (gateway id=") && strings.Contains(e, "session="+id+", code 0)") {
+				return ""
+			}
+		}
+		return "no finished event: " + strings.Join(c.events, " | ")
+	})
+
+	// allow-always persists /usr/bin/ls (or wherever ls is) and the next
+	// ls runs without asking.
+	r = c.exec(map[string]any{"command": "ls -d /"})
+	slug = r.str("approvalSlug")
+	if out, code = cli(t, "approvals", "decide", slug, "always", "--home", home); code != 0 {
+		t.Fatalf("decide always: %d %s", code, out)
+	}
+	c.waitEnd(r.str("sessionId"), 10*time.Second)
+	b, _ := os.ReadFile(filepath.Join(home, "exec-approvals.json"))
+	lsPath, _ := exec.LookPath("ls")
+	if !strings.Contains(string(b), `"source": "allow-always"`) || !strings.Contains(string(b), lsPath) {
+		t.Fatalf("approvals file after allow-always:\n%s", b)
+	}
+	r = c.exec(map[string]any{"command": "ls -d /"})
+	if r.str("status") != "completed" || r.Text != "/" {
+		t.Fatalf("after allow-always: %q %v", r.Text, r.D)
+	}
+}
+
+func TestGateDenyAndWithdraw(t *testing.T) {
+	home := gatedHome(t, `,"security":"allowlist","ask":"always"`, "")
+	c := startConch(t, home)
+	r := c.exec(map[string]any{"command": "true"})
+	slug, id := r.str("approvalSlug"), r.str("sessionId")
+	if out, code := cli(t, "approvals", "deny", slug, "--home", home); code != 0 {
+		t.Fatalf("deny: %s", out)
+	}
+	p := c.waitEnd(id, 10*time.Second)
+	if p.Text != "(no new output)\n\nNot run: exec denied (user-denied)." || p.str("state") != "denied" {
+		t.Fatalf("denied poll: %q %v", p.Text, p.D)
+	}
+	found := false
+	for _, e := range c.events {
+		if strings.HasPrefix(e, "[conch event] Exec denied (gateway id=") && strings.HasSuffix(e, ", user-denied): true") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no denied event: %v", c.events)
+	}
+	if l := c.process(map[string]any{"action": "list"}); !strings.Contains(l.Text, id+" denied ") {
+		t.Fatalf("list: %q", l.Text)
+	}
+	r = c.exec(map[string]any{"command": "true"})
+	id = r.str("sessionId")
+	rm := c.process(map[string]any{"action": "remove", "sessionId": id})
+	if rm.Text != "Removed session "+id+" (approval withdrawn)." {
+		t.Fatalf("withdraw: %q", rm.Text)
+	}
+	out, _ := cli(t, "approvals", "pending", "--home", home)
+	if !strings.Contains(out, "No pending approvals.") {
+		t.Fatalf("still pending after withdraw: %s", out)
+	}
+}
+
+func TestGateUnreadableApprovalsFile(t *testing.T) {
+	home := gatedHome(t, `,"security":"full","ask":"off"`, `{"version":2}`)
+	c := startConch(t, home)
+	r := c.exec(map[string]any{"command": "true"})
+	if !r.IsError || !strings.HasPrefix(r.Text, "exec denied: approvals file unreadable (") {
+		t.Fatalf("unreadable file: %q", r.Text)
+	}
+}
+
+func TestPolicyExplainCLI(t *testing.T) {
+	echo := echoPath(t)
+	home := gatedHome(t, `,"security":"allowlist"`, `{"version":1,"agents":{"main":{"allowlist":[{"pattern":"`+echo+`"}]}}}`)
+	out, code := cli(t, "policy", "explain", "--home", home, "--", "echo hi | head -n 1 && curl -s x")
+	if code != 0 {
+		t.Fatalf("explain: %d %s", code, out)
+	}
+	for _, want := range []string{"agent main · host gateway · security allowlist", "parse: ok", "✓ allowlist", "✓ safeBins", "✗ miss", "verdict: approval required"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain lacks %q:\n%s", want, out)
+		}
+	}
+	out, _ = cli(t, "policy", "explain", "--home", home, "--json", "--", "echo $(id)")
+	var j map[string]any
+	if err := json.Unmarshal([]byte(out), &j); err != nil || !strings.Contains(j["analysis"].(string), "unsupported shell construct") {
+		t.Fatalf("explain json: %v %s", err, out)
+	}
+}
+
+func TestAgentDefaultsCLI(t *testing.T) {
+	home := newHome(t, "")
+	out, code := cli(t, "agents", "defaults", "main", "host=gateway", "security=deny", "--home", home)
+	if code != 0 || out != "Exec defaults set (host=gateway, security=deny).\n" {
+		t.Fatalf("set: %d %q", code, out)
+	}
+	c := startConch(t, home)
+	if r := c.exec(map[string]any{"command": "true"}); r.Text != "exec denied: host=gateway security=deny" {
+		t.Fatalf("exec with defaults: %q", r.Text)
+	}
+	out, _ = cli(t, "agents", "defaults", "main", "--home", home)
+	if !strings.HasPrefix(out, "Current exec defaults: host=gateway, security=deny, ask=(unset), node=(unset).") {
+		t.Fatalf("show: %q", out)
+	}
+	if out, code = cli(t, "agents", "defaults", "main", "host=mars", "--home", home); code != 2 || !strings.Contains(out, `Unrecognized exec host "mars"`) {
+		t.Fatalf("bad host: %d %q", code, out)
+	}
+}

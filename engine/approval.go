@@ -1,0 +1,381 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/render"
+	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/policy"
+)
+
+// ApprovalDetails is the details object of an approval-pending result
+// (exec.md §8.4).
+type ApprovalDetails struct {
+	Status       string            `json:"status"`
+	ApprovalID   string            `json:"approvalId"`
+	ApprovalSlug string            `json:"approvalSlug"`
+	SessionID    string            `json:"sessionId"`
+	ExpiresAtMs  int64             `json:"expiresAtMs"`
+	Host         string            `json:"host"`
+	Command      string            `json:"command"`
+	Cwd          string            `json:"cwd"`
+	Reason       string            `json:"reason"`
+	Segments     []ApprovalSegment `json:"segments"`
+	Warnings     []string          `json:"warnings,omitempty"`
+}
+
+// ApprovalSegment is one analysed segment shown with an approval.
+type ApprovalSegment struct {
+	Text    string `json:"text"`
+	Verdict string `json:"verdict"`
+}
+
+// pendingRun is what an approved run needs that is not on disk: the
+// prepared plan (env values are never persisted).
+type pendingRun struct {
+	plan   *plan
+	params apitype.ExecParams
+	req    *approvals.Request
+	gate   gateResult
+}
+
+// requestApproval reserves the session, persists the approval request and
+// returns the approval-pending result (policy.md §3.1).
+func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g gateResult) apitype.Result {
+	id, dir, err := e.newID()
+	if err != nil {
+		return execError(apitype.Errorf("approval_failed", "Exec approval registration failed: %v", err))
+	}
+	var segs []approvals.Segment
+	var shown []ApprovalSegment
+	walkSegments(g.decision.Analysis.Parts, func(s policy.Segment) {
+		segs = append(segs, approvals.Segment{Text: s.Text, Exe: s.Exe, RealPath: s.RealPath, SHA256: fileSHA256(s.RealPath), Verdict: s.Verdict, Rule: s.Rule})
+		shown = append(shown, ApprovalSegment{Text: s.Text, Verdict: s.Verdict})
+	})
+	if shown == nil {
+		shown = []ApprovalSegment{}
+	}
+	reason := g.decision.Reason
+	if reason == "" {
+		reason = "allowlist miss"
+	}
+	req, err := e.store.Create(approvals.Request{
+		Agent: agent, SessionID: id, RequestID: g.requestID, Host: pl.host, Command: pl.command, Argv: pl.argv,
+		Cwd: pl.cwd, CwdIdentity: dirIdentity(pl.cwd), EnvKeys: nonNil(pl.envKeys), EnvHash: pl.envHash,
+		Segments: segs, Reason: reason, Security: string(g.eff.Security), Ask: string(g.eff.Ask),
+		AskFallback: string(g.eff.AskFallback), Persist: g.decision.Persist,
+		ExpiresAtMs: time.Now().Add(e.cfg.ApprovalTimeout()).UnixMilli(),
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return execError(apitype.Errorf("approval_failed", "Exec approval registration failed: %v", err))
+	}
+	s := newSession(id, dir, agent)
+	s.st = state{
+		Agent: agent, Command: pl.command, Name: deriveName(pl.command), Cwd: pl.cwd, Host: pl.host, PTY: pl.pty,
+		CreatedAt: time.Now().UnixMilli(), Backgrounded: true, PendingApprovalID: req.ID,
+	}
+	s.start = time.UnixMilli(s.st.CreatedAt)
+	s.approval = req
+	s.pendingRun = &pendingRun{plan: pl, params: p, req: req, gate: g}
+	s.mu.Lock()
+	s.saveLocked()
+	s.mu.Unlock()
+	e.appendLedger(ledger.Record{Type: ledger.TypeRequest, Agent: agent, Fields: ledger.Request{
+		RequestID: g.requestID, ApprovalID: req.ID, Slug: req.Slug, ExpiresAtMs: req.ExpiresAtMs, Routes: []string{"cli"},
+	}}, true)
+	e.mu.Lock()
+	e.sessions[id] = s
+	e.mu.Unlock()
+	e.wg.Add(1)
+	go e.awaitDecision(s)
+
+	text := fmt.Sprintf("Approval required (id %s). Approve to run; updates will arrive after completion.\nReason: %s\nSession: %s (poll it with process for the outcome)", req.Slug, reason, id)
+	return apitype.Result{Text: withWarnings(pl.warnings, text), Details: &ApprovalDetails{
+		Status: "approval-pending", ApprovalID: req.ID, ApprovalSlug: req.Slug, SessionID: id, ExpiresAtMs: req.ExpiresAtMs,
+		Host: pl.host, Command: pl.command, Cwd: pl.cwd, Reason: reason, Segments: shown, Warnings: pl.warnings,
+	}}
+}
+
+// awaitDecision watches a pending approval until it is decided (by any
+// process on this home: CLI, another engine's API) or expires.
+func (e *Engine) awaitDecision(s *session) {
+	defer e.wg.Done()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-s.ended:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		req := s.approval
+		s.mu.Unlock()
+		if req == nil {
+			return
+		}
+		cur, err := e.store.Get(req.ID)
+		if err != nil {
+			e.deny(s, "approval-request-failed", "")
+			return
+		}
+		switch cur.State {
+		case approvals.Allowed:
+			e.approved(s, cur, string(cur.Decision), cur.DecidedBy, "")
+			return
+		case approvals.Denied:
+			by := cur.DecidedBy
+			e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.agent, Fields: ledger.Decision{
+				ApprovalID: cur.ID, Decision: "deny", DecidedBy: by, Persisted: []string{}}}, true)
+			if by == "agent" {
+				e.deny(s, "user-denied", "withdrawn")
+			} else {
+				e.deny(s, "user-denied", "")
+			}
+			return
+		case approvals.Expired, approvals.Consumed:
+			e.deny(s, "approval-timeout", "")
+			return
+		}
+		if time.Now().UnixMilli() >= cur.ExpiresAtMs {
+			expired, _ := e.store.Expire(time.Now())
+			for _, x := range expired {
+				if x.ID == cur.ID {
+					e.timedOut(s, x)
+					return
+				}
+			}
+		}
+	}
+}
+
+// timedOut applies askFallback to an expired approval (policy.md §3.3).
+func (e *Engine) timedOut(s *session, req *approvals.Request) {
+	fallback := policy.Security(req.AskFallback)
+	decide := func(outcome string) {
+		e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.agent, Fields: ledger.Decision{
+			ApprovalID: req.ID, Decision: "timeout", DecidedBy: "timeout", Fallback: string(fallback), Persisted: []string{}}}, true)
+		_ = outcome
+	}
+	switch fallback {
+	case policy.SecurityFull:
+		decide("run")
+		e.approved(s, req, "timeout", "timeout", "")
+	case policy.SecurityAllowlist:
+		s.mu.Lock()
+		pr := s.pendingRun
+		s.mu.Unlock()
+		ok := false
+		if pr != nil {
+			r := pr.gate.eff.Request
+			r.Ask = policy.AskOff
+			r.Security = policy.SecurityAllowlist
+			ok = policy.Evaluate(r).Outcome == policy.OutcomeRun
+		}
+		if ok {
+			decide("run")
+			e.approved(s, req, "timeout", "timeout", "")
+			return
+		}
+		decide("deny")
+		e.deny(s, "approval-timeout (allowlist-miss)", "")
+	default:
+		decide("deny")
+		e.deny(s, "approval-timeout", "")
+	}
+}
+
+// deny ends a pending session in state denied (process.md §8) and tells
+// the agent.
+func (e *Engine) deny(s *session, reason, how string) {
+	s.mu.Lock()
+	req := s.approval
+	s.approval = nil
+	s.pendingRun = nil
+	s.mu.Unlock()
+	now := time.Now()
+	ex := supervisor.Exit{State: supervisor.StateDenied, Reason: reason, EndedAt: now.UnixMilli(), Final: true}
+	if err := supervisor.WriteJSONDurable(supervisor.ExitPath(s.dir), ex); err != nil {
+		e.log.Warn("write denied exit.json", "session", s.id, "err", err)
+	}
+	s.update(func(st *state) { st.PendingApprovalID = "" })
+	e.ledgerEnd(s, ex, true)
+	st, _, _ := s.snapshot()
+	if how != "withdrawn" && !st.Hidden && req != nil {
+		e.queueNotice(s, Notice{Kind: "denied", SessionID: s.id, ApprovalID: req.ID,
+			Text: fmt.Sprintf("Exec denied (gateway id=%s, %s): %s", req.ID, reason, st.Command)})
+	}
+	e.ended(s, ex)
+}
+
+// approved runs an approved request under its reserved session id: the
+// allow-once is consumed first, allow-always persists patterns, and the
+// run plan is re-checked (policy.md §3.3, §3.5).
+func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedBy, _ string) {
+	s.mu.Lock()
+	pr := s.pendingRun
+	s.mu.Unlock()
+	var persisted []string
+	note := ""
+	if decision == string(approvals.AllowAlways) {
+		if pr != nil && pr.gate.eff.Security == policy.SecurityAllowlist && len(req.Persist) > 0 {
+			added, err := approvals.AddAllow(e.home, s.agent, req.Persist, req.Command)
+			if err != nil {
+				e.log.Warn("persist allow-always", "err", err)
+			}
+			for _, a := range added {
+				persisted = append(persisted, a.Pattern)
+			}
+		}
+		if len(persisted) == 0 {
+			why := "no executable to persist"
+			if pr != nil && pr.gate.eff.Security != policy.SecurityAllowlist {
+				why = "security is not allowlist"
+			}
+			note = fmt.Sprintf("allow-always: nothing to persist for this command (%s); ran once.", why)
+		}
+	}
+	if decidedBy != "timeout" {
+		e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.agent, Fields: ledger.Decision{
+			ApprovalID: req.ID, Decision: decision, DecidedBy: decidedBy, Persisted: nonNil(persisted)}}, true)
+	}
+	if _, err := e.store.Consume(req.ID); err != nil && decidedBy != "timeout" {
+		e.deny(s, "approval-request-failed", "")
+		return
+	}
+	if pr == nil {
+		// The engine restarted while the request was pending: the
+		// prepared plan (with its env values) is gone.
+		e.deny(s, "approval-request-failed", "")
+		return
+	}
+	if !planUnchanged(req) {
+		e.deny(s, "approval plan changed before execution", "")
+		return
+	}
+	pl := pr.plan
+	// Approved runs: backgrounded, no exit notice, the effective timeout
+	// (explicit, else timeoutSec) with no background exemption.
+	if pr.params.Timeout == nil {
+		pl.timeout = pl.set.Timeout
+	}
+	if pl.stdin == "closed" && pr.params.Background != nil && *pr.params.Background {
+		pl.stdin = "open"
+	}
+	s.mu.Lock()
+	s.approval = nil
+	s.pendingRun = nil
+	s.approvalID = req.ID
+	s.mu.Unlock()
+	s.update(func(st *state) {
+		st.PendingApprovalID = ""
+		st.ApprovalID = req.ID
+		st.TimeoutSec = pl.timeout.Seconds()
+		st.Notice.Queued = true // gated runs use the approval events instead
+	})
+	if note != "" {
+		e.queueNotice(s, Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID, Text: note})
+	}
+	if err := e.launch(s, pl, pr.params, pr.gate.requestID, req.ID, pr.gate.pinned); err != nil {
+		e.deny(s, "spawn-failed", "")
+		return
+	}
+	if n := pl.set.ApprovalRunningNotice; n > 0 {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			select {
+			case <-s.ended:
+			case <-e.stop:
+			case <-time.After(n):
+				secs := max(1, int((n+500*time.Millisecond)/time.Second))
+				e.queueNotice(s, Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID,
+					Text: fmt.Sprintf("Exec running (gateway id=%s, session=%s, >%ds): %s", req.ID, s.id, secs, req.Command)})
+			}
+		}()
+	}
+}
+
+// planUnchanged re-resolves what was approved: every executable's content
+// and the working directory's identity.
+func planUnchanged(req *approvals.Request) bool {
+	for _, seg := range req.Segments {
+		if seg.RealPath != "" && seg.SHA256 != "" && fileSHA256(seg.RealPath) != seg.SHA256 {
+			return false
+		}
+	}
+	if req.CwdIdentity != nil {
+		cur := dirIdentity(req.Cwd)
+		if cur == nil || *cur != *req.CwdIdentity {
+			return false
+		}
+	}
+	return true
+}
+
+// finishedNotice is the event of an approval-gated run's end (exec.md
+// §12.2).
+func (e *Engine) finishedNotice(s *session, ex supervisor.Exit) {
+	s.mu.Lock()
+	aid := s.approvalID
+	s.mu.Unlock()
+	if aid == "" || ex.State == supervisor.StateDenied {
+		return
+	}
+	end := "code " + func() string {
+		if ex.ExitCode != nil {
+			return fmt.Sprint(*ex.ExitCode)
+		}
+		return "null"
+	}()
+	if ex.TimedOut {
+		end = "timeout"
+	}
+	text := fmt.Sprintf("Exec finished (gateway id=%s, session=%s, %s)", aid, s.id, end)
+	tail, _ := e.tail(s, 400)
+	if sn := render.Snippet(tail); sn != "" {
+		text += "\n" + sn
+	}
+	e.queueNotice(s, Notice{Kind: "finished", SessionID: s.id, ApprovalID: aid, Text: text})
+}
+
+// withdraw resolves a pending approval as denied by the agent (process
+// remove).
+func (e *Engine) withdraw(s *session) {
+	s.mu.Lock()
+	req := s.approval
+	s.mu.Unlock()
+	if req != nil {
+		e.store.Decide(req.ID, approvals.Deny, "agent")
+	}
+	s.update(func(st *state) { st.Hidden = true })
+	e.deny(s, "user-denied", "withdrawn")
+}
+
+// reloadPending brings back a session reserved by an approval after a
+// restart: its approval is watched again; a decision then finds no
+// prepared plan and ends it denied (env values are never persisted).
+func (e *Engine) reloadPending(s *session) {
+	req, err := e.store.Get(s.st.PendingApprovalID)
+	if err != nil {
+		ex := supervisor.Exit{State: supervisor.StateDenied, Reason: "approval-request-failed", EndedAt: time.Now().UnixMilli(), Final: true}
+		supervisor.WriteJSONDurable(supervisor.ExitPath(s.dir), ex)
+		s.finish(ex)
+		return
+	}
+	s.approval = req
+	s.start = time.UnixMilli(s.st.CreatedAt)
+	e.wg.Add(1)
+	go e.awaitDecision(s)
+}
+
+var _ = strings.TrimSpace

@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/supervisor"
+)
+
+// The ledger is written by one goroutine in call order, so exec calls do
+// not wait for its fsyncs; Close drains it.
+
+func (e *Engine) startLedger() {
+	l, err := ledger.Open(e.home, ledger.Options{RotateBytes: e.cfg.Ledger.RotateBytes})
+	if err != nil {
+		e.log.Warn("ledger unavailable; decisions are not recorded", "err", err)
+		return
+	}
+	e.ledgerQ = make(chan ledger.Record, 1024)
+	e.ledgerDone = make(chan struct{})
+	go func() {
+		defer close(e.ledgerDone)
+		defer l.Close()
+		for r := range e.ledgerQ {
+			if _, err := l.Append(r); err != nil {
+				e.log.Error("ledger append", "type", r.Type, "err", err)
+			}
+		}
+	}()
+}
+
+// appendLedger queues a record. gated records are written whatever
+// ledger.scope says; the others only with scope "all" (the default).
+func (e *Engine) appendLedger(r ledger.Record, gated bool) {
+	if !gated && e.cfg.Ledger.Scope == "gated" {
+		return
+	}
+	e.lmu.RLock()
+	defer e.lmu.RUnlock()
+	if e.ledgerQ == nil || e.ledgerClosed {
+		return
+	}
+	e.ledgerQ <- r
+}
+
+func (e *Engine) stopLedger() {
+	e.lmu.Lock()
+	if e.ledgerQ != nil && !e.ledgerClosed {
+		e.ledgerClosed = true
+		close(e.ledgerQ)
+	}
+	e.lmu.Unlock()
+	if e.ledgerDone != nil {
+		<-e.ledgerDone
+	}
+}
+
+// ledgerEnd records a session's end.
+func (e *Engine) ledgerEnd(s *session, ex supervisor.Exit, gated bool) {
+	e.appendLedger(ledger.Record{Type: ledger.TypeEnd, Agent: s.agent, Fields: ledger.End{
+		SessionID: s.id, State: ex.State, ExitCode: ex.ExitCode, Signal: deref(ex.Signal), KilledBy: deref(ex.KilledBy),
+		DurationMs: ex.DurationMs, OutputBytes: ex.OutputBytes, OutputSHA256: ex.OutputSha256,
+		DescendantsKilled: ex.DescendantsKilled,
+	}}, gated)
+}

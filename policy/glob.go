@@ -1,0 +1,178 @@
+package policy
+
+import "strings"
+
+// MatchGlob reports whether the allowlist pattern matches the resolved
+// executable path (policy.md §5.5):
+//
+//   - Only patterns containing "/" or starting with "~" count; "\" is
+//     normalised to "/". Bare names ("rg") match nothing.
+//   - The pattern exactly "*" matches every non-empty path.
+//   - A leading "~" or "~/" expands to home; with an empty home, or "~user",
+//     the pattern matches nothing.
+//   - Matching is case-insensitive on the full path: "**" is any characters
+//     including "/", "*" any characters except "/", "?" any one character
+//     (including "/", as in OpenClaw); everything else is literal.
+//
+// The realpath rule of §5.5 (a pattern without wildcards also matches when
+// its realpath equals the segment's) needs the filesystem and is applied by
+// [Evaluate], not here.
+func MatchGlob(pattern, path, home string) bool {
+	p, ok := normalizePattern(pattern, home)
+	if !ok || path == "" {
+		return false
+	}
+	if p == "*" {
+		return true
+	}
+	return globMatch(strings.ToLower(p), strings.ToLower(path))
+}
+
+// normalizePattern trims, converts "\" to "/" and expands "~"; ok is false
+// for patterns that never match.
+func normalizePattern(pattern, home string) (string, bool) {
+	p := strings.TrimSpace(pattern)
+	if p == "*" {
+		return p, true
+	}
+	p = strings.ReplaceAll(p, `\`, "/")
+	switch {
+	case p == "~":
+		p = home
+	case strings.HasPrefix(p, "~/"):
+		if home == "" {
+			return "", false
+		}
+		p = strings.TrimRight(home, "/") + p[1:]
+	case strings.HasPrefix(p, "~"):
+		return "", false // ~user is not supported
+	case !strings.Contains(p, "/"):
+		return "", false
+	}
+	return p, p != ""
+}
+
+// hasWildcard reports whether a normalised pattern has glob characters.
+func hasWildcard(p string) bool { return strings.ContainsAny(p, "*?") }
+
+// globMatch matches s against pat (both already lower-cased) with the
+// wildcards of MatchGlob, in O(len(pat)·len(s)) time.
+func globMatch(pat, s string) bool {
+	i := strings.IndexAny(pat, "*?")
+	if i < 0 {
+		return pat == s
+	}
+	// The literal text before the first and after the last wildcard must
+	// be a prefix and a suffix of s.
+	if !strings.HasPrefix(s, pat[:i]) {
+		return false
+	}
+	j := strings.LastIndexAny(pat, "*?")
+	if !strings.HasSuffix(s, pat[j+1:]) || len(s) < i+len(pat)-j-1 {
+		return false
+	}
+	if isASCII(pat) && isASCII(s) {
+		return globBytes(pat, s)
+	}
+	return globRunes([]rune(pat), []rune(s))
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// globBytes is globRunes for ASCII text, without allocations for short
+// paths.
+func globBytes(pr, sr string) bool {
+	n := len(sr)
+	var bufA, bufB [256]bool
+	var cur, next []bool
+	if n+1 <= len(bufA) {
+		cur, next = bufA[:n+1], bufB[:n+1]
+	} else {
+		cur, next = make([]bool, n+1), make([]bool, n+1)
+	}
+	cur[0] = true
+	for i := 0; i < len(pr); {
+		clear(next)
+		switch {
+		case pr[i] == '*' && i+1 < len(pr) && pr[i+1] == '*':
+			acc := false
+			for j := 0; j <= n; j++ {
+				acc = acc || cur[j]
+				next[j] = acc
+			}
+			i += 2
+		case pr[i] == '*':
+			acc := false
+			for j := 0; j <= n; j++ {
+				if j > 0 && sr[j-1] == '/' {
+					acc = false
+				}
+				acc = acc || cur[j]
+				next[j] = acc
+			}
+			i++
+		case pr[i] == '?':
+			for j := 0; j < n; j++ {
+				next[j+1] = cur[j]
+			}
+			i++
+		default:
+			c := pr[i]
+			for j := 0; j < n; j++ {
+				next[j+1] = cur[j] && sr[j] == c
+			}
+			i++
+		}
+		cur, next = next, cur
+	}
+	return cur[n]
+}
+
+func globRunes(pr, sr []rune) bool {
+	n := len(sr)
+	cur := make([]bool, n+1)
+	next := make([]bool, n+1)
+	cur[0] = true
+	for i := 0; i < len(pr); {
+		clear(next)
+		switch {
+		case pr[i] == '*' && i+1 < len(pr) && pr[i+1] == '*':
+			acc := false
+			for j := 0; j <= n; j++ {
+				acc = acc || cur[j]
+				next[j] = acc
+			}
+			i += 2
+		case pr[i] == '*':
+			acc := false
+			for j := 0; j <= n; j++ {
+				if j > 0 && sr[j-1] == '/' {
+					acc = false
+				}
+				acc = acc || cur[j]
+				next[j] = acc
+			}
+			i++
+		case pr[i] == '?':
+			for j := 0; j < n; j++ {
+				next[j+1] = cur[j]
+			}
+			i++
+		default:
+			c := pr[i]
+			for j := 0; j < n; j++ {
+				next[j+1] = cur[j] && sr[j] == c
+			}
+			i++
+		}
+		cur, next = next, cur
+	}
+	return cur[n]
+}
