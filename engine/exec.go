@@ -59,6 +59,9 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	if aerr != nil {
 		return execError(aerr)
 	}
+	if msg := preflight(pl.command, pl.cwd); msg != "" {
+		return execError(apitype.Errorf("preflight", "%s", msg))
+	}
 	var g gateResult
 	if pl.host == "gateway" && pl.hostReason == "" {
 		// Host execution passes the policy gate; the implicit-sandbox

@@ -181,7 +181,7 @@ func (c *conch) waitEnd(id string, within time.Duration) result {
 	deadline := time.Now().Add(within)
 	for {
 		r := c.process(map[string]any{"action": "poll", "sessionId": id, "timeout": 500})
-		if r.str("status") != "running" {
+		if st := r.str("status"); st != "running" && st != "pending" {
 			return r
 		}
 		if time.Now().After(deadline) {

@@ -54,6 +54,7 @@ Usage:
   conch policy explain [--agent A] [--cwd DIR] -- CMD      show how the policy judges a command
   conch ledger verify | tail [-n N] [--session ID]         check or read the audit ledger
   conch agents defaults NAME [k=v…] [--clear]              per-agent exec defaults (host, security, ask, node)
+  conch doctor [--json]                                    audit the home, the policy and the machine
   conch version                                            print version information
 
 Environment: CONCH_HOME (default ~/.conch), CONCH_AGENT (default main).
@@ -77,6 +78,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runLedger(args[1:], stdout, stderr)
 	case "agents":
 		return runAgents(args[1:], stdout, stderr)
+	case "doctor":
+		return runDoctor(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "conch %s (%s, %s)\n", version(), commit(), runtime.Version())
 		return exitOK

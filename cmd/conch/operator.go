@@ -323,3 +323,36 @@ func policyOneOf(v string, allowed ...string) bool {
 	}
 	return false
 }
+
+func runDoctor(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := homeFlag(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	findings := engine.Doctor(*home)
+	bad := false
+	for _, f := range findings {
+		if f.Level != "info" {
+			bad = true
+		}
+	}
+	if *asJSON {
+		if findings == nil {
+			findings = []engine.Finding{}
+		}
+		json.NewEncoder(stdout).Encode(findings)
+	} else if len(findings) == 0 {
+		fmt.Fprintln(stdout, "No findings.")
+	} else {
+		for _, f := range findings {
+			fmt.Fprintf(stdout, "%-5s %s: %s\n", f.Level, f.ID, f.Message)
+		}
+	}
+	if bad {
+		return exitFailed
+	}
+	return exitOK
+}

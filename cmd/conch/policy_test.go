@@ -224,3 +224,64 @@ func TestAgentDefaultsCLI(t *testing.T) {
 		t.Fatalf("bad host: %d %q", code, out)
 	}
 }
+
+func TestScriptPreflight(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	c := startConch(t, newHome(t, ""))
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "bad script.py"), []byte("import os\nprint('x')\ntoken = $API_TOKEN\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "good.py"), []byte("print('fine')\n"), 0o600)
+	r := c.exec(map[string]any{"command": `python3 -u "bad script.py"`, "workdir": dir})
+	want := "exec preflight: detected likely shell variable injection ($API_TOKEN) in python script: bad script.py:3.\nIn Python, use os.environ.get(\"API_TOKEN\") instead of raw $API_TOKEN.\n(If this is inside a string literal on purpose, escape it or restructure the code.)"
+	if !r.IsError || r.Text != want {
+		t.Fatalf("preflight:\n got %q\nwant %q", r.Text, want)
+	}
+	if r := c.exec(map[string]any{"command": "python3 good.py", "workdir": dir}); r.Text != "fine" {
+		t.Fatalf("good script: %q", r.Text)
+	}
+	if r := c.exec(map[string]any{"command": "python3 -c 'print(1)' bad.py", "workdir": dir}); r.IsError {
+		t.Fatalf("-c must skip preflight: %q", r.Text)
+	}
+}
+
+func TestDoctorCLI(t *testing.T) {
+	home := newHome(t, `{"tools":{"exec":{"safeBins":["python3","cut"]}}}`)
+	os.WriteFile(filepath.Join(home, "exec-approvals.json"), []byte(`{"version":1,"agents":{"main":{"allowlist":[{"pattern":"rg"}]}}}`), 0o644)
+	out, code := cli(t, "doctor", "--home", home)
+	if code != 1 {
+		t.Fatalf("doctor exit %d:\n%s", code, out)
+	}
+	for _, id := range []string{"home.permissions", "approvals.bare_names", "exec.safe_bins_interpreter_unprofiled", "exec.implicit_host_unsandboxed"} {
+		if !strings.Contains(out, id+":") {
+			t.Errorf("doctor lacks %s:\n%s", id, out)
+		}
+	}
+	clean := newHome(t, "")
+	if out, code := cli(t, "doctor", "--home", clean); code != 0 {
+		t.Fatalf("clean home: %d %s", code, out)
+	}
+}
+
+// The approval timeout is at least 10 s (approvals.timeoutMs clamp), so
+// this test is slow on purpose: askFallback=full runs the command.
+func TestGateTimeoutFallback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the 10 s approval timeout")
+	}
+	home := newHome(t, `{"tools":{"exec":{"host":"gateway","ask":"always","askFallback":"full"}},"approvals":{"timeoutMs":10000}}`)
+	c := startConch(t, home)
+	r := c.exec(map[string]any{"command": "echo ran-after-timeout"})
+	id := r.str("sessionId")
+	p := c.waitEnd(id, 30*time.Second)
+	l := c.process(map[string]any{"action": "log", "sessionId": id})
+	if p.num("exitCode") != 0 || l.Text != "ran-after-timeout" {
+		t.Fatalf("fallback run: %q log %q", p.Text, l.Text)
+	}
+	c.close()
+	out, _ := cli(t, "ledger", "tail", "--home", home, "--session", id)
+	if !strings.Contains(out, "decision") || !strings.Contains(out, " end ") {
+		t.Fatalf("ledger for the session:\n%s", out)
+	}
+}

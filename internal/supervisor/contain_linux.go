@@ -382,3 +382,12 @@ func Sweep(m Meta) int {
 	c.remove()
 	return len(found)
 }
+
+// CgroupAvailable reports whether a session cgroup (v2, or v1 pids or
+// freezer) can be created under this process's cgroup.
+func CgroupAvailable() bool {
+	c := newCgroup(fmt.Sprintf("probe-%d", os.Getpid()))
+	ok := c.cgroupDir() != ""
+	c.remove()
+	return ok
+}

@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+
+	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/policy"
+)
+
+// Finding is one result of `conch doctor` (policy.md §14).
+type Finding struct {
+	ID      string `json:"id"`
+	Level   string `json:"level"` // info | warn | error
+	Message string `json:"message"`
+}
+
+var interpreterBin = regexp.MustCompile(`^(python|ruby|perl|php|node)\d[\d.]*$`)
+
+var interpreterBins = []string{"ash", "bash", "busybox", "bun", "cmd", "dash", "deno", "fish", "ksh", "lua", "node", "nodejs", "perl", "php", "powershell", "pwsh", "python", "python2", "python3", "pypy", "ruby", "sh", "toybox", "zsh", "awk", "gawk", "mawk", "sed", "jq"}
+
+var riskyTrusted = []string{"/tmp", "/var/tmp", "/private/tmp", "/usr/local/bin", "/opt/homebrew/bin", "/opt/local/bin", "/home/linuxbrew/.linuxbrew/bin"}
+
+// Doctor audits a home: permissions, the approvals file, the policy, the
+// containment available, lost sessions and the ledger.
+func Doctor(home string) []Finding {
+	var out []Finding
+	add := func(id, level, format string, args ...any) {
+		out = append(out, Finding{ID: id, Level: level, Message: fmt.Sprintf(format, args...)})
+	}
+	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm() != 0o700 {
+		add("home.permissions", "error", "%s has mode %o, want 0700", home, fi.Mode().Perm())
+	}
+	for _, f := range []string{"exec-approvals.json", "config.json", "operator.token", "agents.json"} {
+		p := filepath.Join(home, f)
+		if fi, err := os.Stat(p); err == nil {
+			if fi.Mode().Perm()&0o077 != 0 {
+				add("home.permissions", "error", "%s has mode %o, want 0600", p, fi.Mode().Perm())
+			}
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+				add("home.permissions", "error", "%s is owned by uid %d", p, st.Uid)
+			}
+		}
+	}
+	cfg, err := config.Load(filepath.Join(home, "config.json"))
+	if err != nil {
+		add("config.invalid", "error", "%v", err)
+		cfg = &config.Config{}
+	}
+	f, ferr := approvals.Load(home)
+	if ferr != nil {
+		add("approvals.unreadable", "error", "%v (host exec is denied)", ferr)
+	}
+	agents := []string{"main"}
+	for id := range cfg.Agents {
+		if id != "main" {
+			agents = append(agents, id)
+		}
+	}
+	if f != nil {
+		for id, a := range f.Agents {
+			for i, e := range a.Allowlist {
+				switch {
+				case strings.TrimSpace(e.Pattern) == "*":
+					add("approvals.star", "warn", "agents.%s.allowlist[%d] is \"*\": every resolvable binary is allowed", id, i)
+				case !strings.Contains(e.Pattern, "/") && !strings.HasPrefix(e.Pattern, "~"):
+					add("approvals.bare_names", "warn", "agents.%s.allowlist[%d] %q has no \"/\" and is ignored", id, i, e.Pattern)
+				default:
+					if fi, err := os.Stat(e.Pattern); err == nil && fi.Mode().Perm()&0o022 != 0 {
+						add("approvals.writable_exe", "warn", "allowlisted %s is group/world-writable", e.Pattern)
+					}
+				}
+			}
+			if id != "*" && id != "default" && !contains(agents, id) {
+				agents = append(agents, id)
+			}
+		}
+	}
+	e := &Engine{home: home, cfg: cfg}
+	implicit := false
+	for _, agent := range agents {
+		set := cfg.Exec(agent)
+		host := strings.ToLower(set.Host)
+		if d := e.execDefaults(agent); d.Host != "" {
+			host = d.Host
+		}
+		switch host {
+		case "":
+			implicit = true
+		case "sandbox":
+			add("exec.host_sandbox_no_sandbox", "warn", "agent %s: host=sandbox is configured while sandboxing is off: every exec fails", agent)
+		}
+		if ferr == nil {
+			p := e.EffectivePolicy(agent, "", "", "true", home, os.Getenv("PATH"))
+			if p.Security == policy.SecurityFull && p.Ask == policy.AskOff && host == "gateway" {
+				add("policy.full_off", "warn", "agent %s resolves to security=full with ask=off on the gateway", agent)
+			}
+			if p.AskFallback == policy.SecurityFull {
+				add("policy.ask_fallback_full", "warn", "agent %s: askFallback=full runs unanswered requests", agent)
+			}
+		}
+		for _, b := range policy.UnprofiledSafeBins(set.SafeBins, nil) {
+			if contains(interpreterBins, b) || interpreterBin.MatchString(b) {
+				add("exec.safe_bins_interpreter_unprofiled", "warn", "agent %s: safe bin %q is an interpreter without a profile", agent, b)
+			} else if _, ok := set.SafeBinProfiles[b]; !ok {
+				add("exec.safe_bins_unprofiled", "warn", "agent %s: safe bin %q has no profile and is ignored", agent, b)
+			}
+		}
+		for _, d := range set.SafeBinTrustedDirs {
+			if !filepath.IsAbs(d) || contains(riskyTrusted, filepath.Clean(d)) || strings.Contains(d, "/.local/bin") || strings.HasPrefix(d, "~") {
+				add("exec.safe_bin_trusted_dirs_risky", "warn", "agent %s: trusted dir %q is risky", agent, d)
+			} else if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o022 != 0 {
+				add("exec.safe_bin_trusted_dirs_writable", "warn", "agent %s: trusted dir %s is group/world-writable", agent, d)
+			}
+		}
+	}
+	if implicit {
+		add("exec.implicit_host_unsandboxed", "info", "the built-in host sandbox with sandboxing off: commands run on this machine without approvals (set tools.exec.host=gateway to gate them)")
+	}
+	if !supervisor.CgroupAvailable() {
+		add("containment.no_cgroup", "info", "no writable cgroup: sessions are contained by process groups and the supervisor as subreaper")
+	}
+	entries, _ := os.ReadDir(filepath.Join(home, "sessions"))
+	lost := 0
+	for _, en := range entries {
+		if ex, ok, _ := supervisor.ReadExit(filepath.Join(home, "sessions", en.Name())); ok && ex.State == supervisor.StateLost {
+			lost++
+		}
+	}
+	if lost > 0 {
+		add("sessions.lost", "warn", "%d session(s) in state lost", lost)
+	}
+	if rep, err := ledger.Verify(home); err != nil {
+		add("ledger.broken", "error", "%v", err)
+	} else if !rep.OK {
+		add("ledger.broken", "error", "%s", rep.String())
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
