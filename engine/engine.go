@@ -29,6 +29,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -165,6 +166,8 @@ func New(opt Options) (*Engine, error) {
 		opt: opt, home: home, cfg: cfg, log: log, lock: lock, cwd: cwd, supArgv: argv,
 		sessions: map[string]*session{}, notices: map[string][]queuedNotice{}, stop: make(chan struct{}),
 	}
+	// Probe the login-shell PATH now, off the first exec's path.
+	go hostenv.LoginPATH()
 	e.startLedger()
 	if e.store, err = approvals.OpenStore(home); err != nil {
 		e.stopLedger()

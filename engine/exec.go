@@ -211,6 +211,10 @@ func (e *Engine) plan(agent string, p apitype.ExecParams) (*plan, *apitype.Error
 	for k, v := range set.NonInteractiveEnv {
 		env[k] = v
 	}
+	// Login-shell PATH (gateway): merged in front of the daemon's.
+	if lp, err := hostenv.LoginPATH(); err == nil && lp != "" {
+		env["PATH"] = hostenv.MergePATH(lp, env["PATH"])
+	}
 	for k, v := range p.Env {
 		env[k] = v
 		pl.envKeys = append(pl.envKeys, k)

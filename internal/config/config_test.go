@@ -1,0 +1,69 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse([]byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Exec("main")
+	if s.Yield != 10*time.Second || s.Timeout != 1800*time.Second || s.BackgroundTimeout != 0 || s.KillGrace != 3*time.Second ||
+		s.Cleanup != 30*time.Minute || !s.NotifyOnExit || s.MaxOutputChars != 200000 || s.PendingMaxOutputChars != 30000 ||
+		s.JournalMaxBytes != 64<<20 || s.JournalHeadBytes != 1<<20 || s.NonInteractiveEnv["PAGER"] != "cat" {
+		t.Fatalf("defaults: %+v", s)
+	}
+	if !c.Survive() || !c.InlineEvents() || c.ApprovalTimeout() != 2*time.Minute {
+		t.Fatal("section defaults")
+	}
+}
+
+func TestClampsAndAgentOverride(t *testing.T) {
+	c, err := Parse([]byte(`{"tools":{"exec":{"backgroundMs":5,"killGraceMs":999999,"cleanupMs":1,"maxOutputChars":10,"pendingMaxOutputChars":900000,"timeoutSec":0.25,"nonInteractiveEnv":{}}},
+		"agents":{"build":{"tools":{"exec":{"backgroundMs":500000,"timeoutSec":-1,"security":"FULL"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Exec("main")
+	if m.Yield != 10*time.Millisecond || m.KillGrace != time.Minute || m.Cleanup != time.Minute || m.MaxOutputChars != 1000 ||
+		m.PendingMaxOutputChars != 1000 || m.Timeout != 250*time.Millisecond || len(m.NonInteractiveEnv) != 0 {
+		t.Fatalf("clamps: %+v", m)
+	}
+	b := c.Exec("build")
+	if b.Yield != 120*time.Second || b.Timeout != 0 || b.Security != "full" || b.KillGrace != time.Minute {
+		t.Fatalf("agent override: %+v", b)
+	}
+}
+
+func TestEnvFallback(t *testing.T) {
+	t.Setenv("PI_BASH_YIELD_MS", "2500")
+	t.Setenv("CONCH_MAX_OUTPUT_CHARS", "5000")
+	c, _ := Parse([]byte(`{}`))
+	if s := c.Exec("main"); s.Yield != 2500*time.Millisecond || s.MaxOutputChars != 5000 {
+		t.Fatalf("env fallback: %+v", s)
+	}
+	c, _ = Parse([]byte(`{"tools":{"exec":{"backgroundMs":700}}}`))
+	if s := c.Exec("main"); s.Yield != 700*time.Millisecond {
+		t.Fatal("config must win over the environment")
+	}
+}
+
+func TestStrict(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"tools":{"exec":{"yieldMs":1}}}`:                        "unknown field",
+		`{"tools":{"exec":{"host":"moon"}}}`:                      `tools.exec.host: invalid value "moon"`,
+		`{"agents":{"x":{"tools":{"exec":{"ask":"sometimes"}}}}}`: `agents.x.tools.exec.ask`,
+		`{"agents":{"Bad":{}}}`:                                   `invalid agent id "Bad"`,
+		`{"ledger":{"scope":"most"}}`:                             `ledger.scope`,
+		`{} {}`:                                                   "trailing data",
+	} {
+		_, err := Parse([]byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%s) = %v, want %q", in, err, want)
+		}
+	}
+}
