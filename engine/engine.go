@@ -512,8 +512,21 @@ func (e *Engine) reattach() {
 			}
 		}
 		if err := supervisor.ReadJSON(supervisor.MetaPath(sdir), &s.meta); err != nil {
-			// A supervisor that never started: nothing to follow.
-			os.RemoveAll(sdir)
+			if _, jerr := os.Stat(supervisor.JournalDir(sdir)); jerr != nil {
+				// A supervisor that never started: nothing to follow.
+				os.RemoveAll(sdir)
+				continue
+			}
+			// Output exists but meta.json is unreadable (a machine crash
+			// tore it): keep the journal and report the session lost.
+			s.agent = s.st.Agent
+			s.start = time.UnixMilli(s.st.CreatedAt)
+			e.sessions[id] = s
+			if ex, ok, _ := supervisor.ReadExit(sdir); ok {
+				s.finish(ex)
+			} else {
+				e.markLost(s)
+			}
 			continue
 		}
 		s.pid, s.socket = s.meta.PID, s.meta.Socket

@@ -153,7 +153,10 @@ func (e Exec) validate(prefix string) error {
 func (c *Config) validate() error {
 	errs := []error{c.Tools.Exec.validate("tools.exec"), oneOf("ledger.scope", c.Ledger.Scope, "all", "gated")}
 	for _, d := range c.Tools.Deny {
-		errs = append(errs, oneOf("tools.deny", d, "exec", "process", "apply_patch"))
+		if strings.TrimSpace(d) == "" {
+			errs = append(errs, errors.New("tools.deny: empty entry"))
+		}
+		errs = append(errs, oneOf("tools.deny", strings.TrimSpace(d), "exec", "process", "apply_patch"))
 	}
 	for id, a := range c.Agents {
 		if !ValidAgent(id) {
@@ -161,6 +164,9 @@ func (c *Config) validate() error {
 		}
 		if a.Tools != nil {
 			errs = append(errs, a.Tools.Exec.validate("agents."+id+".tools.exec"))
+			for _, d := range a.Tools.Deny {
+				errs = append(errs, oneOf("agents."+id+".tools.deny", strings.TrimSpace(d), "exec", "process", "apply_patch"))
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -173,7 +179,12 @@ func (c *Config) Denied(agent, tool string) bool {
 	if a, ok := c.Agents[agent]; ok && a.Tools != nil && a.Tools.Deny != nil {
 		deny = a.Tools.Deny
 	}
-	return slices.Contains(deny, tool)
+	for _, d := range deny {
+		if strings.EqualFold(strings.TrimSpace(d), tool) {
+			return true
+		}
+	}
+	return false
 }
 
 // InlineEvents reports mcp.inlineEvents (default true).
@@ -343,7 +354,7 @@ func (c *Config) Exec(agent string) ExecSettings {
 		s.PathPrepend = a.PathPrepend
 	}
 	for _, d := range deny {
-		if d == "process" {
+		if strings.EqualFold(strings.TrimSpace(d), "process") {
 			s.DenyProcess = true
 		}
 	}

@@ -129,8 +129,8 @@ type Exit struct {
 	OutputSha256      string  `json:"outputSha256,omitempty"`
 	DroppedBytes      int64   `json:"droppedBytes"`
 	// Final is false for the first record written right after the main
-	// process was reaped, true once descendants are gone and the journal is
-	// synced.
+	// process was reaped, true once descendants are gone and the output
+	// pumps have finished (the journal is fsynced right after).
 	Final bool `json:"final"`
 }
 
