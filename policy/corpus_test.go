@@ -143,6 +143,8 @@ var bypassCorpus = []string{
 	"echo / | xargs rm -rf",
 	"xargs -0 sh -c 'rm -rf /'",
 	"echo hi | xargs head",
+	"echo rm | xargs -Igit git -rf /",
+	"echo rm | xargs --replace=git git -rf /",
 	// command, builtin, exec, eval, source
 	"command rm -rf /",
 	"command -p git status",

@@ -591,29 +591,39 @@ func dispatchOptions(name string, args []word) (int, string) {
 		}
 		return i + 1, ""
 	case "xargs":
-		return xargsOptions(args)
+		n, repl, why := xargsOptions(args)
+		if why == "" && n < len(args) {
+			for _, r := range repl {
+				if strings.Contains(args[n].val, r) {
+					return 0, "the command contains the replace string " + strconv.Quote(r)
+				}
+			}
+		}
+		return n, why
 	}
 	return 0, "unknown wrapper"
 }
 
-// xargsOptions accepts GNU xargs options that do not change what runs.
-func xargsOptions(args []word) (int, string) {
-	boolShort := "0rtxp"
-	valueShort := "adEILnPs"
+// xargsOptions accepts GNU xargs options that do not change what runs
+// (long options exactly, not abbreviated). It also returns the replace
+// strings of -I and --replace: the command word must not contain them.
+func xargsOptions(args []word) (int, []string, string) {
+	const boolShort, valueShort = "0rtxp", "adEILnPs"
 	boolLong := map[string]bool{"--null": true, "--no-run-if-empty": true, "--verbose": true, "--exit": true, "--interactive": true}
 	valueLong := []string{"--arg-file=", "--delimiter=", "--eof=", "--replace=", "--max-lines=", "--max-args=", "--max-procs=", "--max-chars="}
+	var repl []string
 	i := 0
 	for i < len(args) {
 		if !args[i].lit {
-			return 0, "non-literal argument"
+			return 0, nil, "non-literal argument"
 		}
 		t := args[i].val
 		switch {
 		case t == "--":
-			return i + 1, ""
+			return i + 1, repl, ""
 		case strings.HasPrefix(t, "--"):
+			i++
 			if boolLong[t] {
-				i++
 				continue
 			}
 			ok := false
@@ -623,32 +633,40 @@ func xargsOptions(args []word) (int, string) {
 				}
 			}
 			if !ok {
-				return 0, "option " + t + " is not accepted"
+				return 0, nil, "option " + t + " is not accepted"
 			}
-			i++
+			if r, ok := strings.CutPrefix(t, "--replace="); ok {
+				repl = append(repl, r)
+			}
 		case len(t) > 1 && t[0] == '-':
 			i++
+		cluster:
 			for j := 1; j < len(t); j++ {
 				c := t[j : j+1]
-				if strings.Contains(boolShort, c) {
-					continue
-				}
-				if strings.Contains(valueShort, c) {
-					if j+1 == len(t) {
+				switch {
+				case strings.Contains(boolShort, c):
+				case strings.Contains(valueShort, c):
+					v := t[j+1:]
+					if v == "" {
 						if i >= len(args) || !args[i].lit {
-							return 0, "bad value for -" + c
+							return 0, nil, "bad value for -" + c
 						}
+						v = args[i].val
 						i++
 					}
-					break
+					if c == "I" {
+						repl = append(repl, v)
+					}
+					break cluster
+				default:
+					return 0, nil, "option -" + c + " is not accepted"
 				}
-				return 0, "option -" + c + " is not accepted"
 			}
 		default:
-			return i, ""
+			return i, repl, ""
 		}
 	}
-	return i, ""
+	return i, repl, ""
 }
 
 func isInt(s string) bool {
