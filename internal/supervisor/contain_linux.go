@@ -27,18 +27,20 @@ type containment struct {
 	v1, v1ctl string
 }
 
-// newCgroup creates the session cgroup conch-<id> under the supervisor's
+// newCgroup creates the session cgroup conch-<name> under the supervisor's
 // own cgroup: v2 if that hierarchy is writable, else v1 pids, else freezer.
-// It returns an empty containment (process group + subreaper only) when no
-// cgroup can be created; that is not an error.
-func newCgroup(id string) *containment {
+// name must be unique on the machine (session ids are only unique within
+// a home); an existing directory is never reused, since killing a cgroup
+// kills everything in it. It returns an empty containment (process group
+// + subreaper only) when no cgroup can be created; that is not an error.
+func newCgroup(name string) *containment {
 	c := &containment{}
 	mounts := cgroupMounts()
 	own := ownCgroups()
 	if mnt, ok := mounts["cgroup2"]; ok {
 		if rel, ok := own[""]; ok {
-			dir := filepath.Join(mnt, rel, "conch-"+id)
-			if err := os.Mkdir(dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
+			dir := filepath.Join(mnt, rel, "conch-"+name)
+			if err := os.Mkdir(dir, 0o755); err == nil {
 				if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err == nil {
 					c.v2 = dir
 					return c
@@ -53,8 +55,8 @@ func newCgroup(id string) *containment {
 			continue
 		}
 		rel := own[ctl]
-		dir := filepath.Join(mnt, rel, "conch-"+id)
-		if err := os.Mkdir(dir, 0o755); err == nil || errors.Is(err, os.ErrExist) {
+		dir := filepath.Join(mnt, rel, "conch-"+name)
+		if err := os.Mkdir(dir, 0o755); err == nil {
 			c.v1, c.v1ctl = dir, ctl
 			return c
 		}

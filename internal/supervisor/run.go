@@ -153,7 +153,9 @@ func (s *sup) launch() error {
 
 	s.cont = &containment{}
 	if !spec.NoCgroup {
-		s.cont = newCgroup(spec.ID)
+		// Session ids are unique per home only: qualify the cgroup name
+		// with the supervisor's pid, which is unique while it lives.
+		s.cont = newCgroup(fmt.Sprintf("%s-%d", spec.ID, os.Getpid()))
 	}
 
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
