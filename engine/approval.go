@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -65,7 +67,9 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	if reason == "" {
 		reason = "allowlist miss"
 	}
+	script := scriptOperand(g.decision, pl.cwd)
 	req, err := e.store.Create(approvals.Request{
+		Script: script,
 		Agent: agent, SessionID: id, RequestID: g.requestID, Host: pl.host, Command: pl.command, Argv: pl.argv,
 		Cwd: pl.cwd, CwdIdentity: dirIdentity(pl.cwd), EnvKeys: nonNil(pl.envKeys), EnvHash: pl.envHash,
 		Segments: segs, Reason: reason, Security: string(g.eff.Security), Ask: string(g.eff.Ask),
@@ -305,11 +309,56 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	}
 }
 
-// planUnchanged re-resolves what was approved: every executable's content
-// and the working directory's identity.
+// scriptInterpreters run a script file given as their first operand; the
+// file is bound to an approval like the executables (hosts.md §5.4).
+var scriptInterpreters = regexp.MustCompile(`^(node|perl|php|python[0-9.]*|ruby|bun|deno|sh|bash|zsh)$`)
+
+// scriptOperand returns the script file of a single-segment command run by
+// an interpreter, with its digest, or nil.
+func scriptOperand(d policy.Decision, cwd string) *approvals.FileDigest {
+	var segs []policy.Segment
+	walkSegments(d.Analysis.Parts, func(s policy.Segment) { segs = append(segs, s) })
+	for _, s := range segs {
+		if s.Exe == "" || !scriptInterpreters.MatchString(filepath.Base(s.Exe)) {
+			continue
+		}
+		start := 1
+		for i, a := range s.Argv {
+			if filepath.Base(a) == filepath.Base(s.Exe) {
+				start = i + 1
+				break
+			}
+		}
+		for _, a := range s.Argv[min(start, len(s.Argv)):] {
+			if strings.HasPrefix(a, "-") {
+				if a == "-c" || a == "-e" || a == "-m" {
+					break
+				}
+				continue
+			}
+			p := a
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(cwd, p)
+			}
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				if sum := fileSHA256(real); sum != "" {
+					return &approvals.FileDigest{Path: real, SHA256: sum}
+				}
+			}
+			break
+		}
+	}
+	return nil
+}
+
+// planUnchanged re-resolves what was approved: every executable's content,
+// the script operand's content and the working directory's identity.
 func planUnchanged(req *approvals.Request) bool {
+	if req.Script != nil && hashFile(req.Script.Path) != req.Script.SHA256 {
+		return false
+	}
 	for _, seg := range req.Segments {
-		if seg.RealPath != "" && seg.SHA256 != "" && fileSHA256(seg.RealPath) != seg.SHA256 {
+		if seg.RealPath != "" && seg.SHA256 != "" && hashFile(seg.RealPath) != seg.SHA256 {
 			return false
 		}
 	}

@@ -225,7 +225,8 @@ func newUUID() string {
 }
 
 // fileSHA256 hashes a file's content; "" when it cannot be read. Results
-// are cached by path, size and modification time.
+// are cached by path, size and modification time (for the ledger and
+// requests; re-checks before an approved spawn use hashFile).
 func fileSHA256(path string) string {
 	fi, err := os.Stat(path)
 	if err != nil || !fi.Mode().IsRegular() {
@@ -238,6 +239,21 @@ func fileSHA256(path string) string {
 		return v
 	}
 	shaCache.Unlock()
+	sum := hashFile(path)
+	if sum == "" {
+		return ""
+	}
+	shaCache.Lock()
+	if len(shaCache.m) > 4096 {
+		shaCache.m = map[string]string{}
+	}
+	shaCache.m[key] = sum
+	shaCache.Unlock()
+	return sum
+}
+
+// hashFile hashes a file's content without the cache; "" on error.
+func hashFile(path string) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
@@ -247,14 +263,7 @@ func fileSHA256(path string) string {
 	if _, err := io.Copy(h, f); err != nil {
 		return ""
 	}
-	sum := hex.EncodeToString(h.Sum(nil))
-	shaCache.Lock()
-	if len(shaCache.m) > 4096 {
-		shaCache.m = map[string]string{}
-	}
-	shaCache.m[key] = sum
-	shaCache.Unlock()
-	return sum
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 var shaCache = struct {

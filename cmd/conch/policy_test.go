@@ -285,3 +285,24 @@ func TestGateTimeoutFallback(t *testing.T) {
 		t.Fatalf("ledger for the session:\n%s", out)
 	}
 }
+
+func TestApprovedPlanChanged(t *testing.T) {
+	home := gatedHome(t, `,"security":"allowlist","ask":"on-miss"`, "")
+	c := startConch(t, home)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "job.sh")
+	os.WriteFile(script, []byte("echo original\n"), 0o600)
+	r := c.exec(map[string]any{"command": "sh job.sh", "workdir": dir})
+	if r.str("status") != "approval-pending" {
+		t.Fatalf("want approval-pending: %q", r.Text)
+	}
+	// The script is swapped after the request and before the decision.
+	os.WriteFile(script, []byte("echo swapped\n"), 0o600)
+	if out, code := cli(t, "approvals", "approve", r.str("approvalSlug"), "--home", home); code != 0 {
+		t.Fatalf("approve: %s", out)
+	}
+	p := c.waitEnd(r.str("sessionId"), 10*time.Second)
+	if p.Text != "(no new output)\n\nNot run: exec denied (approval plan changed before execution)." {
+		t.Fatalf("changed plan ran: %q", p.Text)
+	}
+}
