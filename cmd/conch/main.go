@@ -51,6 +51,8 @@ Usage:
   conch approvals pending                                  list approval requests waiting for a decision
   conch approvals approve ID [--always] | deny ID          decide one (ID = id or slug)
   conch approvals decide ID DECISION                       allow-once | allow-always | deny (and aliases)
+  conch approvals get | set FILE|- --base-hash H | import [PATH] [--replace]
+                                                           read, replace (optimistic) or import the approvals file
   conch policy explain [--agent A] [--cwd DIR] -- CMD      show how the policy judges a command
   conch ledger verify | tail [-n N] [--session ID]         check or read the audit ledger
   conch agents defaults NAME [k=v…] [--clear]              per-agent exec defaults (host, security, ask, node)

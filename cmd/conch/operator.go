@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -39,6 +40,9 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 	home := homeFlag(fs)
 	always := fs.Bool("always", false, "approve: allow always (persist the executables in the allowlist)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	baseHash := fs.String("base-hash", "", "set: the hash of the file being replaced (from get)")
+	force := fs.Bool("force", false, "set: replace whatever the current file is")
+	replace := fs.Bool("replace", false, "import: overwrite instead of merging")
 	sub := args[0]
 	// Flags may follow the positional arguments.
 	var pos []string
@@ -52,6 +56,10 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 			pos = append(pos, rest[0])
 			rest = rest[1:]
 		}
+	}
+	switch sub {
+	case "get", "set", "import":
+		return approvalsFile(sub, *home, pos, *baseHash, *force, *replace, stdout, stderr)
 	}
 	store, err := approvals.OpenStore(*home)
 	if err != nil {
@@ -355,4 +363,90 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// approvalsFile implements `conch approvals get | set FILE|- | import
+// [PATH]` (interfaces.md §4, policy.md §2).
+func approvalsFile(sub, home string, pos []string, baseHash string, force, replace bool, stdout, stderr io.Writer) int {
+	switch sub {
+	case "get":
+		f, err := approvals.Load(home)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch approvals get: %v\n", err)
+			return exitFailed
+		}
+		json.NewEncoder(stdout).Encode(map[string]any{"path": approvals.Path(home), "exists": f.Exists(), "hash": f.Hash(), "file": f})
+		return exitOK
+	case "set":
+		if len(pos) != 1 {
+			fmt.Fprintln(stderr, "usage: conch approvals set FILE|- (--base-hash H | --force)")
+			return exitUsage
+		}
+		var b []byte
+		var err error
+		if pos[0] == "-" {
+			b, err = io.ReadAll(os.Stdin)
+		} else {
+			b, err = os.ReadFile(pos[0])
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "conch approvals set: %v\n", err)
+			return exitFailed
+		}
+		nf, err := approvals.Parse(b)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch approvals set: %v\n", err)
+			return exitUsage
+		}
+		if force {
+			cur, err := approvals.Load(home)
+			if err == nil {
+				baseHash = cur.Hash()
+			}
+		}
+		if err := approvals.Save(home, nf, baseHash); err != nil {
+			fmt.Fprintf(stderr, "conch approvals set: %v\n", err)
+			if errors.Is(err, approvals.ErrConflict) {
+				return exitConflict
+			}
+			return exitFailed
+		}
+		fmt.Fprintf(stdout, "{\"hash\":%q}\n", nf.Hash())
+		return exitOK
+	case "import":
+		src := filepath.Join(os.Getenv("HOME"), ".openclaw", "exec-approvals.json")
+		if len(pos) > 0 {
+			src = pos[0]
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch approvals import: %v\n", err)
+			return exitNotFound
+		}
+		in, err := approvals.Parse(b)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch approvals import: %v\n", err)
+			return exitUsage
+		}
+		added := 0
+		_, err = approvals.Update(home, func(f *approvals.File) error {
+			if replace {
+				*f = *in
+				return nil
+			}
+			added = f.Import(in)
+			return nil
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "conch approvals import: %v\n", err)
+			return exitFailed
+		}
+		if replace {
+			fmt.Fprintf(stdout, "Imported %s (replaced).\n", src)
+		} else {
+			fmt.Fprintf(stdout, "Imported %s: %d allowlist entries added.\n", src, added)
+		}
+		return exitOK
+	}
+	return exitUsage
 }

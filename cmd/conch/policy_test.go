@@ -306,3 +306,33 @@ func TestApprovedPlanChanged(t *testing.T) {
 		t.Fatalf("changed plan ran: %q", p.Text)
 	}
 }
+
+func TestApprovalsFileCLI(t *testing.T) {
+	home := newHome(t, "")
+	out, code := cli(t, "approvals", "get", "--home", home)
+	var got struct {
+		Exists bool   `json:"exists"`
+		Hash   string `json:"hash"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || got.Exists {
+		t.Fatalf("get: %d %s", code, out)
+	}
+	f := filepath.Join(t.TempDir(), "a.json")
+	os.WriteFile(f, []byte(`{"version":1,"socket":{"path":"/x"},"agents":{"main":{"allowlist":[{"pattern":"/usr/bin/git"}]}}}`), 0o600)
+	if out, code := cli(t, "approvals", "set", f, "--base-hash", "deadbeef", "--home", home); code != 5 || !strings.Contains(out, "exec approvals changed; reload and retry") {
+		t.Fatalf("stale base hash: %d %s", code, out)
+	}
+	if out, code := cli(t, "approvals", "set", f, "--base-hash", got.Hash, "--home", home); code != 0 {
+		t.Fatalf("set: %d %s", code, out)
+	}
+	fi, _ := os.Stat(filepath.Join(home, "exec-approvals.json"))
+	b, _ := os.ReadFile(filepath.Join(home, "exec-approvals.json"))
+	if fi.Mode().Perm() != 0o600 || !strings.Contains(string(b), `"socket"`) || !strings.Contains(string(b), "/usr/bin/git") {
+		t.Fatalf("file after set (%v):\n%s", fi.Mode(), b)
+	}
+	src := filepath.Join(t.TempDir(), "openclaw.json")
+	os.WriteFile(src, []byte(`{"version":1,"agents":{"main":{"allowlist":[{"pattern":"/usr/bin/rg"},{"pattern":"/usr/bin/GIT"}]}}}`), 0o600)
+	if out, code := cli(t, "approvals", "import", src, "--home", home); code != 0 || !strings.Contains(out, "1 allowlist entries added") {
+		t.Fatalf("import: %d %s", code, out)
+	}
+}
