@@ -71,10 +71,7 @@ func globMatch(pat, s string) bool {
 	if !strings.HasSuffix(s, pat[j+1:]) || len(s) < i+len(pat)-j-1 {
 		return false
 	}
-	if isASCII(pat) && isASCII(s) {
-		return globBytes(pat, s)
-	}
-	return globRunes([]rune(pat), []rune(s))
+	return globMatchUnits(pat, s)
 }
 
 func isASCII(s string) bool {
@@ -86,17 +83,13 @@ func isASCII(s string) bool {
 	return true
 }
 
-// globBytes is globRunes for ASCII text, without allocations for short
-// paths.
-func globBytes(pr, sr string) bool {
+// globSlice matches pattern units against text units (bytes for ASCII
+// text, runes otherwise) with the rules of MatchGlob, using a one-row
+// dynamic program: cur[j] says the pattern so far matches text[:j]. cur
+// and next are scratch rows of len(sr)+1.
+func globSlice[T byte | rune](pr, sr []T, cur, next []bool) bool {
 	n := len(sr)
-	var bufA, bufB [256]bool
-	var cur, next []bool
-	if n+1 <= len(bufA) {
-		cur, next = bufA[:n+1], bufB[:n+1]
-	} else {
-		cur, next = make([]bool, n+1), make([]bool, n+1)
-	}
+	clear(cur)
 	cur[0] = true
 	for i := 0; i < len(pr); {
 		clear(next)
@@ -135,44 +128,17 @@ func globBytes(pr, sr string) bool {
 	return cur[n]
 }
 
-func globRunes(pr, sr []rune) bool {
-	n := len(sr)
-	cur := make([]bool, n+1)
-	next := make([]bool, n+1)
-	cur[0] = true
-	for i := 0; i < len(pr); {
-		clear(next)
-		switch {
-		case pr[i] == '*' && i+1 < len(pr) && pr[i+1] == '*':
-			acc := false
-			for j := 0; j <= n; j++ {
-				acc = acc || cur[j]
-				next[j] = acc
-			}
-			i += 2
-		case pr[i] == '*':
-			acc := false
-			for j := 0; j <= n; j++ {
-				if j > 0 && sr[j-1] == '/' {
-					acc = false
-				}
-				acc = acc || cur[j]
-				next[j] = acc
-			}
-			i++
-		case pr[i] == '?':
-			for j := 0; j < n; j++ {
-				next[j+1] = cur[j]
-			}
-			i++
-		default:
-			c := pr[i]
-			for j := 0; j < n; j++ {
-				next[j+1] = cur[j] && sr[j] == c
-			}
-			i++
+// globMatchUnits runs globSlice on bytes when both strings are ASCII (no
+// allocation for short paths), else on runes.
+func globMatchUnits(pat, s string) bool {
+	if isASCII(pat) && isASCII(s) {
+		n := len(s) + 1
+		var bufA, bufB [256]bool
+		if n <= len(bufA) {
+			return globSlice([]byte(pat), []byte(s), bufA[:n], bufB[:n])
 		}
-		cur, next = next, cur
+		return globSlice([]byte(pat), []byte(s), make([]bool, n), make([]bool, n))
 	}
-	return cur[n]
+	pr, sr := []rune(pat), []rune(s)
+	return globSlice(pr, sr, make([]bool, len(sr)+1), make([]bool, len(sr)+1))
 }
