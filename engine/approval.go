@@ -97,6 +97,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	e.mu.Lock()
 	e.sessions[id] = s
 	e.mu.Unlock()
+	e.emit("approval.requested", "", req)
 	e.wg.Add(1)
 	go e.awaitDecision(s)
 
@@ -132,6 +133,10 @@ func (e *Engine) awaitDecision(s *session) {
 			e.deny(s, "approval-request-failed", "")
 			return
 		}
+		if cur.State != approvals.Pending {
+			e.emit("approval.resolved", s.agent, map[string]any{"id": cur.ID, "slug": cur.Slug, "decision": cur.Decision,
+				"decidedBy": cur.DecidedBy, "decidedAt": cur.DecidedAtMs, "sessionId": cur.SessionID})
+		}
 		switch cur.State {
 		case approvals.Allowed:
 			e.approved(s, cur, string(cur.Decision), cur.DecidedBy, "")
@@ -154,6 +159,7 @@ func (e *Engine) awaitDecision(s *session) {
 			expired, _ := e.store.Expire(time.Now())
 			for _, x := range expired {
 				if x.ID == cur.ID {
+					e.emit("approval.expired", s.agent, map[string]any{"id": x.ID, "askFallback": x.AskFallback})
 					e.timedOut(s, x)
 					return
 				}

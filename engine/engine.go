@@ -56,6 +56,24 @@ type Options struct {
 	// Notify, if set, is called (without locks held) for every exec event
 	// queued for an agent, so adapters can push it at once.
 	Notify func(agent string, n Notice)
+	// Events, if set, receives every engine event of interfaces.md §3.4
+	// (session.*, exec.notice, approval.*), without locks held. It must not
+	// block for long.
+	Events func(Event)
+}
+
+// Event is an engine event for SSE subscribers. Agent is the owner of the
+// session or approval ("" for operator-only events).
+type Event struct {
+	Type  string `json:"type"`
+	Agent string `json:"agent,omitempty"`
+	Data  any    `json:"data"`
+}
+
+func (e *Engine) emit(typ, agent string, data any) {
+	if e.opt.Events != nil {
+		e.opt.Events(Event{Type: typ, Agent: agent, Data: data})
+	}
 }
 
 // Notice is an exec event for an agent (exec.md §12).
@@ -319,6 +337,7 @@ func (e *Engine) forget(s *session) {
 func (e *Engine) track(s *session, events <-chan supervisor.Event, closeEvents func()) {
 	defer e.wg.Done()
 	defer func() { closeEvents() }()
+	var lastOutput time.Time
 	for {
 	recv:
 		for {
@@ -328,6 +347,10 @@ func (e *Engine) track(s *session, events <-chan supervisor.Event, closeEvents f
 					break recv
 				}
 				s.setCursor(ev.Cursor)
+				if now := time.Now(); ev.Exit == nil && now.Sub(lastOutput) >= time.Second {
+					lastOutput = now
+					e.emit("session.output", s.agent, map[string]any{"sessionId": s.id, "cursor": ev.Cursor, "stream": "both"})
+				}
 				if ev.Exit != nil && ev.Exit.Final {
 					e.ended(s, *ev.Exit)
 					return
@@ -435,6 +458,8 @@ func (e *Engine) ended(s *session, ex supervisor.Exit) {
 		e.ledgerEnd(s, ex, st.ApprovalID != "")
 		e.finishedNotice(s, ex)
 	}
+	e.emit("session.ended", s.agent, map[string]any{"sessionId": s.id, "state": ex.State, "exitCode": ex.ExitCode,
+		"signal": ex.Signal, "killedBy": ex.KilledBy, "endedAt": ex.EndedAt})
 	if st.Hidden {
 		// remove: deleted as soon as it ends.
 		e.forget(s)

@@ -395,6 +395,8 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 	e.mu.Lock()
 	e.sessions[id] = s
 	e.mu.Unlock()
+	e.emit("session.started", s.agent, map[string]any{"sessionId": id, "agent": s.agent, "name": spec.Name,
+		"host": pl.host, "pty": pl.pty, "startedAt": s.start.UnixMilli()})
 	e.wg.Add(1)
 	go e.track(s, h.Events, h.Close)
 	return nil
@@ -504,6 +506,8 @@ func withWarnings(warnings []string, text string) string {
 // result (exec.md §8.3).
 func (e *Engine) background(s *session, pl *plan) apitype.Result {
 	s.update(func(st *state) { st.Backgrounded = true })
+	e.emit("session.backgrounded", s.agent, map[string]any{"sessionId": s.id, "agent": s.agent, "name": deriveName(pl.command),
+		"host": pl.host, "pty": pl.pty, "startedAt": s.start.UnixMilli()})
 	if !s.running() {
 		// It ended between the timer and the mark: the notice is ours
 		// to queue.

@@ -69,6 +69,7 @@ func (e *Engine) queueNotice(s *session, n Notice) {
 	if e.opt.Notify != nil {
 		e.opt.Notify(s.agent, n)
 	}
+	e.emit("exec.notice", s.agent, n)
 }
 
 // withNotices prefixes a result's text with the agent's undelivered

@@ -89,6 +89,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
+	if code, ok := runClientCommand(args[0], args[1:], stdin, stdout, stderr); ok {
+		return code
+	}
 	fmt.Fprintf(stderr, "conch: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage
 }
