@@ -56,6 +56,9 @@ type Options struct {
 	// Notify, if set, is called (without locks held) for every exec event
 	// queued for an agent, so adapters can push it at once.
 	Notify func(agent string, n Notice)
+	// Workspace, if set, returns an agent's workspace (agents.json) when
+	// the configuration names none.
+	Workspace func(agent string) string
 	// Events, if set, receives every engine event of interfaces.md §3.4
 	// (session.*, exec.notice, approval.*), without locks held. It must not
 	// block for long.
@@ -636,4 +639,66 @@ func (e *Engine) Call(ctx context.Context, agent, tool string, args json.RawMess
 func shortHash(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:4])
+}
+
+// Changed returns a channel closed at the next change (new output, end) of
+// agent's session id, or nil when there is no such session.
+func (e *Engine) Changed(agent, id string) <-chan struct{} {
+	s := e.lookup(agent, id)
+	if s == nil {
+		return nil
+	}
+	return s.changed()
+}
+
+// Stats are gauges for /metrics.
+type Stats struct {
+	// Running counts running sessions by agent and host.
+	Running map[[2]string]int
+	// Pending counts sessions waiting for an approval.
+	Pending int
+}
+
+// Stats returns the engine's current gauges.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	ss := make([]*session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		ss = append(ss, s)
+	}
+	e.mu.Unlock()
+	st := Stats{Running: map[[2]string]int{}}
+	for _, s := range ss {
+		if s.pending() {
+			st.Pending++
+			continue
+		}
+		if s.running() {
+			sn, _, _ := s.snapshot()
+			st.Running[[2]string{s.agent, sn.Host}]++
+		}
+	}
+	return st
+}
+
+// StopSessions kills every running session with killedBy "shutdown" and
+// waits for them to end (conch serve --stop-sessions).
+func (e *Engine) StopSessions() {
+	e.mu.Lock()
+	var running []*session
+	for _, s := range e.sessions {
+		if s.running() && !s.pending() {
+			running = append(running, s)
+		}
+	}
+	e.mu.Unlock()
+	for _, s := range running {
+		e.killSession(s, "shutdown")
+	}
+	for _, s := range running {
+		select {
+		case <-s.ended:
+		case <-time.After(e.cfg.Exec(s.agent).KillGrace + 3*time.Second):
+		}
+	}
 }

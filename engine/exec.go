@@ -176,6 +176,9 @@ func (e *Engine) plan(agent string, p apitype.ExecParams) (*plan, *apitype.Error
 
 	// Workdir (exec.md §4.3).
 	def := set.Workspace
+	if def == "" && e.opt.Workspace != nil {
+		def = e.opt.Workspace(agent)
+	}
 	if def == "" {
 		def = e.cwd
 	}

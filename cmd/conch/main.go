@@ -47,6 +47,7 @@ func main() {
 const usage = `conch: a shell-execution gateway for AI agents
 
 Usage:
+  conch serve [--listen ADDR] [--home DIR]                 run the gateway: MCP at /mcp, HTTP API at /v1, events
   conch mcp [--home DIR] [--agent NAME] [--workdir DIR]   serve the exec and process tools over MCP stdio
   conch approvals pending                                  list approval requests waiting for a decision
   conch approvals approve ID [--always] | deny ID          decide one (ID = id or slug)
@@ -70,6 +71,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "mcp":
 		return runMCP(args[1:], stdin, stdout, stderr)
+	case "serve":
+		return runServe(args[1:], stdout, stderr)
 	case "supervise":
 		return supervisor.Main(args[1:])
 	case "approvals":

@@ -421,6 +421,18 @@ func secs(v float64) time.Duration {
 	return time.Duration(int64(v*1000)) * time.Millisecond
 }
 
+// ServerList returns a string list of the server section
+// (allowedHosts, allowedOrigins).
+func (c *Config) ServerList(key string) []string {
+	var m map[string]json.RawMessage
+	if len(c.Server) == 0 || json.Unmarshal(c.Server, &m) != nil {
+		return nil
+	}
+	var out []string
+	json.Unmarshal(m[key], &out)
+	return out
+}
+
 // Survive reports whether sessions outlive the engine (sessions.survive).
 func (c *Config) Survive() bool {
 	return c.Sessions.Survive == nil || *c.Sessions.Survive

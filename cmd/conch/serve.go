@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/auth"
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/httpapi"
+)
+
+// runServe is `conch serve`: the gateway (interfaces.md §4).
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := homeFlag(fs)
+	listen := fs.String("listen", envOr("CONCH_LISTEN", "127.0.0.1:7878"), "listen address")
+	tlsCert := fs.String("tls-cert", "", "TLS certificate file")
+	tlsKey := fs.String("tls-key", "", "TLS key file")
+	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback listen address without TLS")
+	stopSessions := fs.Bool("stop-sessions", false, "kill running sessions on shutdown (default: they keep running)")
+	logLevel := fs.String("log-level", envOr("CONCH_LOG", "info"), "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json")
+	fs.Bool("no-ui", false, "do not serve the control UI (there is none in this build)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "conch serve: bad --log-level %q\n", *logLevel)
+		return exitUsage
+	}
+	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})
+	if *logFormat == "json" {
+		h = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: lvl})
+	}
+	log := slog.New(h)
+
+	host, _, err := net.SplitHostPort(*listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "conch serve: bad --listen %q: %v\n", *listen, err)
+		return exitUsage
+	}
+	useTLS := *tlsCert != "" || *tlsKey != ""
+	if !isLoopback(host) && !useTLS && !*insecure {
+		fmt.Fprintf(stderr, "conch serve: refusing to listen on %s without TLS (use --tls-cert/--tls-key, or --insecure-listen)\n", *listen)
+		return exitUsage
+	}
+
+	agents := auth.Open(*home)
+	var srv *httpapi.Server
+	eng, err := engine.New(engine.Options{
+		Home: *home, Mode: "serve", Logger: log,
+		Events: func(ev engine.Event) {
+			if srv != nil {
+				srv.Publish(ev)
+			}
+		},
+		Notify: func(agent string, n engine.Notice) {
+			if srv != nil {
+				srv.Notify(agent, n)
+			}
+		},
+		Workspace: func(agent string) string {
+			a, err := agents.Get(agent)
+			if err != nil {
+				return ""
+			}
+			return a.Workspace
+		},
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "conch serve: %v\n", err)
+		if errors.Is(err, engine.ErrHomeLocked) || errors.Is(err, engine.ErrHomeNotWritable) {
+			return exitUnavailable
+		}
+		return exitFailed
+	}
+	closeEngine := func() {
+		if *stopSessions {
+			eng.StopSessions()
+		}
+		eng.Close()
+	}
+	opTok, err := auth.OperatorToken(eng.Home())
+	if err != nil {
+		fmt.Fprintf(stderr, "conch serve: operator token: %v\n", err)
+		closeEngine()
+		return exitUnavailable
+	}
+	srv = httpapi.New(httpapi.Options{
+		Engine: eng, Home: eng.Home(), Agents: agents, OperatorToken: opTok, Listen: *listen,
+		AllowedHosts: serverList(eng.Config(), "allowedHosts"), AllowedOrigins: serverList(eng.Config(), "allowedOrigins"),
+		Version: version(), Logger: log,
+	})
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "conch serve: %v\n", err)
+		closeEngine()
+		return exitUnavailable
+	}
+	scheme := "http"
+	if useTLS {
+		scheme = "https"
+	}
+	base := fmt.Sprintf("%s://%s", scheme, ln.Addr().String())
+	if !agents.Exists() {
+		tok, err := agents.Add("main", "")
+		if err != nil {
+			fmt.Fprintf(stderr, "conch serve: create agent main: %v\n", err)
+			closeEngine()
+			return exitFailed
+		}
+		fmt.Fprintf(stdout, "Created agent main. Its token (shown once):\n\n  %s\n\nConnect an MCP client to %s/mcp with the header\n  Authorization: Bearer %s\n\n", tok, base, tok)
+	}
+	sockPath := filepath.Join(eng.Home(), "run", "engine.sock")
+	os.Remove(sockPath)
+	old := syscall.Umask(0o077)
+	sock, err := net.Listen("unix", sockPath)
+	syscall.Umask(old)
+	if err != nil {
+		log.Warn("engine socket unavailable", "err", err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(h, slog.LevelDebug)}
+	ss := &http.Server{Handler: srv.SocketHandler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	go func() {
+		if useTLS {
+			cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+			if err != nil {
+				errc <- err
+				return
+			}
+			hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+			errc <- hs.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- hs.Serve(ln)
+	}()
+	if sock != nil {
+		go func() { errc <- ss.Serve(sock) }()
+	}
+	fmt.Fprintf(stdout, "conch serve: listening on %s (MCP %s/mcp, API %s/v1, engine socket %s)\n", base, base, base, sockPath)
+	log.Info("serving", "listen", *listen, "home", eng.Home())
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	code := exitOK
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down; sessions keep running under their supervisors")
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(stderr, "conch serve: %v\n", err)
+			code = exitFailed
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hs.Shutdown(sctx)
+	ss.Shutdown(sctx)
+	os.Remove(sockPath)
+	closeEngine()
+	return code
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// serverList reads server.allowedHosts / allowedOrigins from the raw
+// server section of the configuration.
+func serverList(cfg *config.Config, key string) []string {
+	return cfg.ServerList(key)
+}

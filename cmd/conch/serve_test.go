@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// gateway is a running `conch serve`.
+type gateway struct {
+	t        *testing.T
+	home     string
+	cmd      *exec.Cmd
+	base     string
+	token    string // agent main
+	operator string
+}
+
+var listenRE = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
+
+func startGateway(t *testing.T, home string) *gateway {
+	t.Helper()
+	g := &gateway{t: t, home: home}
+	cmd := exec.Command(conchBin, "serve", "--home", home, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	g.cmd = cmd
+	t.Cleanup(func() { g.stop() })
+	sc := bufio.NewScanner(out)
+	deadline := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
+	defer deadline.Stop()
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(strings.TrimSpace(line), "cat_") && g.token == "" {
+			g.token = strings.TrimSpace(line)
+		}
+		if m := listenRE.FindStringSubmatch(line); m != nil {
+			g.base = m[1]
+			break
+		}
+	}
+	go io.Copy(io.Discard, out)
+	if g.base == "" {
+		t.Fatal("conch serve did not start")
+	}
+	b, err := os.ReadFile(filepath.Join(home, "operator.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.operator = strings.TrimSpace(string(b))
+	return g
+}
+
+func (g *gateway) stop() {
+	if g.cmd != nil && g.cmd.ProcessState == nil {
+		g.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { g.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			g.cmd.Process.Kill()
+			<-done
+		}
+	}
+}
+
+// do sends a request and decodes a JSON answer.
+func (g *gateway) do(method, path, token string, body any, hdr map[string]string) (int, map[string]any) {
+	g.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, g.base+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// mcpClient connects the official Go SDK client over streamable HTTP.
+func (g *gateway) mcpClient(token string) *conch {
+	g.t.Helper()
+	c := &conch{t: g.t, home: g.home}
+	client := mcp.NewClient(&mcp.Implementation{Name: "conch-e2e-http", Version: "1"}, &mcp.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			c.mu.Lock()
+			c.logs = append(c.logs, req.Params)
+			c.mu.Unlock()
+		},
+	})
+	tr := &mcp.StreamableClientTransport{Endpoint: g.base + "/mcp", HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, tr, nil)
+	if err != nil {
+		g.t.Fatalf("mcp connect: %v", err)
+	}
+	c.cs = cs
+	g.t.Cleanup(c.close)
+	return c
+}
+
+func TestServeMCPOverHTTP(t *testing.T) {
+	g := startGateway(t, newHome(t, ""))
+	c := g.mcpClient(g.token)
+	res, err := c.cs.ListTools(t.Context(), nil)
+	if err != nil || len(res.Tools) != 2 {
+		t.Fatalf("tools: %v %v", res, err)
+	}
+	if r := c.exec(map[string]any{"command": "echo over-http"}); r.Text != "over-http" {
+		t.Fatalf("exec: %q", r.Text)
+	}
+	r := c.exec(map[string]any{"command": "echo start; sleep 913.1", "background": true})
+	id := r.str("sessionId")
+	eventually(t, 5*time.Second, func() string {
+		if l := c.process(map[string]any{"action": "log", "sessionId": id}); l.Text != "start" {
+			return "log: " + l.Text
+		}
+		return ""
+	})
+	if k := c.process(map[string]any{"action": "kill", "sessionId": id}); k.Text != "Killed session "+id+"." {
+		t.Fatalf("kill: %q", k.Text)
+	}
+	// The HTTP API sees the same session.
+	code, m := g.do("GET", "/v1/sessions/"+id, g.token, nil, nil)
+	if code != 200 || m["state"] != "killed" {
+		t.Fatalf("GET session: %d %v", code, m)
+	}
+}
+
+func TestServeAuthAndBrowserChecks(t *testing.T) {
+	g := startGateway(t, newHome(t, ""))
+	cases := []struct {
+		name, method, path, token string
+		hdr                       map[string]string
+		body                      any
+		want                      int
+	}{
+		{"health needs no token", "GET", "/v1/health", "", nil, nil, 200},
+		{"no token", "GET", "/v1/sessions", "", nil, nil, 401},
+		{"bad token", "GET", "/v1/sessions", "cat_nope", nil, nil, 401},
+		{"agent token", "GET", "/v1/sessions", g.token, nil, nil, 200},
+		{"agent on operator route", "GET", "/v1/approvals", g.token, nil, nil, 403},
+		{"operator route", "GET", "/v1/approvals", g.operator, nil, nil, 200},
+		{"metrics need operator", "GET", "/metrics", g.token, nil, nil, 403},
+		{"rebinding Host", "GET", "/v1/sessions", g.token, map[string]string{"Host": "evil.example:80"}, nil, 403},
+		{"cross-site Origin", "POST", "/v1/exec", g.token, map[string]string{"Origin": "https://evil.example"}, map[string]any{"command": "true"}, 403},
+		{"operator token on /mcp", "POST", "/mcp", g.operator, nil, map[string]any{}, 403},
+		{"unknown field", "POST", "/v1/exec", g.token, nil, map[string]any{"command": "true", "cwd": "/"}, 400},
+		{"not found", "POST", "/v1/sessions/nope/kill", g.token, nil, map[string]any{}, 404},
+		{"nodes are not in this build", "GET", "/v1/nodes", g.operator, nil, nil, 503},
+	}
+	for _, c := range cases {
+		if code, m := g.do(c.method, c.path, c.token, c.body, c.hdr); code != c.want {
+			t.Errorf("%s: %d %v, want %d", c.name, code, m, c.want)
+		}
+	}
+	big := map[string]any{"command": strings.Repeat("x", 5<<20)}
+	if code, _ := g.do("POST", "/v1/exec", g.token, big, nil); code != 413 {
+		t.Errorf("5 MiB body: %d, want 413", code)
+	}
+	out, err := exec.Command(conchBin, "serve", "--home", newHome(t, ""), "--listen", "0.0.0.0:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "without TLS") {
+		t.Errorf("non-loopback listen without TLS: %v %s", err, out)
+	}
+}
+
+func TestServeAgentsAreScoped(t *testing.T) {
+	g := startGateway(t, newHome(t, ""))
+	code, m := g.do("POST", "/v1/agents", g.operator, map[string]any{"name": "bob"}, nil)
+	bob, _ := m["token"].(string)
+	if code != 200 || !strings.HasPrefix(bob, "cat_") || len(bob) != 47 {
+		t.Fatalf("add agent: %d %v", code, m)
+	}
+	_, m = g.do("POST", "/v1/exec", g.token, map[string]any{"command": "sleep 914.1", "background": true}, nil)
+	id := m["details"].(map[string]any)["sessionId"].(string)
+	if code, m := g.do("POST", "/v1/sessions/"+id+"/kill", bob, map[string]any{}, nil); code != 404 || !strings.Contains(m["text"].(string), "No session found for "+id) {
+		t.Fatalf("bob killed main's session: %d %v", code, m)
+	}
+	if code, _ := g.do("POST", "/v1/sessions/"+id+"/kill", g.operator, map[string]any{}, map[string]string{"X-Conch-Agent": "main"}); code != 200 {
+		t.Fatalf("operator kill for main: %d", code)
+	}
+	g.do("DELETE", "/v1/agents/bob", g.operator, nil, nil)
+	if code, _ := g.do("GET", "/v1/sessions", bob, nil, nil); code != 401 {
+		t.Fatalf("removed agent's token still works: %d", code)
+	}
+}
+
+// sseReader reads server-sent events.
+type sseEvent struct{ id, event, data string }
+
+func readSSE(t *testing.T, url, token string, hdr map[string]string, want func(sseEvent) bool, within time.Duration) []sseEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.event != "" {
+				got = append(got, cur)
+				if want(cur) {
+					return got
+				}
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			cur.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			cur.event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			cur.data = line[6:]
+		}
+	}
+	t.Fatalf("SSE ended without the awaited event; got %v", got)
+	return nil
+}
+
+func TestServeEvents(t *testing.T) {
+	g := startGateway(t, newHome(t, ""))
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo evt; exit 4", "background": true}, nil)
+	}()
+	got := readSSE(t, g.base+"/v1/events", g.token, nil, func(e sseEvent) bool { return e.event == "exec.notice" }, 20*time.Second)
+	var kinds []string
+	for _, e := range got {
+		kinds = append(kinds, e.event)
+	}
+	joined := strings.Join(kinds, ",")
+	if !strings.Contains(joined, "session.started") || !strings.Contains(joined, "session.ended") || !strings.Contains(got[len(got)-1].data, `"kind":"failed"`) {
+		t.Fatalf("events: %v", got)
+	}
+	// Resume after the first event: the rest is replayed from the ring.
+	again := readSSE(t, g.base+"/v1/events", g.token, map[string]string{"Last-Event-ID": got[0].id}, func(e sseEvent) bool { return e.event == "exec.notice" }, 10*time.Second)
+	if len(again) != len(got)-1 || again[0].id == got[0].id {
+		t.Fatalf("resume: %v vs %v", again, got)
+	}
+	// The session's output stream ends with its end state.
+	_, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "for i in 1 2 3; do echo s$i; sleep 0.1; done", "background": true}, nil)
+	id := m["details"].(map[string]any)["sessionId"].(string)
+	out := readSSE(t, g.base+"/v1/sessions/"+id+"/stream", g.token, nil, func(e sseEvent) bool { return e.event == "end" }, 10*time.Second)
+	var text strings.Builder
+	for _, e := range out {
+		if e.event == "output" {
+			var d map[string]any
+			json.Unmarshal([]byte(e.data), &d)
+			text.WriteString(d["text"].(string) + "\n")
+		}
+	}
+	if !strings.Contains(text.String(), "s1") || !strings.Contains(text.String(), "s3") {
+		t.Fatalf("stream: %q", text.String())
+	}
+}
+
+func TestServeShutdownKeepsSessions(t *testing.T) {
+	home := newHome(t, "")
+	g := startGateway(t, home)
+	_, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "sleep 1; echo survived", "background": true}, nil)
+	id := m["details"].(map[string]any)["sessionId"].(string)
+	g.stop()
+	g2 := startGateway(t, home)
+	g2.token = g.token
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, m = g2.do("POST", "/v1/sessions/"+id+"/poll", g.token, map[string]any{"timeout": 500}, nil)
+		if m["details"].(map[string]any)["status"] != "running" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if text := m["text"].(string); text != "survived\n\nProcess exited with code 0." {
+		t.Fatalf("after restart: %q", text)
+	}
+}
+
+func TestServeApprovalDecisionAPI(t *testing.T) {
+	home := newHome(t, `{"tools":{"exec":{"host":"gateway","ask":"always"}}}`)
+	g := startGateway(t, home)
+	_, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo approved-over-http"}, nil)
+	d := m["details"].(map[string]any)
+	if d["status"] != "approval-pending" {
+		t.Fatalf("exec: %v", m)
+	}
+	code, m := g.do("GET", "/v1/approvals", g.operator, nil, nil)
+	if code != 200 || len(m["approvals"].([]any)) != 1 {
+		t.Fatalf("approvals: %d %v", code, m)
+	}
+	if code, _ := g.do("POST", "/v1/approvals/"+d["approvalSlug"].(string)+"/decision", g.token, map[string]any{"decision": "allow"}, nil); code != 403 {
+		t.Fatalf("agent decided its own approval: %d", code)
+	}
+	if code, m := g.do("POST", "/v1/approvals/"+d["approvalSlug"].(string)+"/decision", g.operator, map[string]any{"decision": "once"}, nil); code != 200 || m["decision"] != "allow-once" {
+		t.Fatalf("decision: %d %v", code, m)
+	}
+	id := d["sessionId"].(string)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, m = g.do("GET", "/v1/sessions/"+id+"/log", g.token, nil, nil)
+		if m["text"] == "approved-over-http" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if m["text"] != "approved-over-http" {
+		t.Fatalf("approved run log: %v", m)
+	}
+}

@@ -1,0 +1,573 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/auth"
+	"github.com/conchsh/conch/internal/ledger"
+)
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	s.mux = m
+	m.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]any{"ok": true, "version": s.opt.Version, "uptimeMs": time.Since(s.started).Milliseconds()})
+	})
+	m.HandleFunc("GET /metrics", s.operator(s.metrics))
+	m.HandleFunc("POST /v1/exec", s.tool("exec"))
+	m.HandleFunc("POST /v1/process", s.tool("process"))
+	m.HandleFunc("GET /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
+		s.action(w, r, map[string]any{"action": "list"})
+	})
+	m.HandleFunc("GET /v1/sessions/{id}", s.sessionEntry)
+	m.HandleFunc("POST /v1/sessions/{id}/poll", s.sessionAction("poll", "since", "timeout", "raw", "stream"))
+	m.HandleFunc("GET /v1/sessions/{id}/log", s.sessionAction("log", "offset", "limit", "since", "raw", "stream"))
+	m.HandleFunc("GET /v1/sessions/{id}/search", s.sessionAction("search", "pattern", "ignoreCase", "context", "max", "since", "stream"))
+	m.HandleFunc("GET /v1/sessions/{id}/screen", s.sessionAction("screen"))
+	m.HandleFunc("POST /v1/sessions/{id}/wait", s.sessionAction("wait", "until", "pattern", "ignoreCase", "since", "host", "port", "url", "path", "idleMs", "timeout"))
+	m.HandleFunc("POST /v1/sessions/{id}/input", s.input)
+	m.HandleFunc("POST /v1/sessions/{id}/submit", s.sessionAction("submit"))
+	m.HandleFunc("POST /v1/sessions/{id}/paste", s.sessionAction("paste", "text", "bracketed"))
+	m.HandleFunc("POST /v1/sessions/{id}/kill", s.sessionAction("kill"))
+	m.HandleFunc("POST /v1/sessions/{id}/clear", s.sessionAction("clear"))
+	m.HandleFunc("DELETE /v1/sessions/{id}", s.sessionAction("remove"))
+	m.HandleFunc("GET /v1/sessions/{id}/stream", s.stream)
+	m.HandleFunc("GET /v1/events", s.serveEvents)
+
+	m.HandleFunc("GET /v1/approvals", s.operator(s.listApprovals))
+	m.HandleFunc("GET /v1/approvals/{id}", s.getApproval)
+	m.HandleFunc("POST /v1/approvals/{id}/decision", s.operator(s.decide))
+	m.HandleFunc("GET /v1/approvals-file", s.operator(s.getApprovalsFile))
+	m.HandleFunc("PUT /v1/approvals-file", s.operator(s.putApprovalsFile))
+	m.HandleFunc("POST /v1/policy/explain", s.operator(s.explain))
+	m.HandleFunc("GET /v1/ledger", s.operator(s.ledgerTail))
+	m.HandleFunc("POST /v1/ledger/verify", s.operator(s.ledgerVerify))
+	m.HandleFunc("GET /v1/agents", s.operator(s.listAgents))
+	m.HandleFunc("POST /v1/agents", s.operator(s.addAgent))
+	m.HandleFunc("DELETE /v1/agents/{id}", s.operator(s.removeAgent))
+	m.HandleFunc("POST /v1/agents/{id}/token", s.operator(s.rotateAgent))
+	m.HandleFunc("GET /v1/agents/{id}/exec-defaults", s.operator(s.getDefaults))
+	m.HandleFunc("PUT /v1/agents/{id}/exec-defaults", s.operator(s.putDefaults))
+	m.HandleFunc("DELETE /v1/agents/{id}/exec-defaults", s.operator(s.deleteDefaults))
+	m.HandleFunc("GET /v1/doctor", s.operator(func(w http.ResponseWriter, r *http.Request) {
+		f := engine.Doctor(s.opt.Home)
+		if f == nil {
+			f = []engine.Finding{}
+		}
+		writeJSON(w, 200, map[string]any{"findings": f})
+	}))
+	for _, p := range []string{"/v1/nodes", "/v1/nodes/", "/v1/sandbox", "/v1/sandbox/", "/v1/apply_patch", "/v1/ui/", "/v1/config/reload", "/v1/approvals-file/import"} {
+		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "not available in this build of conch")
+		})
+	}
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
+	})
+}
+
+// operator restricts a handler to operator credentials.
+func (s *Server) operator(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !identityOf(r.Context()).operator {
+			writeError(w, http.StatusForbidden, "forbidden", "operator credentials required")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) (json.RawMessage, bool) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			writeError(w, http.StatusRequestEntityTooLarge, "invalid_argument", fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
+		} else {
+			writeError(w, http.StatusBadRequest, "invalid_argument", "read body: "+err.Error())
+		}
+		return nil, false
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		b = []byte("{}")
+	}
+	if !json.Valid(b) {
+		writeError(w, http.StatusBadRequest, "invalid_argument", "request body is not valid JSON")
+		return nil, false
+	}
+	return b, true
+}
+
+// tool serves POST /v1/exec and /v1/process.
+func (s *Server) tool(name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		id := identityOf(r.Context())
+		res := s.eng.Call(r.Context(), id.agent, name, body)
+		if code := errorCode(res); code == "rate_limited" {
+			w.Header().Set("Retry-After", "1")
+		}
+		writeResult(w, res)
+	}
+}
+
+func (s *Server) action(w http.ResponseWriter, r *http.Request, params map[string]any) {
+	b, _ := json.Marshal(params)
+	writeResult(w, s.eng.Call(r.Context(), identityOf(r.Context()).agent, "process", b))
+}
+
+// sessionAction maps a session route to a process action; fields are
+// taken from the JSON body (POST) or the query string (GET).
+func (s *Server) sessionAction(action string, fields ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		params := map[string]any{}
+		if r.Method == http.MethodPost {
+			body, ok := readBody(w, r)
+			if !ok {
+				return
+			}
+			var m map[string]any
+			if err := json.Unmarshal(body, &m); err != nil {
+				writeError(w, 400, "invalid_argument", "request body must be a JSON object")
+				return
+			}
+			for _, f := range fields {
+				if v, ok := m[f]; ok {
+					params[f] = v
+				}
+			}
+			for k := range m {
+				if !contains(fields, k) {
+					writeError(w, 400, "invalid_argument", fmt.Sprintf("Unknown parameter %q.", k))
+					return
+				}
+			}
+		} else {
+			q := r.URL.Query()
+			for _, f := range fields {
+				if v := q.Get(f); v != "" {
+					params[f] = queryValue(f, v)
+				}
+			}
+		}
+		params["action"] = action
+		params["sessionId"] = r.PathValue("id")
+		s.action(w, r, params)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// queryValue converts a query parameter to the JSON type the process
+// tool expects.
+func queryValue(field, v string) any {
+	switch field {
+	case "offset", "limit", "since", "context", "max", "port", "idleMs":
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return f
+		}
+	case "raw", "ignoreCase", "bracketed":
+		return v == "true" || v == "1"
+	}
+	return v
+}
+
+func (s *Server) input(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		writeError(w, 400, "invalid_argument", "request body must be a JSON object")
+		return
+	}
+	m["sessionId"] = r.PathValue("id")
+	if _, keys := m["keys"]; keys || m["hex"] != nil || m["literal"] != nil {
+		m["action"] = "send-keys"
+	} else {
+		m["action"] = "write"
+	}
+	s.action(w, r, m)
+}
+
+func (s *Server) sessionEntry(w http.ResponseWriter, r *http.Request) {
+	res := s.eng.Call(r.Context(), identityOf(r.Context()).agent, "process", json.RawMessage(`{"action":"list"}`))
+	d, ok := res.Details.(*apitype.ListDetails)
+	if !ok {
+		writeResult(w, res)
+		return
+	}
+	for _, e := range d.Sessions {
+		if e.SessionID == r.PathValue("id") {
+			writeJSON(w, 200, e)
+			return
+		}
+	}
+	writeError(w, 404, "not_found", "No session found for "+r.PathValue("id"))
+}
+
+// stream is GET /v1/sessions/{id}/stream: output as SSE, resumable by
+// cursor (Last-Event-ID), then the end state.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
+	id := identityOf(r.Context())
+	sid := r.PathValue("id")
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, 500, "internal", "streaming unsupported")
+		return
+	}
+	since, _ := strconv.ParseFloat(r.URL.Query().Get("since"), 64)
+	if lei := r.Header.Get("Last-Event-ID"); lei != "" {
+		since, _ = strconv.ParseFloat(lei, 64)
+	}
+	raw := r.URL.Query().Get("raw") == "true"
+	first := true
+	for {
+		changed := s.eng.Changed(id.agent, sid)
+		b, _ := json.Marshal(map[string]any{"action": "log", "sessionId": sid, "since": since, "raw": raw})
+		res := s.eng.Call(r.Context(), id.agent, "process", b)
+		if code := errorCode(res); code != "" {
+			if first {
+				writeResult(w, res)
+			}
+			return
+		}
+		d, _ := res.Details.(*apitype.LogDetails)
+		if first {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(200)
+			first = false
+		}
+		if d != nil && float64(d.Cursor) > since {
+			data, _ := json.Marshal(map[string]any{"cursor": d.Cursor, "stream": "both", "text": res.Text})
+			fmt.Fprintf(w, "id: %d\nevent: output\ndata: %s\n\n", d.Cursor, data)
+			since = float64(d.Cursor)
+		}
+		if d != nil && d.Status != "running" && d.Status != "pending" {
+			data, _ := json.Marshal(map[string]any{"state": d.State, "exitCode": d.ExitCode, "signal": d.Signal})
+			fmt.Fprintf(w, "event: end\ndata: %s\n\n", data)
+			fl.Flush()
+			return
+		}
+		fl.Flush()
+		if changed == nil {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-changed:
+		case <-time.After(15 * time.Second):
+			fmt.Fprint(w, ": ping\n\n")
+		}
+	}
+}
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	st := s.eng.Stats()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintln(w, "# HELP conch_sessions_running Running sessions.")
+	fmt.Fprintln(w, "# TYPE conch_sessions_running gauge")
+	keys := make([][2]string, 0, len(st.Running))
+	for k := range st.Running {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
+	for _, k := range keys {
+		fmt.Fprintf(w, "conch_sessions_running{agent=%q,host=%q} %d\n", k[0], k[1], st.Running[k])
+	}
+	fmt.Fprintln(w, "# HELP conch_approvals_pending Approval requests waiting for a decision.")
+	fmt.Fprintln(w, "# TYPE conch_approvals_pending gauge")
+	fmt.Fprintf(w, "conch_approvals_pending %d\n", st.Pending)
+	fmt.Fprintln(w, "# HELP conch_nodes_connected Connected node hosts.")
+	fmt.Fprintln(w, "# TYPE conch_nodes_connected gauge")
+	fmt.Fprintln(w, "conch_nodes_connected 0")
+}
+
+func (s *Server) store(w http.ResponseWriter) *approvals.Store {
+	st, err := approvals.OpenStore(s.opt.Home)
+	if err != nil {
+		writeError(w, 500, "io_error", err.Error())
+		return nil
+	}
+	return st
+}
+
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
+	st := s.store(w)
+	if st == nil {
+		return
+	}
+	state := approvals.Pending
+	if r.URL.Query().Get("state") == "all" {
+		state = ""
+	}
+	list, err := st.List(state)
+	if err != nil {
+		writeError(w, 500, "io_error", err.Error())
+		return
+	}
+	if list == nil {
+		list = []*approvals.Request{}
+	}
+	writeJSON(w, 200, map[string]any{"approvals": list})
+}
+
+func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
+	st := s.store(w)
+	if st == nil {
+		return
+	}
+	req, err := st.Get(r.PathValue("id"))
+	id := identityOf(r.Context())
+	if err != nil || (!id.operator && req.Agent != id.agent) {
+		writeError(w, 404, "not_found", "unknown approval id")
+		return
+	}
+	writeJSON(w, 200, req)
+}
+
+func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var in struct {
+		Decision string `json:"decision"`
+	}
+	json.Unmarshal(body, &in)
+	d, err := approvals.ParseDecision(in.Decision)
+	if err != nil {
+		writeError(w, 400, "invalid_argument", err.Error())
+		return
+	}
+	st := s.store(w)
+	if st == nil {
+		return
+	}
+	req, err := st.Decide(r.PathValue("id"), d, "api:operator")
+	var already *approvals.AlreadyResolvedError
+	switch {
+	case errors.As(err, &already):
+		writeError(w, 409, "already_resolved", err.Error())
+		return
+	case errors.Is(err, approvals.ErrUnknown):
+		writeError(w, 404, "not_found", err.Error())
+		return
+	case err != nil:
+		writeError(w, 500, "io_error", err.Error())
+		return
+	}
+	writeJSON(w, 200, map[string]any{"id": req.ID, "decision": req.Decision, "sessionId": req.SessionID, "persisted": []string{}})
+}
+
+func (s *Server) getApprovalsFile(w http.ResponseWriter, r *http.Request) {
+	f, err := approvals.Load(s.opt.Home)
+	if err != nil {
+		writeError(w, 500, "io_error", err.Error())
+		return
+	}
+	writeJSON(w, 200, map[string]any{"path": approvals.Path(s.opt.Home), "exists": f.Exists(), "hash": f.Hash(), "file": f})
+}
+
+func (s *Server) putApprovalsFile(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var in struct {
+		File     json.RawMessage `json:"file"`
+		BaseHash string          `json:"baseHash"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil || len(in.File) == 0 {
+		writeError(w, 400, "invalid_argument", "body must be {file, baseHash}")
+		return
+	}
+	f, err := approvals.Parse(in.File)
+	if err != nil {
+		writeError(w, 400, "invalid_argument", err.Error())
+		return
+	}
+	if err := approvals.Save(s.opt.Home, f, in.BaseHash); err != nil {
+		if errors.Is(err, approvals.ErrConflict) {
+			writeError(w, 409, "conflict", err.Error())
+			return
+		}
+		writeError(w, 400, "invalid_argument", err.Error())
+		return
+	}
+	writeJSON(w, 200, map[string]any{"hash": f.Hash()})
+}
+
+func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var in struct {
+		Agent, Host, Node, Cwd, Command string
+	}
+	json.Unmarshal(body, &in)
+	if strings.TrimSpace(in.Command) == "" {
+		writeError(w, 400, "invalid_argument", "command is required")
+		return
+	}
+	if in.Agent == "" {
+		in.Agent = "main"
+	}
+	if in.Cwd == "" {
+		in.Cwd, _ = os.Getwd()
+	}
+	x, err := engine.ExplainPolicy(s.opt.Home, in.Agent, in.Cwd, in.Command)
+	if err != nil {
+		writeError(w, 500, "internal", err.Error())
+		return
+	}
+	out := x.JSON()
+	out["text"] = x.Decision.Explain(x.Policy.Header(in.Agent, "gateway"))
+	writeJSON(w, 200, out)
+}
+
+func (s *Server) ledgerTail(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	since, _ := strconv.ParseInt(q.Get("since"), 10, 64)
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	if limit <= 0 {
+		limit = 100
+	}
+	recs, err := ledger.Tail(s.opt.Home, limit, ledger.Filter{Since: since, Agent: q.Get("agent"), Session: q.Get("session"), Approval: q.Get("approval")})
+	if err != nil {
+		writeError(w, 500, "io_error", err.Error())
+		return
+	}
+	if recs == nil {
+		recs = []ledger.Record{}
+	}
+	writeJSON(w, 200, map[string]any{"records": recs})
+}
+
+func (s *Server) ledgerVerify(w http.ResponseWriter, r *http.Request) {
+	rep, err := ledger.Verify(s.opt.Home)
+	if err != nil {
+		writeError(w, 500, "io_error", err.Error())
+		return
+	}
+	writeJSON(w, 200, rep)
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
+	list, err := s.opt.Agents.List()
+	if err != nil {
+		writeError(w, 500, "io_error", err.Error())
+		return
+	}
+	out := []map[string]any{}
+	for _, a := range list {
+		out = append(out, map[string]any{"name": a.ID, "workspace": a.Workspace, "createdAt": a.CreatedAt})
+	}
+	writeJSON(w, 200, map[string]any{"agents": out})
+}
+
+func (s *Server) addAgent(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var in struct{ Name, Workspace string }
+	json.Unmarshal(body, &in)
+	tok, err := s.opt.Agents.Add(in.Name, in.Workspace)
+	switch {
+	case errors.Is(err, auth.ErrExists):
+		writeError(w, 409, "conflict", err.Error())
+	case errors.Is(err, auth.ErrInvalid):
+		writeError(w, 400, "invalid_argument", err.Error())
+	case err != nil:
+		writeError(w, 500, "io_error", err.Error())
+	default:
+		writeJSON(w, 200, map[string]any{"name": in.Name, "token": tok})
+	}
+}
+
+func (s *Server) removeAgent(w http.ResponseWriter, r *http.Request) {
+	if err := s.opt.Agents.Remove(r.PathValue("id")); err != nil {
+		writeError(w, 404, "not_found", err.Error())
+		return
+	}
+	writeJSON(w, 200, map[string]any{"name": r.PathValue("id"), "removed": true})
+}
+
+func (s *Server) rotateAgent(w http.ResponseWriter, r *http.Request) {
+	tok, err := s.opt.Agents.Rotate(r.PathValue("id"))
+	if err != nil {
+		writeError(w, 404, "not_found", err.Error())
+		return
+	}
+	writeJSON(w, 200, map[string]any{"name": r.PathValue("id"), "token": tok})
+}
+
+func (s *Server) getDefaults(w http.ResponseWriter, r *http.Request) {
+	d, err := engine.LoadExecDefaults(s.opt.Home, r.PathValue("id"))
+	if err != nil {
+		writeError(w, 500, "io_error", err.Error())
+		return
+	}
+	writeJSON(w, 200, d)
+}
+
+func (s *Server) putDefaults(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var d engine.ExecDefaults
+	if err := json.Unmarshal(body, &d); err != nil {
+		writeError(w, 400, "invalid_argument", err.Error())
+		return
+	}
+	for _, c := range []struct {
+		v       string
+		allowed []string
+	}{{d.Host, []string{"", "sandbox", "gateway", "node"}}, {d.Security, []string{"", "deny", "allowlist", "full"}}, {d.Ask, []string{"", "off", "on-miss", "always"}}} {
+		if !contains(c.allowed, strings.ToLower(c.v)) {
+			writeError(w, 400, "invalid_argument", fmt.Sprintf("invalid exec default %q", c.v))
+			return
+		}
+	}
+	if err := engine.SaveExecDefaults(s.opt.Home, r.PathValue("id"), d, false); err != nil {
+		writeError(w, 500, "io_error", err.Error())
+		return
+	}
+	writeJSON(w, 200, d)
+}
+
+func (s *Server) deleteDefaults(w http.ResponseWriter, r *http.Request) {
+	if err := engine.SaveExecDefaults(s.opt.Home, r.PathValue("id"), engine.ExecDefaults{}, true); err != nil {
+		writeError(w, 500, "io_error", err.Error())
+		return
+	}
+	writeJSON(w, 200, map[string]any{"cleared": true})
+}

@@ -1,0 +1,284 @@
+// Package httpapi is conch's gateway adapter: the JSON HTTP API under /v1,
+// server-sent events, MCP over streamable HTTP at /mcp and /metrics, on top
+// of an engine. It authenticates callers (agent and operator bearer
+// tokens; the engine socket grants operator rights by file permission),
+// guards against DNS rebinding and cross-site requests, and translates
+// requests to engine calls. It holds no session state of its own.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/auth"
+	"github.com/conchsh/conch/internal/mcpserver"
+)
+
+// MaxBodyBytes caps request bodies (interfaces.md §3.1).
+const MaxBodyBytes = 4 << 20
+
+// Options configure a Server.
+type Options struct {
+	Engine *engine.Engine
+	Home   string
+	Agents *auth.Store
+	// OperatorToken is the operator's bearer token.
+	OperatorToken string
+	// Listen is the address the server listens on; its host is accepted
+	// in Host headers.
+	Listen string
+	// AllowedHosts and AllowedOrigins extend the Host and Origin checks.
+	AllowedHosts, AllowedOrigins []string
+	Version                      string
+	Logger                       *slog.Logger
+}
+
+// Server serves the gateway. Create it with New; it is safe for
+// concurrent use.
+type Server struct {
+	opt     Options
+	eng     *engine.Engine
+	log     *slog.Logger
+	hub     *Hub
+	started time.Time
+	mux     *http.ServeMux
+	mcp     http.Handler
+
+	mu   sync.Mutex // guards mcps
+	mcps map[string]*mcpserver.Server
+}
+
+// New returns a server for opt.Engine.
+func New(opt Options) *Server {
+	s := &Server{opt: opt, eng: opt.Engine, log: opt.Logger, hub: NewHub(1000), started: time.Now(), mcps: map[string]*mcpserver.Server{}}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.mcp = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		id := identityOf(r.Context())
+		return s.mcpServer(id.agent).Server
+	}, &mcp.StreamableHTTPOptions{Logger: s.log, DisableLocalhostProtection: true, SessionTimeout: 30 * time.Minute})
+	s.routes()
+	return s
+}
+
+// Publish fans an engine event out to SSE subscribers (and nothing else):
+// pass it as engine.Options.Events.
+func (s *Server) Publish(ev engine.Event) { s.hub.Publish(ev) }
+
+// Notify pushes an exec notice to the agent's live MCP sessions: pass it
+// as engine.Options.Notify.
+func (s *Server) Notify(agent string, n engine.Notice) {
+	s.mu.Lock()
+	m := s.mcps[agent]
+	s.mu.Unlock()
+	if m != nil {
+		m.Notify(agent, n)
+	}
+}
+
+func (s *Server) mcpServer(agent string) *mcpserver.Server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.mcps[agent]
+	if m == nil {
+		m = mcpserver.New(s.eng, mcpserver.Options{Agent: agent, Version: s.opt.Version})
+		s.mcps[agent] = m
+	}
+	return m
+}
+
+// identity is who a request acts as.
+type identity struct {
+	agent    string // the agent calls act for
+	operator bool   // operator rights
+}
+
+type ctxKey struct{}
+
+func identityOf(ctx context.Context) identity {
+	id, _ := ctx.Value(ctxKey{}).(identity)
+	return id
+}
+
+// Handler is the TCP handler: bearer tokens, Host and Origin checks.
+func (s *Server) Handler() http.Handler { return s.wrap(false) }
+
+// SocketHandler is the engine-socket handler: operator rights by file
+// permission, no token; X-Conch-Agent selects the agent.
+func (s *Server) SocketHandler() http.Handler { return s.wrap(true) }
+
+func (s *Server) wrap(socket bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rid := newRequestID()
+		w.Header().Set("X-Request-Id", rid)
+		if !socket {
+			if !s.hostAllowed(r.Host) {
+				writeError(w, http.StatusForbidden, "forbidden", "Host header not allowed")
+				return
+			}
+			if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o, r.Host, r.TLS != nil) {
+				writeError(w, http.StatusForbidden, "forbidden", "Origin not allowed")
+				return
+			}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		if r.URL.Path == "/v1/health" {
+			s.mux.ServeHTTP(w, r)
+			return
+		}
+		var id identity
+		if socket {
+			id = identity{operator: true, agent: "main"}
+		} else {
+			tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			switch {
+			case !ok || tok == "":
+				w.Header().Set("WWW-Authenticate", "Bearer")
+				writeError(w, http.StatusUnauthorized, "unauthenticated", "missing bearer token")
+				return
+			case s.opt.OperatorToken != "" && auth.Equal(tok, s.opt.OperatorToken):
+				id = identity{operator: true, agent: "main"}
+			default:
+				agent, ok := s.opt.Agents.Lookup(tok)
+				if !ok {
+					w.Header().Set("WWW-Authenticate", "Bearer")
+					writeError(w, http.StatusUnauthorized, "unauthenticated", "invalid bearer token")
+					return
+				}
+				id = identity{agent: agent}
+			}
+		}
+		if id.operator {
+			if a := r.Header.Get("X-Conch-Agent"); a != "" {
+				id.agent = a
+			}
+		}
+		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
+		if r.URL.Path == "/mcp" || strings.HasPrefix(r.URL.Path, "/mcp/") {
+			if id.operator && !socket {
+				writeError(w, http.StatusForbidden, "forbidden", "operator tokens cannot use /mcp; use an agent token")
+				return
+			}
+			s.mcp.ServeHTTP(w, r)
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) hostAllowed(host string) bool {
+	h := host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		h = hh
+	}
+	h = strings.Trim(h, "[]")
+	switch h {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	if lh, _, err := net.SplitHostPort(s.opt.Listen); err == nil && h == strings.Trim(lh, "[]") && lh != "" && lh != "0.0.0.0" && lh != "::" {
+		return true
+	}
+	for _, a := range s.opt.AllowedHosts {
+		if strings.EqualFold(a, h) || strings.EqualFold(a, host) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) originAllowed(origin, host string, tls bool) bool {
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	if u.Scheme == scheme && strings.EqualFold(u.Host, host) {
+		return true
+	}
+	for _, a := range s.opt.AllowedOrigins {
+		if strings.EqualFold(strings.TrimRight(a, "/"), strings.TrimRight(origin, "/")) {
+			return true
+		}
+	}
+	return false
+}
+
+func newRequestID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// statusOf maps an error code to its HTTP status (interfaces.md §3.3).
+func statusOf(code string) int {
+	switch code {
+	case "invalid_argument":
+		return 400
+	case "preflight", "invalid_patch", "context_not_found":
+		return 422
+	case "unauthenticated":
+		return 401
+	case "forbidden", "denied", "host_not_allowed", "security_violation", "elevated_unavailable", "node_not_allowed", "path_outside_workspace":
+		return 403
+	case "not_found", "node_unknown":
+		return 404
+	case "conflict", "idempotency_conflict", "node_ambiguous", "already_resolved", "invalid_state":
+		return 409
+	case "quota_exceeded", "rate_limited":
+		return 429
+	case "sandbox_unavailable", "node_unavailable", "unavailable":
+		return 503
+	case "timeout":
+		return 504
+	}
+	return 500
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+// writeResult writes a tool result: 200 for outcomes, the code's status
+// for results that carry an error object.
+func writeResult(w http.ResponseWriter, res apitype.Result) {
+	if d, ok := res.Details.(*apitype.ErrorDetails); ok && d.Error != nil {
+		writeJSON(w, statusOf(d.Error.Code), map[string]any{"error": d.Error, "text": res.Text, "details": res.Details})
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// errorCode extracts the code of an error result, or "".
+func errorCode(res apitype.Result) string {
+	if d, ok := res.Details.(*apitype.ErrorDetails); ok && d.Error != nil {
+		return d.Error.Code
+	}
+	return ""
+}
+
+var errNotOperator = errors.New("operator only")
