@@ -131,6 +131,7 @@ type Engine struct {
 	ledgerDone   chan struct{}
 
 	store *approvals.Store // pending approvals
+	limit limiter          // exec rate limits
 
 	wg     sync.WaitGroup // trackers and the sweeper
 	stop   chan struct{}

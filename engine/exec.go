@@ -59,6 +59,9 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	if aerr != nil {
 		return execError(aerr)
 	}
+	if qerr := e.admit(agent); qerr != nil {
+		return execError(qerr)
+	}
 	if msg := preflight(pl.command, pl.cwd); msg != "" {
 		return execError(apitype.Errorf("preflight", "%s", msg))
 	}

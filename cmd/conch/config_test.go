@@ -97,3 +97,21 @@ func TestPollBackoff(t *testing.T) {
 	}
 	c.process(map[string]any{"action": "kill", "sessionId": id})
 }
+
+func TestExecRateLimitAndRunningQuota(t *testing.T) {
+	c := startConch(t, newHome(t, `{"quotas":{"execPerSecond":1,"execBurst":2,"maxRunning":1}}`))
+	if r := c.exec(map[string]any{"command": "sleep 915.1", "background": true}); r.str("status") != "running" {
+		t.Fatalf("first: %q", r.Text)
+	}
+	r := c.exec(map[string]any{"command": "true"})
+	errObj, _ := r.D["error"].(map[string]any)
+	if !r.IsError || errObj["code"] != "quota_exceeded" || !strings.HasPrefix(r.Text, "quota exceeded: agent main already has 1 running sessions (quotas.maxRunning)") {
+		t.Fatalf("maxRunning: %q %v", r.Text, r.D)
+	}
+	r = c.exec(map[string]any{"command": "true"})
+	errObj, _ = r.D["error"].(map[string]any)
+	if !r.IsError || errObj["code"] != "rate_limited" || !strings.HasPrefix(r.Text, "rate limit exceeded: agent main may start 1 exec calls per second (quotas.execPerSecond); retry in ") {
+		t.Fatalf("rate limit: %q %v", r.Text, r.D)
+	}
+	c.process(map[string]any{"action": "kill", "sessionId": c.process(map[string]any{"action": "list"}).D["sessions"].([]any)[0].(map[string]any)["sessionId"]})
+}

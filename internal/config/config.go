@@ -27,7 +27,7 @@ type Config struct {
 	Tools     Tools                  `json:"tools"`
 	Agents    map[string]AgentConfig `json:"agents,omitempty"`
 	Sessions  Sessions               `json:"sessions"`
-	Quotas    json.RawMessage        `json:"quotas,omitempty"`
+	Quotas    Quotas                 `json:"quotas"`
 	Server    json.RawMessage        `json:"server,omitempty"`
 	Sandbox   json.RawMessage        `json:"sandbox,omitempty"`
 	Approvals ApprovalSettings       `json:"approvals"`
@@ -64,8 +64,49 @@ type AgentConfig struct {
 	Tools     *Tools          `json:"tools,omitempty"`
 	Elevated  json.RawMessage `json:"elevated,omitempty"`
 	Sandbox   json.RawMessage `json:"sandbox,omitempty"`
-	Quotas    json.RawMessage `json:"quotas,omitempty"`
+	Quotas    *Quotas         `json:"quotas,omitempty"`
 	Approvals json.RawMessage `json:"approvals,omitempty"`
+}
+
+// Quotas is the "quotas" section (exec.md §11); nil fields are unset.
+type Quotas struct {
+	MaxRunning    *int     `json:"maxRunning,omitempty"`
+	MaxRetained   *int     `json:"maxRetained,omitempty"`
+	JournalBytes  *int64   `json:"journalBytes,omitempty"`
+	ExecPerSecond *float64 `json:"execPerSecond,omitempty"`
+	ExecBurst     *float64 `json:"execBurst,omitempty"`
+}
+
+// QuotaSettings are an agent's resolved quotas.
+type QuotaSettings struct {
+	MaxRunning    int     // 0: no limit
+	ExecPerSecond float64 // 0: no rate limit
+	ExecBurst     float64
+}
+
+// Quota resolves agent's quotas: agents.<id>.quotas key by key over the
+// global section over the defaults (256 running, 50 exec/s, burst 200).
+func (c *Config) Quota(agent string) QuotaSettings {
+	q := QuotaSettings{MaxRunning: 256, ExecPerSecond: 50, ExecBurst: 200}
+	apply := func(s *Quotas) {
+		if s == nil {
+			return
+		}
+		if s.MaxRunning != nil {
+			q.MaxRunning = max(*s.MaxRunning, 0)
+		}
+		if s.ExecPerSecond != nil {
+			q.ExecPerSecond = max(*s.ExecPerSecond, 0)
+		}
+		if s.ExecBurst != nil {
+			q.ExecBurst = max(*s.ExecBurst, 1)
+		}
+	}
+	apply(&c.Quotas)
+	if a, ok := c.Agents[agent]; ok {
+		apply(a.Quotas)
+	}
+	return q
 }
 
 // Exec is tools.exec. Pointer fields are unset when nil.

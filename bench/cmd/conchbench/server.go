@@ -48,6 +48,11 @@ func startServer(ctx context.Context, bin, timeBin string) (*server, error) {
 		os.RemoveAll(root)
 		return nil, err
 	}
+	// The benchmark measures the engine, not the per-agent exec rate
+	// limit (quotas.execPerSecond, 50/s by default): turn it off.
+	if err := os.MkdirAll(s.home, 0o700); err == nil {
+		os.WriteFile(filepath.Join(s.home, "config.json"), []byte(`{"quotas":{"execPerSecond":0}}`+"\n"), 0o600)
+	}
 	args := []string{bin, "mcp", "--home", s.home, "--workdir", work}
 	if timeBin != "" {
 		s.timeFile = filepath.Join(root, "time.txt")

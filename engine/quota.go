@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/conchsh/conch/apitype"
+)
+
+// bucket is a token bucket for one agent's exec calls.
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// limiter holds the agents' buckets (exec.md §11).
+type limiter struct {
+	mu      sync.Mutex // guards buckets
+	buckets map[string]*bucket
+}
+
+// take spends one token of agent's bucket, or returns how long to wait.
+func (l *limiter) take(agent string, rate, burst float64, now time.Time) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buckets == nil {
+		l.buckets = map[string]*bucket{}
+	}
+	b := l.buckets[agent]
+	if b == nil {
+		b = &bucket{tokens: burst, last: now}
+		l.buckets[agent] = b
+	}
+	b.tokens = math.Min(burst, b.tokens+now.Sub(b.last).Seconds()*rate)
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0, true
+	}
+	return time.Duration((1 - b.tokens) / rate * float64(time.Second)), false
+}
+
+// admit applies quotas.maxRunning and the exec rate limit to a new exec
+// call of agent.
+func (e *Engine) admit(agent string) *apitype.Error {
+	q := e.cfg.Quota(agent)
+	if q.ExecPerSecond > 0 {
+		if wait, ok := e.limit.take(agent, q.ExecPerSecond, q.ExecBurst, time.Now()); !ok {
+			ms := max(wait.Milliseconds(), 1)
+			return apitype.Errorf("rate_limited", "rate limit exceeded: agent %s may start %s exec calls per second (quotas.execPerSecond); retry in %d ms.",
+				agent, strconv.FormatFloat(q.ExecPerSecond, 'f', -1, 64), ms)
+		}
+	}
+	if q.MaxRunning > 0 {
+		n := 0
+		e.mu.Lock()
+		for _, s := range e.sessions {
+			if s.agent == agent && s.running() && !s.pending() {
+				n++
+			}
+		}
+		e.mu.Unlock()
+		if n >= q.MaxRunning {
+			return apitype.Errorf("quota_exceeded", "quota exceeded: agent %s already has %d running sessions (quotas.maxRunning); kill or wait for one first.", agent, n)
+		}
+	}
+	return nil
+}
