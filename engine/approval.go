@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -434,3 +435,73 @@ func (e *Engine) reloadPending(s *session) {
 }
 
 var _ = strings.TrimSpace
+
+// DecideApproval records an operator's or a human's decision on an
+// approval (by id or slug). The engine's watcher acts on it.
+func (e *Engine) DecideApproval(idOrSlug, decision, decidedBy string) error {
+	d, err := approvals.ParseDecision(decision)
+	if err != nil {
+		return err
+	}
+	_, err = e.store.Decide(idOrSlug, d, decidedBy)
+	return err
+}
+
+// Pending reports whether agent's session waits for an approval.
+func (e *Engine) Pending(agent, sessionID string) bool {
+	s := e.lookup(agent, sessionID)
+	return s != nil && s.pending()
+}
+
+// AwaitApproved follows an approval-gated session after its decision, for
+// callers that obtained the decision synchronously (MCP elicitation): a
+// denial gives the error `exec denied: …`; a run is awaited for window
+// like an exec yield window, then reported as completed/failed or running.
+func (e *Engine) AwaitApproved(ctx context.Context, agent, sessionID string, window time.Duration) apitype.Result {
+	s := e.lookup(agent, sessionID)
+	if s == nil {
+		return execError(apitype.Errorf(apitype.CodeNotFound, "No session found for %s", sessionID))
+	}
+	for s.pending() {
+		select {
+		case <-ctx.Done():
+			return execError(apitype.Errorf("timeout", "approval still pending for %s", sessionID))
+		case <-s.changed():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t := time.NewTimer(window)
+	defer t.Stop()
+	select {
+	case <-s.ended:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	st, ex, cursor := s.snapshot()
+	if ex != nil && ex.State == supervisor.StateDenied {
+		reason := ex.Reason
+		if reason == "user-denied" {
+			reason = "user denied"
+		}
+		return execError(apitype.Errorf("denied", "exec denied: %s", reason))
+	}
+	set := e.cfg.Exec(agent)
+	if ex != nil {
+		out := e.output(s, set.MaxOutputChars)
+		s.update(func(st *state) { st.ObservedEnd = true; st.Retained = true })
+		res := endResult(s, *ex, out, set)
+		res.Details.(*apitype.ExecDetails).Host = st.Host
+		return res
+	}
+	tail, _ := e.tail(s, 2000)
+	pid := s.pid
+	pty := st.PTY
+	text := fmt.Sprintf("Command still running (session %s, pid %d). Use process (list/poll/log/wait/write/kill/clear/remove) for follow-up.", s.id, pid)
+	if tail != "" {
+		text += fmt.Sprintf("\n\nOutput so far (last %d chars):\n%s", len([]rune(tail)), tail)
+	}
+	return apitype.Result{Text: text, Details: &apitype.ExecDetails{
+		Status: "running", SessionID: s.id, PID: &pid, StartedAt: s.start.UnixMilli(), Cwd: st.Cwd,
+		Tail: &tail, Cursor: cursor, Name: st.Name, PTY: &pty, Host: st.Host,
+	}}
+}

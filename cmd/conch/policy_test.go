@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // gatedHome returns a home whose commands run on the gateway host through
@@ -334,5 +337,44 @@ func TestApprovalsFileCLI(t *testing.T) {
 	os.WriteFile(src, []byte(`{"version":1,"agents":{"main":{"allowlist":[{"pattern":"/usr/bin/rg"},{"pattern":"/usr/bin/GIT"}]}}}`), 0o600)
 	if out, code := cli(t, "approvals", "import", src, "--home", home); code != 0 || !strings.Contains(out, "1 allowlist entries added") {
 		t.Fatalf("import: %d %s", code, out)
+	}
+}
+
+func TestApprovalByElicitation(t *testing.T) {
+	home := gatedHome(t, `,"ask":"always"`, "")
+	for _, tc := range []struct {
+		answer *mcp.ElicitResult
+		want   string
+		isErr  bool
+	}{
+		{&mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "allow-once"}}, "elicited-ok", false},
+		{&mcp.ElicitResult{Action: "decline"}, "exec denied: user denied", true},
+		{&mcp.ElicitResult{Action: "cancel"}, "Approval required (id ", false},
+	} {
+		var asked string
+		client := mcp.NewClient(&mcp.Implementation{Name: "elicit-test", Version: "1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked = req.Params.Message
+				return tc.answer, nil
+			},
+		})
+		cmd := exec.Command(conchBin, "mcp", "--home", home)
+		cmd.Stderr = os.Stderr
+		cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "echo elicited-ok"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := res.Content[0].(*mcp.TextContent).Text
+		if !strings.HasPrefix(text, tc.want) || res.IsError != tc.isErr {
+			t.Errorf("answer %s: %q (isError %v)", tc.answer.Action, text, res.IsError)
+		}
+		if !strings.HasPrefix(asked, "Approve command for agent main on gateway?\nCommand: echo elicited-ok\nDirectory: ") {
+			t.Errorf("elicitation message: %q", asked)
+		}
+		cs.Close()
 	}
 }

@@ -8,7 +8,14 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -37,6 +44,7 @@ type Server struct {
 	*mcp.Server
 	eng *engine.Engine
 	opt Options
+	key [32]byte // signs the request state of multi round-trip calls
 }
 
 // New returns a server with the exec and process tools.
@@ -45,6 +53,7 @@ func New(eng *engine.Engine, opt Options) *Server {
 		opt.Agent = "main"
 	}
 	s := &Server{eng: eng, opt: opt}
+	rand.Read(s.key[:])
 	s.Server = mcp.NewServer(&mcp.Implementation{Name: "conch", Version: opt.Version}, &mcp.ServerOptions{
 		HasTools: true,
 	})
@@ -65,9 +74,177 @@ func New(eng *engine.Engine, opt Options) *Server {
 
 func (s *Server) handler(tool string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if tool == "exec" && len(req.Params.InputResponses) > 0 {
+			// The retry of a multi round-trip call (SEP-2322): the human's
+			// answer to our approval question; the command is not run
+			// again.
+			if res, ok := s.answered(ctx, req); ok {
+				return s.toMCP(res), nil
+			}
+		}
 		res := s.eng.Call(ctx, s.opt.Agent, tool, req.Params.Arguments)
+		if d, ok := res.Details.(*engine.ApprovalDetails); ok && tool == "exec" {
+			if r := s.askInline(req, d); r != nil {
+				return r, nil
+			}
+			res = s.elicit(ctx, req, d, res)
+		}
 		return s.toMCP(res), nil
 	}
+}
+
+// approvalQuestion is the elicitation of interfaces.md §2.4.
+func (s *Server) approvalQuestion(d *engine.ApprovalDetails) *mcp.ElicitParams {
+	left := time.Until(time.UnixMilli(d.ExpiresAtMs))
+	msg := fmt.Sprintf("Approve command for agent %s on %s?\nCommand: %s\nDirectory: %s\nReason: %s\nExpires in %ds (id %s)",
+		s.opt.Agent, d.Host, d.Command, d.Cwd, d.Reason, int(left.Seconds()), d.ApprovalSlug)
+	schema := map[string]any{
+		"type": "object", "required": []string{"decision"},
+		"properties": map[string]any{"decision": map[string]any{
+			"type": "string", "enum": []string{"allow-once", "allow-always", "deny"},
+			"enumNames": []string{"Allow once", "Always allow", "Deny"},
+		}},
+	}
+	return &mcp.ElicitParams{Message: msg, RequestedSchema: schema}
+}
+
+// canElicit reports whether the client takes elicitations and
+// approvals.elicitation is on.
+func (s *Server) canElicit(req *mcp.CallToolRequest) (bool, *mcp.InitializeParams) {
+	cfg := s.eng.Config()
+	if cfg.Approvals.Elicitation != nil && !*cfg.Approvals.Elicitation {
+		return false, nil
+	}
+	ip := req.Session.InitializeParams()
+	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
+		return false, nil
+	}
+	return true, ip
+}
+
+// askInline returns an input-required result carrying the approval
+// question, for clients on protocol versions that forbid server requests
+// during a call (2026-07-28 and later, SEP-2322); nil otherwise.
+func (s *Server) askInline(req *mcp.CallToolRequest, d *engine.ApprovalDetails) *mcp.CallToolResult {
+	ok, ip := s.canElicit(req)
+	if !ok || ip.ProtocolVersion < "2026-07-28" {
+		return nil
+	}
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{"approval": s.approvalQuestion(d)},
+		RequestState:  s.sign(s.opt.Agent + "|" + d.ApprovalID + "|" + d.SessionID),
+	}
+}
+
+// answered handles the retry that carries the answer to askInline.
+func (s *Server) answered(ctx context.Context, req *mcp.CallToolRequest) (apitype.Result, bool) {
+	state, ok := s.verify(req.Params.RequestState)
+	if !ok {
+		return apitype.Result{}, false
+	}
+	parts := strings.SplitN(state, "|", 3)
+	if len(parts) != 3 || parts[0] != s.opt.Agent {
+		return apitype.Result{}, false
+	}
+	approvalID, sessionID := parts[1], parts[2]
+	er, _ := req.Params.InputResponses["approval"].(*mcp.ElicitResult)
+	by := "mcp:" + s.opt.Agent + ":" + clientName(req)
+	switch {
+	case er == nil || er.Action == "cancel":
+		if s.eng.Pending(s.opt.Agent, sessionID) {
+			return apitype.Result{
+				Text:    fmt.Sprintf("Approval required (id %s). Approve to run; updates will arrive after completion.\nSession: %s (poll it with process for the outcome)", approvalID[:8], sessionID),
+				Details: &engine.ApprovalDetails{Status: "approval-pending", ApprovalID: approvalID, ApprovalSlug: approvalID[:8], SessionID: sessionID},
+			}, true
+		}
+	case er.Action == "decline":
+		s.eng.DecideApproval(approvalID, "deny", by)
+	default:
+		if decision, _ := er.Content["decision"].(string); decision != "" {
+			s.eng.DecideApproval(approvalID, decision, by)
+		}
+	}
+	return s.eng.AwaitApproved(ctx, s.opt.Agent, sessionID, s.eng.Config().Exec(s.opt.Agent).Yield), true
+}
+
+func clientName(req *mcp.CallToolRequest) string {
+	if ip := req.Session.InitializeParams(); ip != nil && ip.ClientInfo != nil && ip.ClientInfo.Name != "" {
+		return ip.ClientInfo.Name
+	}
+	return "client"
+}
+
+// sign and verify protect the request state the client echoes back.
+func (s *Server) sign(v string) string {
+	m := hmac.New(sha256.New, s.key[:])
+	m.Write([]byte(v))
+	return base64.RawURLEncoding.EncodeToString([]byte(v)) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func (s *Server) verify(tok string) (string, bool) {
+	p, sig, ok := strings.Cut(tok, ".")
+	if !ok {
+		return "", false
+	}
+	v, err := base64.RawURLEncoding.DecodeString(p)
+	if err != nil {
+		return "", false
+	}
+	want := s.sign(string(v))
+	if !hmac.Equal([]byte(want), []byte(p+"."+sig)) {
+		return "", false
+	}
+	return string(v), true
+}
+
+// elicit asks the human at the MCP client to decide an approval
+// (interfaces.md §2.4) when the client can and approvals.elicitation is
+// on. Without an answer (cancel, error, decided elsewhere first) the
+// approval-pending result stands and the approval stays open.
+func (s *Server) elicit(ctx context.Context, req *mcp.CallToolRequest, d *engine.ApprovalDetails, pending apitype.Result) apitype.Result {
+	if ok, _ := s.canElicit(req); !ok {
+		return pending
+	}
+	client := clientName(req)
+	left := time.Until(time.UnixMilli(d.ExpiresAtMs))
+	ectx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	// Decided elsewhere (CLI, API) first: stop asking.
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ectx.Done():
+				return
+			case <-t.C:
+				if !s.eng.Pending(s.opt.Agent, d.SessionID) {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	er, err := req.Session.Elicit(ectx, s.approvalQuestion(d))
+	by := "mcp:" + s.opt.Agent + ":" + client
+	switch {
+	case err != nil || er == nil || er.Action == "cancel":
+		if !s.eng.Pending(s.opt.Agent, d.SessionID) {
+			return s.eng.AwaitApproved(ctx, s.opt.Agent, d.SessionID, s.eng.Config().Exec(s.opt.Agent).Yield)
+		}
+		return pending
+	case er.Action == "decline":
+		s.eng.DecideApproval(d.ApprovalID, "deny", by)
+	default:
+		decision, _ := er.Content["decision"].(string)
+		if decision == "" {
+			return pending
+		}
+		if err := s.eng.DecideApproval(d.ApprovalID, decision, by); err != nil && s.eng.Pending(s.opt.Agent, d.SessionID) {
+			return pending
+		}
+	}
+	return s.eng.AwaitApproved(ctx, s.opt.Agent, d.SessionID, s.eng.Config().Exec(s.opt.Agent).Yield)
 }
 
 // toMCP converts a tool result: text content, details as structured
