@@ -55,7 +55,7 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	if e.isClosed() {
 		return execError(apitype.Errorf(apitype.CodeUnavailable, "conch engine is shutting down."))
 	}
-	pl, aerr := e.plan(agent, p)
+	pl, aerr := e.plan(agent, p, workdirFrom(ctx))
 	if aerr != nil {
 		return execError(aerr)
 	}
@@ -110,7 +110,7 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 }
 
 // plan applies exec.md §2 steps 3–9 and §3.1.
-func (e *Engine) plan(agent string, p apitype.ExecParams) (*plan, *apitype.Error) {
+func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*plan, *apitype.Error) {
 	set := e.cfg.Exec(agent)
 	pl := &plan{agent: agent, command: p.Command, set: set}
 
@@ -179,6 +179,9 @@ func (e *Engine) plan(agent string, p apitype.ExecParams) (*plan, *apitype.Error
 
 	// Workdir (exec.md §4.3).
 	def := set.Workspace
+	if def == "" {
+		def = workspace
+	}
 	if def == "" && e.opt.Workspace != nil {
 		def = e.opt.Workspace(agent)
 	}
@@ -640,4 +643,18 @@ func deref(p *string) string {
 func (e *Engine) killSession(s *session, by string) bool {
 	_, err := supervisor.Call(s.socket, supervisor.Request{Op: "kill", By: by})
 	return err == nil
+}
+
+type workdirKey struct{}
+
+// WithWorkdir returns a context whose exec calls default to dir when the
+// agent has no configured workspace: a proxied `conch mcp --workdir`
+// (hosts.md §7.8).
+func WithWorkdir(ctx context.Context, dir string) context.Context {
+	return context.WithValue(ctx, workdirKey{}, dir)
+}
+
+func workdirFrom(ctx context.Context) string {
+	s, _ := ctx.Value(workdirKey{}).(string)
+	return s
 }

@@ -150,6 +150,18 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		},
 	})
+	var backend mcpserver.Engine = eng
+	if errors.Is(err, engine.ErrHomeLocked) {
+		// Another engine (conch serve) holds the home: proxy to it.
+		cfg, cerr := config.Load(filepath.Join(*home, "config.json"))
+		if cerr == nil {
+			p := newSocketEngine(filepath.Join(*home, "run", "engine.sock"), *agent, *workdir, cfg)
+			if p.ping() {
+				log.Info("proxying to the engine that holds the home", "home", *home)
+				backend, err = p, nil
+			}
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "conch mcp: %v\n", err)
 		if errors.Is(err, engine.ErrHomeLocked) || errors.Is(err, engine.ErrHomeNotWritable) {
@@ -157,8 +169,10 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return exitFailed
 	}
-	defer eng.Close()
-	srv = mcpserver.New(eng, mcpserver.Options{Agent: *agent, Version: version()})
+	if eng != nil {
+		defer eng.Close()
+	}
+	srv = mcpserver.New(backend, mcpserver.Options{Agent: *agent, Version: version()})
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -364,3 +364,28 @@ func TestServeApprovalDecisionAPI(t *testing.T) {
 		t.Fatalf("approved run log: %v", m)
 	}
 }
+
+func TestMCPStdioProxiesToServe(t *testing.T) {
+	home := newHome(t, "")
+	g := startGateway(t, home)
+	work := t.TempDir()
+	c := startConch(t, home, "--workdir", work)
+	r := c.exec(map[string]any{"command": "pwd; sleep 916.1", "yieldMs": 300})
+	if r.str("status") != "running" {
+		t.Fatalf("proxied exec: %q %v", r.Text, r.D)
+	}
+	id := r.str("sessionId")
+	if !strings.Contains(r.Text, work) {
+		t.Errorf("--workdir not honoured through the proxy: %q", r.Text)
+	}
+	// The gateway owns the session: its API sees it.
+	if code, m := g.do("GET", "/v1/sessions/"+id, g.token, nil, nil); code != 200 || m["state"] != "running" {
+		t.Fatalf("gateway view: %d %v", code, m)
+	}
+	if k := c.process(map[string]any{"action": "kill", "sessionId": id}); k.Text != "Killed session "+id+"." {
+		t.Fatalf("kill through the proxy: %q", k.Text)
+	}
+	if r := c.exec(map[string]any{"command": "true", "cwd": "/"}); !r.IsError || r.Text != `Unknown parameter "cwd".` {
+		t.Fatalf("errors through the proxy: %q %v", r.Text, r.D)
+	}
+}

@@ -168,7 +168,12 @@ func (s *Server) wrap(socket bool) http.Handler {
 				id.agent = a
 			}
 		}
-		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
+		ctx := context.WithValue(r.Context(), ctxKey{}, id)
+		if wd := r.Header.Get("X-Conch-Workdir"); socket && wd != "" {
+			// Honoured on the engine socket only: a proxied conch mcp.
+			ctx = engine.WithWorkdir(ctx, wd)
+		}
+		r = r.WithContext(ctx)
 		if r.URL.Path == "/mcp" || strings.HasPrefix(r.URL.Path, "/mcp/") {
 			if id.operator && !socket {
 				writeError(w, http.StatusForbidden, "forbidden", "operator tokens cannot use /mcp; use an agent token")

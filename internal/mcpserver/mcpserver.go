@@ -21,6 +21,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/config"
 )
 
 // Tool descriptions (exec.md §1, process.md §1).
@@ -42,13 +43,25 @@ type Options struct {
 // Server is an MCP server for one engine and one agent.
 type Server struct {
 	*mcp.Server
-	eng *engine.Engine
+	eng Engine
 	opt Options
 	key [32]byte // signs the request state of multi round-trip calls
 }
 
 // New returns a server with the exec and process tools.
-func New(eng *engine.Engine, opt Options) *Server {
+// Engine is what the server needs of an engine: *engine.Engine, or a
+// proxy to the engine that holds the home (conch mcp next to conch serve).
+type Engine interface {
+	Call(ctx context.Context, agent, tool string, args json.RawMessage) apitype.Result
+	Config() *config.Config
+	Pending(agent, sessionID string) bool
+	DecideApproval(idOrSlug, decision, decidedBy string) error
+	AwaitApproved(ctx context.Context, agent, sessionID string, window time.Duration) apitype.Result
+}
+
+var _ Engine = (*engine.Engine)(nil)
+
+func New(eng Engine, opt Options) *Server {
 	if opt.Agent == "" {
 		opt.Agent = "main"
 	}
