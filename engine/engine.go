@@ -122,6 +122,7 @@ type Engine struct {
 	// refilling is set while a new one starts.
 	spare     *supervisor.Spare
 	refilling bool
+	counters  execCounters
 
 	// The ledger writer: ledgerQ is fed under lmu (read side) until
 	// ledgerClosed; ledgerDone closes when everything was written.
@@ -652,8 +653,55 @@ func (e *Engine) Changed(agent, id string) <-chan struct{} {
 	return s.changed()
 }
 
-// Stats are gauges for /metrics.
+// execBuckets are the upper bounds (seconds) of the exec duration
+// histogram.
+var execBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// execCounters count exec calls for /metrics; guarded by Engine.mu.
+type execCounters struct {
+	total   map[[3]string]int64 // agent, host, status
+	buckets []int64             // cumulative counts per execBuckets, +Inf last
+	sum     float64
+	count   int64
+}
+
+func (e *Engine) countExec(agent string, res apitype.Result, d time.Duration) {
+	status, host := "error", ""
+	switch det := res.Details.(type) {
+	case *apitype.ExecDetails:
+		status, host = det.Status, det.Host
+	case *ApprovalDetails:
+		status, host = det.Status, det.Host
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := &e.counters
+	if c.total == nil {
+		c.total = map[[3]string]int64{}
+		c.buckets = make([]int64, len(execBuckets)+1)
+	}
+	c.total[[3]string{agent, host, status}]++
+	secs := d.Seconds()
+	for i, b := range execBuckets {
+		if secs <= b {
+			c.buckets[i]++
+		}
+	}
+	c.buckets[len(execBuckets)]++
+	c.sum += secs
+	c.count++
+}
+
+// Stats are gauges and counters for /metrics.
 type Stats struct {
+	// ExecTotal counts exec calls by agent, host and status.
+	ExecTotal map[[3]string]int64
+	// ExecBuckets are the duration histogram's upper bounds in seconds and
+	// ExecCounts its cumulative counts (the last one is +Inf).
+	ExecBuckets []float64
+	ExecCounts  []int64
+	ExecSum     float64
+	ExecCount   int64
 	// Running counts running sessions by agent and host.
 	Running map[[2]string]int
 	// Pending counts sessions waiting for an approval.
@@ -668,7 +716,14 @@ func (e *Engine) Stats() Stats {
 		ss = append(ss, s)
 	}
 	e.mu.Unlock()
-	st := Stats{Running: map[[2]string]int{}}
+	st := Stats{Running: map[[2]string]int{}, ExecTotal: map[[3]string]int64{}, ExecBuckets: execBuckets}
+	e.mu.Lock()
+	for k, v := range e.counters.total {
+		st.ExecTotal[k] = v
+	}
+	st.ExecCounts = append([]int64(nil), e.counters.buckets...)
+	st.ExecSum, st.ExecCount = e.counters.sum, e.counters.count
+	e.mu.Unlock()
 	for _, s := range ss {
 		if s.pending() {
 			st.Pending++

@@ -25,7 +25,10 @@ import (
 // Exec runs the exec tool for agent (exec.md). The result is never a Go
 // error: failures are results with status "error" or "failed".
 func (e *Engine) Exec(ctx context.Context, agent string, p apitype.ExecParams) apitype.Result {
-	return e.withNotices(agent, e.exec(ctx, agent, p))
+	start := time.Now()
+	res := e.exec(ctx, agent, p)
+	e.countExec(agent, res, time.Since(start))
+	return e.withNotices(agent, res)
 }
 
 func execError(err *apitype.Error) apitype.Result {

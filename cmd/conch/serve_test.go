@@ -389,3 +389,26 @@ func TestMCPStdioProxiesToServe(t *testing.T) {
 		t.Fatalf("errors through the proxy: %q %v", r.Text, r.D)
 	}
 }
+
+func TestServeMetrics(t *testing.T) {
+	g := startGateway(t, newHome(t, ""))
+	g.do("POST", "/v1/exec", g.token, map[string]any{"command": "true"}, nil)
+	req, _ := http.NewRequest("GET", g.base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+g.operator)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`conch_exec_total{agent="main",host="gateway",status="completed"} 1`,
+		`conch_exec_duration_seconds_count 1`,
+		`conch_approvals_pending 0`,
+		"# TYPE conch_sessions_running gauge",
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("metrics lack %q:\n%s", want, b)
+		}
+	}
+}

@@ -300,6 +300,29 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "conch_sessions_running{agent=%q,host=%q} %d\n", k[0], k[1], st.Running[k])
 	}
+	fmt.Fprintln(w, "# HELP conch_exec_total Exec calls by outcome.")
+	fmt.Fprintln(w, "# TYPE conch_exec_total counter")
+	tk := make([][3]string, 0, len(st.ExecTotal))
+	for k := range st.ExecTotal {
+		tk = append(tk, k)
+	}
+	sort.Slice(tk, func(i, j int) bool { return strings.Join(tk[i][:], "|") < strings.Join(tk[j][:], "|") })
+	for _, k := range tk {
+		fmt.Fprintf(w, "conch_exec_total{agent=%q,host=%q,status=%q} %d\n", k[0], k[1], k[2], st.ExecTotal[k])
+	}
+	fmt.Fprintln(w, "# HELP conch_exec_duration_seconds Duration of exec calls.")
+	fmt.Fprintln(w, "# TYPE conch_exec_duration_seconds histogram")
+	for i, b := range st.ExecBuckets {
+		if i < len(st.ExecCounts) {
+			fmt.Fprintf(w, "conch_exec_duration_seconds_bucket{le=%q} %d\n", strconv.FormatFloat(b, 'f', -1, 64), st.ExecCounts[i])
+		}
+	}
+	if n := len(st.ExecCounts); n > 0 {
+		fmt.Fprintf(w, "conch_exec_duration_seconds_bucket{le=\"+Inf\"} %d\n", st.ExecCounts[n-1])
+	} else {
+		fmt.Fprintln(w, "conch_exec_duration_seconds_bucket{le=\"+Inf\"} 0")
+	}
+	fmt.Fprintf(w, "conch_exec_duration_seconds_sum %g\nconch_exec_duration_seconds_count %d\n", st.ExecSum, st.ExecCount)
 	fmt.Fprintln(w, "# HELP conch_approvals_pending Approval requests waiting for a decision.")
 	fmt.Fprintln(w, "# TYPE conch_approvals_pending gauge")
 	fmt.Fprintf(w, "conch_approvals_pending %d\n", st.Pending)
