@@ -84,7 +84,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	s := newSession(id, dir, agent)
 	s.st = state{
 		Agent: agent, Command: pl.command, Name: deriveName(pl.command), Cwd: pl.cwd, Host: pl.host, PTY: pl.pty,
-		CreatedAt: time.Now().UnixMilli(), Backgrounded: true, PendingApprovalID: req.ID,
+		CreatedAt: time.Now().UnixMilli(), Backgrounded: true, PendingApprovalID: req.ID, Gated: true,
 	}
 	s.start = time.UnixMilli(s.st.CreatedAt)
 	s.approval = req
@@ -239,12 +239,17 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	note := ""
 	if decision == string(approvals.AllowAlways) {
 		if pr != nil && pr.gate.eff.Security == policy.SecurityAllowlist && len(req.Persist) > 0 {
+			before, _ := approvals.Load(e.home)
 			added, err := approvals.AddAllow(e.home, s.agent, req.Persist, req.Command)
 			if err != nil {
 				e.log.Warn("persist allow-always", "err", err)
 			}
 			for _, a := range added {
 				persisted = append(persisted, a.Pattern)
+			}
+			if len(added) > 0 {
+				after, _ := approvals.Load(e.home)
+				e.appendLedger(ledger.Record{Type: ledger.TypePolicy, Agent: s.agent, Fields: policyFields(before, after, decidedBy)}, true)
 			}
 		}
 		if len(persisted) == 0 {

@@ -460,7 +460,7 @@ func (e *Engine) ended(s *session, ex supervisor.Exit) {
 	}
 	st, _, _ := s.snapshot()
 	if ex.State != supervisor.StateDenied {
-		e.ledgerEnd(s, ex, st.ApprovalID != "")
+		e.ledgerEnd(s, ex, st.Gated || st.ApprovalID != "")
 		e.finishedNotice(s, ex)
 	}
 	e.emit("session.ended", s.agent, map[string]any{"sessionId": s.id, "state": ex.State, "exitCode": ex.ExitCode,
@@ -491,6 +491,8 @@ func (e *Engine) sweep() {
 		case <-t.C:
 		}
 		now := time.Now()
+		// Resolved approval records are kept 15 s for late readers.
+		e.store.Prune(now.Add(-15 * time.Second))
 		e.mu.Lock()
 		var old []*session
 		for _, s := range e.sessions {
@@ -561,6 +563,7 @@ func (e *Engine) reattach() {
 		}
 		s.pid, s.socket = s.meta.PID, s.meta.Socket
 		s.agent = s.st.Agent
+		s.approvalID = s.st.ApprovalID
 		s.start = time.UnixMilli(s.meta.StartedAt)
 		if s.st.Agent == "" {
 			s.agent = s.meta.Agent

@@ -348,6 +348,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 	s.st = state{
 		Agent: pl.agent, Command: pl.command, Name: deriveName(pl.command), Cwd: pl.cwd, Host: pl.host,
 		PTY: pl.pty, CreatedAt: time.Now().UnixMilli(), TimeoutSec: pl.timeout.Seconds(),
+		Gated: pl.hostReason == "" && pl.host == "gateway",
 	}
 	if err := s.saveLocked(); err != nil {
 		s.remove()

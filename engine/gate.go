@@ -14,10 +14,12 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/policy"
 )
@@ -35,6 +37,9 @@ type Policy struct {
 	// then denied.
 	FileErr error
 	Request policy.Request
+	// rules maps an allowlist entry's source label to the entry, for the
+	// lastUsed bookkeeping.
+	rules map[string]approvals.Rule
 }
 
 // Header is the first line of `conch policy explain`.
@@ -99,8 +104,10 @@ func (e *Engine) EffectivePolicy(agent, reqSecurity, reqAsk, command, cwd, path 
 	}
 	p.SecuritySources = fmt.Sprintf("config %s, file %s", confSec, orDash(res.Security.Value))
 	p.AskSources = fmt.Sprintf("config %s, file %s", confAsk, orDash(res.Ask.Value))
+	p.rules = map[string]approvals.Rule{}
 	for _, r := range res.Allowlist {
 		p.Allowlist = append(p.Allowlist, policy.AllowEntry{Pattern: r.Pattern, Source: r.Source})
+		p.rules[r.Source] = r
 	}
 	home, _ := os.UserHomeDir()
 	profiles := map[string]policy.Profile{}
@@ -164,7 +171,7 @@ func (e *Engine) gate(agent string, p apitype.ExecParams, pl *plan) gateResult {
 			pl.argv = []string{pl.argv[0], pl.argv[1], d.Pinned}
 			g.pinned = true
 		}
-		e.markUsed(agent, pl.command, d)
+		e.markUsed(pl.command, d, eff)
 		g.run = true
 		return g
 	case policy.OutcomeDeny:
@@ -184,12 +191,18 @@ func envValue(env []string, key string) string {
 }
 
 // markUsed records allowlist hits (lastUsedAt & co) off the caller's path.
-func (e *Engine) markUsed(agent, command string, d policy.Decision) {
+func (e *Engine) markUsed(command string, d policy.Decision, eff Policy) {
 	var uses []approvals.Use
+	now := time.Now()
 	walkSegments(d.Analysis.Parts, func(s policy.Segment) {
-		if s.Verdict == policy.VerdictAllowlist {
-			uses = append(uses, approvals.Use{Owner: agent, Pattern: s.Pattern, Command: command, ResolvedPath: s.Exe})
+		if s.Verdict != policy.VerdictAllowlist {
+			return
 		}
+		r, ok := eff.rules[s.Rule]
+		if !ok {
+			return
+		}
+		uses = append(uses, approvals.Use{Owner: r.Owner, ID: r.ID, Pattern: r.Pattern, Command: command, ResolvedPath: s.Exe, At: now})
 	})
 	if len(uses) == 0 {
 		return
@@ -404,7 +417,14 @@ func ExplainPolicy(home, agent, cwd, command string) (Explanation, error) {
 		return Explanation{}, err
 	}
 	e := &Engine{home: home, cfg: cfg}
-	p := e.EffectivePolicy(agent, "", "", command, cwd, os.Getenv("PATH"))
+	path := os.Getenv("PATH")
+	if lp, err := hostenv.LoginPATH(); err == nil && lp != "" {
+		path = hostenv.MergePATH(lp, path)
+	}
+	if pp := cfg.Exec(agent).PathPrepend; len(pp) > 0 {
+		path = prependPath(pp, path)
+	}
+	p := e.EffectivePolicy(agent, "", "", command, cwd, path)
 	return Explanation{Policy: p, Decision: policy.Evaluate(p.Request)}, nil
 }
 
@@ -431,4 +451,54 @@ func (x Explanation) JSON() map[string]any {
 		"analysis": analysis, "segments": segs, "verdict": x.Decision.Outcome, "reason": x.Decision.Reason,
 		"pinned": x.Decision.Pinned, "persist": x.Decision.Persist, "warnings": x.Decision.Warnings,
 	}
+}
+
+// allowPatterns lists every allowlist pattern of a file as "agent:pattern".
+func allowPatterns(f *approvals.File) map[string]bool {
+	out := map[string]bool{}
+	if f == nil {
+		return out
+	}
+	for id, a := range f.Agents {
+		for _, e := range a.Allowlist {
+			out[id+":"+e.Pattern] = true
+		}
+	}
+	return out
+}
+
+// RecordPolicyChange appends a ledger `policy` record for a change of the
+// approvals file from old to new (policy.md §12), by whoever changed it.
+func RecordPolicyChange(home string, old, new *approvals.File, by string) error {
+	l, err := ledger.Open(home, ledger.Options{})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	_, err = l.Append(ledger.Record{Type: ledger.TypePolicy, Fields: policyFields(old, new, by)})
+	return err
+}
+
+func policyFields(old, new *approvals.File, by string) ledger.Policy {
+	before, after := allowPatterns(old), allowPatterns(new)
+	p := ledger.Policy{File: approvals.FileName, By: by, Added: []string{}, Removed: []string{}}
+	if old != nil {
+		p.OldHash = old.Hash()
+	}
+	if new != nil {
+		p.NewHash = new.Hash()
+	}
+	for k := range after {
+		if !before[k] {
+			p.Added = append(p.Added, k)
+		}
+	}
+	for k := range before {
+		if !after[k] {
+			p.Removed = append(p.Removed, k)
+		}
+	}
+	sort.Strings(p.Added)
+	sort.Strings(p.Removed)
+	return p
 }

@@ -29,10 +29,12 @@ type state struct {
 	// PendingApprovalID is set while the session is reserved by an open
 	// approval request (no process yet); ApprovalID names the approval of
 	// a gated run.
-	PendingApprovalID string      `json:"pendingApprovalId,omitempty"`
-	ApprovalID        string      `json:"approvalId,omitempty"`
-	Notice            noticeState `json:"notice"`
-	PollBackoff       int         `json:"pollBackoff"`
+	PendingApprovalID string `json:"pendingApprovalId,omitempty"`
+	ApprovalID        string `json:"approvalId,omitempty"`
+	// Gated is set for runs that passed the policy gate.
+	Gated       bool        `json:"gated,omitempty"`
+	Notice      noticeState `json:"notice"`
+	PollBackoff int         `json:"pollBackoff"`
 }
 
 type noticeState struct {

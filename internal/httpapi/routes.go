@@ -435,6 +435,7 @@ func (s *Server) putApprovalsFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, "invalid_argument", err.Error())
 		return
 	}
+	old, _ := approvals.Load(s.opt.Home)
 	if err := approvals.Save(s.opt.Home, f, in.BaseHash); err != nil {
 		if errors.Is(err, approvals.ErrConflict) {
 			writeError(w, 409, "conflict", err.Error())
@@ -443,6 +444,10 @@ func (s *Server) putApprovalsFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, "invalid_argument", err.Error())
 		return
 	}
+	if err := engine.RecordPolicyChange(s.opt.Home, old, f, "api:operator"); err != nil {
+		s.log.Warn("ledger policy record", "err", err)
+	}
+	s.hub.Publish(engine.Event{Type: "policy.changed", Data: map[string]any{"file": approvals.FileName, "newHash": f.Hash(), "by": "api:operator"}})
 	writeJSON(w, 200, map[string]any{"hash": f.Hash()})
 }
 
