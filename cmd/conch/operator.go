@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -113,11 +115,7 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 				return exitUsage
 			}
 		}
-		user := os.Getenv("USER")
-		if user == "" {
-			user = fmt.Sprint(os.Getuid())
-		}
-		r, err := store.Decide(pos[0], d, "cli:"+user)
+		r, err := store.Decide(pos[0], d, cliUser())
 		var already *approvals.AlreadyResolvedError
 		switch {
 		case errors.As(err, &already):
@@ -398,10 +396,14 @@ func approvalsFile(sub, home string, pos []string, baseHash string, force, repla
 			fmt.Fprintf(stderr, "conch approvals set: %v\n", err)
 			return exitUsage
 		}
+		old, _ := approvals.Load(home)
 		if force {
-			cur, err := approvals.Load(home)
-			if err == nil {
-				baseHash = cur.Hash()
+			if old != nil {
+				baseHash = old.Hash()
+			} else if raw, err := os.ReadFile(approvals.Path(home)); err == nil {
+				// An unusable file is exactly what --force must replace.
+				sum := sha256.Sum256(raw)
+				baseHash = hex.EncodeToString(sum[:])
 			}
 		}
 		if err := approvals.Save(home, nf, baseHash); err != nil {
@@ -410,6 +412,9 @@ func approvalsFile(sub, home string, pos []string, baseHash string, force, repla
 				return exitConflict
 			}
 			return exitFailed
+		}
+		if err := engine.RecordPolicyChange(home, old, nf, cliUser()); err != nil {
+			fmt.Fprintf(stderr, "conch approvals set: ledger: %v\n", err)
 		}
 		fmt.Fprintf(stdout, "{\"hash\":%q}\n", nf.Hash())
 		return exitOK
@@ -429,6 +434,7 @@ func approvalsFile(sub, home string, pos []string, baseHash string, force, repla
 			return exitUsage
 		}
 		added := 0
+		old, _ := approvals.Load(home)
 		_, err = approvals.Update(home, func(f *approvals.File) error {
 			if replace {
 				*f = *in
@@ -441,6 +447,9 @@ func approvalsFile(sub, home string, pos []string, baseHash string, force, repla
 			fmt.Fprintf(stderr, "conch approvals import: %v\n", err)
 			return exitFailed
 		}
+		if nf, err := approvals.Load(home); err == nil {
+			engine.RecordPolicyChange(home, old, nf, cliUser())
+		}
 		if replace {
 			fmt.Fprintf(stdout, "Imported %s (replaced).\n", src)
 		} else {
@@ -449,4 +458,13 @@ func approvalsFile(sub, home string, pos []string, baseHash string, force, repla
 		return exitOK
 	}
 	return exitUsage
+}
+
+// cliUser names the operator deciding from the CLI.
+func cliUser() string {
+	user := os.Getenv("USER")
+	if user == "" {
+		user = fmt.Sprint(os.Getuid())
+	}
+	return "cli:" + user
 }
