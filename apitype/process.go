@@ -165,6 +165,7 @@ type LogDetails struct {
 	ExitCode     *int    `json:"exitCode,omitempty"`
 	Signal       *string `json:"signal,omitempty"`
 	ExitSignal   *string `json:"exitSignal,omitempty"`
+	KilledBy     *string `json:"killedBy,omitempty"`
 }
 
 // SessionEntry is one session in list results (process.md §4.1).

@@ -20,6 +20,13 @@ func (e *Engine) Process(ctx context.Context, agent string, p apitype.ProcessPar
 	return e.withNotices(agent, e.process(ctx, agent, p))
 }
 
+// Read runs a process action without delivering the agent's queued
+// events in its text: for readers that are not the agent's model (the
+// session stream, the UI).
+func (e *Engine) Read(ctx context.Context, agent string, p apitype.ProcessParams) apitype.Result {
+	return e.process(ctx, agent, p)
+}
+
 func processError(err *apitype.Error) apitype.Result {
 	return apitype.Result{Text: err.Message, Details: &apitype.ErrorDetails{Status: "failed", Error: err}}
 }
@@ -409,7 +416,7 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	}
 	if ex != nil {
 		d.State = ex.State
-		d.ExitCode, d.Signal, d.ExitSignal = ex.ExitCode, ex.Signal, ex.Signal
+		d.ExitCode, d.Signal, d.ExitSignal, d.KilledBy = ex.ExitCode, ex.Signal, ex.Signal, ex.KilledBy
 		s.update(func(st *state) { st.ObservedEnd = true })
 	}
 	return apitype.Result{Text: text + hint, Details: d}

@@ -65,7 +65,7 @@ Environment: CONCH_HOME (default ~/.conch), CONCH_AGENT (default main).
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage+clientUsage)
 		return exitUsage
 	}
 	switch args[0] {
@@ -82,6 +82,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "ledger":
 		return runLedger(args[1:], stdout, stderr)
 	case "agents":
+		if len(args) > 1 && args[1] != "defaults" {
+			return runAgentsClient(args[1:], stdout, stderr)
+		}
 		return runAgents(args[1:], stdout, stderr)
 	case "doctor":
 		return runDoctor(args[1:], stdout, stderr)
@@ -89,13 +92,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "conch %s (%s, %s)\n", version(), commit(), runtime.Version())
 		return exitOK
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage+clientUsage)
 		return exitOK
 	}
 	if code, ok := runClientCommand(args[0], args[1:], stdin, stdout, stderr); ok {
 		return code
 	}
-	fmt.Fprintf(stderr, "conch: unknown command %q\n\n%s", args[0], usage)
+	fmt.Fprintf(stderr, "conch: unknown command %q\n\n%s", args[0], usage+clientUsage)
 	return exitUsage
 }
 

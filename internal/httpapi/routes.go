@@ -244,11 +244,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		since, _ = strconv.ParseFloat(lei, 64)
 	}
 	raw := r.URL.Query().Get("raw") == "true"
+	stream := r.URL.Query().Get("stream")
 	first := true
 	for {
 		changed := s.eng.Changed(id.agent, sid)
-		b, _ := json.Marshal(map[string]any{"action": "log", "sessionId": sid, "since": since, "raw": raw})
-		res := s.eng.Call(r.Context(), id.agent, "process", b)
+		b, _ := json.Marshal(map[string]any{"action": "log", "sessionId": sid, "since": since, "raw": raw, "stream": stream})
+		p, perr := apitype.ParseProcessParams(b)
+		if perr != nil {
+			writeError(w, 400, perr.Code, perr.Message)
+			return
+		}
+		res := s.eng.Read(r.Context(), id.agent, p)
 		if code := errorCode(res); code != "" {
 			if first {
 				writeResult(w, res)
@@ -268,7 +274,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			since = float64(d.Cursor)
 		}
 		if d != nil && d.Status != "running" && d.Status != "pending" {
-			data, _ := json.Marshal(map[string]any{"state": d.State, "exitCode": d.ExitCode, "signal": d.Signal})
+			data, _ := json.Marshal(map[string]any{"state": d.State, "exitCode": d.ExitCode, "signal": d.Signal, "killedBy": d.KilledBy})
 			fmt.Fprintf(w, "event: end\ndata: %s\n\n", data)
 			fl.Flush()
 			return

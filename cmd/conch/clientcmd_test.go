@@ -1,0 +1,534 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/conchsh/conch/client"
+)
+
+// cliEnv is the environment of the CLI under test: the test's own minus
+// conch's variables, so that a developer's CONCH_GATEWAY or CONCH_TOKEN
+// cannot leak in.
+func cliEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CONCH_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// runCLI runs the conch binary with a hard deadline and returns its
+// stdout, stderr and exit code.
+func runCLI(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, conchBin, args...)
+	// A stray home never lands in the developer's ~/.conch.
+	cmd.Env = cliEnv(append([]string{"CONCH_HOME=" + filepath.Join(t.TempDir(), "default-home")}, env...)...)
+	cmd.Dir = t.TempDir()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("conch %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestCLIExecInProcess(t *testing.T) {
+	home := newHome(t, "")
+	for _, c := range []struct {
+		name   string
+		args   []string
+		stdout string
+		stderr string // substring
+		code   int
+	}{
+		{"echo", []string{"--", "echo", "hi"}, "hi\n", "", 0},
+		{"exit code", []string{"--", "sh", "-c", "exit 3"}, "", "", 3},
+		{"quoted args", []string{"printf", "%s|", "a b", "it's", ""}, "a b|it's||\n", "", 0},
+		{"signal", []string{"--", "echo before; kill -KILL $$"}, "before\n", "Command aborted by signal SIGKILL", 128 + 9},
+		{"not found", []string{"--", "no-such-command-conch"}, "*", "Command not found", 127},
+		{"timeout", []string{"-t", "0.2", "--", "sleep 5"}, "", "Command timed out after 0.2 seconds", 124},
+		{"followed", []string{"--yield", "20", "--", "echo a; sleep 0.3; echo b >&2; exit 4"}, "a\nb\n", "", 4},
+		{"followed timeout", []string{"--yield", "20", "-t", "0.4", "--", "echo a; sleep 5"}, "a\n", "timed out", 124},
+		{"no command", nil, "", "no command", 125},
+		{"bad flag", []string{"--no-such-flag", "--", "true"}, "", "flag provided but not defined", 125},
+		{"invalid argument", []string{"--host", "moon", "--", "true"}, "", "Invalid host", 125},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, nil, append([]string{"exec", "--home", home}, c.args...)...)
+			if out != c.stdout && c.stdout != "*" || code != c.code || !strings.Contains(errOut, c.stderr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q, %q", code, out, errOut, c.code, c.stdout, c.stderr)
+			}
+		})
+	}
+}
+
+func TestCLIExecJSON(t *testing.T) {
+	home := newHome(t, "")
+	out, _, code := runCLI(t, nil, "exec", "--home", home, "--json", "--", "echo", "hi")
+	var r struct {
+		Text    string
+		Details map[string]any
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 || r.Text != "hi" || r.Details["status"] != "completed" || r.Details["exitCode"] != 0.0 {
+		t.Fatalf("exit %d: %s (%v)", code, out, err)
+	}
+	// A followed run prints the running result, then the final poll.
+	out, _, code = runCLI(t, nil, "exec", "--home", home, "--json", "--yield", "20", "--", "echo a; sleep 0.3; echo b; exit 2")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 2 || len(lines) != 2 || !strings.Contains(lines[0], `"status":"running"`) || !strings.Contains(lines[1], `"exitCode":2`) || !strings.Contains(lines[1], `"text":"b`) {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestCLISessions(t *testing.T) {
+	home := newHome(t, "")
+	h := []string{"--home", home}
+	// cli puts --home right after the command name: flags after "--"
+	// would belong to the command.
+	cli := func(args ...string) (string, string, int) {
+		t.Helper()
+		return runCLI(t, nil, append(append([]string{args[0]}, h...), args[1:]...)...)
+	}
+	out, _, code := cli("exec", "-b", "--", "sleep", "5")
+	id := strings.TrimSpace(out)
+	if code != 0 || id == "" || strings.ContainsAny(id, " \n") {
+		t.Fatalf("exec -b: exit %d, %q", code, out)
+	}
+	out, _, code = cli("ps")
+	if code != 0 || !strings.Contains(out, id+" running") {
+		t.Fatalf("ps: exit %d\n%s", code, out)
+	}
+	out, _, code = cli("ps", "--all-agents")
+	if code != 0 || !strings.Contains(out, "main  "+id+" running") {
+		t.Fatalf("ps --all-agents: exit %d\n%s", code, out)
+	}
+	out, _, code = cli("kill", id)
+	if code != 0 || !strings.Contains(out, "Killed session "+id) {
+		t.Fatalf("kill: exit %d\n%s", code, out)
+	}
+	out, _, code = cli("poll", id, "--json")
+	if code != 0 || !strings.Contains(out, `"state":"killed"`) {
+		t.Fatalf("poll: exit %d\n%s", code, out)
+	}
+	if out, _, code = cli("rm", id); code != 0 || !strings.Contains(out, "Removed session "+id) {
+		t.Fatalf("rm: exit %d\n%s", code, out)
+	}
+	if _, errOut, code := cli("poll", id); code != exitNotFound || !strings.Contains(errOut, "No session found for "+id) {
+		t.Fatalf("poll after rm: exit %d\n%s", code, errOut)
+	}
+	if _, _, code := cli("kill"); code != exitUsage {
+		t.Fatalf("kill without id: exit %d", code)
+	}
+
+	// Input, then follow the log to the end.
+	out, _, _ = cli("exec", "-b", "--", "read x; echo got:$x; sleep 0.2; echo done")
+	id = strings.TrimSpace(out)
+	if out, errOut, code := cli("send", id, "--data", "hello", "--submit"); code != 0 || !strings.Contains(out, "Wrote 5 bytes") || !strings.Contains(out, "Submitted session") {
+		t.Fatalf("send: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := cli("log", id, "-f"); code != 0 || out != "got:hello\ndone\n" {
+		t.Fatalf("log -f: exit %d, %q %s", code, out, errOut)
+	}
+	if out, _, code := cli("log", id, "--offset", "1"); code != 0 || out != "done\n" {
+		t.Fatalf("log --offset 1: exit %d, %q", code, out)
+	}
+	if out, _, code := cli("clear", id); code != 0 || !strings.Contains(out, "Cleared session") {
+		t.Fatalf("clear: exit %d, %q", code, out)
+	}
+
+	// Actions the engine may not offer yet answer "unavailable" (exit 6).
+	out, _, _ = cli("exec", "-b", "--", "echo needle")
+	id = strings.TrimSpace(out)
+	for _, args := range [][]string{{"search", id, "needle"}, {"screen", id}, {"wait", id, "--timeout", "5000"}} {
+		out, errOut, code := cli(args...)
+		if code == exitUnavailable && strings.Contains(errOut, "not available") {
+			continue
+		}
+		if args[0] == "screen" && code == exitConflict {
+			continue // not a PTY session
+		}
+		if code != 0 {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+}
+
+func TestCLIApprovals(t *testing.T) {
+	home := gatedHome(t, `,"security":"allowlist","ask":"always"`, "")
+	out, errOut, code := runCLI(t, nil, "exec", "--home", home, "--no-wait", "--", "echo", "later")
+	if code != exitNoWait || strings.TrimSpace(out) == "" || !strings.Contains(errOut, "Approval required") {
+		t.Fatalf("--no-wait: exit %d, %q %q", code, out, errOut)
+	}
+
+	// decide finds the approval of command and decides it.
+	decide := func(command, how string) {
+		t.Helper()
+		eventually(t, 20*time.Second, func() string {
+			out, _, _ := runCLI(t, nil, "approvals", "pending", "--json", "--home", home)
+			var list []struct{ Slug, Command string }
+			json.Unmarshal([]byte(out), &list)
+			for _, a := range list {
+				if a.Command == command {
+					if o, _, code := runCLI(t, nil, "approvals", how, a.Slug, "--home", home); code != 0 {
+						return "decide: " + o
+					}
+					return ""
+				}
+			}
+			return "no pending approval for " + command + ": " + out
+		})
+	}
+	for _, c := range []struct {
+		command, how, stdout string
+		code                 int
+	}{
+		{"echo approved", "approve", "approved\n", 0},
+		{"echo refused", "deny", "", exitDenied},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, conchBin, "exec", "--home", home, "--", c.command)
+		cmd.Env = cliEnv()
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		decide(c.command, c.how)
+		cmd.Wait()
+		cancel()
+		if code := cmd.ProcessState.ExitCode(); code != c.code || out.String() != c.stdout {
+			t.Fatalf("%s: exit %d, %q\n%s", c.command, code, out.String(), errb.String())
+		}
+	}
+}
+
+// fakeGateway mimics the answers of `conch serve` for the client paths.
+type fakeGateway struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []string // "METHOD path auth agent"
+	streamed chan struct{}
+}
+
+func newFakeGateway(t *testing.T) *fakeGateway {
+	f := &fakeGateway{streamed: make(chan struct{}, 10)}
+	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeGateway) log() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.requests...)
+}
+
+func (f *fakeGateway) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.requests = append(f.requests, fmt.Sprintf("%s %s %s %s", r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-Conch-Agent")))
+	f.mu.Unlock()
+	reply := func(status int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(v)
+	}
+	var body map[string]any
+	json.NewDecoder(r.Body).Decode(&body)
+	switch r.Method + " " + r.URL.Path {
+	case "POST /v1/exec":
+		switch body["command"] {
+		case "echo hi":
+			reply(200, map[string]any{"text": "hi", "details": map[string]any{"status": "completed", "state": "exited", "exitCode": 0, "aggregated": "hi"}})
+		case "denied":
+			e := map[string]string{"code": "denied", "message": "exec denied: allowlist miss"}
+			reply(403, map[string]any{"error": e, "text": e["message"], "details": map[string]any{"status": "error", "error": e}})
+		case "long", "slow", "forever":
+			reply(200, map[string]any{"text": "Command still running", "details": map[string]any{"status": "running", "sessionId": body["command"], "cursor": 0}})
+		default:
+			reply(400, map[string]any{"error": map[string]string{"code": "invalid_argument", "message": "unexpected command"}})
+		}
+	case "POST /v1/process":
+		if body["action"] != "poll" || body["sessionId"] != "slow" {
+			e := map[string]string{"code": "not_found", "message": fmt.Sprintf("No session found for %v", body["sessionId"])}
+			reply(404, map[string]any{"error": e, "text": e["message"], "details": map[string]any{"status": "failed", "error": e}})
+			return
+		}
+		// The end state of "slow", which the stream's end event lacks.
+		reply(200, map[string]any{"text": "(no new output)", "details": map[string]any{"status": "failed", "state": "killed", "killedBy": "timeout", "signal": "SIGTERM", "reason": "Command timed out after 1 seconds."}})
+	case "GET /v1/sessions/long/stream":
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "id: 2\nevent: output\ndata: {\"cursor\":2,\"stream\":\"both\",\"text\":\"a\"}\n\n")
+		fmt.Fprint(w, "id: 4\nevent: output\ndata: {\"cursor\":4,\"stream\":\"both\",\"text\":\"b\"}\n\n")
+		fmt.Fprint(w, "event: end\ndata: {\"state\":\"exited\",\"exitCode\":5,\"signal\":null}\n\n")
+	case "GET /v1/sessions/slow/stream":
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: end\ndata: {\"state\":\"killed\",\"exitCode\":null,\"signal\":\"SIGTERM\"}\n\n")
+	case "GET /v1/sessions/forever/stream":
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "id: 6\nevent: output\ndata: {\"cursor\":6,\"stream\":\"both\",\"text\":\"ready\"}\n\n")
+		w.(http.Flusher).Flush()
+		f.streamed <- struct{}{}
+		<-r.Context().Done()
+	case "GET /v1/sessions":
+		reply(200, map[string]any{"text": "calm-gulf running   2s :: sleep 5", "details": map[string]any{"status": "completed", "sessions": []any{}}})
+	default:
+		reply(404, map[string]any{"error": map[string]string{"code": "not_found", "message": "no route for " + r.Method + " " + r.URL.Path}})
+	}
+}
+
+func TestCLIGateway(t *testing.T) {
+	gw := newFakeGateway(t)
+	home := newHome(t, "")
+	if err := os.WriteFile(filepath.Join(home, "operator.token"), []byte("cop_operator\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := []string{"--home", home, "--gateway", gw.URL}
+	for _, c := range []struct {
+		name           string
+		env, args      []string
+		stdout, stderr string
+		code           int
+		request        string
+	}{
+		{"operator token", nil, []string{"exec", "--", "echo hi"}, "hi\n", "", 0, "POST /v1/exec Bearer cop_operator main"},
+		{"token flag and agent", nil, []string{"exec", "--token", "cat_x", "--agent", "build", "--", "echo hi"}, "hi\n", "", 0, "POST /v1/exec Bearer cat_x build"},
+		{"token env", []string{"CONCH_TOKEN=cat_env", "CONCH_AGENT=ci"}, []string{"exec", "--", "echo hi"}, "hi\n", "", 0, "POST /v1/exec Bearer cat_env ci"},
+		{"denied", nil, []string{"exec", "--", "denied"}, "", "exec denied: allowlist miss", exitDenied, "POST /v1/exec Bearer cop_operator main"},
+		{"followed", nil, []string{"exec", "--", "long"}, "a\nb\n", "", 5, "GET /v1/sessions/long/stream Bearer cop_operator main"},
+		{"killed by timeout", nil, []string{"exec", "--", "slow"}, "", "timed out", exitTimeout, "POST /v1/process Bearer cop_operator main"},
+		{"detach", nil, []string{"exec", "-d", "--", "long"}, "long\n", "detached; session long keeps running", 0, "POST /v1/exec Bearer cop_operator main"},
+		{"ps", nil, []string{"ps"}, "calm-gulf running   2s :: sleep 5\n", "", 0, "GET /v1/sessions Bearer cop_operator main"},
+		{"not found", nil, []string{"kill", "nope"}, "", "No session found for nope", exitNotFound, "POST /v1/process Bearer cop_operator main"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := len(gw.log())
+			out, errOut, code := runCLI(t, c.env, append(c.args[:1:1], append(g, c.args[1:]...)...)...)
+			if out != c.stdout || code != c.code || !strings.Contains(errOut, c.stderr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q, %q", code, out, errOut, c.code, c.stdout, c.stderr)
+			}
+			reqs := gw.log()[n:]
+			if len(reqs) == 0 || reqs[len(reqs)-1] != c.request {
+				t.Fatalf("requests %q, want last %q", reqs, c.request)
+			}
+		})
+	}
+	// Without a gateway the connection error is a conch error.
+	_, errOut, code := runCLI(t, nil, "exec", "--home", home, "--gateway", "http://127.0.0.1:1", "--", "true")
+	if code != exitConchError || !strings.Contains(errOut, "conch exec:") {
+		t.Fatalf("unreachable gateway: exit %d, %s", code, errOut)
+	}
+	if _, _, code := runCLI(t, nil, "ps", "--home", home, "--gateway", "http://127.0.0.1:1"); code != exitUnavailable {
+		t.Fatalf("ps with an unreachable gateway: exit %d", code)
+	}
+}
+
+func TestCLIInterruptDetaches(t *testing.T) {
+	gw := newFakeGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, conchBin, "exec", "--home", newHome(t, ""), "--gateway", gw.URL, "--", "forever")
+	cmd.Env = cliEnv()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	<-gw.streamed
+	cmd.Process.Signal(syscall.SIGINT)
+	go io.Copy(io.Discard, stdout)
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(errb.String(), "detached; session forever keeps running") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+func TestCLISocket(t *testing.T) {
+	home := newHome(t, "")
+	if err := os.MkdirAll(filepath.Join(home, "run"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", filepath.Join(home, "run", "engine.sock"))
+	if err != nil {
+		t.Skipf("unix socket: %v", err)
+	}
+	gw := &fakeGateway{}
+	srv := &http.Server{Handler: http.HandlerFunc(gw.serve)}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	out, errOut, code := runCLI(t, nil, "ps", "--home", home, "--agent", "build")
+	if code != 0 || !strings.Contains(out, "calm-gulf") {
+		t.Fatalf("ps over the socket: exit %d, %q %q", code, out, errOut)
+	}
+	if reqs := gw.log(); len(reqs) != 1 || reqs[0] != "GET /v1/sessions  build" {
+		t.Fatalf("requests %q", reqs)
+	}
+}
+
+// TestCLIRealGateway runs the client commands against `conch serve`:
+// through the engine socket and through the HTTP listener.
+func TestCLIRealGateway(t *testing.T) {
+	for _, k := range []string{"CONCH_GATEWAY", "CONCH_TOKEN", "CONCH_AGENT"} {
+		t.Setenv(k, "")
+	}
+	home := newHome(t, "")
+	g := startGateway(t, home)
+	out, errOut, code := runCLI(t, nil, "exec", "--home", home, "--yield", "20", "--", "echo a; sleep 0.3; echo b; exit 6")
+	if code != 6 || out != "a\nb\n" {
+		t.Fatalf("exec over the socket: exit %d, %q %q", code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, nil, "exec", "--home", home, "--gateway", g.base, "-b", "--", "sleep", "5")
+	id := strings.TrimSpace(out)
+	if code != 0 || id == "" {
+		t.Fatalf("exec over HTTP: exit %d, %q %q", code, out, errOut)
+	}
+	if out, _, code := runCLI(t, nil, "ps", "--home", home); code != 0 || !strings.Contains(out, id+" running") {
+		t.Fatalf("ps: exit %d\n%s", code, out)
+	}
+	if out, _, code := runCLI(t, nil, "kill", id, "--home", home, "--gateway", g.base); code != 0 || !strings.Contains(out, "Killed session "+id) {
+		t.Fatalf("kill: exit %d\n%s", code, out)
+	}
+	// Agents are managed through the gateway.
+	var stdout, stderr bytes.Buffer
+	if code := runAgentsClient([]string{"add", "build", "--home", home, "--workspace", t.TempDir()}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "cat_") {
+		t.Fatalf("agents add: exit %d, %q %q", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := runAgentsClient([]string{"list", "--home", home, "--gateway", g.base, "--token", g.operator}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "build ") {
+		t.Fatalf("agents list: exit %d, %q %q", code, stdout.String(), stderr.String())
+	}
+	if code := runAgentsClient([]string{"add", "build", "--home", home}, &stdout, &stderr); code != exitConflict {
+		t.Fatalf("agents add twice: exit %d", code)
+	}
+	if code := runAgentsClient([]string{"token", "build", "--home", home}, &stdout, &stderr); code != exitUsage {
+		t.Fatalf("agents token without --rotate: exit %d", code)
+	}
+	stdout.Reset()
+	if code := runAgentsClient([]string{"token", "build", "--rotate", "--home", home}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "cat_") {
+		t.Fatalf("agents token --rotate: exit %d, %q", code, stdout.String())
+	}
+	if code := runAgentsClient([]string{"remove", "build", "--home", home}, &stdout, &stderr); code != 0 {
+		t.Fatalf("agents remove: exit %d, %q", code, stderr.String())
+	}
+	if code := runAgentsClient([]string{"remove", "build", "--home", home}, &stdout, &stderr); code != exitNotFound {
+		t.Fatalf("agents remove twice: exit %d", code)
+	}
+}
+
+func TestAgentsClientWithoutGateway(t *testing.T) {
+	t.Setenv("CONCH_GATEWAY", "")
+	var stdout, stderr bytes.Buffer
+	code := runAgentsClient([]string{"list", "--home", newHome(t, "")}, &stdout, &stderr)
+	if code != exitUnavailable || stderr.String() != "conch agents: no gateway running (start conch serve)\n" {
+		t.Fatalf("exit %d, %q", code, stderr.String())
+	}
+}
+
+func TestShellJoin(t *testing.T) {
+	got := shellJoin([]string{"printf", "%s\n", "a b", "it's", "", "x=1", "~/f", "$HOME"})
+	want := `printf '%s` + "\n" + `' 'a b' 'it'\''s' '' x=1 '~/f' '$HOME'`
+	if got != want {
+		t.Fatalf("shellJoin = %q, want %q", got, want)
+	}
+}
+
+func endOf(state string, code *int, sig, by *string) client.End {
+	return client.End{State: state, ExitCode: code, Signal: sig, KilledBy: by}
+}
+
+func TestExecExitCode(t *testing.T) {
+	i := func(n int) *int { return &n }
+	s := func(v string) *string { return &v }
+	for _, c := range []struct {
+		e    sessionEnd
+		want int
+	}{
+		{sessionEnd{End: endOf("exited", i(0), nil, nil)}, 0},
+		{sessionEnd{End: endOf("exited", i(42), nil, nil)}, 42},
+		{sessionEnd{End: endOf("signaled", nil, s("SIGKILL"), nil)}, 137},
+		{sessionEnd{End: endOf("killed", nil, s("SIGTERM"), s("agent"))}, 143},
+		{sessionEnd{End: endOf("killed", i(0), nil, s("operator"))}, 0},
+		{sessionEnd{End: endOf("killed", nil, s("SIGTERM"), s("timeout"))}, 124},
+		{sessionEnd{End: endOf("denied", nil, nil, nil)}, 77},
+		{sessionEnd{End: endOf("lost", nil, nil, nil)}, 125},
+		{sessionEnd{End: endOf("", i(1), nil, nil)}, 1},
+		{sessionEnd{End: endOf("", nil, nil, nil)}, 125},
+	} {
+		if got := execExitCode(c.e); got != c.want {
+			t.Errorf("%+v: %d, want %d", c.e, got, c.want)
+		}
+	}
+}
+
+// TestCLIApprovalPromptOnTTY answers the approval question of an
+// in-process run on its terminal.
+func TestCLIApprovalPromptOnTTY(t *testing.T) {
+	home := gatedHome(t, `,"security":"allowlist","ask":"always"`, "")
+	master, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer master.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, conchBin, "exec", "--home", home, "--", "echo via-tty")
+	cmd.Env = cliEnv()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	var seen strings.Builder
+	buf := make([]byte, 4096)
+	answeredAt := -1 // length of the terminal output when answered
+	for answeredAt < 0 || !strings.Contains(seen.String()[answeredAt:], "via-tty") {
+		n, err := master.Read(buf)
+		seen.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("read terminal: %v\n%s", err, seen.String())
+		}
+		if answeredAt < 0 && strings.Contains(seen.String(), "Allow once [o], always [a], deny [d]? ") {
+			master.Write([]byte("o\n"))
+			answeredAt = seen.Len()
+		}
+	}
+	go io.Copy(io.Discard, master)
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, seen.String())
+	}
+}
