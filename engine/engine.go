@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -123,6 +124,8 @@ type Engine struct {
 	spare     *supervisor.Spare
 	refilling bool
 	counters  execCounters
+	// starting bounds concurrent supervisor start-ups.
+	starting chan struct{}
 
 	// The ledger writer: ledgerQ is fed under lmu (read side) until
 	// ledgerClosed; ledgerDone closes when everything was written.
@@ -188,6 +191,7 @@ func New(opt Options) (*Engine, error) {
 	e := &Engine{
 		opt: opt, home: home, cfg: cfg, log: log, lock: lock, cwd: cwd, supArgv: argv,
 		sessions: map[string]*session{}, notices: map[string][]queuedNotice{}, stop: make(chan struct{}),
+		starting: make(chan struct{}, 2*runtime.NumCPU()),
 	}
 	// Probe the login-shell PATH now, off the first exec's path.
 	go hostenv.LoginPATH()

@@ -419,6 +419,11 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 // (its start-up cost already paid), else a new process. A new spare is
 // started in the background for the next call.
 func (e *Engine) commit(spec supervisor.Spec) (*supervisor.Handle, error) {
+	// Bound concurrent supervisor start-ups: hundreds of Go processes
+	// starting at once on a small machine starve each other past the
+	// ready timeout.
+	e.starting <- struct{}{}
+	defer func() { <-e.starting }()
 	e.mu.Lock()
 	sp := e.spare
 	e.spare = nil

@@ -48,6 +48,8 @@ var forbidden = map[string][]string{
 	mod + "/internal/approvals":  {mod + "/", "github.com/"},
 	mod + "/internal/ledger":     {mod + "/", "github.com/"},
 	mod + "/policy":              {mod + "/", "os/exec", "net/http", "github.com/modelcontextprotocol/"},
+	mod + "/client":              {mod + "/engine", mod + "/internal/", mod + "/policy", "github.com/", "golang.org/"},
+	mod + "/internal/auth":       {mod + "/", "github.com/", "golang.org/"},
 	mod + "/internal/supervisor": {mod + "/engine", mod + "/internal/mcpserver", "github.com/modelcontextprotocol/", "net/http"},
 	mod + "/engine":              {mod + "/internal/mcpserver", mod + "/cmd", "github.com/modelcontextprotocol/", "net/http"},
 }
@@ -75,6 +77,8 @@ func allowedLeaf(pkg, dep string) bool {
 	switch pkg {
 	case mod + "/internal/journal", mod + "/internal/approvals", mod + "/internal/ledger":
 		return strings.HasPrefix(dep, "golang.org/x/sys/")
+	case mod + "/client":
+		return dep == mod+"/apitype"
 	}
 	return false
 }
