@@ -171,6 +171,7 @@ type LogDetails struct {
 // SessionEntry is one session in list results (process.md §4.1).
 type SessionEntry struct {
 	SessionID         string  `json:"sessionId"`
+	Agent             string  `json:"agent,omitempty"`
 	Status            string  `json:"status"`
 	State             string  `json:"state"`
 	PID               *int    `json:"pid"`

@@ -149,11 +149,15 @@ func runStatus(ex *supervisor.Exit) string {
 	return "failed"
 }
 
+// ListAll is the list action over every agent's sessions, each entry
+// naming its agent: for operators (GET /v1/sessions?all=true).
+func (e *Engine) ListAll() apitype.Result { return e.list("") }
+
 func (e *Engine) list(agent string) apitype.Result {
 	e.mu.Lock()
 	var ss []*session
 	for _, s := range e.sessions {
-		if s.agent == agent {
+		if s.agent == agent || agent == "" {
 			ss = append(ss, s)
 		}
 	}
@@ -201,7 +205,7 @@ func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) 
 	aid := s.approvalID
 	s.mu.Unlock()
 	en := apitype.SessionEntry{
-		SessionID: s.id, Status: listStatus(ex), State: "running", PID: &pid, StartedAt: s.start.UnixMilli(),
+		SessionID: s.id, Agent: s.agent, Status: listStatus(ex), State: "running", PID: &pid, StartedAt: s.start.UnixMilli(),
 		Cwd: st.Cwd, Command: st.Command, Name: st.Name, Tail: tail, Host: st.Host, PTY: st.PTY,
 		Backgrounded: st.Backgrounded, Cursor: cursor,
 	}

@@ -293,8 +293,10 @@ func TestLostSupervisor(t *testing.T) {
 func TestHomeLockedAndNotWritable(t *testing.T) {
 	home := newHome(t, "")
 	startConch(t, home)
-	out, err := exec.Command(conchBin, "mcp", "--home", home).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 6 || !strings.Contains(string(out), "is in use by pid") {
+	// A second engine cannot take the home (a second conch mcp proxies to
+	// the first through its engine socket instead; see serve_test.go).
+	out, err := exec.Command(conchBin, "serve", "--home", home, "--listen", "127.0.0.1:0").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 6 || !strings.Contains(string(out), "is in use by pid") || !strings.Contains(string(out), "(mcp)") {
 		t.Fatalf("second engine: %v %s", err, out)
 	}
 	f := filepath.Join(t.TempDir(), "file")

@@ -174,6 +174,11 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if eng != nil {
 		defer eng.Close()
+		// As the engine of the home, serve its socket: the CLI and other
+		// conch mcp processes reach this engine through it.
+		if stopSock := serveEngineSocket(eng, log); stopSock != nil {
+			defer stopSock()
+		}
 	}
 	srv = mcpserver.New(backend, mcpserver.Options{Agent: *agent, Version: version()})
 

@@ -194,3 +194,27 @@ func isLoopback(host string) bool {
 func serverList(cfg *config.Config, key string) []string {
 	return cfg.ServerList(key)
 }
+
+// serveEngineSocket serves the API with operator rights on
+// $CONCH_HOME/run/engine.sock (hosts.md §7.8) and returns its stopper, or
+// nil when the socket cannot be created.
+func serveEngineSocket(eng *engine.Engine, log *slog.Logger) func() {
+	sockPath := filepath.Join(eng.Home(), "run", "engine.sock")
+	os.Remove(sockPath)
+	old := syscall.Umask(0o077)
+	sock, err := net.Listen("unix", sockPath)
+	syscall.Umask(old)
+	if err != nil {
+		log.Warn("engine socket unavailable", "err", err)
+		return nil
+	}
+	api := httpapi.New(httpapi.Options{Engine: eng, Home: eng.Home(), Agents: auth.Open(eng.Home()), Version: version(), Logger: log})
+	hs := &http.Server{Handler: api.SocketHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(sock)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		hs.Shutdown(ctx)
+		os.Remove(sockPath)
+	}
+}

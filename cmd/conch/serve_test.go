@@ -412,3 +412,20 @@ func TestServeMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestCLIWhileMCPHoldsTheHome(t *testing.T) {
+	home := newHome(t, "")
+	c := startConch(t, home)
+	r := c.exec(map[string]any{"command": "sleep 917.1", "background": true})
+	id := r.str("sessionId")
+	out, err := exec.Command(conchBin, "ps", "--home", home).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), id) {
+		t.Fatalf("conch ps through the engine socket of conch mcp: %v %s", err, out)
+	}
+	if out, err := exec.Command(conchBin, "kill", id, "--home", home).CombinedOutput(); err != nil {
+		t.Fatalf("conch kill: %v %s", err, out)
+	}
+	if p := c.process(map[string]any{"action": "poll", "sessionId": id}); p.str("state") != "killed" {
+		t.Fatalf("after CLI kill: %q", p.Text)
+	}
+}

@@ -29,6 +29,10 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/exec", s.tool("exec"))
 	m.HandleFunc("POST /v1/process", s.tool("process"))
 	m.HandleFunc("GET /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
+		if q := r.URL.Query().Get("all"); (q == "true" || q == "1") && identityOf(r.Context()).operator {
+			writeResult(w, s.eng.ListAll())
+			return
+		}
 		s.action(w, r, map[string]any{"action": "list"})
 	})
 	m.HandleFunc("GET /v1/sessions/{id}", s.sessionEntry)
