@@ -75,7 +75,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 		Cwd: pl.cwd, CwdIdentity: dirIdentity(pl.cwd), EnvKeys: nonNil(pl.envKeys), EnvHash: pl.envHash,
 		Segments: segs, Reason: reason, Security: string(g.eff.Security), Ask: string(g.eff.Ask),
 		AskFallback: string(g.eff.AskFallback), Persist: g.decision.Persist,
-		ExpiresAtMs: time.Now().Add(e.cfg.ApprovalTimeout()).UnixMilli(),
+		ExpiresAtMs: time.Now().Add(e.conf().ApprovalTimeout()).UnixMilli(),
 	})
 	if err != nil {
 		os.RemoveAll(dir)
@@ -490,7 +490,7 @@ func (e *Engine) AwaitApproved(ctx context.Context, agent, sessionID string, win
 		}
 		return execError(apitype.Errorf("denied", "exec denied: %s", reason))
 	}
-	set := e.cfg.Exec(agent)
+	set := e.conf().Exec(agent)
 	if ex != nil {
 		out := e.output(s, set.MaxOutputChars)
 		s.update(func(st *state) { st.ObservedEnd = true; st.Retained = true })

@@ -83,7 +83,8 @@ func Doctor(home string) []Finding {
 			}
 		}
 	}
-	e := &Engine{home: home, cfg: cfg}
+	e := &Engine{home: home}
+	e.cfgp.Store(cfg)
 	implicit := false
 	for _, agent := range agents {
 		set := cfg.Exec(agent)

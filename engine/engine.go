@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -109,7 +110,7 @@ func (e *homeError) Unwrap() error { return e.kind }
 type Engine struct {
 	opt     Options
 	home    string
-	cfg     *config.Config
+	cfgp    atomic.Pointer[config.Config] // the configuration; replaced by Reload
 	log     *slog.Logger
 	lock    *os.File
 	cwd     string
@@ -189,12 +190,13 @@ func New(opt Options) (*Engine, error) {
 		argv = []string{exe, "supervise"}
 	}
 	e := &Engine{
-		opt: opt, home: home, cfg: cfg, log: log, lock: lock, cwd: cwd, supArgv: argv,
+		opt: opt, home: home, log: log, lock: lock, cwd: cwd, supArgv: argv,
 		sessions: map[string]*session{}, notices: map[string][]queuedNotice{}, stop: make(chan struct{}),
 		starting: make(chan struct{}, 2*runtime.NumCPU()),
 	}
 	// Probe the login-shell PATH now, off the first exec's path.
 	go hostenv.LoginPATH()
+	e.cfgp.Store(cfg)
 	e.startLedger()
 	if e.store, err = approvals.OpenStore(home); err != nil {
 		e.stopLedger()
@@ -251,7 +253,20 @@ func lockHome(home, mode string) (*os.File, error) {
 }
 
 // Config returns the engine's configuration.
-func (e *Engine) Config() *config.Config { return e.cfg }
+func (e *Engine) Config() *config.Config { return e.conf() }
+
+func (e *Engine) conf() *config.Config { return e.cfgp.Load() }
+
+// Reload re-reads $CONCH_HOME/config.json. An invalid file keeps the old
+// configuration and returns the error (interfaces.md §7).
+func (e *Engine) Reload() error {
+	cfg, err := config.Load(filepath.Join(e.home, "config.json"))
+	if err != nil {
+		return err
+	}
+	e.cfgp.Store(cfg)
+	return nil
+}
 
 // Home returns the engine's home directory.
 func (e *Engine) Home() string { return e.home }
@@ -277,14 +292,14 @@ func (e *Engine) Close() error {
 		}
 	}
 	e.mu.Unlock()
-	if !e.cfg.Survive() {
+	if !e.conf().Survive() {
 		for _, s := range running {
 			e.killSession(s, "shutdown")
 		}
 		for _, s := range running {
 			select {
 			case <-s.ended:
-			case <-time.After(e.cfg.Exec(s.agent).KillGrace + 3*time.Second):
+			case <-time.After(e.conf().Exec(s.agent).KillGrace + 3*time.Second):
 			}
 		}
 	}
@@ -485,7 +500,7 @@ func (e *Engine) ended(s *session, ex supervisor.Exit) {
 func (e *Engine) sweep() {
 	defer e.wg.Done()
 	// Every max(30 s, TTL/6) of the shortest TTL (process.md §2).
-	every := max(30*time.Second, e.cfg.Exec("").Cleanup/6)
+	every := max(30*time.Second, e.conf().Exec("").Cleanup/6)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -501,7 +516,7 @@ func (e *Engine) sweep() {
 		var old []*session
 		for _, s := range e.sessions {
 			_, ex, _ := s.snapshot()
-			if ex != nil && now.Sub(time.UnixMilli(ex.EndedAt)) > e.cfg.Exec(s.agent).Cleanup {
+			if ex != nil && now.Sub(time.UnixMilli(ex.EndedAt)) > e.conf().Exec(s.agent).Cleanup {
 				old = append(old, s)
 			}
 		}
@@ -624,7 +639,7 @@ func (e *Engine) Call(ctx context.Context, agent, tool string, args json.RawMess
 	if !config.ValidAgent(agent) {
 		return execError(apitype.Errorf(apitype.CodeInvalidArgument, "Invalid agent id %q: use [a-z0-9][a-z0-9_-]{0,63}.", agent))
 	}
-	if e.cfg.Denied(agent, tool) {
+	if e.conf().Denied(agent, tool) {
 		return execError(apitype.Errorf("forbidden", "Tool %s is denied for agent %s (tools.deny).", tool, agent))
 	}
 	switch tool {
@@ -761,7 +776,7 @@ func (e *Engine) StopSessions() {
 	for _, s := range running {
 		select {
 		case <-s.ended:
-		case <-time.After(e.cfg.Exec(s.agent).KillGrace + 3*time.Second):
+		case <-time.After(e.conf().Exec(s.agent).KillGrace + 3*time.Second):
 		}
 	}
 }

@@ -114,7 +114,7 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 
 // plan applies exec.md §2 steps 3–9 and §3.1.
 func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*plan, *apitype.Error) {
-	set := e.cfg.Exec(agent)
+	set := e.conf().Exec(agent)
 	pl := &plan{agent: agent, command: p.Command, set: set}
 
 	// Host (hosts.md §1). Sandboxing is not available in this build, so

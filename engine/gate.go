@@ -60,7 +60,7 @@ func orDash(s string) string {
 // (which may only tighten) and the approvals file (stricter wins), and
 // prepares the policy request for command in cwd with the exec PATH.
 func (e *Engine) EffectivePolicy(agent, reqSecurity, reqAsk, command, cwd, path string) Policy {
-	set := e.cfg.Exec(agent)
+	set := e.conf().Exec(agent)
 	defs := e.execDefaults(agent)
 	var p Policy
 	f, ferr := approvals.Load(e.home)
@@ -416,7 +416,8 @@ func ExplainPolicy(home, agent, cwd, command string) (Explanation, error) {
 	if err != nil {
 		return Explanation{}, err
 	}
-	e := &Engine{home: home, cfg: cfg}
+	e := &Engine{home: home}
+	e.cfgp.Store(cfg)
 	path := os.Getenv("PATH")
 	if lp, err := hostenv.LoginPATH(); err == nil && lp != "" {
 		path = hostenv.MergePATH(lp, path)

@@ -9,7 +9,7 @@ import (
 // not wait for its fsyncs; Close drains it.
 
 func (e *Engine) startLedger() {
-	l, err := ledger.Open(e.home, ledger.Options{RotateBytes: e.cfg.Ledger.RotateBytes})
+	l, err := ledger.Open(e.home, ledger.Options{RotateBytes: e.conf().Ledger.RotateBytes})
 	if err != nil {
 		e.log.Warn("ledger unavailable; decisions are not recorded", "err", err)
 		return
@@ -30,7 +30,7 @@ func (e *Engine) startLedger() {
 // appendLedger queues a record. gated records are written whatever
 // ledger.scope says; the others only with scope "all" (the default).
 func (e *Engine) appendLedger(r ledger.Record, gated bool) {
-	if !gated && e.cfg.Ledger.Scope == "gated" {
+	if !gated && e.conf().Ledger.Scope == "gated" {
 		return
 	}
 	e.lmu.RLock()

@@ -36,7 +36,7 @@ func (e *Engine) queueExitNotice(s *session, ex supervisor.Exit) {
 	s.st.Notice.Queued = true
 	s.saveLocked()
 	s.mu.Unlock()
-	set := e.cfg.Exec(st.Agent)
+	set := e.conf().Exec(st.Agent)
 	if !set.NotifyOnExit {
 		return
 	}
@@ -61,7 +61,7 @@ func (e *Engine) queueExitNotice(s *session, ex supervisor.Exit) {
 // tool result (unless mcp.inlineEvents is false) and pushed through
 // Options.Notify at once.
 func (e *Engine) queueNotice(s *session, n Notice) {
-	if e.cfg.InlineEvents() {
+	if e.conf().InlineEvents() {
 		e.mu.Lock()
 		e.notices[s.agent] = append(e.notices[s.agent], queuedNotice{Notice: n, sess: s})
 		e.mu.Unlock()
@@ -76,7 +76,7 @@ func (e *Engine) queueNotice(s *session, n Notice) {
 // events (exec.md §8), dropping those whose end the agent has already
 // observed.
 func (e *Engine) withNotices(agent string, r apitype.Result) apitype.Result {
-	if !e.cfg.InlineEvents() {
+	if !e.conf().InlineEvents() {
 		return r
 	}
 	e.mu.Lock()

@@ -296,7 +296,7 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 		texts[i] = l.Text
 	}
 	out := strings.TrimSpace(strings.Join(texts, "\n"))
-	set := e.cfg.Exec(agent)
+	set := e.conf().Exec(agent)
 	skipped := 0
 	if n := utf8.RuneCountInString(out); n > set.PendingMaxOutputChars {
 		skipped = n - set.PendingMaxOutputChars
@@ -542,7 +542,7 @@ func (e *Engine) kill(s *session) apitype.Result {
 			}
 		}
 	}
-	grace := e.cfg.Exec(st.Agent).KillGrace + time.Second
+	grace := e.conf().Exec(st.Agent).KillGrace + time.Second
 	select {
 	case <-s.ended:
 	case <-time.After(grace):

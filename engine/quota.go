@@ -45,7 +45,7 @@ func (l *limiter) take(agent string, rate, burst float64, now time.Time) (time.D
 // admit applies quotas.maxRunning and the exec rate limit to a new exec
 // call of agent.
 func (e *Engine) admit(agent string) *apitype.Error {
-	q := e.cfg.Quota(agent)
+	q := e.conf().Quota(agent)
 	if q.ExecPerSecond > 0 {
 		if wait, ok := e.limit.take(agent, q.ExecPerSecond, q.ExecBurst, time.Now()); !ok {
 			ms := max(wait.Milliseconds(), 1)

@@ -162,6 +162,18 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if err := eng.Reload(); err != nil {
+				log.Error("config reload failed; keeping the old configuration", "err", err)
+			} else {
+				log.Info("configuration reloaded")
+			}
+		}
+	}()
 	code := exitOK
 	select {
 	case <-ctx.Done():

@@ -429,3 +429,26 @@ func TestCLIWhileMCPHoldsTheHome(t *testing.T) {
 		t.Fatalf("after CLI kill: %q", p.Text)
 	}
 }
+
+func TestServeConfigReload(t *testing.T) {
+	home := newHome(t, "")
+	g := startGateway(t, home)
+	if _, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "sleep 5", "yieldMs": 200}, nil); m["details"].(map[string]any)["status"] != "running" {
+		t.Fatalf("before: %v", m)
+	}
+	os.WriteFile(filepath.Join(home, "config.json"), []byte(`{"tools":{"exec":{"host":"sandbox"}}}`), 0o600)
+	g.cmd.Process.Signal(syscall.SIGHUP)
+	eventually(t, 5*time.Second, func() string {
+		if _, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "true"}, nil); m["error"] == nil {
+			return "not reloaded yet"
+		}
+		return ""
+	})
+	os.WriteFile(filepath.Join(home, "config.json"), []byte(`{not json`), 0o600)
+	if code, _ := g.do("POST", "/v1/config/reload", g.operator, map[string]any{}, nil); code != 400 {
+		t.Fatalf("invalid config reload: %d", code)
+	}
+	if _, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "true"}, nil); m["error"].(map[string]any)["code"] != "sandbox_unavailable" {
+		t.Fatalf("the old configuration must stay: %v", m)
+	}
+}

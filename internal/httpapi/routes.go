@@ -65,6 +65,13 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/agents/{id}/exec-defaults", s.operator(s.getDefaults))
 	m.HandleFunc("PUT /v1/agents/{id}/exec-defaults", s.operator(s.putDefaults))
 	m.HandleFunc("DELETE /v1/agents/{id}/exec-defaults", s.operator(s.deleteDefaults))
+	m.HandleFunc("POST /v1/config/reload", s.operator(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.eng.Reload(); err != nil {
+			writeError(w, 400, "invalid_argument", err.Error())
+			return
+		}
+		writeJSON(w, 200, map[string]any{"ok": true})
+	}))
 	m.HandleFunc("GET /v1/doctor", s.operator(func(w http.ResponseWriter, r *http.Request) {
 		f := engine.Doctor(s.opt.Home)
 		if f == nil {
@@ -72,7 +79,7 @@ func (s *Server) routes() {
 		}
 		writeJSON(w, 200, map[string]any{"findings": f})
 	}))
-	for _, p := range []string{"/v1/nodes", "/v1/nodes/", "/v1/sandbox", "/v1/sandbox/", "/v1/apply_patch", "/v1/ui/", "/v1/config/reload", "/v1/approvals-file/import"} {
+	for _, p := range []string{"/v1/nodes", "/v1/nodes/", "/v1/sandbox", "/v1/sandbox/", "/v1/apply_patch", "/v1/ui/", "/v1/approvals-file/import"} {
 		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "not available in this build of conch")
 		})
