@@ -57,6 +57,9 @@ func (e *Engine) process(ctx context.Context, agent string, p apitype.ProcessPar
 	if s.running() && !st.Backgrounded {
 		return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s is not backgrounded.", s.id))
 	}
+	if p.Action == "wait" {
+		return e.waitAction(ctx, s, p)
+	}
 	if s.pending() {
 		return e.pendingAction(s, st, p)
 	}
@@ -65,6 +68,8 @@ func (e *Engine) process(ctx context.Context, agent string, p apitype.ProcessPar
 		return e.poll(ctx, s, agent, p)
 	case "log":
 		return e.logAction(s, p)
+	case "search":
+		return e.searchAction(s, p)
 	case "write", "send-keys", "submit", "paste":
 		return e.input(s, p)
 	case "kill":

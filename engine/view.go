@@ -18,6 +18,8 @@ type readOpts struct {
 	since  int64
 	raw    bool
 	stream journal.Stream // 0: both
+	// exact says since is a line boundary: no resynchronisation guess.
+	exact bool
 }
 
 // readResult describes a finished read.
@@ -38,7 +40,7 @@ func gapMarker(bytes, lines int64) string {
 func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, error) {
 	var res readResult
 	since := max(o.since, 0)
-	r := render.New(since, render.Options{Raw: o.raw, Resync: since > 0})
+	r := render.New(since, render.Options{Raw: o.raw, Resync: since > 0 && !o.exact})
 	expected := since
 	first := true
 	var info *journal.Info

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestWaitDevServer(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	c := startConch(t, newHome(t, ""))
+	port := freePort(t)
+	r := c.exec(map[string]any{"command": fmt.Sprintf("sleep 0.3; exec python3 -u -m http.server %d --bind 127.0.0.1", port), "background": true})
+	id := r.str("sessionId")
+	w := c.process(map[string]any{"action": "wait", "sessionId": id, "until": []any{"port", "regex"}, "port": port, "pattern": "never-printed", "timeout": 20000})
+	if w.str("outcome") != "met" || w.str("fired") != "port" || !strings.HasPrefix(w.Text, fmt.Sprintf("Condition met: port 127.0.0.1:%d after ", port)) {
+		t.Fatalf("port: %q %v", w.Text, w.D)
+	}
+	w = c.process(map[string]any{"action": "wait", "sessionId": id, "until": "http", "url": fmt.Sprintf("http://127.0.0.1:%d/", port), "timeout": 20000})
+	if w.str("outcome") != "met" || w.str("fired") != "http" {
+		t.Fatalf("http: %q %v", w.Text, w.D)
+	}
+	c.process(map[string]any{"action": "kill", "sessionId": id})
+}
+
+func TestWaitConditions(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "echo one; sleep 0.3; echo ready-now; sleep 0.3; touch made.txt; sleep 918.1", "background": true})
+	id := r.str("sessionId")
+	w := c.process(map[string]any{"action": "wait", "sessionId": id, "until": "regex", "pattern": "READY", "ignoreCase": true, "timeout": 10000})
+	if w.str("outcome") != "met" || !strings.HasSuffix(w.Text, "\nline 2: ready-now") {
+		t.Fatalf("regex: %q %v", w.Text, w.D)
+	}
+	m := w.D["match"].(map[string]any)
+	if m["line"] != 2.0 || m["offset"] != 1.0 || m["cursor"] != 14.0 {
+		t.Fatalf("match: %v", m)
+	}
+	// Waiting for the next occurrence after the match times out.
+	w = c.process(map[string]any{"action": "wait", "sessionId": id, "until": "regex", "pattern": "ready", "since": m["cursor"], "timeout": 300})
+	if w.str("outcome") != "timeout" || w.Text != "Timed out after 300 ms waiting for regex /ready/; process still running." {
+		t.Fatalf("timeout: %q", w.Text)
+	}
+	w = c.process(map[string]any{"action": "wait", "sessionId": id, "until": "file", "path": "made.txt", "timeout": 10000})
+	if w.str("fired") != "file" {
+		t.Fatalf("file: %q", w.Text)
+	}
+	w = c.process(map[string]any{"action": "wait", "sessionId": id, "until": "idle", "idleMs": 300, "timeout": 10000})
+	if w.str("fired") != "idle" || !strings.HasPrefix(w.Text, "Condition met: idle 300 ms after ") {
+		t.Fatalf("idle: %q", w.Text)
+	}
+	c.process(map[string]any{"action": "kill", "sessionId": id})
+
+	r = c.exec(map[string]any{"command": "echo bye; exit 3", "background": true})
+	w = c.process(map[string]any{"action": "wait", "sessionId": r.str("sessionId"), "until": "regex", "pattern": "never", "timeout": 10000})
+	if w.str("outcome") != "exited" || w.Text != "Process exited with code 3 before the condition was met." {
+		t.Fatalf("exited: %q %v", w.Text, w.D)
+	}
+	r = c.exec(map[string]any{"command": "sleep 0.2; exit 4", "background": true})
+	w = c.process(map[string]any{"action": "wait", "sessionId": r.str("sessionId")})
+	if w.str("outcome") != "met" || w.Text != "Process exited with code 4." || w.str("fired") != "exit" {
+		t.Fatalf("exit: %q %v", w.Text, w.D)
+	}
+	// A final line printed just before the exit still counts.
+	r = c.exec(map[string]any{"command": "sleep 0.2; printf 'last words'", "background": true})
+	w = c.process(map[string]any{"action": "wait", "sessionId": r.str("sessionId"), "until": "regex", "pattern": "last words", "timeout": 10000})
+	if w.str("outcome") != "met" {
+		t.Fatalf("final partial line: %q", w.Text)
+	}
+	if w := c.process(map[string]any{"action": "wait", "sessionId": r.str("sessionId"), "until": "regex"}); !w.IsError || w.Text != "pattern is required for until=regex." {
+		t.Fatalf("missing pattern: %q", w.Text)
+	}
+	if w := c.process(map[string]any{"action": "wait", "sessionId": "nope", "timeout": 60000}); w.Text != "No session found for nope" {
+		t.Fatalf("missing session: %q", w.Text)
+	}
+}
+
+func TestSearch(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "seq 1 100", "background": true})
+	id := r.str("sessionId")
+	c.waitEnd(id, 10*time.Second)
+	s := c.process(map[string]any{"action": "search", "sessionId": id, "pattern": "^5[05]$", "context": 1})
+	want := "49-49\n50:50\n51-51\n--\n54-54\n55:55\n56-56\n2 matches in 100 lines (showing 2)."
+	if s.Text != want {
+		t.Fatalf("search:\n%s\nwant:\n%s", s.Text, want)
+	}
+	ms := s.D["matches"].([]any)
+	if ms[0].(map[string]any)["offset"] != 49.0 {
+		t.Fatalf("offset: %v", ms[0])
+	}
+	s = c.process(map[string]any{"action": "search", "sessionId": id, "pattern": "^7", "max": 3})
+	if !strings.HasSuffix(s.Text, "11 matches in 100 lines (showing 3).") || s.D["truncated"] != true {
+		t.Fatalf("max: %q", s.Text)
+	}
+	if s := c.process(map[string]any{"action": "search", "sessionId": id, "pattern": "zzz"}); s.Text != "No matches for /zzz/ in session "+id+" (100 lines)." {
+		t.Fatalf("none: %q", s.Text)
+	}
+	if s := c.process(map[string]any{"action": "search", "sessionId": id, "pattern": "("}); !s.IsError || !strings.HasPrefix(s.Text, "Invalid pattern: ") {
+		t.Fatalf("bad pattern: %q", s.Text)
+	}
+}

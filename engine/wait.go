@@ -1,0 +1,380 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/render"
+)
+
+// WaitDetails is the details object of wait (process.md §5.1).
+type WaitDetails struct {
+	Status    string     `json:"status"`
+	Outcome   string     `json:"outcome"` // met | exited | timeout
+	Until     any        `json:"until"`
+	Fired     string     `json:"fired,omitempty"`
+	SessionID string     `json:"sessionId"`
+	ElapsedMs int64      `json:"elapsedMs"`
+	Cursor    int64      `json:"cursor"`
+	Tail      string     `json:"tail"`
+	Match     *LineMatch `json:"match,omitempty"`
+	ExitCode  *int       `json:"exitCode,omitempty"`
+	Signal    *string    `json:"signal,omitempty"`
+	KilledBy  *string    `json:"killedBy,omitempty"`
+	State     string     `json:"state"`
+}
+
+// LineMatch is a matched line: 1-based line number, 0-based offset for
+// log, and the cursor just after the line.
+type LineMatch struct {
+	Line   int      `json:"line"`
+	Offset int      `json:"offset"`
+	Cursor int64    `json:"cursor"`
+	Text   string   `json:"text"`
+	Before []string `json:"before,omitempty"`
+	After  []string `json:"after,omitempty"`
+}
+
+var untilKinds = map[string]bool{"exit": true, "regex": true, "port": true, "http": true, "file": true, "idle": true}
+
+func invalid(format string, args ...any) apitype.Result {
+	return processError(apitype.Errorf(apitype.CodeInvalidArgument, format, args...))
+}
+
+func elapsedText(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
+}
+
+// waitAction implements process wait.
+func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessParams) apitype.Result {
+	until := p.Until
+	if len(until) == 0 {
+		until = []string{"exit"}
+	}
+	var echo any = until[0]
+	if p.UntilArray {
+		echo = p.Until
+	}
+	var re *regexp.Regexp
+	var descs []string
+	var idle time.Duration
+	st, _, _ := s.snapshot()
+	for _, u := range until {
+		if !untilKinds[u] {
+			return invalid("Invalid until %q: expected exit, regex, port, http, file or idle.", u)
+		}
+		switch u {
+		case "exit":
+			descs = append(descs, "exit")
+		case "regex":
+			if p.Pattern == "" {
+				return invalid("pattern is required for until=regex.")
+			}
+			pat := p.Pattern
+			if p.IgnoreCase != nil && *p.IgnoreCase {
+				pat = "(?i)" + pat
+			}
+			var err error
+			if re, err = regexp.Compile(pat); err != nil {
+				return invalid("Invalid pattern: %v", err)
+			}
+			descs = append(descs, "regex /"+p.Pattern+"/")
+		case "port":
+			if p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
+				return invalid("port is required for until=port (1-65535).")
+			}
+			descs = append(descs, fmt.Sprintf("port %s:%d", waitHost(p.Host), int(*p.Port)))
+		case "http":
+			if !strings.HasPrefix(p.URL, "http://") && !strings.HasPrefix(p.URL, "https://") {
+				return invalid("url is required for until=http (http:// or https://).")
+			}
+			descs = append(descs, "http "+p.URL)
+		case "file":
+			if p.Path == "" {
+				return invalid("path is required for until=file.")
+			}
+			descs = append(descs, "file "+p.Path)
+		case "idle":
+			if p.IdleMs == nil {
+				return invalid("idleMs is required for until=idle (100-3600000).")
+			}
+			idle = time.Duration(min(max(*p.IdleMs, 100), 3600000)) * time.Millisecond
+			descs = append(descs, fmt.Sprintf("idle %d ms", idle.Milliseconds()))
+		}
+	}
+	desc := strings.Join(descs, " or ")
+	timeout := 30 * time.Second
+	if p.Timeout != nil {
+		timeout = time.Duration(min(max(*p.Timeout, 0), 600000)) * time.Millisecond
+	}
+	since := int64(0)
+	if p.Since != nil {
+		since = int64(max(*p.Since, 0))
+	}
+	start := time.Now()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	has := func(k string) bool {
+		for _, u := range until {
+			if u == k {
+				return true
+			}
+		}
+		return false
+	}
+	// Incremental regex scan: base is the cursor after the last complete
+	// line examined, baseLine its line count.
+	var base int64
+	baseLine := 0
+	lastCursor, lastChange := int64(-1), start
+	result := func(outcome, fired string, m *LineMatch) apitype.Result {
+		st, ex, cursor := s.snapshot()
+		tail, _ := e.tail(s, 2000)
+		d := &WaitDetails{Status: runStatus(ex), Outcome: outcome, Until: echo, Fired: fired, SessionID: s.id,
+			ElapsedMs: time.Since(start).Milliseconds(), Cursor: cursor, Tail: tail, Match: m, State: "running"}
+		if s.pending() {
+			d.Status, d.State = "pending", "pending"
+		}
+		var text string
+		if ex != nil {
+			d.State, d.ExitCode, d.Signal, d.KilledBy = ex.State, ex.ExitCode, ex.Signal, ex.KilledBy
+			s.update(func(st *state) { st.ObservedEnd = true })
+		}
+		switch outcome {
+		case "met":
+			if fired == "exit" {
+				text = endLine(ex)
+			} else {
+				text = fmt.Sprintf("Condition met: %s after %s.", strings.Join(descsFor(fired, descs, until), ""), elapsedText(time.Since(start)))
+				if m != nil {
+					text += fmt.Sprintf("\nline %d: %s", m.Line, m.Text)
+				}
+			}
+		case "exited":
+			text = strings.TrimSuffix(endLine(ex), ".") + " before the condition was met."
+		case "timeout":
+			what := "process still running"
+			if d.State == "pending" {
+				what = "approval still pending"
+			}
+			text = fmt.Sprintf("Timed out after %d ms waiting for %s; %s.", timeout.Milliseconds(), desc, what)
+		}
+		_ = st
+		return apitype.Result{Text: text, Details: d}
+	}
+	for {
+		_, ex, cursor := s.snapshot()
+		ended := ex != nil
+		if cursor != lastCursor {
+			lastCursor, lastChange = cursor, time.Now()
+		}
+		if !s.pending() {
+			if re != nil {
+				var hit *LineMatch
+				n := baseLine
+				readLines(s.journal(), readOpts{since: base, exact: true}, func(l render.Line) {
+					if hit != nil || (l.Partial && !ended) {
+						return
+					}
+					n++
+					if !l.Partial {
+						base, baseLine = l.End, n
+					}
+					if l.End > since && re.MatchString(l.Text) {
+						hit = &LineMatch{Line: n, Offset: n - 1, Cursor: l.End, Text: l.Text}
+					}
+				})
+				if hit != nil {
+					return result("met", "regex", hit)
+				}
+			}
+			if has("port") && probePort(waitHost(p.Host), int(*p.Port)) {
+				return result("met", "port", nil)
+			}
+			if has("http") && probeHTTP(ctx, p.URL) {
+				return result("met", "http", nil)
+			}
+			if has("file") {
+				path := p.Path
+				if !filepath.IsAbs(path) {
+					path = filepath.Join(st.Cwd, path)
+				}
+				if _, err := os.Stat(path); err == nil {
+					return result("met", "file", nil)
+				}
+			}
+			if has("idle") && !ended {
+				last := lastChange
+				if stat, err := e.liveStatus(s); err == nil && stat.LastOutputNs > 0 {
+					last = time.Unix(0, stat.LastOutputNs)
+				}
+				if time.Since(last) >= idle {
+					return result("met", "idle", nil)
+				}
+			}
+		}
+		if ended {
+			if has("exit") {
+				return result("met", "exit", nil)
+			}
+			return result("exited", "exit", nil)
+		}
+		select {
+		case <-ctx.Done():
+			return result("timeout", "", nil)
+		case <-deadline.C:
+			return result("timeout", "", nil)
+		case <-s.changed():
+		case <-tick.C:
+		}
+	}
+}
+
+// descsFor returns the description of the condition that fired.
+func descsFor(fired string, descs, until []string) []string {
+	for i, u := range until {
+		if u == fired {
+			return []string{descs[i]}
+		}
+	}
+	return []string{fired}
+}
+
+func waitHost(h string) string {
+	if h == "" {
+		return "127.0.0.1"
+	}
+	return h
+}
+
+func probePort(host string, port int) bool {
+	c, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(port)), time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+func probeHTTP(ctx context.Context, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode >= 200 && resp.StatusCode < 400
+}
+
+// searchAction implements process search (process.md §5.2).
+func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Result {
+	if p.Pattern == "" {
+		return invalid("pattern is required for search.")
+	}
+	pat := p.Pattern
+	if p.IgnoreCase != nil && *p.IgnoreCase {
+		pat = "(?i)" + pat
+	}
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		return invalid("Invalid pattern: %v", err)
+	}
+	ctxLines := 0
+	if p.Context != nil {
+		ctxLines = int(min(max(*p.Context, 0), 20))
+	}
+	maxN := 50
+	if p.Max != nil {
+		maxN = int(min(max(*p.Max, 1), 1000))
+	}
+	since := int64(0)
+	if p.Since != nil {
+		since = int64(max(*p.Since, 0))
+	}
+	var lines []render.Line
+	res, rerr := readLines(s.journal(), readOpts{stream: streamOf(p.Stream)}, func(l render.Line) { lines = append(lines, l) })
+	if rerr != nil {
+		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, rerr))
+	}
+	var idx []int
+	for i, l := range lines {
+		if l.End > since && re.MatchString(l.Text) {
+			idx = append(idx, i)
+		}
+	}
+	cut := func(t string) string {
+		if r := []rune(t); len(r) > 500 {
+			return string(r[:500]) + "…"
+		}
+		return t
+	}
+	shown := idx
+	if len(shown) > maxN {
+		shown = shown[:maxN]
+	}
+	matches := []LineMatch{}
+	var b strings.Builder
+	lastPrinted := -1
+	for _, i := range shown {
+		m := LineMatch{Line: i + 1, Offset: i, Cursor: lines[i].End, Text: lines[i].Text}
+		lo, hi := max(i-ctxLines, 0), min(i+ctxLines, len(lines)-1)
+		for j := lo; j < i; j++ {
+			m.Before = append(m.Before, lines[j].Text)
+		}
+		for j := i + 1; j <= hi; j++ {
+			m.After = append(m.After, lines[j].Text)
+		}
+		matches = append(matches, m)
+		if lastPrinted >= 0 && lo > lastPrinted+1 {
+			b.WriteString("--\n")
+		}
+		for j := max(lo, lastPrinted+1); j <= hi; j++ {
+			sep := "-"
+			if re.MatchString(lines[j].Text) && lines[j].End > since {
+				sep = ":"
+			}
+			fmt.Fprintf(&b, "%d%s%s\n", j+1, sep, cut(lines[j].Text))
+		}
+		lastPrinted = hi
+	}
+	_, ex, _ := s.snapshot()
+	text := b.String() + fmt.Sprintf("%d matches in %d lines (showing %d).", len(idx), len(lines), len(shown))
+	if len(idx) == 0 {
+		text = fmt.Sprintf("No matches for /%s/ in session %s (%d lines).", p.Pattern, s.id, len(lines))
+	}
+	return apitype.Result{Text: text, Details: &SearchDetails{
+		Status: runStatus(ex), SessionID: s.id, Pattern: p.Pattern, TotalMatches: len(idx), Returned: len(shown),
+		Truncated: len(shown) < len(idx), Cursor: res.end, Matches: matches,
+	}}
+}
+
+// SearchDetails is the details object of search.
+type SearchDetails struct {
+	Status       string      `json:"status"`
+	SessionID    string      `json:"sessionId"`
+	Pattern      string      `json:"pattern"`
+	TotalMatches int         `json:"totalMatches"`
+	Returned     int         `json:"returned"`
+	Truncated    bool        `json:"truncated"`
+	Cursor       int64       `json:"cursor"`
+	Matches      []LineMatch `json:"matches"`
+}
