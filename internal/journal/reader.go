@@ -8,11 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 )
 
 // maxRetries bounds how often a reader starts over when the cap deletes
 // segments under it.
-const maxRetries = 8
+const maxRetries = 100
 
 // testHookOpen, if set, is called before a reader opens a segment to read it.
 var testHookOpen func(seq int)
@@ -223,6 +224,10 @@ func readSegments(dir string, seqs []int, last *lastSeg, since, until int64, inp
 		}
 		if !isNotExist(err) || attempt == maxRetries {
 			return first, 0, err
+		}
+		if attempt >= 8 {
+			// A writer rotating faster than we list: let it run.
+			time.Sleep(time.Millisecond)
 		}
 		seqs, last = nil, nil
 	}
