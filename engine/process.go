@@ -70,6 +70,8 @@ func (e *Engine) process(ctx context.Context, agent string, p apitype.ProcessPar
 		return e.logAction(s, p)
 	case "search":
 		return e.searchAction(s, p)
+	case "screen":
+		return e.screenAction(s, p)
 	case "write", "send-keys", "submit", "paste":
 		return e.input(s, p)
 	case "kill":
