@@ -482,7 +482,7 @@ func (e *Engine) AwaitApproved(ctx context.Context, agent, sessionID string, win
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	st, ex, cursor := s.snapshot()
+	st, ex, _ := s.snapshot()
 	if ex != nil && ex.State == supervisor.StateDenied {
 		reason := ex.Reason
 		if reason == "user-denied" {
@@ -498,15 +498,6 @@ func (e *Engine) AwaitApproved(ctx context.Context, agent, sessionID string, win
 		res.Details.(*apitype.ExecDetails).Host = st.Host
 		return res
 	}
-	tail, _ := e.tail(s, 2000)
-	pid := s.pid
-	pty := st.PTY
-	text := fmt.Sprintf("Command still running (session %s, pid %d). Use process (list/poll/log/wait/write/kill/clear/remove) for follow-up.", s.id, pid)
-	if tail != "" {
-		text += fmt.Sprintf("\n\nOutput so far (last %d chars):\n%s", len([]rune(tail)), tail)
-	}
-	return apitype.Result{Text: text, Details: &apitype.ExecDetails{
-		Status: "running", SessionID: s.id, PID: &pid, StartedAt: s.start.UnixMilli(), Cwd: st.Cwd,
-		Tail: &tail, Cursor: cursor, Name: st.Name, PTY: &pty, Host: st.Host,
-	}}
+	return e.runningResult(s)
 }
+

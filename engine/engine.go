@@ -127,6 +127,8 @@ type Engine struct {
 	counters  execCounters
 	// starting bounds concurrent supervisor start-ups.
 	starting chan struct{}
+	// idem holds the idempotency keys (exec.md §10); guarded by mu.
+	idem map[string]*idemEntry
 
 	// The ledger writer: ledgerQ is fed under lmu (read side) until
 	// ledgerClosed; ledgerDone closes when everything was written.
@@ -197,6 +199,7 @@ func New(opt Options) (*Engine, error) {
 	// Probe the login-shell PATH now, off the first exec's path.
 	go hostenv.LoginPATH()
 	e.cfgp.Store(cfg)
+	e.loadIdem()
 	e.startLedger()
 	if e.store, err = approvals.OpenStore(home); err != nil {
 		e.stopLedger()
@@ -513,6 +516,11 @@ func (e *Engine) sweep() {
 		// Resolved approval records are kept 15 s for late readers.
 		e.store.Prune(now.Add(-15 * time.Second))
 		e.mu.Lock()
+		for k, en := range e.idem {
+			if !en.inFlight() && e.expiredLocked(en, now) {
+				delete(e.idem, k)
+			}
+		}
 		var old []*session
 		for _, s := range e.sessions {
 			_, ex, _ := s.snapshot()

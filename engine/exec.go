@@ -26,7 +26,12 @@ import (
 // error: failures are results with status "error" or "failed".
 func (e *Engine) Exec(ctx context.Context, agent string, p apitype.ExecParams) apitype.Result {
 	start := time.Now()
-	res := e.exec(ctx, agent, p)
+	var res apitype.Result
+	if p.IdempotencyKey != "" {
+		res = e.idempotent(ctx, agent, p, func() apitype.Result { return e.exec(ctx, agent, p) })
+	} else {
+		res = e.exec(ctx, agent, p)
+	}
 	e.countExec(agent, res, time.Since(start))
 	return e.withNotices(agent, res)
 }
@@ -377,7 +382,7 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		PTY: pl.pty, Cols: 120, Rows: 30, Stdin: pl.stdin, TimeoutMs: pl.timeout.Milliseconds(),
 		KillGraceMs: pl.set.KillGrace.Milliseconds(), JournalMaxBytes: pl.set.JournalMaxBytes,
 		JournalHeadBytes: headBytes(pl.set.JournalHeadBytes), Socket: e.socketPath(id), EnvKeys: pl.envKeys,
-		Fingerprint: fingerprint(p),
+		Fingerprint: fingerprint(p), IdempotencyKey: p.IdempotencyKey,
 	}
 	h, err := e.commit(spec)
 	if err != nil && pl.pty && strings.HasPrefix(err.Error(), "open pty") {

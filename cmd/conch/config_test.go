@@ -1,8 +1,10 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,4 +116,43 @@ func TestExecRateLimitAndRunningQuota(t *testing.T) {
 		t.Fatalf("rate limit: %q %v", r.Text, r.D)
 	}
 	c.process(map[string]any{"action": "kill", "sessionId": c.process(map[string]any{"action": "list"}).D["sessions"].([]any)[0].(map[string]any)["sessionId"]})
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	f := t.TempDir() + "/runs"
+	cmd := "sleep 0.4; echo run >> " + f + "; echo done"
+	var wg sync.WaitGroup
+	results := make([]result, 2)
+	for i := range results {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = c.exec(map[string]any{"command": cmd, "idempotencyKey": "job-1"})
+		}(i)
+	}
+	wg.Wait()
+	if results[0].Text != "done" || results[1].Text != "done" {
+		t.Fatalf("joined results: %q / %q", results[0].Text, results[1].Text)
+	}
+	again := c.exec(map[string]any{"command": cmd, "idempotencyKey": "job-1"})
+	if again.Text != "done" {
+		t.Fatalf("replay: %q", again.Text)
+	}
+	if b, _ := os.ReadFile(f); string(b) != "run\n" {
+		t.Fatalf("the command ran %q", b)
+	}
+	conflict := c.exec(map[string]any{"command": "echo other", "idempotencyKey": "job-1"})
+	if !conflict.IsError || conflict.Text != `idempotencyKey "job-1" was already used for a different request.` {
+		t.Fatalf("conflict: %q", conflict.Text)
+	}
+	bg := c.exec(map[string]any{"command": "sleep 919.1", "background": true, "idempotencyKey": "bg-1"})
+	bg2 := c.exec(map[string]any{"command": "sleep 919.1", "background": true, "idempotencyKey": "bg-1"})
+	if bg2.str("status") != "running" || bg2.str("sessionId") != bg.str("sessionId") {
+		t.Fatalf("background replay: %v vs %v", bg2.D, bg.D)
+	}
+	if n := len(pgrep("sleep 919.1")); n != 1 {
+		t.Fatalf("%d processes for one key", n)
+	}
+	c.process(map[string]any{"action": "kill", "sessionId": bg.str("sessionId")})
 }

@@ -263,6 +263,8 @@ type ExecSettings struct {
 	// ApprovalRunningNotice is tools.exec.approvalRunningNoticeMs (<= 0
 	// disables the notice).
 	ApprovalRunningNotice time.Duration
+	// IdempotencyTTL is tools.exec.idempotencyTtlMs (milliseconds).
+	IdempotencyTTL int64
 }
 
 // DefaultNonInteractiveEnv is tools.exec.nonInteractiveEnv's default.
@@ -428,6 +430,10 @@ func (c *Config) Exec(agent string) ExecSettings {
 		notice = *v
 	}
 	s.ApprovalRunningNotice = time.Duration(notice) * time.Millisecond
+	s.IdempotencyTTL = 600000
+	if v := pick64(a.IdempotencyTtlMs, g.IdempotencyTtlMs); v != nil {
+		s.IdempotencyTTL = max(*v, 0)
+	}
 	return s
 }
 
