@@ -500,4 +500,3 @@ func (e *Engine) AwaitApproved(ctx context.Context, agent, sessionID string, win
 	}
 	return e.runningResult(s)
 }
-
