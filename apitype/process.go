@@ -134,19 +134,20 @@ type StatusDetails struct {
 
 // PollDetails is the details object of poll (process.md §4.2).
 type PollDetails struct {
-	Status       string  `json:"status"`
-	State        string  `json:"state"`
-	SessionID    string  `json:"sessionId"`
-	Name         string  `json:"name"`
-	Cursor       int64   `json:"cursor"`
-	ExitCode     *int    `json:"exitCode,omitempty"`
-	Signal       *string `json:"signal,omitempty"`
-	KilledBy     *string `json:"killedBy,omitempty"`
-	Reason       string  `json:"reason,omitempty"`
-	ApprovalID   string  `json:"approvalId,omitempty"`
-	SkippedChars int     `json:"skippedChars,omitempty"`
-	SkippedBytes int64   `json:"skippedBytes,omitempty"`
-	RetryInMs    int     `json:"retryInMs,omitempty"`
+	Status        string    `json:"status"`
+	State         string    `json:"state"`
+	SessionID     string    `json:"sessionId"`
+	Name          string    `json:"name"`
+	Cursor        int64     `json:"cursor"`
+	ExitCode      *int      `json:"exitCode,omitempty"`
+	Signal        *string   `json:"signal,omitempty"`
+	KilledBy      *string   `json:"killedBy,omitempty"`
+	Reason        string    `json:"reason,omitempty"`
+	ApprovalID    string    `json:"approvalId,omitempty"`
+	AwaitingInput *Awaiting `json:"awaitingInput,omitempty"`
+	SkippedChars  int       `json:"skippedChars,omitempty"`
+	SkippedBytes  int64     `json:"skippedBytes,omitempty"`
+	RetryInMs     int       `json:"retryInMs,omitempty"`
 }
 
 // LogDetails is the details object of log (process.md §4.3).
@@ -170,35 +171,43 @@ type LogDetails struct {
 
 // SessionEntry is one session in list results (process.md §4.1).
 type SessionEntry struct {
-	SessionID         string  `json:"sessionId"`
-	Agent             string  `json:"agent,omitempty"`
-	Status            string  `json:"status"`
-	State             string  `json:"state"`
-	PID               *int    `json:"pid"`
-	StartedAt         int64   `json:"startedAt"`
-	EndedAt           *int64  `json:"endedAt,omitempty"`
-	RuntimeMs         int64   `json:"runtimeMs"`
-	DurationMs        *int64  `json:"durationMs,omitempty"`
-	Cwd               string  `json:"cwd"`
-	Command           string  `json:"command"`
-	Name              string  `json:"name"`
-	Tail              string  `json:"tail"`
-	Truncated         bool    `json:"truncated"`
-	ExitCode          *int    `json:"exitCode,omitempty"`
-	Signal            *string `json:"signal,omitempty"`
-	ExitSignal        *string `json:"exitSignal,omitempty"`
-	KilledBy          *string `json:"killedBy,omitempty"`
-	DescendantsKilled *int    `json:"descendantsKilled,omitempty"`
-	ApprovalID        string  `json:"approvalId,omitempty"`
-	Reason            string  `json:"reason,omitempty"`
-	Host              string  `json:"host"`
-	PTY               bool    `json:"pty"`
-	Backgrounded      bool    `json:"backgrounded"`
-	Cursor            int64   `json:"cursor"`
+	SessionID         string    `json:"sessionId"`
+	Agent             string    `json:"agent,omitempty"`
+	Status            string    `json:"status"`
+	State             string    `json:"state"`
+	PID               *int      `json:"pid"`
+	StartedAt         int64     `json:"startedAt"`
+	EndedAt           *int64    `json:"endedAt,omitempty"`
+	RuntimeMs         int64     `json:"runtimeMs"`
+	DurationMs        *int64    `json:"durationMs,omitempty"`
+	Cwd               string    `json:"cwd"`
+	Command           string    `json:"command"`
+	Name              string    `json:"name"`
+	Tail              string    `json:"tail"`
+	Truncated         bool      `json:"truncated"`
+	ExitCode          *int      `json:"exitCode,omitempty"`
+	Signal            *string   `json:"signal,omitempty"`
+	ExitSignal        *string   `json:"exitSignal,omitempty"`
+	KilledBy          *string   `json:"killedBy,omitempty"`
+	DescendantsKilled *int      `json:"descendantsKilled,omitempty"`
+	ApprovalID        string    `json:"approvalId,omitempty"`
+	Reason            string    `json:"reason,omitempty"`
+	AwaitingInput     *Awaiting `json:"awaitingInput,omitempty"`
+	Host              string    `json:"host"`
+	PTY               bool      `json:"pty"`
+	Backgrounded      bool      `json:"backgrounded"`
+	Cursor            int64     `json:"cursor"`
 }
 
 // ListDetails is the details object of list.
 type ListDetails struct {
 	Status   string         `json:"status"`
 	Sessions []SessionEntry `json:"sessions"`
+}
+
+// Awaiting reports a session that seems to wait for input (process.md
+// §5.4).
+type Awaiting struct {
+	Prompt string `json:"prompt"`
+	IdleMs int64  `json:"idleMs"`
 }

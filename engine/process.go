@@ -195,6 +195,9 @@ func (e *Engine) list(agent string) apitype.Result {
 		if en.Name != "" {
 			label = render.MiddleTruncate(en.Name, 80)
 		}
+		if en.AwaitingInput != nil {
+			label += " [awaiting input]"
+		}
 		fmt.Fprintf(&b, "%s %-9s %s :: %s", en.SessionID, en.Status, compactDuration(time.Duration(en.RuntimeMs)*time.Millisecond), label)
 	}
 	text := b.String()
@@ -217,6 +220,9 @@ func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) 
 		Backgrounded: st.Backgrounded, Cursor: cursor,
 	}
 	en.RuntimeMs = time.Since(s.start).Milliseconds()
+	if a := e.awaiting(s); a != nil {
+		en.AwaitingInput = &apitype.Awaiting{Prompt: a.Prompt, IdleMs: a.IdleMs}
+	}
 	en.ApprovalID = aid
 	if req != nil {
 		en.Status, en.State, en.PID, en.ApprovalID = "pending", "pending", nil, req.ID
@@ -341,7 +347,12 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 		d.ExitCode, d.Signal, d.KilledBy = ex.ExitCode, ex.Signal, ex.KilledBy
 		d.Reason = failureReason(*ex, st.TimeoutSec)
 	}
-	return apitype.Result{Text: out + "\n\n" + endLine(ex), Details: d}
+	end := endLine(ex)
+	if a := e.awaiting(s); a != nil {
+		end = "Process is awaiting input: " + a.Prompt
+		d.AwaitingInput = &apitype.Awaiting{Prompt: a.Prompt, IdleMs: a.IdleMs}
+	}
+	return apitype.Result{Text: out + "\n\n" + end, Details: d}
 }
 
 func streamOf(s string) journal.Stream {
@@ -517,6 +528,9 @@ func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
 		if i > 0 && delay > 0 {
 			time.Sleep(delay)
 		}
+		s.mu.Lock()
+		s.lastInput = time.Now()
+		s.mu.Unlock()
 		if _, err := supervisor.Call(s.socket, supervisor.Request{Op: "write", Data: pt}); err != nil {
 			return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s stdin is not writable (%v).", s.id, err))
 		}

@@ -60,6 +60,9 @@ type session struct {
 	start  time.Time
 	change chan struct{} // closed and replaced on every cursor or state change
 
+	lastOutput time.Time // when the cursor last moved
+	lastInput  time.Time // when the agent last wrote input
+
 	approval   *approvals.Request // open approval request while pending
 	pendingRun *pendingRun        // what the approved run needs (memory only)
 	approvalID string             // approval of a gated run
@@ -88,6 +91,7 @@ func (s *session) setCursor(c int64) {
 	s.mu.Lock()
 	if c > s.cursor {
 		s.cursor = c
+		s.lastOutput = time.Now()
 		s.notifyLocked()
 	}
 	s.mu.Unlock()

@@ -31,6 +31,8 @@ type WaitDetails struct {
 	Signal    *string    `json:"signal,omitempty"`
 	KilledBy  *string    `json:"killedBy,omitempty"`
 	State     string     `json:"state"`
+	// AwaitingInput is set when the wait ended on a prompt.
+	AwaitingInput *apitype.Awaiting `json:"awaitingInput,omitempty"`
 }
 
 // LineMatch is a matched line: 1-based line number, 0-based offset for
@@ -232,6 +234,14 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 				return result("met", "exit", nil)
 			}
 			return result("exited", "exit", nil)
+		}
+		if !has("idle") {
+			if a := e.awaiting(s); a != nil {
+				res := result("input", "input", nil)
+				res.Text = fmt.Sprintf("Process is awaiting input (%s) before the condition was met.", a.Prompt)
+				res.Details.(*WaitDetails).AwaitingInput = &apitype.Awaiting{Prompt: a.Prompt, IdleMs: a.IdleMs}
+				return res
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -114,3 +114,33 @@ func TestSearch(t *testing.T) {
 		t.Fatalf("bad pattern: %q", s.Text)
 	}
 }
+
+func TestPromptDetection(t *testing.T) {
+	c := startConch(t, newHome(t, `{"tools":{"exec":{"promptIdleMs":300}}}`))
+	r := c.exec(map[string]any{"command": "printf 'Proceed with install? [y/N] '; read a; echo got $a", "background": true})
+	id := r.str("sessionId")
+	w := c.process(map[string]any{"action": "wait", "sessionId": id, "until": "regex", "pattern": "never", "timeout": 10000})
+	if w.str("outcome") != "input" || w.Text != "Process is awaiting input (Proceed with install? [y/N]) before the condition was met." {
+		t.Fatalf("wait: %q %v", w.Text, w.D)
+	}
+	p := c.process(map[string]any{"action": "poll", "sessionId": id})
+	if !strings.HasSuffix(p.Text, "\n\nProcess is awaiting input: Proceed with install? [y/N]") {
+		t.Fatalf("poll: %q", p.Text)
+	}
+	if l := c.process(map[string]any{"action": "list"}); !strings.Contains(l.Text, "[awaiting input]") {
+		t.Fatalf("list: %q", l.Text)
+	}
+	c.process(map[string]any{"action": "write", "sessionId": id, "data": "y\n"})
+	w = c.process(map[string]any{"action": "wait", "sessionId": id, "timeout": 10000})
+	if w.Text != "Process exited with code 0." {
+		t.Fatalf("after answering: %q", w.Text)
+	}
+	if _, err := exec.LookPath("python3"); err == nil {
+		r = c.exec(map[string]any{"command": "python3 -q -i", "pty": true, "background": true})
+		w = c.process(map[string]any{"action": "wait", "sessionId": r.str("sessionId"), "until": "regex", "pattern": "never", "timeout": 10000})
+		if w.str("outcome") != "input" || !strings.Contains(w.Text, "(>>>)") {
+			t.Fatalf("python REPL: %q", w.Text)
+		}
+		c.process(map[string]any{"action": "kill", "sessionId": r.str("sessionId")})
+	}
+}

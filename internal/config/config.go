@@ -265,6 +265,8 @@ type ExecSettings struct {
 	ApprovalRunningNotice time.Duration
 	// IdempotencyTTL is tools.exec.idempotencyTtlMs (milliseconds).
 	IdempotencyTTL int64
+	// PromptIdle is tools.exec.promptIdleMs (default 1500, [200, 60000]).
+	PromptIdle time.Duration
 }
 
 // DefaultNonInteractiveEnv is tools.exec.nonInteractiveEnv's default.
@@ -430,6 +432,11 @@ func (c *Config) Exec(agent string) ExecSettings {
 		notice = *v
 	}
 	s.ApprovalRunningNotice = time.Duration(notice) * time.Millisecond
+	pi := int64(1500)
+	if v := pick64(a.PromptIdleMs, g.PromptIdleMs); v != nil {
+		pi = clampInt64(*v, 200, 60000)
+	}
+	s.PromptIdle = time.Duration(pi) * time.Millisecond
 	s.IdempotencyTTL = 600000
 	if v := pick64(a.IdempotencyTtlMs, g.IdempotencyTtlMs); v != nil {
 		s.IdempotencyTTL = max(*v, 0)
