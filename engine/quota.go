@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/journal"
 )
 
 // bucket is a token bucket for one agent's exec calls.
@@ -67,4 +70,61 @@ func (e *Engine) admit(agent string) *apitype.Error {
 		}
 	}
 	return nil
+}
+
+// retain evicts agent's oldest finished sessions beyond quotas.maxRetained
+// and while its journals exceed quotas.journalBytes (exec.md §11), telling
+// the agent which and why. Running sessions are never evicted.
+func (e *Engine) retain(agent string) {
+	q := e.conf().Quota(agent)
+	e.mu.Lock()
+	var finished []*session
+	var total int64
+	for _, s := range e.sessions {
+		if s.agent != agent {
+			continue
+		}
+		if !s.running() {
+			finished = append(finished, s)
+		}
+	}
+	e.mu.Unlock()
+	sizes := map[*session]int64{}
+	if q.JournalBytes > 0 {
+		e.mu.Lock()
+		all := make([]*session, 0, len(e.sessions))
+		for _, s := range e.sessions {
+			if s.agent == agent {
+				all = append(all, s)
+			}
+		}
+		e.mu.Unlock()
+		for _, s := range all {
+			if info, err := journal.Stat(s.journal()); err == nil {
+				sizes[s] = info.Bytes
+				total += info.Bytes
+			}
+		}
+	}
+	sort.Slice(finished, func(i, j int) bool {
+		_, a, _ := finished[i].snapshot()
+		_, b, _ := finished[j].snapshot()
+		return a.EndedAt < b.EndedAt
+	})
+	evict := func(s *session, reason string) {
+		e.forget(s)
+		s.remove()
+		e.emit("session.evicted", agent, map[string]any{"sessionId": s.id, "reason": reason})
+		e.queueNotice(s, Notice{Kind: "evicted", SessionID: s.id, Text: fmt.Sprintf("Exec session %s evicted (%s)", s.id, reason)})
+	}
+	for len(finished) > 0 && q.MaxRetained > 0 && len(finished) > q.MaxRetained {
+		evict(finished[0], "quotas.maxRetained")
+		total -= sizes[finished[0]]
+		finished = finished[1:]
+	}
+	for len(finished) > 0 && q.JournalBytes > 0 && total > q.JournalBytes {
+		evict(finished[0], "quotas.journalBytes")
+		total -= sizes[finished[0]]
+		finished = finished[1:]
+	}
 }

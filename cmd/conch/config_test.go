@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -155,4 +156,26 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatalf("%d processes for one key", n)
 	}
 	c.process(map[string]any{"action": "kill", "sessionId": bg.str("sessionId")})
+}
+
+func TestMaxRetainedEviction(t *testing.T) {
+	c := startConch(t, newHome(t, `{"quotas":{"maxRetained":2}}`))
+	var ids []string
+	for i := 0; i < 3; i++ {
+		r := c.exec(map[string]any{"command": "echo " + strconv.Itoa(i), "background": true})
+		ids = append(ids, r.str("sessionId"))
+		c.waitEnd(r.str("sessionId"), 10*time.Second)
+	}
+	eventually(t, 5*time.Second, func() string {
+		l := c.process(map[string]any{"action": "list"})
+		if strings.Contains(l.Text, ids[0]) {
+			return "oldest still listed: " + l.Text
+		}
+		return ""
+	})
+	r := c.rawCall("process", map[string]any{"action": "list"})
+	all := r.Text + strings.Join(c.events, "\n")
+	if !strings.Contains(all, "Exec session "+ids[0]+" evicted (quotas.maxRetained)") {
+		t.Fatalf("no eviction notice: %q %v", r.Text, c.events)
+	}
 }

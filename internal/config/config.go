@@ -80,6 +80,8 @@ type Quotas struct {
 // QuotaSettings are an agent's resolved quotas.
 type QuotaSettings struct {
 	MaxRunning    int     // 0: no limit
+	MaxRetained   int     // finished sessions kept; 0: no limit
+	JournalBytes  int64   // journal bytes on disk; 0: no limit
 	ExecPerSecond float64 // 0: no rate limit
 	ExecBurst     float64
 }
@@ -87,7 +89,7 @@ type QuotaSettings struct {
 // Quota resolves agent's quotas: agents.<id>.quotas key by key over the
 // global section over the defaults (256 running, 50 exec/s, burst 200).
 func (c *Config) Quota(agent string) QuotaSettings {
-	q := QuotaSettings{MaxRunning: 256, ExecPerSecond: 50, ExecBurst: 200}
+	q := QuotaSettings{MaxRunning: 256, MaxRetained: 200, JournalBytes: 1 << 30, ExecPerSecond: 50, ExecBurst: 200}
 	apply := func(s *Quotas) {
 		if s == nil {
 			return
@@ -97,6 +99,12 @@ func (c *Config) Quota(agent string) QuotaSettings {
 		}
 		if s.ExecPerSecond != nil {
 			q.ExecPerSecond = max(*s.ExecPerSecond, 0)
+		}
+		if s.MaxRetained != nil {
+			q.MaxRetained = max(*s.MaxRetained, 0)
+		}
+		if s.JournalBytes != nil {
+			q.JournalBytes = max(*s.JournalBytes, 0)
 		}
 		if s.ExecBurst != nil {
 			q.ExecBurst = max(*s.ExecBurst, 1)
