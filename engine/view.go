@@ -249,3 +249,42 @@ func journalEnd(dir string) (int64, error) {
 	info, err := journal.Stat(dir)
 	return info.End, err
 }
+
+// Chunk is the next piece of a session's output for a follower (the
+// session stream): whole rendered lines after Since, and where to go on.
+type Chunk struct {
+	Text   string // lines joined by "\n"; "" when nothing new
+	Next   int64  // cursor to continue from
+	Ended  bool   // the session has ended and everything was delivered
+	State  string
+	Exit   *int
+	Signal *string
+	Killed *string
+}
+
+// Follow reads agent's session id from since for a follower: while the
+// session runs, a trailing partial line is held back until it is
+// complete, so no line is ever split between two chunks.
+func (e *Engine) Follow(agent, id string, since int64, raw bool, stream string) (Chunk, bool) {
+	s := e.lookup(agent, id)
+	if s == nil {
+		return Chunk{}, false
+	}
+	_, ex, _ := s.snapshot()
+	var lines []render.Line
+	res, _ := readLines(s.journal(), readOpts{since: since, raw: raw, stream: streamOf(stream)}, func(l render.Line) { lines = append(lines, l) })
+	c := Chunk{Next: res.end, State: "running"}
+	if ex == nil && len(lines) > 0 && lines[len(lines)-1].Partial {
+		c.Next = lines[len(lines)-1].Cursor
+		lines = lines[:len(lines)-1]
+	}
+	texts := make([]string, len(lines))
+	for i, l := range lines {
+		texts[i] = l.Text
+	}
+	c.Text = strings.Join(texts, "\n")
+	if ex != nil {
+		c.Ended, c.State, c.Exit, c.Signal, c.Killed = true, ex.State, ex.ExitCode, ex.Signal, ex.KilledBy
+	}
+	return c, true
+}

@@ -240,8 +240,8 @@ func (s *Server) sessionEntry(w http.ResponseWriter, r *http.Request) {
 	writeError(w, 404, "not_found", "No session found for "+r.PathValue("id"))
 }
 
-// stream is GET /v1/sessions/{id}/stream: output as SSE, resumable by
-// cursor (Last-Event-ID), then the end state.
+// stream is GET /v1/sessions/{id}/stream: output as SSE, whole lines
+// only, resumable by cursor (Last-Event-ID), then the end state.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	id := identityOf(r.Context())
 	sid := r.PathValue("id")
@@ -250,42 +250,35 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 500, "internal", "streaming unsupported")
 		return
 	}
-	since, _ := strconv.ParseFloat(r.URL.Query().Get("since"), 64)
+	since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
 	if lei := r.Header.Get("Last-Event-ID"); lei != "" {
-		since, _ = strconv.ParseFloat(lei, 64)
+		since, _ = strconv.ParseInt(lei, 10, 64)
 	}
 	raw := r.URL.Query().Get("raw") == "true"
 	stream := r.URL.Query().Get("stream")
 	first := true
 	for {
 		changed := s.eng.Changed(id.agent, sid)
-		b, _ := json.Marshal(map[string]any{"action": "log", "sessionId": sid, "since": since, "raw": raw, "stream": stream})
-		p, perr := apitype.ParseProcessParams(b)
-		if perr != nil {
-			writeError(w, 400, perr.Code, perr.Message)
-			return
-		}
-		res := s.eng.Read(r.Context(), id.agent, p)
-		if code := errorCode(res); code != "" {
+		c, ok := s.eng.Follow(id.agent, sid, since, raw, stream)
+		if !ok {
 			if first {
-				writeResult(w, res)
+				writeError(w, 404, "not_found", "No session found for "+sid)
 			}
 			return
 		}
-		d, _ := res.Details.(*apitype.LogDetails)
 		if first {
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.Header().Set("Cache-Control", "no-cache")
 			w.WriteHeader(200)
 			first = false
 		}
-		if d != nil && float64(d.Cursor) > since {
-			data, _ := json.Marshal(map[string]any{"cursor": d.Cursor, "stream": "both", "text": res.Text})
-			fmt.Fprintf(w, "id: %d\nevent: output\ndata: %s\n\n", d.Cursor, data)
-			since = float64(d.Cursor)
+		if c.Next > since && c.Text != "" {
+			data, _ := json.Marshal(map[string]any{"cursor": c.Next, "stream": orBoth(stream), "text": c.Text})
+			fmt.Fprintf(w, "id: %d\nevent: output\ndata: %s\n\n", c.Next, data)
 		}
-		if d != nil && d.Status != "running" && d.Status != "pending" {
-			data, _ := json.Marshal(map[string]any{"state": d.State, "exitCode": d.ExitCode, "signal": d.Signal, "killedBy": d.KilledBy})
+		since = max(since, c.Next)
+		if c.Ended {
+			data, _ := json.Marshal(map[string]any{"state": c.State, "exitCode": c.Exit, "signal": c.Signal, "killedBy": c.Killed})
 			fmt.Fprintf(w, "event: end\ndata: %s\n\n", data)
 			fl.Flush()
 			return
@@ -302,6 +295,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, ": ping\n\n")
 		}
 	}
+}
+
+func orBoth(s string) string {
+	if s == "" {
+		return "both"
+	}
+	return s
 }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
