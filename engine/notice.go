@@ -90,7 +90,9 @@ func (e *Engine) withNotices(agent string, r apitype.Result) apitype.Result {
 			continue
 		}
 		n.sess.update(func(st *state) { st.Notice.Delivered = true })
-		lines = append(lines, "[conch event] "+n.Text)
+		// One line per event: a multi-line text (Exec finished + its
+		// snippet) is folded.
+		lines = append(lines, "[conch event] "+strings.ReplaceAll(n.Text, "\n", " :: "))
 	}
 	if len(lines) > 0 {
 		r.Text = strings.Join(lines, "\n") + "\n\n" + r.Text
