@@ -1,10 +1,120 @@
 package engine
 
 import (
+	"bytes"
+	"fmt"
+	"strings"
+
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/vt"
 )
+
+// ScreenDetails is the details object of screen (process.md §5.3).
+type ScreenDetails struct {
+	Status    string `json:"status"`
+	SessionID string `json:"sessionId"`
+	Cols      int    `json:"cols"`
+	Rows      int    `json:"rows"`
+	// CursorRow and CursorCol are 1-based.
+	CursorRow     int    `json:"cursorRow"`
+	CursorCol     int    `json:"cursorCol"`
+	CursorVisible bool   `json:"cursorVisible"`
+	AltScreen     bool   `json:"altScreen"`
+	Title         string `json:"title"`
+	// Lines holds every row of the screen (len(Lines) == Rows), trailing
+	// spaces trimmed; the text drops the trailing empty rows.
+	Lines []string `json:"lines"`
+	// Cursor is the journal position the screen shows the output up to.
+	Cursor int64 `json:"cursor"`
+	// Approximate is set when the screen was built from part of the
+	// output: the journal dropped bytes, a finished session's replay
+	// started after the beginning, or the live emulator fell behind.
+	Approximate bool `json:"approximate"`
+}
 
 // screenAction implements process screen (process.md §5.3).
 func (e *Engine) screenAction(s *session, p apitype.ProcessParams) apitype.Result {
-	return processError(apitype.Errorf(apitype.CodeUnavailable, "process screen is not available in this build yet."))
+	s.mu.Lock()
+	meta, socket := s.meta, s.socket
+	s.mu.Unlock()
+	// meta.PTY comes from the supervisor; Stdin "pty" covers a meta.json
+	// that could not be read. (state.PTY stays set when the PTY spawn
+	// fell back to pipes.)
+	if !meta.PTY && meta.Stdin != "pty" {
+		return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s has no terminal (not a PTY session).", s.id))
+	}
+	var snap vt.Snapshot
+	var cursor int64
+	var approximate bool
+	live := false
+	if s.running() {
+		// A supervisor that is ending, gone or older than op screen
+		// leaves the journal, which has all the output it saw.
+		if rep, err := supervisor.Call(socket, supervisor.Request{Op: "screen"}); err == nil && rep.Screen != nil {
+			snap, cursor, live = *rep.Screen, rep.Cursor, true
+			approximate = snap.SkippedBytes > 0
+		}
+	}
+	if !live {
+		var err error
+		snap, cursor, approximate, err = replayScreen(s.journal(), meta.Cols, meta.Rows)
+		if err != nil {
+			return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
+		}
+	}
+	_, ex, _ := s.snapshot()
+	return apitype.Result{Text: screenText(snap), Details: &ScreenDetails{
+		Status: runStatus(ex), SessionID: s.id, Cols: snap.Cols, Rows: snap.Rows,
+		CursorRow: snap.CursorRow, CursorCol: snap.CursorCol, CursorVisible: snap.CursorVisible,
+		AltScreen: snap.AltScreen, Title: snap.Title, Lines: snap.Lines, Cursor: cursor, Approximate: approximate,
+	}}
+}
+
+// screenText is the visible rows without trailing empty ones, then a
+// footer with the size, the cursor and the active screen.
+func screenText(snap vt.Snapshot) string {
+	n := len(snap.Lines)
+	for n > 0 && snap.Lines[n-1] == "" {
+		n--
+	}
+	which := "main"
+	if snap.AltScreen {
+		which = "alternate"
+	}
+	footer := fmt.Sprintf("[screen %dx%d, cursor %d,%d, %s screen]", snap.Cols, snap.Rows, snap.CursorRow, snap.CursorCol, which)
+	if n == 0 {
+		return footer
+	}
+	return strings.Join(snap.Lines[:n], "\n") + "\n" + footer
+}
+
+// replayScreen rebuilds a terminal's screen from the end of a session's
+// journal in a fresh emulator of cols × rows (0 = default). Only the last
+// vt.MaxBacklog bytes are replayed (the emulator may skip more, see
+// vt.Replay): enough for the screen of anything but a full-screen program
+// that drew long ago and has sent little since.
+func replayScreen(dir string, cols, rows int) (snap vt.Snapshot, cursor int64, approximate bool, err error) {
+	info, err := journal.Stat(dir)
+	if err != nil {
+		return snap, 0, false, err
+	}
+	var out []byte
+	start, end, err := journal.ReadTail(dir, vt.MaxBacklog, func(c journal.Chunk) error {
+		out = append(out, c.Data...)
+		return nil
+	})
+	if err != nil {
+		return snap, 0, false, err
+	}
+	if start > 0 {
+		// A replay from the middle may start inside an escape sequence:
+		// begin at a line end when one is near.
+		if i := bytes.IndexByte(out[:min(len(out), 4096)], '\n'); i >= 0 {
+			out = out[i+1:]
+		}
+	}
+	snap = vt.Replay(cols, rows, out)
+	return snap, end, start > 0 || info.DroppedBytes > 0 || snap.SkippedBytes > 0, nil
 }

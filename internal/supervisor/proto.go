@@ -1,11 +1,14 @@
 package supervisor
 
-import "github.com/conchsh/conch/internal/keys"
+import (
+	"github.com/conchsh/conch/internal/keys"
+	"github.com/conchsh/conch/internal/vt"
+)
 
 // Request is one line a client sends on the control socket.
 type Request struct {
 	V  int    `json:"v"`
-	Op string `json:"op"` // hello status subscribe write closeStdin signal kill resize
+	Op string `json:"op"` // hello status subscribe write closeStdin signal kill resize screen
 
 	Data    []byte `json:"data,omitempty"`    // write
 	Sig     int    `json:"sig,omitempty"`     // signal
@@ -21,6 +24,10 @@ type Reply struct {
 	Error  string  `json:"error,omitempty"`
 	PID    int     `json:"pid,omitempty"`
 	Status *Status `json:"status,omitempty"`
+	// Screen answers op screen: the PTY's screen after all output so far.
+	Screen *vt.Snapshot `json:"screen,omitempty"`
+	// Cursor is the journal end whose output Screen shows (at least).
+	Cursor int64 `json:"cursor,omitempty"`
 }
 
 // Status is a running session's live state.

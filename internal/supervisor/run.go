@@ -25,6 +25,7 @@ import (
 
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/keys"
+	"github.com/conchsh/conch/internal/vt"
 )
 
 // Main is the entry point of `conch supervise --home H [--session ID]`.
@@ -104,6 +105,11 @@ type sup struct {
 
 	outputs sync.WaitGroup // the output pumps
 	ptmx    *os.File       // PTY master, or nil
+	// term emulates the PTY's screen (nil without a PTY); answered is
+	// closed when answer, which writes its replies to ptmx, returns.
+	term     *vt.Terminal
+	answered chan struct{}
+	wmu      sync.Mutex // serialises writes to the command's input
 
 	mu         sync.Mutex // guards the fields below
 	stdin      *os.File   // pipe write end (Stdin "open"), nil once closed
@@ -185,6 +191,7 @@ func (s *sup) launch() error {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 		s.ptmx = ptmx
+		s.term = vt.New(cols, rows)
 		s.stdinState = "pty"
 		childEnds = append(childEnds, tty)
 	} else {
@@ -265,6 +272,8 @@ func (s *sup) launch() error {
 	if s.ptmx != nil {
 		s.outputs.Add(1)
 		go s.pump(s.ptmx, journal.Stdout)
+		s.answered = make(chan struct{})
+		go s.answer()
 	} else {
 		s.outputs.Add(2)
 		go s.pump(readers[0], journal.Stdout)
@@ -370,6 +379,7 @@ func (s *sup) pump(r *os.File, stream journal.Stream) {
 				s.mu.Lock()
 				s.modes.Write(buf[:n])
 				s.mu.Unlock()
+				s.term.Write(buf[:n])
 			}
 			s.cursor.Store(end)
 			s.lastOutput.Store(time.Now().UnixNano())
@@ -425,6 +435,10 @@ func (s *sup) run() {
 		case <-pumped:
 		case <-time.After(2 * time.Second):
 		}
+		// The screen stays readable for the op screen; only the
+		// replies stop.
+		s.term.Close()
+		<-s.answered
 		s.ptmx.Close()
 	}
 	select {
@@ -791,10 +805,25 @@ func (s *sup) handle(req Request) Reply {
 		if s.ptmx == nil {
 			return Reply{Error: "not a PTY session"}
 		}
+		if req.Cols < 1 || req.Rows < 1 || req.Cols > 0xffff || req.Rows > 0xffff {
+			return Reply{Error: fmt.Sprintf("invalid size %dx%d", req.Cols, req.Rows)}
+		}
+		// The emulator first: output the program writes for the new
+		// size must not be emulated at the old one.
+		s.term.Resize(req.Cols, req.Rows)
 		if err := pty.Setsize(s.ptmx, &pty.Winsize{Cols: uint16(req.Cols), Rows: uint16(req.Rows)}); err != nil {
 			return Reply{Error: err.Error()}
 		}
 		return Reply{OK: true}
+	case "screen":
+		if s.term == nil {
+			return Reply{Error: "not a PTY session"}
+		}
+		// The pump stores the cursor after feeding the terminal: the
+		// snapshot covers at least the output up to cur.
+		cur := s.cursor.Load()
+		snap := s.term.Snapshot()
+		return Reply{OK: true, Screen: &snap, Cursor: cur}
 	}
 	return Reply{Error: fmt.Sprintf("unknown op %q", req.Op)}
 }
@@ -812,6 +841,26 @@ func (s *sup) status() *Status {
 	return st
 }
 
+// answer writes the terminal's replies to queries (cursor position,
+// device attributes) to the PTY, as a terminal would, so that a program
+// waiting for one does not hang. A program that does not read its input
+// for a second loses the reply.
+func (s *sup) answer() {
+	defer close(s.answered)
+	failed := false
+	for r := range s.term.Replies() {
+		s.wmu.Lock()
+		s.ptmx.SetWriteDeadline(time.Now().Add(time.Second))
+		_, err := s.ptmx.Write(r)
+		s.ptmx.SetWriteDeadline(time.Time{})
+		s.wmu.Unlock()
+		if err != nil && !failed {
+			s.logf("write terminal reply: %v", err)
+			failed = true
+		}
+	}
+}
+
 // errStdinClosed is reported when input arrives after stdin was closed.
 var errStdinClosed = errors.New("stdin is closed")
 
@@ -825,9 +874,11 @@ func (s *sup) write(p []byte) error {
 	if w == nil {
 		return errStdinClosed
 	}
+	s.wmu.Lock()
 	w.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	_, err := w.Write(p)
 	w.SetWriteDeadline(time.Time{})
+	s.wmu.Unlock()
 	if err != nil {
 		return fmt.Errorf("write stdin: %w", err)
 	}
