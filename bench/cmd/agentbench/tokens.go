@@ -1,0 +1,95 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// samples are the recorded outputs of step 3, in bench/testdata.
+var samples = []struct{ file, what string }{
+	{"npm-install.raw", "npm 11 install (real, loopback registry): spinner, colours"},
+	{"npm6-install.raw", "npm 6 install (simulated gauge): progress bar, spinner, colours"},
+	{"pip-install.raw", "pip 23 install (real, loopback index): rich progress bars"},
+	{"cargo-build.raw", "cargo 1.95 build (real, offline): colours, progress bar, warnings"},
+	{"service-log.raw", "service log (generated): 1.2 MB, repeated lines"},
+}
+
+// tokenRow is one sample of step 3.
+type tokenRow struct {
+	File          string  `json:"file"`
+	What          string  `json:"what"`
+	RawBytes      int     `json:"rawBytes"`
+	RawChars      int     `json:"rawChars"`
+	RawTokens     int     `json:"rawTokens"`     // RawChars / 4
+	StrippedChars int     `json:"strippedChars"` // baseline: escapes removed by a regexp, nothing else
+	CleanChars    int     `json:"cleanChars"`
+	CleanTokens   int     `json:"cleanTokens"`
+	Ratio         float64 `json:"ratio"`      // CleanChars / RawChars
+	StripRatio    float64 `json:"stripRatio"` // StrippedChars / RawChars
+	Truncated     bool    `json:"truncated"`
+	EscLeft       int     `json:"escLeft"` // ESC bytes in the cleaned text
+	CRLeft        int     `json:"crLeft"`
+	Folds         int     `json:"folds"` // "[previous line repeated" markers
+	LastLine      string  `json:"lastLine"`
+	Ms            float64 `json:"ms"`
+}
+
+// ansiRe is the naive baseline cleaner: CSI and OSC sequences removed,
+// carriage returns and everything else kept (what `sed` recipes do).
+var ansiRe = regexp.MustCompile(`\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]`)
+
+func (r *run) tokens() []tokenRow {
+	s, err := startServer(r.ctx, r.o.conch, `{"quotas":{"execPerSecond":0}}`)
+	if err != nil {
+		r.fail("tokens: %v", err)
+		return nil
+	}
+	defer s.close()
+	var rows []tokenRow
+	for _, sm := range samples {
+		path, err := filepath.Abs(filepath.Join(r.o.testdata, sm.file))
+		if err != nil {
+			r.fail("tokens: %v", err)
+			continue
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			r.fail("tokens: %v (record the samples with bench/testdata/record/record.sh)", err)
+			continue
+		}
+		t0 := time.Now()
+		res, err := s.call(r.ctx, 2*time.Minute, "exec", map[string]any{"command": "cat " + path, "yieldMs": 60000, "timeout": 60})
+		d := time.Since(t0)
+		if err != nil {
+			r.fail("tokens %s: %v", sm.file, err)
+			continue
+		}
+		if res.IsError || res.str("status") != "completed" {
+			r.fail("tokens %s: status %q: %s", sm.file, res.str("status"), clip(res.Text, 300))
+			continue
+		}
+		rawChars := utf8.RuneCount(raw)
+		stripped := utf8.RuneCountInString(ansiRe.ReplaceAllString(string(raw), ""))
+		clean := utf8.RuneCountInString(res.Text)
+		row := tokenRow{
+			File: sm.file, What: sm.what, RawBytes: len(raw), RawChars: rawChars, RawTokens: rawChars / 4,
+			StrippedChars: stripped, CleanChars: clean, CleanTokens: clean / 4,
+			Ratio: ratio(float64(clean), float64(rawChars)), StripRatio: ratio(float64(stripped), float64(rawChars)),
+			Truncated: res.D["truncated"] == true, EscLeft: strings.Count(res.Text, "\x1b"), CRLeft: strings.Count(res.Text, "\r"),
+			Folds: strings.Count(res.Text, "[previous line repeated"), LastLine: lastLine(strings.TrimRight(res.Text, "\n")), Ms: ms(d),
+		}
+		if row.EscLeft > 0 {
+			r.fail("tokens %s: %d ESC bytes left in the cleaned text", sm.file, row.EscLeft)
+		}
+		if r.o.dump != "" {
+			os.MkdirAll(r.o.dump, 0o755)
+			os.WriteFile(filepath.Join(r.o.dump, strings.TrimSuffix(sm.file, ".raw")+".clean.txt"), []byte(res.Text), 0o644)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
