@@ -389,6 +389,7 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		pl.warnings = append(pl.warnings, fmt.Sprintf("Warning: PTY spawn failed (%v); retrying without PTY for `%s`.", err, pl.command))
 		pl.pty, pl.stdin = false, "open"
 		spec.PTY, spec.Stdin = false, "open"
+		s.update(func(st *state) { st.PTY = false })
 		h, err = e.commit(spec)
 	}
 	if err != nil {

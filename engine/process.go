@@ -290,9 +290,12 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 	if p.Since != nil {
 		since = int64(max(*p.Since, 0))
 	}
-	var lines []render.Line
+	set := e.conf().Exec(agent)
+	// Only the newest pendingMaxOutputChars are returned: keep a bounded
+	// tail of lines, whatever the size of the unread output.
+	tail := newLineTail(0, set.PendingMaxOutputChars+1)
 	var f render.Folder
-	add := func(l render.Line) { lines = append(lines, l) }
+	add := func(l render.Line) { tail.add(l.Text) }
 	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream)}, func(l render.Line) {
 		if p.Raw != nil && *p.Raw {
 			add(l)
@@ -304,14 +307,9 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 	if err != nil {
 		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
 	}
-	texts := make([]string, len(lines))
-	for i, l := range lines {
-		texts[i] = l.Text
-	}
-	out := strings.TrimSpace(strings.Join(texts, "\n"))
-	set := e.conf().Exec(agent)
+	out := strings.TrimSpace(strings.Join(tail.lines(), "\n"))
 	skipped := 0
-	if n := utf8.RuneCountInString(out); n > set.PendingMaxOutputChars {
+	if n := tail.chars - tail.leadingSpace(); n > set.PendingMaxOutputChars {
 		skipped = n - set.PendingMaxOutputChars
 		out = fmt.Sprintf("[… %d earlier chars skipped; use process log since=%d to read them …]\n", skipped, since) + render.Tail(out, set.PendingMaxOutputChars)
 	}
@@ -374,46 +372,76 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	if p.Since != nil {
 		since = int64(max(*p.Since, 0))
 	}
-	var lines []render.Line
+	num := func(f *float64) int { return int(max(*f, 0)) }
+	// Keep only the lines the window needs; count all of them.
+	var window []render.Line
+	keep := func(l render.Line) { window = append(window, l) }
+	total, totalChars := 0, 0
+	lastN := 0 // >0: keep the last N lines (ring)
+	switch {
+	case p.Since != nil:
+		if p.Limit != nil {
+			lim := num(p.Limit)
+			keep = func(l render.Line) {
+				if len(window) < lim {
+					window = append(window, l)
+				}
+			}
+		}
+	case p.Offset == nil && p.Limit == nil:
+		lastN = 200
+	case p.Offset == nil:
+		lastN = num(p.Limit)
+		if lastN == 0 {
+			keep = func(render.Line) {}
+		}
+	default:
+		o := num(p.Offset)
+		hi := -1
+		if p.Limit != nil {
+			hi = o + num(p.Limit)
+		}
+		keep = func(l render.Line) {
+			if total-1 >= o && (hi < 0 || total-1 < hi) {
+				window = append(window, l)
+			}
+		}
+	}
+	if lastN > 0 {
+		keep = func(l render.Line) {
+			window = append(window, l)
+			if len(window) > 2*lastN {
+				window = append(window[:0:0], window[len(window)-lastN:]...)
+			}
+		}
+	}
 	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream)}, func(l render.Line) {
-		lines = append(lines, l)
+		total++
+		totalChars += utf8.RuneCountInString(l.Text)
+		keep(l)
 	})
 	if err != nil {
 		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
 	}
-	total := len(lines)
-	totalChars := 0
-	for _, l := range lines {
-		totalChars += utf8.RuneCountInString(l.Text)
+	if lastN > 0 && len(window) > lastN {
+		window = window[len(window)-lastN:]
 	}
-	window := lines
 	hint := ""
 	cursor := res.end
-	num := func(f *float64) int { return int(max(*f, 0)) }
 	switch {
 	case p.Since != nil:
-		if p.Limit != nil && num(p.Limit) < len(window) {
-			window = window[:num(p.Limit)]
+		if p.Limit != nil && len(window) < total {
+			cursor = since
 			if len(window) > 0 {
 				cursor = window[len(window)-1].End
-			} else {
-				cursor = since
 			}
 		}
 	case p.Offset == nil && p.Limit == nil:
 		if total > 200 {
-			window = lines[total-200:]
 			hint = fmt.Sprintf("\n\n[showing last 200 of %d lines; pass offset/limit to page]", total)
 		}
 	case p.Offset == nil:
-		window = lines[max(total-num(p.Limit), 0):]
 	default:
-		o := min(num(p.Offset), total)
-		end := total
-		if p.Limit != nil {
-			end = min(o+num(p.Limit), total)
-		}
-		window = lines[o:end]
 		if len(window) > 0 {
 			cursor = window[len(window)-1].End
 		}

@@ -288,3 +288,53 @@ func (e *Engine) Follow(agent, id string, since int64, raw bool, stream string) 
 	}
 	return c, true
 }
+
+// lineTail keeps the newest lines of a stream, bounded by a number of
+// lines (maxLines > 0) or of characters (maxChars > 0), and counts what
+// went through, so that reading a 64 MiB journal for its end costs memory
+// for the end only.
+type lineTail struct {
+	maxLines, maxChars int
+	ring               []string
+	ringChars          int
+	total              int // lines seen
+	chars              int // characters of the joined text seen
+	first              string
+	firstSet           bool
+}
+
+func newLineTail(maxLines, maxChars int) *lineTail {
+	return &lineTail{maxLines: maxLines, maxChars: maxChars}
+}
+
+func (t *lineTail) add(s string) {
+	n := utf8.RuneCountInString(s)
+	if t.total > 0 {
+		t.chars++ // the joining newline
+	}
+	t.total++
+	t.chars += n
+	if !t.firstSet {
+		t.first, t.firstSet = s, true
+	}
+	t.ring = append(t.ring, s)
+	t.ringChars += n + 1
+	for len(t.ring) > 1 && (t.maxLines > 0 && len(t.ring) > t.maxLines || t.maxChars > 0 && t.ringChars-utf8.RuneCountInString(t.ring[0])-1 >= t.maxChars) {
+		t.ringChars -= utf8.RuneCountInString(t.ring[0]) + 1
+		t.ring = t.ring[1:]
+	}
+	if cap(t.ring) > 4*len(t.ring)+64 {
+		t.ring = append([]string(nil), t.ring...)
+	}
+}
+
+func (t *lineTail) lines() []string { return t.ring }
+
+// leadingSpace is the whitespace a TrimSpace of the whole text removes at
+// its start (as far as the first line tells).
+func (t *lineTail) leadingSpace() int {
+	if !t.firstSet {
+		return 0
+	}
+	return utf8.RuneCountInString(t.first) - utf8.RuneCountInString(strings.TrimLeft(t.first, " \t\r\n"))
+}

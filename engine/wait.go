@@ -189,7 +189,10 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 				var hit *LineMatch
 				n := baseLine
 				readLines(s.journal(), readOpts{since: base, exact: true}, func(l render.Line) {
-					if hit != nil || (l.Partial && !ended) {
+					// A partial last line (a prompt, "listening on :8080"
+					// without a newline yet) is tested too, but examined
+					// again until it is complete.
+					if hit != nil {
 						return
 					}
 					n++
@@ -320,60 +323,88 @@ func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Resul
 	if p.Since != nil {
 		since = int64(max(*p.Since, 0))
 	}
-	var lines []render.Line
-	res, rerr := readLines(s.journal(), readOpts{stream: streamOf(p.Stream)}, func(l render.Line) { lines = append(lines, l) })
-	if rerr != nil {
-		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, rerr))
-	}
-	var idx []int
-	for i, l := range lines {
-		if l.End > since && re.MatchString(l.Text) {
-			idx = append(idx, i)
-		}
-	}
 	cut := func(t string) string {
 		if r := []rune(t); len(r) > 500 {
 			return string(r[:500]) + "…"
 		}
 		return t
 	}
-	shown := idx
-	if len(shown) > maxN {
-		shown = shown[:maxN]
+	// One pass, bounded memory: a ring of the last ctxLines lines for the
+	// context before a match, and the shown matches waiting for the
+	// context after them.
+	type numbered struct {
+		n       int
+		text    string
+		matched bool
 	}
+	var ring []numbered
 	matches := []LineMatch{}
+	var groups [][]numbered // printed lines per shown match, merged later
+	pendingAfter := 0
+	total, count := 0, 0
+	res, rerr := readLines(s.journal(), readOpts{stream: streamOf(p.Stream)}, func(l render.Line) {
+		total++
+		hit := l.End > since && re.MatchString(l.Text)
+		cur := numbered{n: total, text: l.Text, matched: hit}
+		if pendingAfter > 0 && len(groups) > 0 {
+			g := &groups[len(groups)-1]
+			*g = append(*g, cur)
+			m := &matches[len(matches)-1]
+			m.After = append(m.After, l.Text)
+			pendingAfter--
+		}
+		if hit {
+			count++
+			if len(matches) < maxN {
+				m := LineMatch{Line: total, Offset: total - 1, Cursor: l.End, Text: l.Text}
+				var g []numbered
+				for _, r := range ring {
+					m.Before = append(m.Before, r.text)
+					g = append(g, r)
+				}
+				g = append(g, cur)
+				matches = append(matches, m)
+				groups = append(groups, g)
+				pendingAfter = ctxLines
+			}
+		}
+		if ctxLines > 0 {
+			ring = append(ring, cur)
+			if len(ring) > ctxLines {
+				ring = ring[1:]
+			}
+		}
+	})
+	if rerr != nil {
+		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, rerr))
+	}
 	var b strings.Builder
-	lastPrinted := -1
-	for _, i := range shown {
-		m := LineMatch{Line: i + 1, Offset: i, Cursor: lines[i].End, Text: lines[i].Text}
-		lo, hi := max(i-ctxLines, 0), min(i+ctxLines, len(lines)-1)
-		for j := lo; j < i; j++ {
-			m.Before = append(m.Before, lines[j].Text)
-		}
-		for j := i + 1; j <= hi; j++ {
-			m.After = append(m.After, lines[j].Text)
-		}
-		matches = append(matches, m)
-		if lastPrinted >= 0 && lo > lastPrinted+1 {
+	lastPrinted := 0
+	for _, g := range groups {
+		if lastPrinted > 0 && g[0].n > lastPrinted+1 {
 			b.WriteString("--\n")
 		}
-		for j := max(lo, lastPrinted+1); j <= hi; j++ {
+		for _, ln := range g {
+			if ln.n <= lastPrinted {
+				continue
+			}
 			sep := "-"
-			if re.MatchString(lines[j].Text) && lines[j].End > since {
+			if ln.matched {
 				sep = ":"
 			}
-			fmt.Fprintf(&b, "%d%s%s\n", j+1, sep, cut(lines[j].Text))
+			fmt.Fprintf(&b, "%d%s%s\n", ln.n, sep, cut(ln.text))
+			lastPrinted = ln.n
 		}
-		lastPrinted = hi
 	}
+	shown := len(matches)
 	_, ex, _ := s.snapshot()
-	text := b.String() + fmt.Sprintf("%d matches in %d lines (showing %d).", len(idx), len(lines), len(shown))
-	if len(idx) == 0 {
-		text = fmt.Sprintf("No matches for /%s/ in session %s (%d lines).", p.Pattern, s.id, len(lines))
+	text := b.String() + fmt.Sprintf("%d matches in %d lines (showing %d).", count, total, shown)
+	if count == 0 {
+		text = fmt.Sprintf("No matches for /%s/ in session %s (%d lines).", p.Pattern, s.id, total)
 	}
 	return apitype.Result{Text: text, Details: &SearchDetails{
-		Status: runStatus(ex), SessionID: s.id, Pattern: p.Pattern, TotalMatches: len(idx), Returned: len(shown),
-		Truncated: len(shown) < len(idx), Cursor: res.end, Matches: matches,
+		Status: runStatus(ex), SessionID: s.id, Pattern: p.Pattern, TotalMatches: count, Returned: shown,
+		Truncated: shown < count, Cursor: res.end, Matches: matches,
 	}}
 }
 

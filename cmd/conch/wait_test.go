@@ -144,3 +144,13 @@ func TestPromptDetection(t *testing.T) {
 		c.process(map[string]any{"action": "kill", "sessionId": r.str("sessionId")})
 	}
 }
+
+func TestWaitPartialLine(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "sleep 0.2; printf 'listening on :8080'; sleep 920.1", "background": true})
+	w := c.process(map[string]any{"action": "wait", "sessionId": r.str("sessionId"), "until": "regex", "pattern": "listening on", "timeout": 10000})
+	if w.str("outcome") != "met" || !strings.HasSuffix(w.Text, "line 1: listening on :8080") {
+		t.Fatalf("partial line: %q %v", w.Text, w.D)
+	}
+	c.process(map[string]any{"action": "kill", "sessionId": r.str("sessionId")})
+}
