@@ -112,10 +112,12 @@ func (e *Engine) retain(agent string) {
 		return a.EndedAt < b.EndedAt
 	})
 	evict := func(s *session, reason string) {
+		// The notice is queued before the session disappears, so an
+		// agent that no longer sees it is always told why.
+		e.queueNotice(s, Notice{Kind: "evicted", SessionID: s.id, Text: fmt.Sprintf("Exec session %s evicted (%s)", s.id, reason)})
+		e.emit("session.evicted", agent, map[string]any{"sessionId": s.id, "reason": reason})
 		e.forget(s)
 		s.remove()
-		e.emit("session.evicted", agent, map[string]any{"sessionId": s.id, "reason": reason})
-		e.queueNotice(s, Notice{Kind: "evicted", SessionID: s.id, Text: fmt.Sprintf("Exec session %s evicted (%s)", s.id, reason)})
 	}
 	for len(finished) > 0 && q.MaxRetained > 0 && len(finished) > q.MaxRetained {
 		evict(finished[0], "quotas.maxRetained")
