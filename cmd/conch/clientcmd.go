@@ -237,7 +237,13 @@ func (g *globalFlags) connect() (backend, error) {
 	for {
 		eng, err := engine.New(opt)
 		if err == nil {
-			return &localBackend{eng: eng, agent: g.agent}, nil
+			// While this command holds the home, other commands, conch
+			// mcp and conch serve reach it through its engine socket.
+			log := opt.Logger
+			if log == nil {
+				log = slog.New(slog.DiscardHandler)
+			}
+			return &localBackend{eng: eng, agent: g.agent, stopSock: serveEngineSocket(eng, log)}, nil
 		}
 		if !errors.Is(err, engine.ErrHomeLocked) || time.Now().After(deadline) {
 			return nil, connectError{err}
@@ -288,8 +294,9 @@ func (r *remoteBackend) close()                {}
 
 // localBackend runs an engine in this process.
 type localBackend struct {
-	eng   *engine.Engine
-	agent string
+	eng      *engine.Engine
+	agent    string
+	stopSock func() // stops the engine socket; nil if none
 }
 
 func (l *localBackend) call(ctx context.Context, tool string, p map[string]any) (client.Result, error) {
@@ -318,7 +325,12 @@ func (l *localBackend) process(ctx context.Context, p map[string]any) (client.Re
 }
 
 func (l *localBackend) local() *engine.Engine { return l.eng }
-func (l *localBackend) close()                { l.eng.Close() }
+func (l *localBackend) close() {
+	if l.stopSock != nil {
+		l.stopSock()
+	}
+	l.eng.Close()
+}
 
 // httpStatus is the HTTP status of an error code (interfaces.md §3.3), so
 // that in-process errors look like the API's.

@@ -532,3 +532,24 @@ func TestCLIApprovalPromptOnTTY(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, seen.String())
 	}
 }
+
+func TestCLIWhileInProcessCLIHoldsTheHome(t *testing.T) {
+	home := newHome(t, "")
+	follower := exec.Command(conchBin, "exec", "--home", home, "--", "echo started; sleep 4.5; echo finished")
+	var out strings.Builder
+	follower.Stdout = &out
+	if err := follower.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// While the first CLI follows its run in-process, a second one gets
+	// through its engine socket instead of waiting for the lock.
+	time.Sleep(500 * time.Millisecond) // let the first CLI take the home
+	start := time.Now()
+	b, err := exec.Command(conchBin, "ps", "--home", home, "--all-agents").CombinedOutput()
+	if err != nil || time.Since(start) > 2500*time.Millisecond {
+		t.Fatalf("ps beside an in-process CLI: %v after %v: %s", err, time.Since(start), b)
+	}
+	if err := follower.Wait(); err != nil || !strings.Contains(out.String(), "finished") {
+		t.Fatalf("follower: %v %q", err, out.String())
+	}
+}
