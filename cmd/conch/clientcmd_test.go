@@ -543,13 +543,24 @@ func TestCLIWhileInProcessCLIHoldsTheHome(t *testing.T) {
 	}
 	// While the first CLI follows its run in-process, a second one gets
 	// through its engine socket instead of waiting for the lock.
-	time.Sleep(500 * time.Millisecond) // let the first CLI take the home
-	start := time.Now()
+	eventually(t, 5*time.Second, func() string {
+		if _, err := os.Stat(filepath.Join(home, "run", "engine.sock")); err != nil {
+			return "the first CLI has not taken the home yet"
+		}
+		return ""
+	})
+	done := make(chan error, 1)
+	go func() { done <- follower.Wait() }()
 	b, err := exec.Command(conchBin, "ps", "--home", home, "--all-agents").CombinedOutput()
-	if err != nil || time.Since(start) > 2500*time.Millisecond {
-		t.Fatalf("ps beside an in-process CLI: %v after %v: %s", err, time.Since(start), b)
+	if err != nil {
+		t.Fatalf("ps beside an in-process CLI: %v: %s", err, b)
 	}
-	if err := follower.Wait(); err != nil || !strings.Contains(out.String(), "finished") {
+	select {
+	case <-done:
+		t.Fatal("ps only got through after the first CLI let go of the home")
+	default:
+	}
+	if err := <-done; err != nil || !strings.Contains(out.String(), "finished") {
 		t.Fatalf("follower: %v %q", err, out.String())
 	}
 }
