@@ -39,6 +39,8 @@ type StreamOptions struct {
 	Since int64
 	// Raw asks for unrendered text (escapes kept).
 	Raw bool
+	// Stream selects "stdout" or "stderr"; "" or "both" is both.
+	Stream string
 	// MaxRetries is how many reconnections in a row may fail to deliver
 	// anything before Stream gives up; 0 means 5, negative means none.
 	MaxRetries int
@@ -67,7 +69,7 @@ func (c *Client) Stream(ctx context.Context, id string, opt StreamOptions, fn fu
 	st := &streamState{since: opt.Since}
 	fails := 0
 	for {
-		progressed, end, err := c.streamOnce(ctx, id, opt.Raw, st, fn)
+		progressed, end, err := c.streamOnce(ctx, id, opt, st, fn)
 		if err == nil {
 			return end, nil
 		}
@@ -113,10 +115,13 @@ type streamState struct {
 
 // streamOnce reads one SSE connection. It returns a nil error only after
 // an end event; progressed reports whether any output arrived.
-func (c *Client) streamOnce(ctx context.Context, id string, raw bool, st *streamState, fn func(Output) error) (progressed bool, end End, err error) {
+func (c *Client) streamOnce(ctx context.Context, id string, opt StreamOptions, st *streamState, fn func(Output) error) (progressed bool, end End, err error) {
 	q := url.Values{"since": {strconv.FormatInt(st.since, 10)}}
-	if raw {
+	if opt.Raw {
 		q.Set("raw", "true")
+	}
+	if opt.Stream != "" && opt.Stream != "both" {
+		q.Set("stream", opt.Stream)
 	}
 	req, err := http.NewRequestWithContext(ctx, "GET", c.base+sessionPath(id, "stream")+"?"+q.Encode(), nil)
 	if err != nil {

@@ -277,7 +277,7 @@ func (r *remoteBackend) sessions(ctx context.Context, all bool) (client.Result, 
 }
 
 func (r *remoteBackend) follow(ctx context.Context, id string, o followOpts, fn func(stream, text string)) (sessionEnd, error) {
-	end, err := r.c.Stream(ctx, id, client.StreamOptions{Since: o.since, Raw: o.raw}, func(out client.Output) error {
+	end, err := r.c.Stream(ctx, id, client.StreamOptions{Since: o.since, Raw: o.raw, Stream: o.stream}, func(out client.Output) error {
 		if o.stream == "" || o.stream == "both" || out.Stream == o.stream || out.Stream == "both" {
 			fn(out.Stream, out.Text)
 		}

@@ -256,6 +256,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	raw := r.URL.Query().Get("raw") == "true"
 	stream := r.URL.Query().Get("stream")
+	if stream != "" && stream != "both" && stream != "stdout" && stream != "stderr" {
+		writeError(w, 400, "invalid_argument", fmt.Sprintf("Invalid stream %q: expected one of both, stdout, stderr.", stream))
+		return
+	}
 	first := true
 	for {
 		changed := s.eng.Changed(id.agent, sid)
@@ -298,7 +302,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 }
 
 func orBoth(s string) string {
-	if s == "" {
+	if s == "" || s == "both" {
 		return "both"
 	}
 	return s
