@@ -131,8 +131,13 @@ func (e *Engine) awaitDecision(s *session) {
 		}
 		cur, err := e.store.Get(req.ID)
 		if err != nil {
-			e.deny(s, "approval-request-failed", "")
+			if s.claim() {
+				e.deny(s, "approval-request-failed", "")
+			}
 			return
+		}
+		if cur.State != approvals.Pending && !s.claim() {
+			return // withdrawn by the agent meanwhile
 		}
 		if cur.State != approvals.Pending {
 			e.emit("approval.resolved", s.agent, map[string]any{"id": cur.ID, "slug": cur.Slug, "decision": cur.Decision,
@@ -159,7 +164,7 @@ func (e *Engine) awaitDecision(s *session) {
 		if time.Now().UnixMilli() >= cur.ExpiresAtMs {
 			expired, _ := e.store.Expire(time.Now())
 			for _, x := range expired {
-				if x.ID == cur.ID {
+				if x.ID == cur.ID && s.claim() {
 					e.emit("approval.expired", s.agent, map[string]any{"id": x.ID, "askFallback": x.AskFallback})
 					e.timedOut(s, x)
 					return
@@ -305,6 +310,11 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 		e.deny(s, "spawn-failed", "")
 		return
 	}
+	if st, _, _ := s.snapshot(); st.Hidden {
+		// Withdrawn (process remove) while it was starting: stop it now
+		// that it has a supervisor.
+		e.killSession(s, "agent")
+	}
 	if n := pl.set.ApprovalRunningNotice; n > 0 {
 		e.wg.Add(1)
 		go func() {
@@ -388,8 +398,9 @@ func planUnchanged(req *approvals.Request) bool {
 func (e *Engine) finishedNotice(s *session, ex supervisor.Exit) {
 	s.mu.Lock()
 	aid := s.approvalID
+	agentEnded := s.st.AgentEnded
 	s.mu.Unlock()
-	if aid == "" || ex.State == supervisor.StateDenied {
+	if aid == "" || ex.State == supervisor.StateDenied || agentEnded {
 		return
 	}
 	end := "code " + func() string {
@@ -412,13 +423,26 @@ func (e *Engine) finishedNotice(s *session, ex supervisor.Exit) {
 // withdraw resolves a pending approval as denied by the agent (process
 // remove).
 func (e *Engine) withdraw(s *session) {
+	if !s.claim() {
+		// A decision won the race and the run is starting: remove it like
+		// a running session once it has a supervisor.
+		s.update(func(st *state) { st.Hidden = true; st.AgentEnded = true })
+		deadline := time.Now().Add(10 * time.Second)
+		for s.running() && !s.started() && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if s.running() {
+			e.killSession(s, "agent")
+		}
+		return
+	}
 	s.mu.Lock()
 	req := s.approval
 	s.mu.Unlock()
 	if req != nil {
 		e.store.Decide(req.ID, approvals.Deny, "agent")
 	}
-	s.update(func(st *state) { st.Hidden = true })
+	s.update(func(st *state) { st.Hidden = true; st.AgentEnded = true })
 	e.deny(s, "user-denied", "withdrawn")
 }
 

@@ -129,6 +129,9 @@ type Engine struct {
 	starting chan struct{}
 	// idem holds the idempotency keys (exec.md §10); guarded by mu.
 	idem map[string]*idemEntry
+	// admitted counts exec calls per agent between admission and the
+	// session's registration; guarded by mu.
+	admitted map[string]int
 
 	// The ledger writer: ledgerQ is fed under lmu (read side) until
 	// ledgerClosed; ledgerDone closes when everything was written.
@@ -290,7 +293,7 @@ func (e *Engine) Close() error {
 	}
 	var running []*session
 	for _, s := range e.sessions {
-		if s.running() {
+		if s.running() && !s.pending() {
 			running = append(running, s)
 		}
 	}
@@ -299,10 +302,14 @@ func (e *Engine) Close() error {
 		for _, s := range running {
 			e.killSession(s, "shutdown")
 		}
+		// One deadline for all of them.
+		deadline := time.After(e.conf().Exec("").KillGrace + 3*time.Second)
+	wait:
 		for _, s := range running {
 			select {
 			case <-s.ended:
-			case <-time.After(e.conf().Exec(s.agent).KillGrace + 3*time.Second):
+			case <-deadline:
+				break wait
 			}
 		}
 	}
@@ -682,6 +689,9 @@ func shortHash(s string) string {
 func (e *Engine) Changed(agent, id string) <-chan struct{} {
 	s := e.lookup(agent, id)
 	if s == nil {
+		return nil
+	}
+	if st, _, _ := s.snapshot(); st.Hidden {
 		return nil
 	}
 	return s.changed()

@@ -33,6 +33,9 @@ func (e *Engine) Exec(ctx context.Context, agent string, p apitype.ExecParams) a
 		res = e.exec(ctx, agent, p)
 	}
 	e.countExec(agent, res, time.Since(start))
+	if isOperator(ctx) {
+		return res
+	}
 	return e.withNotices(agent, res)
 }
 
@@ -67,7 +70,9 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	if aerr != nil {
 		return execError(aerr)
 	}
-	if qerr := e.admit(agent); qerr != nil {
+	release, qerr := e.admit(agent)
+	defer release()
+	if qerr != nil {
 		return execError(qerr)
 	}
 	if msg := preflight(pl.command, pl.cwd); msg != "" {
@@ -85,6 +90,7 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 		g.requestID = newUUID()
 	}
 	s, res, ok := e.spawn(pl, p, g)
+	release() // registered (or failed): it counts as running from here
 	if !ok {
 		return res
 	}
@@ -360,6 +366,12 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
 	}
 	if err := e.launch(s, pl, p, g.requestID, "", g.pinned); err != nil {
+		// A supervisor killed for not reporting in time may have started
+		// the command already: end its tree before forgetting it.
+		var meta supervisor.Meta
+		if supervisor.ReadJSON(supervisor.MetaPath(s.dir), &meta) == nil {
+			supervisor.Sweep(meta)
+		}
 		s.remove()
 		msg := err.Error()
 		return nil, apitype.Result{

@@ -17,6 +17,11 @@ import (
 
 // Process runs the process tool for agent (process.md).
 func (e *Engine) Process(ctx context.Context, agent string, p apitype.ProcessParams) apitype.Result {
+	if isOperator(ctx) {
+		// The agent's queued events are for the agent's model, not for
+		// an operator acting for it.
+		return e.process(ctx, agent, p)
+	}
 	return e.withNotices(agent, e.process(ctx, agent, p))
 }
 
@@ -75,7 +80,7 @@ func (e *Engine) process(ctx context.Context, agent string, p apitype.ProcessPar
 	case "write", "send-keys", "submit", "paste":
 		return e.input(s, p)
 	case "kill":
-		return e.kill(s)
+		return e.kill(s, isOperator(ctx))
 	case "clear":
 		if s.running() {
 			return processError(apitype.Errorf(apitype.CodeNotFound, "No finished session found for %s", s.id))
@@ -84,7 +89,7 @@ func (e *Engine) process(ctx context.Context, agent string, p apitype.ProcessPar
 		s.remove()
 		return apitype.Result{Text: fmt.Sprintf("Cleared session %s.", s.id), Details: &apitype.StatusDetails{Status: "completed", SessionID: s.id, Name: st.Name}}
 	case "remove":
-		return e.removeAction(s)
+		return e.removeAction(s, isOperator(ctx))
 	}
 	return processError(apitype.Errorf(apitype.CodeUnavailable, "process %s is not available in this build yet.", p.Action))
 }
@@ -102,12 +107,22 @@ func (e *Engine) pendingAction(s *session, st state, p apitype.ProcessParams) ap
 	switch p.Action {
 	case "poll":
 		if p.Timeout != nil && *p.Timeout > 0 {
-			select {
-			case <-s.ended:
-			case <-time.After(time.Duration(min(*p.Timeout, 120000)) * time.Millisecond):
+			// Wait for the decision (not for the whole run): a decided
+			// poll then answers like any poll.
+			deadline := time.After(time.Duration(min(*p.Timeout, 120000)) * time.Millisecond)
+		wait:
+			for s.pending() {
+				select {
+				case <-s.changed():
+				case <-time.After(100 * time.Millisecond):
+				case <-deadline:
+					break wait
+				}
 			}
 			if !s.pending() {
-				return e.process(context.Background(), s.agent, p)
+				q := p
+				q.Timeout = nil
+				return e.process(context.Background(), s.agent, q)
 			}
 		}
 		return apitype.Result{
@@ -118,6 +133,10 @@ func (e *Engine) pendingAction(s *session, st state, p apitype.ProcessParams) ap
 		return apitype.Result{Text: "(no output yet)", Details: &apitype.LogDetails{Status: "pending", State: "pending", SessionID: s.id, Name: st.Name}}
 	case "remove":
 		e.withdraw(s)
+		if s.running() {
+			// The approval was decided first: the run is being stopped.
+			return apitype.Result{Text: fmt.Sprintf("Removed session %s (termination requested).", s.id), Details: &apitype.StatusDetails{Status: "running", SessionID: s.id, Name: st.Name}}
+		}
 		e.forget(s)
 		s.remove()
 		return apitype.Result{Text: fmt.Sprintf("Removed session %s (approval withdrawn).", s.id), Details: &apitype.StatusDetails{Status: "completed", SessionID: s.id, Name: st.Name}}
@@ -576,13 +595,17 @@ func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
 	return apitype.Result{Text: text, Details: &apitype.StatusDetails{Status: "running", SessionID: s.id, Name: st.Name, Cursor: &cursor}}
 }
 
-func (e *Engine) kill(s *session) apitype.Result {
+func (e *Engine) kill(s *session, operator bool) apitype.Result {
 	st, _, _ := s.snapshot()
 	if !s.running() {
 		return processError(noActive(s.id))
 	}
-	s.update(func(st *state) { st.AgentEnded = true; st.PollBackoff = 0 })
-	if !e.killSession(s, "agent") {
+	by := "agent"
+	if operator {
+		by = "operator" // the agent is told: no AgentEnded
+	}
+	s.update(func(st *state) { st.AgentEnded = !operator; st.PollBackoff = 0 })
+	if !e.killSession(s, by) {
 		if s.running() && !supervisor.Alive(s.meta.SupervisorPID, s.meta.SupervisorStartTime) {
 			e.markLost(s)
 			return apitype.Result{
@@ -599,18 +622,26 @@ func (e *Engine) kill(s *session) apitype.Result {
 	_, ex, _ := s.snapshot()
 	if ex == nil {
 		return apitype.Result{Text: fmt.Sprintf("Termination requested for session %s.", s.id),
-			Details: &apitype.StatusDetails{Status: "running", State: "running", KilledBy: "agent", SessionID: s.id, Name: st.Name}}
+			Details: &apitype.StatusDetails{Status: "running", State: "running", KilledBy: by, SessionID: s.id, Name: st.Name}}
 	}
-	s.update(func(st *state) { st.ObservedEnd = true })
+	if !operator {
+		// The agent saw the end in this answer; an operator's kill is
+		// news to the agent and keeps its notice.
+		s.update(func(st *state) { st.ObservedEnd = true })
+	}
 	return apitype.Result{Text: fmt.Sprintf("Killed session %s.", s.id),
 		Details: &apitype.StatusDetails{Status: "failed", State: ex.State, KilledBy: deref(ex.KilledBy), Signal: ex.Signal, SessionID: s.id, Name: st.Name}}
 }
 
-func (e *Engine) removeAction(s *session) apitype.Result {
+func (e *Engine) removeAction(s *session, operator bool) apitype.Result {
 	st, _, _ := s.snapshot()
 	if s.running() {
 		s.update(func(st *state) { st.Hidden = true; st.AgentEnded = true })
-		e.killSession(s, "agent")
+		by := "agent"
+		if operator {
+			by = "operator"
+		}
+		e.killSession(s, by)
 		if !s.running() {
 			e.forget(s)
 			s.remove()
@@ -621,4 +652,18 @@ func (e *Engine) removeAction(s *session) apitype.Result {
 	e.forget(s)
 	s.remove()
 	return apitype.Result{Text: fmt.Sprintf("Removed session %s.", s.id), Details: &apitype.StatusDetails{Status: "completed", SessionID: s.id, Name: st.Name}}
+}
+
+type operatorKey struct{}
+
+// AsOperator marks calls made by an operator (control UI, CLI with
+// operator rights) acting for an agent: kills are recorded with killedBy
+// "operator" and the agent is told of them (process.md §4.8).
+func AsOperator(ctx context.Context) context.Context {
+	return context.WithValue(ctx, operatorKey{}, true)
+}
+
+func isOperator(ctx context.Context) bool {
+	v, _ := ctx.Value(operatorKey{}).(bool)
+	return v
 }

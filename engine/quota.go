@@ -46,30 +46,45 @@ func (l *limiter) take(agent string, rate, burst float64, now time.Time) (time.D
 }
 
 // admit applies quotas.maxRunning and the exec rate limit to a new exec
-// call of agent.
-func (e *Engine) admit(agent string) *apitype.Error {
+// call of agent. On success the caller holds a running slot until it
+// calls release (after the session is registered or failed to start), so
+// concurrent calls cannot overshoot the quota.
+func (e *Engine) admit(agent string) (release func(), _ *apitype.Error) {
+	release = func() {}
 	q := e.conf().Quota(agent)
 	if q.ExecPerSecond > 0 {
 		if wait, ok := e.limit.take(agent, q.ExecPerSecond, q.ExecBurst, time.Now()); !ok {
 			ms := max(wait.Milliseconds(), 1)
-			return apitype.Errorf("rate_limited", "rate limit exceeded: agent %s may start %s exec calls per second (quotas.execPerSecond); retry in %d ms.",
+			return release, apitype.Errorf("rate_limited", "rate limit exceeded: agent %s may start %s exec calls per second (quotas.execPerSecond); retry in %d ms.",
 				agent, strconv.FormatFloat(q.ExecPerSecond, 'f', -1, 64), ms)
 		}
 	}
 	if q.MaxRunning > 0 {
-		n := 0
 		e.mu.Lock()
+		defer e.mu.Unlock()
+		n := e.admitted[agent]
 		for _, s := range e.sessions {
 			if s.agent == agent && s.running() && !s.pending() {
 				n++
 			}
 		}
-		e.mu.Unlock()
 		if n >= q.MaxRunning {
-			return apitype.Errorf("quota_exceeded", "quota exceeded: agent %s already has %d running sessions (quotas.maxRunning); kill or wait for one first.", agent, n)
+			return release, apitype.Errorf("quota_exceeded", "quota exceeded: agent %s already has %d running sessions (quotas.maxRunning); kill or wait for one first.", agent, n)
+		}
+		if e.admitted == nil {
+			e.admitted = map[string]int{}
+		}
+		e.admitted[agent]++
+		var once sync.Once
+		release = func() {
+			once.Do(func() {
+				e.mu.Lock()
+				e.admitted[agent]--
+				e.mu.Unlock()
+			})
 		}
 	}
-	return nil
+	return release, nil
 }
 
 // retain evicts agent's oldest finished sessions beyond quotas.maxRetained

@@ -64,6 +64,7 @@ type session struct {
 	lastInput  time.Time // when the agent last wrote input
 
 	approval   *approvals.Request // open approval request while pending
+	claimed    bool               // a decision (or a withdrawal) is being applied
 	pendingRun *pendingRun        // what the approved run needs (memory only)
 	approvalID string             // approval of a gated run
 
@@ -138,6 +139,25 @@ func (s *session) update(f func(*state)) {
 	defer s.mu.Unlock()
 	f(&s.st)
 	s.saveLocked()
+}
+
+// claim reserves the right to resolve the session's open approval: the
+// first of a decision, a timeout and a withdrawal wins.
+func (s *session) claim() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claimed || s.approval == nil {
+		return false
+	}
+	s.claimed = true
+	return true
+}
+
+// started reports whether the session's supervisor runs (it has a pid).
+func (s *session) started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pid != 0
 }
 
 // pending reports whether the session waits for an approval.

@@ -270,7 +270,10 @@ func (e *Engine) Follow(agent, id string, since int64, raw bool, stream string) 
 	if s == nil {
 		return Chunk{}, false
 	}
-	_, ex, _ := s.snapshot()
+	st, ex, _ := s.snapshot()
+	if st.Hidden {
+		return Chunk{}, false
+	}
 	var lines []render.Line
 	res, _ := readLines(s.journal(), readOpts{since: since, raw: raw, stream: streamOf(stream)}, func(l render.Line) { lines = append(lines, l) })
 	c := Chunk{Next: res.end, State: "running"}

@@ -51,6 +51,7 @@ func (p *socketEngine) Call(ctx context.Context, agent, tool string, args json.R
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://engine/v1/"+tool, bytes.NewReader(args))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Conch-Agent", agent)
+	req.Header.Set("X-Conch-Proxy", "mcp")
 	if p.workdir != "" {
 		req.Header.Set("X-Conch-Workdir", p.workdir)
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -451,4 +453,104 @@ func TestServeConfigReload(t *testing.T) {
 	if _, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "true"}, nil); m["error"].(map[string]any)["code"] != "sandbox_unavailable" {
 		t.Fatalf("the old configuration must stay: %v", m)
 	}
+}
+
+func TestServeMCPSessionBoundToAgent(t *testing.T) {
+	g := startGateway(t, newHome(t, ""))
+	_, m := g.do("POST", "/v1/agents", g.operator, map[string]any{"name": "bob"}, nil)
+	bob := m["token"].(string)
+	post := func(token, session string, body string) (*http.Response, string) {
+		req, _ := http.NewRequest("POST", g.base+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	resp, body := post(g.token, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+	}
+	resp, body = post(bob, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"process","arguments":{"action":"list"}}}`)
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("bob used main's MCP session: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestServeOperatorKillIsOperator(t *testing.T) {
+	g := startGateway(t, newHome(t, ""))
+	_, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "sleep 921.1", "background": true}, nil)
+	id := m["details"].(map[string]any)["sessionId"].(string)
+	if code, m := g.do("POST", "/v1/sessions/"+id+"/kill", g.operator, map[string]any{}, map[string]string{"X-Conch-Agent": "main"}); code != 200 || m["details"].(map[string]any)["killedBy"] != "operator" {
+		t.Fatalf("operator kill: %d %v", code, m)
+	}
+	eventually(t, 5*time.Second, func() string {
+		_, m = g.do("POST", "/v1/exec", g.token, map[string]any{"command": "true"}, nil)
+		if text := m["text"].(string); !strings.Contains(text, "[conch event] Exec failed ("+id+", killed by operator)") {
+			return "the agent was not told: " + text
+		}
+		return ""
+	})
+}
+
+func TestServeMaxRunningUnderConcurrency(t *testing.T) {
+	g := startGateway(t, newHome(t, `{"quotas":{"maxRunning":2}}`))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	running := 0
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "sleep 922.1", "background": true}, nil)
+			if d, ok := m["details"].(map[string]any); ok && d["status"] == "running" {
+				mu.Lock()
+				running++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if running != 2 || len(pgrep("sleep 922.1")) != 2 {
+		t.Fatalf("%d running (%d processes), want 2", running, len(pgrep("sleep 922.1")))
+	}
+	_, m := g.do("GET", "/v1/sessions", g.token, nil, nil)
+	for _, s := range m["details"].(map[string]any)["sessions"].([]any) {
+		g.do("POST", "/v1/sessions/"+s.(map[string]any)["sessionId"].(string)+"/kill", g.token, map[string]any{}, nil)
+	}
+}
+
+func TestServeApproveWithdrawRace(t *testing.T) {
+	g := startGateway(t, newHome(t, `{"tools":{"exec":{"host":"gateway","ask":"always"}}}`))
+	for i := 0; i < 8; i++ {
+		_, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "sleep 923.1"}, nil)
+		d := m["details"].(map[string]any)
+		done := make(chan struct{})
+		go func() {
+			g.do("POST", "/v1/approvals/"+d["approvalSlug"].(string)+"/decision", g.operator, map[string]any{"decision": "once"}, nil)
+			close(done)
+		}()
+		time.Sleep(time.Duration(i*15) * time.Millisecond)
+		g.do("DELETE", "/v1/sessions/"+d["sessionId"].(string), g.token, nil, nil)
+		<-done
+	}
+	// Whatever won each race, nothing may be left running unseen.
+	eventually(t, 15*time.Second, func() string {
+		if p := pgrep("sleep 923.1"); len(p) != 0 {
+			_, all := g.do("GET", "/v1/sessions?all=true", g.operator, nil, nil)
+			out, _ := exec.Command("sh", "-c", "ps -eo pid,ppid,args | grep -v grep | grep -e 'sleep 923.1' -e supervise").Output()
+			return fmt.Sprintf("%d runs left after their sessions were removed\n%v\n%s", len(p), all["text"], out)
+		}
+		return ""
+	})
 }

@@ -236,6 +236,20 @@ func (c *Config) Denied(agent, tool string) bool {
 	return false
 }
 
+// Elicitation reports approvals.elicitation for agent (default true;
+// agents.<id>.approvals.elicitation overrides the global value).
+func (c *Config) Elicitation(agent string) bool {
+	if a, ok := c.Agents[agent]; ok && len(a.Approvals) > 0 {
+		var ov struct {
+			Elicitation *bool `json:"elicitation"`
+		}
+		if json.Unmarshal(a.Approvals, &ov) == nil && ov.Elicitation != nil {
+			return *ov.Elicitation
+		}
+	}
+	return c.Approvals.Elicitation == nil || *c.Approvals.Elicitation
+}
+
 // InlineEvents reports mcp.inlineEvents (default true).
 func (c *Config) InlineEvents() bool { return c.MCP.InlineEvents == nil || *c.MCP.InlineEvents }
 

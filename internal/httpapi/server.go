@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/conchsh/conch/apitype"
@@ -57,6 +58,9 @@ type Server struct {
 	started time.Time
 	mux     *http.ServeMux
 	mcp     http.Handler
+	// mcpAuthed is mcp behind the SDK's bearer check, which binds each MCP
+	// session to the agent that created it (no session takeover).
+	mcpAuthed http.Handler
 
 	mu   sync.Mutex // guards mcps
 	mcps map[string]*mcpserver.Server
@@ -72,6 +76,13 @@ func New(opt Options) *Server {
 		id := identityOf(r.Context())
 		return s.mcpServer(id.agent).Server
 	}, &mcp.StreamableHTTPOptions{Logger: s.log, DisableLocalhostProtection: true, SessionTimeout: 30 * time.Minute})
+	s.mcpAuthed = sdkauth.RequireBearerToken(func(_ context.Context, token string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+		agent, ok := s.opt.Agents.Lookup(token)
+		if !ok {
+			return nil, sdkauth.ErrInvalidToken
+		}
+		return &sdkauth.TokenInfo{UserID: agent, Expiration: time.Now().Add(24 * time.Hour)}, nil
+	}, nil)(s.mcp)
 	s.routes()
 	return s
 }
@@ -169,6 +180,11 @@ func (s *Server) wrap(socket bool) http.Handler {
 			}
 		}
 		ctx := context.WithValue(r.Context(), ctxKey{}, id)
+		// A proxied conch mcp speaks for the agent itself (its model reads
+		// the results): honoured on the engine socket only.
+		if id.operator && !(socket && r.Header.Get("X-Conch-Proxy") == "mcp") {
+			ctx = engine.AsOperator(ctx)
+		}
 		if wd := r.Header.Get("X-Conch-Workdir"); socket && wd != "" {
 			// Honoured on the engine socket only: a proxied conch mcp.
 			ctx = engine.WithWorkdir(ctx, wd)
@@ -179,7 +195,11 @@ func (s *Server) wrap(socket bool) http.Handler {
 				writeError(w, http.StatusForbidden, "forbidden", "operator tokens cannot use /mcp; use an agent token")
 				return
 			}
-			s.mcp.ServeHTTP(w, r)
+			if socket {
+				s.mcp.ServeHTTP(w, r)
+			} else {
+				s.mcpAuthed.ServeHTTP(w, r)
+			}
 			return
 		}
 		s.mux.ServeHTTP(w, r)

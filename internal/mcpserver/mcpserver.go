@@ -124,8 +124,7 @@ func (s *Server) approvalQuestion(d *engine.ApprovalDetails) *mcp.ElicitParams {
 // canElicit reports whether the client takes elicitations and
 // approvals.elicitation is on.
 func (s *Server) canElicit(req *mcp.CallToolRequest) (bool, *mcp.InitializeParams) {
-	cfg := s.eng.Config()
-	if cfg.Approvals.Elicitation != nil && !*cfg.Approvals.Elicitation {
+	if !s.eng.Config().Elicitation(s.opt.Agent) {
 		return false, nil
 	}
 	ip := req.Session.InitializeParams()

@@ -149,6 +149,12 @@ func (s *sup) launch() error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("session dir: %w", err)
 	}
+	// Our own stderr (a Go panic, a runtime fatal error) goes to
+	// supervisor.log instead of /dev/null.
+	if f, err := os.OpenFile(LogPath(s.dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
+		unix.Dup2(int(f.Fd()), 2)
+		f.Close()
+	}
 	j, err := journal.Create(JournalDir(s.dir), journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes})
 	if err != nil {
 		return fmt.Errorf("open journal: %w", err)
