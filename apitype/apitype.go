@@ -179,3 +179,26 @@ func enum(name, v string, allowed ...string) (string, *Error) {
 	}
 	return "", Errorf(CodeInvalidArgument, "Invalid %s %q: expected one of %s.", name, v, strings.Join(allowed, ", "))
 }
+
+// httpStatus maps error codes to HTTP statuses (interfaces.md §3.3).
+var httpStatus = map[string]int{
+	"invalid_argument": 400,
+	"preflight":        422, "invalid_patch": 422, "context_not_found": 422,
+	"unauthenticated": 401,
+	"forbidden":       403, "denied": 403, "host_not_allowed": 403, "security_violation": 403,
+	"elevated_unavailable": 403, "node_not_allowed": 403, "path_outside_workspace": 403,
+	"not_found": 404, "node_unknown": 404,
+	"conflict": 409, "idempotency_conflict": 409, "node_ambiguous": 409, "already_resolved": 409, "invalid_state": 409,
+	"quota_exceeded": 429, "rate_limited": 429,
+	"sandbox_unavailable": 503, "node_unavailable": 503, "unavailable": 503,
+	"timeout": 504,
+}
+
+// HTTPStatus returns the HTTP status of an error code; unknown codes
+// (approval_failed, io_error, internal, …) are 500.
+func HTTPStatus(code string) int {
+	if s, ok := httpStatus[code]; ok {
+		return s
+	}
+	return 500
+}

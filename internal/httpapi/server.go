@@ -253,30 +253,7 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// statusOf maps an error code to its HTTP status (interfaces.md §3.3).
-func statusOf(code string) int {
-	switch code {
-	case "invalid_argument":
-		return 400
-	case "preflight", "invalid_patch", "context_not_found":
-		return 422
-	case "unauthenticated":
-		return 401
-	case "forbidden", "denied", "host_not_allowed", "security_violation", "elevated_unavailable", "node_not_allowed", "path_outside_workspace":
-		return 403
-	case "not_found", "node_unknown":
-		return 404
-	case "conflict", "idempotency_conflict", "node_ambiguous", "already_resolved", "invalid_state":
-		return 409
-	case "quota_exceeded", "rate_limited":
-		return 429
-	case "sandbox_unavailable", "node_unavailable", "unavailable":
-		return 503
-	case "timeout":
-		return 504
-	}
-	return 500
-}
+func statusOf(code string) int { return apitype.HTTPStatus(code) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
