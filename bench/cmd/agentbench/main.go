@@ -33,6 +33,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/conchsh/conch/bench/internal/benchkit"
 )
 
 type options struct {
@@ -177,6 +179,13 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
+// startServer starts `conch mcp` on a fresh temporary home with config as
+// its config.json; the texts of its results come without conch's
+// "[conch event]" notices.
+func startServer(ctx context.Context, bin, config string) (*benchkit.Server, error) {
+	return benchkit.StartServer(ctx, bin, benchkit.ServerOptions{Name: "agentbench", Config: config, StripNotices: true})
+}
+
 func goal(met bool) string {
 	if met {
 		return "goal met"
@@ -187,7 +196,7 @@ func goal(met bool) string {
 func printReport(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "agentbench: %s (%s), %s, %d CPUs, %s\n", rep.Conch, rep.Version, rep.Platform, rep.CPUs, rep.GoVersion)
 	fmt.Fprintf(w, "load average before %s, after %s; %.1f s\n\n", rep.LoadBefore, rep.LoadAfter, rep.Wall)
-	lat := func(name string, l latency) {
+	lat := func(name string, l benchkit.Latency) {
 		fmt.Fprintf(w, "  %-38s %4d %8.1f %8.1f %8.1f %8.1f %8.1f\n", name, l.N, l.MedianMs, l.P90Ms, l.P99Ms, l.MinMs, l.MaxMs)
 	}
 	if s := rep.Wait; s != nil {
@@ -206,7 +215,7 @@ func printReport(w io.Writer, rep *report) {
 		fmt.Fprintf(w, "2. process search over a %d-byte journal (%d lines of %d bytes)\n", s.Bytes, s.Lines, s.Bytes/max(s.Lines, 1))
 		fmt.Fprintf(w, "   generator: %s\n", s.Generator)
 		fmt.Fprintf(w, "   capture through conch: %.0f ms (exec to the end seen by process wait); same generator into a file: %.0f ms (%.1fx)\n",
-			s.CaptureMs, s.GenerateMs, ratio(s.CaptureMs, s.GenerateMs))
+			s.CaptureMs, s.GenerateMs, benchkit.Ratio(s.CaptureMs, s.GenerateMs))
 		fmt.Fprintf(w, "  %-12s %8s %14s %14s %8s   %s\n", "pattern", "matches", "conch p50 ms", "grep -n p50 ms", "ratio", "all conch / grep ms")
 		for _, p := range s.Patterns {
 			fmt.Fprintf(w, "  %-12s %8d %14.1f %14.1f %7.1fx   %v / %v\n", p.Pattern, p.Matches, p.ConchMedian, p.GrepMedian, p.Ratio, fmtMs(p.ConchMs), fmtMs(p.GrepMs))
@@ -227,10 +236,10 @@ func printReport(w io.Writer, rep *report) {
 			rawT += t.RawTokens
 			cleanT += t.CleanTokens
 		}
-		fmt.Fprintf(w, "  %-18s %9s %9s %9d %9s %7d %8.1f%%\n", "total", "", "", rawT, "", cleanT, 100*ratio(float64(cleanT), float64(rawT)))
+		fmt.Fprintf(w, "  %-18s %9s %9s %9d %9s %7d %8.1f%%\n", "total", "", "", rawT, "", cleanT, 100*benchkit.Ratio(float64(cleanT), float64(rawT)))
 		fmt.Fprintf(w, "  strip = a regexp that removes CSI/OSC escapes only (CRs and repeats kept), as %% of raw chars\n")
 		for _, t := range rep.Tokens {
-			fmt.Fprintf(w, "  %-18s %s; last line: %q\n", t.File, t.What, clip(t.LastLine, 100))
+			fmt.Fprintf(w, "  %-18s %s; last line: %q\n", t.File, t.What, benchkit.Clip(t.LastLine, 100))
 		}
 		fmt.Fprintln(w)
 	}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/conchsh/conch/bench/internal/benchkit"
 )
 
 // searchStep is step 2: process search over a large journal.
@@ -69,20 +71,20 @@ func (r *run) searchJournal() *searchStep {
 		return nil
 	}
 	defer func() {
-		if n := s.close(); n > 0 {
+		if n := s.Close(); n > 0 {
 			r.note("search: killed %d supervisor(s) left running", n)
 		}
 	}()
 
 	// Baseline data: the same generator into a file.
-	file := filepath.Join(s.root, "journal.txt")
+	file := filepath.Join(s.Root, "journal.txt")
 	t0 := time.Now()
 	gen := exec.CommandContext(r.ctx, "sh", "-c", step.Generator+" > "+file)
 	if out, err := gen.CombinedOutput(); err != nil {
 		r.fail("search: generate %s: %v %s", file, err, out)
 		return nil
 	}
-	step.GenerateMs = ms(time.Since(t0))
+	step.GenerateMs = benchkit.Ms(time.Since(t0))
 	if fi, err := os.Stat(file); err != nil || fi.Size() != step.Bytes {
 		r.fail("search: %s is not %d bytes (%v)", file, step.Bytes, err)
 		return nil
@@ -94,9 +96,9 @@ func (r *run) searchJournal() *searchStep {
 		return nil
 	}
 	step.CaptureMs = captureMs
-	pid := s.pid()
-	before, _ := statusKB(pid, "VmHWM")
-	step.RSSBeforeMiB = float64(before) / 1024
+	pid, _ := s.PID()
+	before, _ := benchkit.StatusKB(pid, "VmHWM")
+	step.RSSBeforeMiB = benchkit.MiB(before)
 
 	for _, pat := range []string{"status=503", "status=418"} {
 		p := searchPattern{Pattern: pat, GrepCommand: "grep -n '" + pat + "' " + "journal.txt"}
@@ -104,16 +106,16 @@ func (r *run) searchJournal() *searchStep {
 		var grepLines []string
 		for i := 0; i < r.o.searchReps; i++ {
 			t0 := time.Now()
-			res, err := s.call(r.ctx, 10*time.Minute, "process", map[string]any{
+			res, err := s.Call(r.ctx, 10*time.Minute, "process", map[string]any{
 				"action": "search", "sessionId": id, "pattern": pat, "max": 1000,
 			})
 			d := time.Since(t0)
 			if err != nil || res.IsError {
-				r.fail("search %s: %v %s", pat, err, clip(res.Text, 300))
+				r.fail("search %s: %v %s", pat, err, benchkit.Clip(res.Text, 300))
 				continue
 			}
 			cd = append(cd, d)
-			p.Matches = int(res.num("totalMatches"))
+			p.Matches = int(res.Num("totalMatches"))
 			if i == 0 {
 				r.checkSearch(res, pat, lines)
 			}
@@ -136,17 +138,17 @@ func (r *run) searchJournal() *searchStep {
 			}
 		}
 		for _, d := range cd {
-			p.ConchMs = append(p.ConchMs, ms(d))
+			p.ConchMs = append(p.ConchMs, benchkit.Ms(d))
 		}
 		for _, d := range gd {
-			p.GrepMs = append(p.GrepMs, ms(d))
+			p.GrepMs = append(p.GrepMs, benchkit.Ms(d))
 		}
-		p.ConchMedian, p.GrepMedian = ms(median(cd)), ms(median(gd))
-		p.Ratio = ratio(p.ConchMedian, p.GrepMedian)
+		p.ConchMedian, p.GrepMedian = benchkit.Ms(benchkit.Median(cd)), benchkit.Ms(benchkit.Median(gd))
+		p.Ratio = benchkit.Ratio(p.ConchMedian, p.GrepMedian)
 		step.Patterns = append(step.Patterns, p)
 	}
-	hwm, _ := statusKB(pid, "VmHWM")
-	step.PeakMiB = float64(hwm) / 1024
+	hwm, _ := benchkit.StatusKB(pid, "VmHWM")
+	step.PeakMiB = benchkit.MiB(hwm)
 
 	// For context: the same session read by the agent's first poll (all
 	// of it unread), by a default log (last 200 lines) and by a search,
@@ -172,22 +174,22 @@ func (r *run) searchJournal() *searchStep {
 // capture runs the generator as a background session of s and waits for
 // its end with process wait until=exit (not poll, which would render the
 // whole unread output).
-func (r *run) capture(s *server, step *searchStep) (string, float64, error) {
+func (r *run) capture(s *benchkit.Server, step *searchStep) (string, float64, error) {
 	t0 := time.Now()
-	e, err := s.call(r.ctx, time.Minute, "exec", map[string]any{"command": step.Generator, "background": true})
+	e, err := s.Call(r.ctx, time.Minute, "exec", map[string]any{"command": step.Generator, "background": true})
 	if err != nil || e.IsError {
-		return "", 0, fmt.Errorf("exec: %v %s", err, clip(e.Text, 300))
+		return "", 0, fmt.Errorf("exec: %v %s", err, benchkit.Clip(e.Text, 300))
 	}
-	id := e.str("sessionId")
-	end, err := s.call(r.ctx, 11*time.Minute, "process", map[string]any{"action": "wait", "sessionId": id, "timeout": 600000})
+	id := e.Str("sessionId")
+	end, err := s.Call(r.ctx, 11*time.Minute, "process", map[string]any{"action": "wait", "sessionId": id, "timeout": 600000})
 	if err != nil {
 		return "", 0, err
 	}
-	d := ms(time.Since(t0))
-	if end.str("outcome") != "met" || end.num("exitCode") != 0 {
-		return "", 0, fmt.Errorf("generator session: %s", clip(end.Text, 300))
+	d := benchkit.Ms(time.Since(t0))
+	if end.Str("outcome") != "met" || end.Num("exitCode") != 0 {
+		return "", 0, fmt.Errorf("generator session: %s", benchkit.Clip(end.Text, 300))
 	}
-	if c := int64(end.num("cursor")); c != step.Bytes {
+	if c := int64(end.Num("cursor")); c != step.Bytes {
 		return "", 0, fmt.Errorf("journal cursor %d, want %d", c, step.Bytes)
 	}
 	return id, d, nil
@@ -200,30 +202,31 @@ func (r *run) readCost(step *searchStep, name string, args map[string]any) (read
 	if err != nil {
 		return readCost{}, err
 	}
-	defer s.close()
+	defer s.Close()
 	id, _, err := r.capture(s, step)
 	if err != nil {
 		return readCost{}, err
 	}
-	before, _ := statusKB(s.pid(), "VmHWM")
+	pid, _ := s.PID()
+	before, _ := benchkit.StatusKB(pid, "VmHWM")
 	a := map[string]any{"sessionId": id}
 	for k, v := range args {
 		a[k] = v
 	}
 	t0 := time.Now()
-	res, err := s.call(r.ctx, 10*time.Minute, "process", a)
+	res, err := s.Call(r.ctx, 10*time.Minute, "process", a)
 	d := time.Since(t0)
 	if err != nil || res.IsError {
-		return readCost{}, fmt.Errorf("%v %s", err, clip(res.Text, 300))
+		return readCost{}, fmt.Errorf("%v %s", err, benchkit.Clip(res.Text, 300))
 	}
-	hwm, _ := statusKB(s.pid(), "VmHWM")
-	return readCost{Name: name, Ms: ms(d), BeforeMiB: float64(before) / 1024, PeakMiB: float64(hwm) / 1024, Chars: len([]rune(res.Text))}, nil
+	hwm, _ := benchkit.StatusKB(pid, "VmHWM")
+	return readCost{Name: name, Ms: benchkit.Ms(d), BeforeMiB: benchkit.MiB(before), PeakMiB: benchkit.MiB(hwm), Chars: len([]rune(res.Text))}, nil
 }
 
 // checkSearch checks the summary line of a search result.
-func (r *run) checkSearch(res result, pat string, lines int64) {
+func (r *run) checkSearch(res benchkit.Result, pat string, lines int64) {
 	if !strings.Contains(res.Text, fmt.Sprintf("%d lines", lines)) {
-		r.fail("search %s: result does not cover %d lines: %s", pat, lines, clip(lastLine(res.Text), 200))
+		r.fail("search %s: result does not cover %d lines: %s", pat, lines, benchkit.Clip(lastLine(res.Text), 200))
 	}
 }
 
@@ -235,7 +238,7 @@ func lastLine(s string) string {
 }
 
 // matchLines lists "line:text" of a search result's matches.
-func matchLines(res result) []string {
+func matchLines(res benchkit.Result) []string {
 	ms, _ := res.D["matches"].([]any)
 	var out []string
 	for _, m := range ms {
@@ -247,6 +250,6 @@ func matchLines(res result) []string {
 	return out
 }
 
-func sameMatches(res result, grepLines []string) bool {
+func sameMatches(res benchkit.Result, grepLines []string) bool {
 	return slices.Equal(matchLines(res), grepLines)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/conchsh/conch/bench/internal/benchkit"
 )
 
 // samples are the recorded outputs of step 3, in bench/testdata.
@@ -48,7 +50,7 @@ func (r *run) tokens() []tokenRow {
 		r.fail("tokens: %v", err)
 		return nil
 	}
-	defer s.close()
+	defer s.Close()
 	var rows []tokenRow
 	for _, sm := range samples {
 		path, err := filepath.Abs(filepath.Join(r.o.testdata, sm.file))
@@ -62,14 +64,14 @@ func (r *run) tokens() []tokenRow {
 			continue
 		}
 		t0 := time.Now()
-		res, err := s.call(r.ctx, 2*time.Minute, "exec", map[string]any{"command": "cat " + path, "yieldMs": 60000, "timeout": 60})
+		res, err := s.Call(r.ctx, 2*time.Minute, "exec", map[string]any{"command": "cat " + path, "yieldMs": 60000, "timeout": 60})
 		d := time.Since(t0)
 		if err != nil {
 			r.fail("tokens %s: %v", sm.file, err)
 			continue
 		}
-		if res.IsError || res.str("status") != "completed" {
-			r.fail("tokens %s: status %q: %s", sm.file, res.str("status"), clip(res.Text, 300))
+		if res.IsError || res.Str("status") != "completed" {
+			r.fail("tokens %s: status %q: %s", sm.file, res.Str("status"), benchkit.Clip(res.Text, 300))
 			continue
 		}
 		rawChars := utf8.RuneCount(raw)
@@ -78,9 +80,9 @@ func (r *run) tokens() []tokenRow {
 		row := tokenRow{
 			File: sm.file, What: sm.what, RawBytes: len(raw), RawChars: rawChars, RawTokens: rawChars / 4,
 			StrippedChars: stripped, CleanChars: clean, CleanTokens: clean / 4,
-			Ratio: ratio(float64(clean), float64(rawChars)), StripRatio: ratio(float64(stripped), float64(rawChars)),
+			Ratio: benchkit.Ratio(float64(clean), float64(rawChars)), StripRatio: benchkit.Ratio(float64(stripped), float64(rawChars)),
 			Truncated: res.D["truncated"] == true, EscLeft: strings.Count(res.Text, "\x1b"), CRLeft: strings.Count(res.Text, "\r"),
-			Folds: strings.Count(res.Text, "[previous line repeated"), LastLine: lastLine(strings.TrimRight(res.Text, "\n")), Ms: ms(d),
+			Folds: strings.Count(res.Text, "[previous line repeated"), LastLine: lastLine(strings.TrimRight(res.Text, "\n")), Ms: benchkit.Ms(d),
 		}
 		if row.EscLeft > 0 {
 			r.fail("tokens %s: %d ESC bytes left in the cleaned text", sm.file, row.EscLeft)

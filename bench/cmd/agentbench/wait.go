@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/conchsh/conch/bench/internal/benchkit"
 )
 
 // goalWaitMs: process wait until=regex should return within this many ms
@@ -20,15 +22,15 @@ type waitStep struct {
 	// Live: the session keeps running after the line; Exit: it exits right
 	// after the line; Direct: os/exec reading the same script's stdout
 	// (the floor: fork of date, pipe, scheduling).
-	Live       latency `json:"live"`
-	Exit       latency `json:"exit"`
-	Direct     latency `json:"direct"`
-	LiveGoal   bool    `json:"liveGoalMet"` // p99 of Live within goalWaitMs
-	ExitGoal   bool    `json:"exitGoalMet"`
-	WithinGoal int     `json:"liveWithinGoal"` // repetitions of Live within goalWaitMs
+	Live       benchkit.Latency `json:"live"`
+	Exit       benchkit.Latency `json:"exit"`
+	Direct     benchkit.Latency `json:"direct"`
+	LiveGoal   bool             `json:"liveGoalMet"` // p99 of Live within goalWaitMs
+	ExitGoal   bool             `json:"exitGoalMet"`
+	WithinGoal int              `json:"liveWithinGoal"` // repetitions of Live within goalWaitMs
 	// ElapsedLive is the wait's own elapsedMs (from the wait call's start).
-	ElapsedLive latency `json:"elapsedLive"`
-	Command     string  `json:"command"`
+	ElapsedLive benchkit.Latency `json:"elapsedLive"`
+	Command     string           `json:"command"`
 	// The raw figures, in run order (ms).
 	LiveMs   []float64 `json:"liveMs"`
 	ExitMs   []float64 `json:"exitMs"`
@@ -62,7 +64,7 @@ func (r *run) waitLatency() *waitStep {
 		return nil
 	}
 	defer func() {
-		if n := s.close(); n > 0 {
+		if n := s.Close(); n > 0 {
 			r.note("wait: killed %d supervisor(s) left running", n)
 		}
 	}()
@@ -71,7 +73,7 @@ func (r *run) waitLatency() *waitStep {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	// One warm-up round trip so the first measured exec does not pay for
 	// the login-shell PATH probe.
-	if _, err := s.call(r.ctx, time.Minute, "exec", map[string]any{"command": "true"}); err != nil {
+	if _, err := s.Call(r.ctx, time.Minute, "exec", map[string]any{"command": "true"}); err != nil {
 		r.fail("wait: warm-up: %v", err)
 		return nil
 	}
@@ -95,20 +97,20 @@ func (r *run) waitLatency() *waitStep {
 			direct = append(direct, d)
 		}
 	}
-	step.Live, step.Exit, step.Direct, step.ElapsedLive = summarize(live), summarize(exit), summarize(direct), summarize(elapsed)
+	step.Live, step.Exit, step.Direct, step.ElapsedLive = benchkit.Summarize(live), benchkit.Summarize(exit), benchkit.Summarize(direct), benchkit.Summarize(elapsed)
 	for _, d := range live {
-		step.LiveMs = append(step.LiveMs, ms(d))
+		step.LiveMs = append(step.LiveMs, benchkit.Ms(d))
 	}
 	for _, d := range exit {
-		step.ExitMs = append(step.ExitMs, ms(d))
+		step.ExitMs = append(step.ExitMs, benchkit.Ms(d))
 	}
 	for _, d := range direct {
-		step.DirectMs = append(step.DirectMs, ms(d))
+		step.DirectMs = append(step.DirectMs, benchkit.Ms(d))
 	}
 	step.LiveGoal = len(live) > 0 && step.Live.MaxMs <= goalWaitMs
 	step.ExitGoal = len(exit) > 0 && step.Exit.MaxMs <= goalWaitMs
 	for _, d := range live {
-		if ms(d) <= goalWaitMs {
+		if benchkit.Ms(d) <= goalWaitMs {
 			step.WithinGoal++
 		}
 	}
@@ -118,25 +120,25 @@ func (r *run) waitLatency() *waitStep {
 // conchWait starts command in the background, waits for MARK with
 // process wait until=regex at once, and returns (arrival of the wait
 // result − the ns in the line) and the wait's elapsedMs.
-func (r *run) conchWait(s *server, command string) (time.Duration, time.Duration, error) {
-	e, err := s.call(r.ctx, time.Minute, "exec", map[string]any{"command": command, "background": true})
+func (r *run) conchWait(s *benchkit.Server, command string) (time.Duration, time.Duration, error) {
+	e, err := s.Call(r.ctx, time.Minute, "exec", map[string]any{"command": command, "background": true})
 	if err != nil {
 		return 0, 0, err
 	}
-	id := e.str("sessionId")
+	id := e.Str("sessionId")
 	if e.IsError || id == "" {
-		return 0, 0, fmt.Errorf("exec: %s", clip(e.Text, 300))
+		return 0, 0, fmt.Errorf("exec: %s", benchkit.Clip(e.Text, 300))
 	}
-	defer s.call(r.ctx, time.Minute, "process", map[string]any{"action": "remove", "sessionId": id})
-	w, err := s.call(r.ctx, time.Minute, "process", map[string]any{
+	defer s.Call(r.ctx, time.Minute, "process", map[string]any{"action": "remove", "sessionId": id})
+	w, err := s.Call(r.ctx, time.Minute, "process", map[string]any{
 		"action": "wait", "sessionId": id, "until": "regex", "pattern": "MARK", "timeout": 10000,
 	})
 	arrived := time.Now().UnixNano()
 	if err != nil {
 		return 0, 0, err
 	}
-	if w.str("outcome") != "met" || w.str("fired") != "regex" {
-		return 0, 0, fmt.Errorf("wait: outcome %q fired %q: %s", w.str("outcome"), w.str("fired"), clip(w.Text, 300))
+	if w.Str("outcome") != "met" || w.Str("fired") != "regex" {
+		return 0, 0, fmt.Errorf("wait: outcome %q fired %q: %s", w.Str("outcome"), w.Str("fired"), benchkit.Clip(w.Text, 300))
 	}
 	m, _ := w.D["match"].(map[string]any)
 	text, _ := m["text"].(string)
@@ -144,7 +146,7 @@ func (r *run) conchWait(s *server, command string) (time.Duration, time.Duration
 	if err != nil {
 		return 0, 0, err
 	}
-	return time.Duration(arrived - ns), time.Duration(w.num("elapsedMs")) * time.Millisecond, nil
+	return time.Duration(arrived - ns), time.Duration(w.Num("elapsedMs")) * time.Millisecond, nil
 }
 
 // directWait runs command with os/exec and returns (arrival of the MARK

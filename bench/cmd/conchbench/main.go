@@ -34,6 +34,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/conchsh/conch/bench/internal/benchkit"
 )
 
 // Goals the report compares against. They are reported, never asserted.
@@ -247,6 +249,14 @@ func measure(ctx context.Context, o options) *report {
 	return rep
 }
 
+// startServer starts `conch mcp` on a fresh temporary home, under timeBin
+// -v when timeBin is not "", and connects to it. The benchmark measures
+// the engine, not the per-agent exec rate limit (quotas.execPerSecond,
+// 50/s by default): the home's config turns it off.
+func startServer(ctx context.Context, bin, timeBin string) (*benchkit.Server, error) {
+	return benchkit.StartServer(ctx, bin, benchkit.ServerOptions{Name: "conchbench", Config: `{"quotas":{"execPerSecond":0}}`, TimeBin: timeBin})
+}
+
 // loadAverage returns the 1, 5 and 15 minute load averages.
 func loadAverage() string {
 	b, err := os.ReadFile("/proc/loadavg")
@@ -287,19 +297,19 @@ func excerpt(text string) string {
 // directly. Calls are interleaved (conch, direct, conch, direct, …) so
 // both sides see the same machine noise.
 type roundTrip struct {
-	N           int     `json:"n"`
-	Warmup      int     `json:"warmup"`
-	Conch       latency `json:"conchTrue"`
-	Direct      latency `json:"directTrue"`
-	MedianRatio float64 `json:"medianRatio"`
-	EchoConch   latency `json:"conchEchoHi"`
-	EchoDirect  latency `json:"directEchoHi"`
-	EchoRatio   float64 `json:"echoMedianRatio"`
+	N           int              `json:"n"`
+	Warmup      int              `json:"warmup"`
+	Conch       benchkit.Latency `json:"conchTrue"`
+	Direct      benchkit.Latency `json:"directTrue"`
+	MedianRatio float64          `json:"medianRatio"`
+	EchoConch   benchkit.Latency `json:"conchEchoHi"`
+	EchoDirect  benchkit.Latency `json:"directEchoHi"`
+	EchoRatio   float64          `json:"echoMedianRatio"`
 	// ConchSpawn is os/exec running `conch version`: the start-up cost of
 	// the binary every supervisor is a copy of.
-	ConchSpawn latency `json:"directConchVersion"`
-	GoalRatio  float64 `json:"goalRatio"`
-	GoalMet    bool    `json:"goalMet"`
+	ConchSpawn benchkit.Latency `json:"directConchVersion"`
+	GoalRatio  float64          `json:"goalRatio"`
+	GoalMet    bool             `json:"goalMet"`
 }
 
 func (r *run) roundTrip() *roundTrip {
@@ -310,20 +320,20 @@ func (r *run) roundTrip() *roundTrip {
 		r.fail("round trip: %v", err)
 		return nil
 	}
-	defer s.close()
+	defer s.Close()
 
 	viaConch := func(command, want string) (time.Duration, error) {
 		t0 := time.Now()
-		res, err := s.call(r.ctx, callLimit, "exec", map[string]any{"command": command})
+		res, err := s.Call(r.ctx, callLimit, "exec", map[string]any{"command": command})
 		d := time.Since(t0)
 		if err != nil {
 			return d, err
 		}
-		if err := res.completed("exec " + command); err != nil {
+		if err := res.Completed("exec " + command); err != nil {
 			return d, err
 		}
-		if want != "" && stripNotices(res.Text) != want {
-			return d, fmt.Errorf("exec %s: text %q, want %q", command, clip(res.Text, 200), want)
+		if want != "" && benchkit.StripNotices(res.Text) != want {
+			return d, fmt.Errorf("exec %s: text %q, want %q", command, benchkit.Clip(res.Text, 200), want)
 		}
 		return d, nil
 	}
@@ -379,13 +389,13 @@ func (r *run) roundTrip() *roundTrip {
 	}
 	rt := &roundTrip{
 		N: o.n, Warmup: o.warmup,
-		Conch: summarize(conchTrue), Direct: summarize(directTrue),
-		EchoConch: summarize(conchEcho), EchoDirect: summarize(directEcho),
-		ConchSpawn: summarize(conchSpawn),
+		Conch: benchkit.Summarize(conchTrue), Direct: benchkit.Summarize(directTrue),
+		EchoConch: benchkit.Summarize(conchEcho), EchoDirect: benchkit.Summarize(directEcho),
+		ConchSpawn: benchkit.Summarize(conchSpawn),
 		GoalRatio:  goalRoundTripRatio,
 	}
-	rt.MedianRatio = ratio(rt.Conch.MedianMs, rt.Direct.MedianMs)
-	rt.EchoRatio = ratio(rt.EchoConch.MedianMs, rt.EchoDirect.MedianMs)
+	rt.MedianRatio = benchkit.Ratio(rt.Conch.MedianMs, rt.Direct.MedianMs)
+	rt.EchoRatio = benchkit.Ratio(rt.EchoConch.MedianMs, rt.EchoDirect.MedianMs)
 	rt.GoalMet = rt.MedianRatio <= goalRoundTripRatio
 	return rt
 }
@@ -424,7 +434,7 @@ func (r *run) capture() *capture {
 		r.fail("capture: %v", err)
 		return nil
 	}
-	defer s.close()
+	defer s.Close()
 	if err := r.warm(s); err != nil {
 		r.fail("capture: %v", err)
 		return nil
@@ -437,19 +447,19 @@ func (r *run) capture() *capture {
 }
 
 // warm makes one exec call so the first measured call pays no start-up.
-func (r *run) warm(s *server) error {
-	res, err := s.call(r.ctx, callLimit, "exec", map[string]any{"command": "true"})
+func (r *run) warm(s *benchkit.Server) error {
+	res, err := s.Call(r.ctx, callLimit, "exec", map[string]any{"command": "true"})
 	if err != nil {
 		return err
 	}
-	return res.completed("warm-up exec true")
+	return res.Completed("warm-up exec true")
 }
 
 // measureCapture runs the pipeline reps times directly and reps times
 // through conch (alternating, direct first), with a yieldMs long enough
 // to keep the exec in the foreground, and keeps the median time of each
 // side. It returns what it measured even when conch's result is wrong.
-func (r *run) measureCapture(s *server, bytes int64, timeoutSec, reps int) (*capture, error) {
+func (r *run) measureCapture(s *benchkit.Server, bytes int64, timeoutSec, reps int) (*capture, error) {
 	c := &capture{Bytes: bytes, Command: pipeline(bytes), ResultLimit: resultCharsLimit, Reps: reps}
 	var directs, conchs []time.Duration
 	for range reps {
@@ -463,7 +473,7 @@ func (r *run) measureCapture(s *server, bytes int64, timeoutSec, reps int) (*cap
 		directs, c.DirectBytesRead = append(directs, d), n
 
 		t0 := time.Now()
-		res, polled, err := s.runToEnd(r.ctx, time.Duration(timeoutSec+30)*time.Second, map[string]any{
+		res, polled, err := s.RunToEnd(r.ctx, time.Duration(timeoutSec+30)*time.Second, map[string]any{
 			"command": c.Command, "timeout": timeoutSec, "yieldMs": 120000,
 		})
 		conchs = append(conchs, time.Since(t0))
@@ -478,10 +488,10 @@ func (r *run) measureCapture(s *server, bytes int64, timeoutSec, reps int) (*cap
 			return c, err
 		}
 	}
-	direct, viaConch := median(directs), median(conchs)
+	direct, viaConch := benchkit.Median(directs), benchkit.Median(conchs)
 	c.DirectSeconds, c.ConchSeconds = direct.Seconds(), viaConch.Seconds()
-	c.DirectMBps, c.ConchMBps = mbps(bytes, direct), mbps(bytes, viaConch)
-	c.TimeRatio = ratio(c.ConchSeconds, c.DirectSeconds)
+	c.DirectMBps, c.ConchMBps = benchkit.MBps(bytes, direct), benchkit.MBps(bytes, viaConch)
+	c.TimeRatio = benchkit.Ratio(c.ConchSeconds, c.DirectSeconds)
 	return c, nil
 }
 
@@ -509,12 +519,12 @@ func (r *run) direct(command string) (time.Duration, int64, error) {
 // checkCapture records the shape of one capture result in c and checks
 // that it completed and came back bounded, with a marker saying what was
 // left out.
-func (r *run) checkCapture(c *capture, res result, polled bool) error {
+func (r *run) checkCapture(c *capture, res benchkit.Result, polled bool) error {
 	c.ResultChars = utf8.RuneCountInString(res.Text)
 	c.OmitMarker = strings.Contains(res.Text, omitMarker) || (polled && strings.Contains(res.Text, pollSkipMarker))
 	c.RepeatMarker = strings.Contains(res.Text, repeatMarker)
 	c.ResultExcerpt = excerpt(res.Text)
-	if err := res.completed("exec " + c.Command); err != nil {
+	if err := res.Completed("exec " + c.Command); err != nil {
 		return err
 	}
 	if c.ResultChars > resultCharsLimit {
@@ -524,7 +534,7 @@ func (r *run) checkCapture(c *capture, res result, polled bool) error {
 	// times]" before any truncation is needed; either marker shows the
 	// output was reduced rather than lost.
 	if !c.OmitMarker && !c.RepeatMarker {
-		return fmt.Errorf("exec %s: result text has neither the %q nor the %q marker: %s", c.Command, omitMarker, repeatMarker, clip(res.Text, 300))
+		return fmt.Errorf("exec %s: result text has neither the %q nor the %q marker: %s", c.Command, omitMarker, repeatMarker, benchkit.Clip(res.Text, 300))
 	}
 	r.lintCapture(c, res.Text)
 	return nil
@@ -590,27 +600,27 @@ func (r *run) bigOutput() (res *bigOutput) {
 		return nil
 	}
 	defer func() {
-		s.close()
+		s.Close()
 		// time -v writes its report when conch exits.
 		if timeBin != "" && res != nil {
-			kb, err := timeMaxRSS(s.timeReport)
+			kb, err := timeMaxRSS(s.TimeReport)
 			if err != nil {
 				r.fail("big output: read %s -v report: %v", timeBin, err)
 				return
 			}
-			res.TimeMaxRSSMiB = mb(kb)
+			res.TimeMaxRSSMiB = benchkit.MiB(kb)
 		}
 	}()
 	if err := r.warm(s); err != nil {
 		r.fail("big output: %v", err)
 		return nil
 	}
-	pid, err := s.pid()
+	pid, err := s.PID()
 	if err != nil {
 		r.fail("big output: %v", err)
 		return nil
 	}
-	before, err := statusKB(pid, "VmRSS")
+	before, err := benchkit.StatusKB(pid, "VmRSS")
 	if err != nil {
 		r.fail("big output: %v", err)
 		return nil
@@ -618,7 +628,7 @@ func (r *run) bigOutput() (res *bigOutput) {
 	stopSampler := sampleSupervisors(s)
 	c, capErr := r.measureCapture(s, o.bigBytes, 600, 1)
 	supPeaks := stopSampler()
-	peak, peakErr := statusKB(pid, "VmHWM")
+	peak, peakErr := benchkit.StatusKB(pid, "VmHWM")
 	if capErr != nil {
 		r.fail("big output: %v", capErr)
 	}
@@ -630,10 +640,10 @@ func (r *run) bigOutput() (res *bigOutput) {
 		return nil
 	}
 	b := &bigOutput{capture: *c, TimeBin: timeBin, GoalGrowthMiB: goalGrowthMiB, SupervisorSample: supervisorSampleGap.String()}
-	b.ConchRSSBefore, b.ConchPeakMiB = mb(before), mb(peak)
-	b.ConchGrowthMiB = mb(peak - before)
+	b.ConchRSSBefore, b.ConchPeakMiB = benchkit.MiB(before), benchkit.MiB(peak)
+	b.ConchGrowthMiB = benchkit.MiB(peak - before)
 	for _, kb := range supPeaks {
-		b.SupervisorPeak = max(b.SupervisorPeak, mb(kb))
+		b.SupervisorPeak = max(b.SupervisorPeak, benchkit.MiB(kb))
 	}
 	b.SupervisorsSeen = len(supPeaks)
 	if b.SupervisorsSeen == 0 {
@@ -646,7 +656,7 @@ func (r *run) bigOutput() (res *bigOutput) {
 // sampleSupervisors reads the VmHWM of s's supervisors every
 // supervisorSampleGap until the returned function is called; that
 // function returns the highest value seen per supervisor pid, in kB.
-func sampleSupervisors(s *server) func() map[int]int64 {
+func sampleSupervisors(s *benchkit.Server) func() map[int]int64 {
 	peaks := map[int]int64{}
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -655,9 +665,9 @@ func sampleSupervisors(s *server) func() map[int]int64 {
 		t := time.NewTicker(supervisorSampleGap)
 		defer t.Stop()
 		for {
-			for _, p := range s.supervisors() {
-				if kb, err := statusKB(p.pid, "VmHWM"); err == nil && kb > peaks[p.pid] {
-					peaks[p.pid] = kb
+			for _, p := range s.Supervisors() {
+				if kb, err := benchkit.StatusKB(p.PID, "VmHWM"); err == nil && kb > peaks[p.PID] {
+					peaks[p.PID] = kb
 				}
 			}
 			select {
@@ -729,7 +739,7 @@ func (r *run) sessions() *sessions {
 		return nil
 	}
 	defer func() {
-		if n := s.close(); n > 0 {
+		if n := s.Close(); n > 0 {
 			r.note("%d supervisors were still running after the sessions step and were killed", n)
 		}
 	}()
@@ -748,9 +758,9 @@ func (r *run) sessions() *sessions {
 	var startErr error
 	var mu sync.Mutex // guards startErr, problems and the line counts in res
 	forEach(o.sessions, o.workers, func(i int) {
-		out, err := s.call(r.ctx, callLimit, "exec", map[string]any{"command": sessionCommand(strconv.Itoa(i), o.lines), "background": true})
-		if err == nil && (out.IsError || out.str("status") != "running" || out.str("sessionId") == "") {
-			err = fmt.Errorf("exec background session %d: status %q: %s", i, out.str("status"), clip(out.Text, 300))
+		out, err := s.Call(r.ctx, callLimit, "exec", map[string]any{"command": sessionCommand(strconv.Itoa(i), o.lines), "background": true})
+		if err == nil && (out.IsError || out.Str("status") != "running" || out.Str("sessionId") == "") {
+			err = fmt.Errorf("exec background session %d: status %q: %s", i, out.Str("status"), benchkit.Clip(out.Text, 300))
 		}
 		if err != nil {
 			mu.Lock()
@@ -758,7 +768,7 @@ func (r *run) sessions() *sessions {
 			mu.Unlock()
 			return
 		}
-		ids[i] = out.str("sessionId")
+		ids[i] = out.Str("sessionId")
 	})
 	res.StartSeconds = time.Since(t0).Seconds()
 	m := stopSampler()
@@ -770,8 +780,8 @@ func (r *run) sessions() *sessions {
 		r.fail("sessions: %v", m.err)
 	}
 	res.SupervisorsSampled, res.SampledAtSeconds = m.supervisors, m.at.Seconds()
-	res.SupervisorUSSMiB, res.ConchUSSMiB = mb(m.supervisorKB), mb(m.conchKB)
-	res.PerSessionMiB = ratio(res.SupervisorUSSMiB, float64(res.SupervisorsSampled))
+	res.SupervisorUSSMiB, res.ConchUSSMiB = benchkit.MiB(m.supervisorKB), benchkit.MiB(m.conchKB)
+	res.PerSessionMiB = benchkit.Ratio(res.SupervisorUSSMiB, float64(res.SupervisorsSampled))
 	res.GoalMet = res.SupervisorsSampled > 0 && res.PerSessionMiB <= goalPerSessionMiB
 	if res.SupervisorsSampled < o.sessions {
 		r.note("at most %d of %d supervisors were alive at once (sessions ended while later ones were still starting); per-session memory divides by %d",
@@ -825,19 +835,19 @@ type ussSample struct {
 // sampleUSS measures s's memory every ussSampleGap until the returned
 // function is called; that function takes one last sample and returns
 // the one with the most live supervisors (the latest of equals).
-func sampleUSS(s *server, t0 time.Time) func() ussSample {
+func sampleUSS(s *benchkit.Server, t0 time.Time) func() ussSample {
 	var best ussSample
 	take := func() {
 		m := ussSample{at: time.Since(t0)}
-		for _, p := range s.supervisors() {
-			if kb, err := ussKB(p.pid); err == nil {
+		for _, p := range s.Supervisors() {
+			if kb, err := benchkit.USSKB(p.PID); err == nil {
 				m.supervisorKB += kb
 				m.supervisors++
 			}
 		}
-		pid, err := s.pid()
+		pid, err := s.PID()
 		if err == nil {
-			m.conchKB, err = ussKB(pid)
+			m.conchKB, err = benchkit.USSKB(pid)
 		}
 		if err != nil {
 			m.err = fmt.Errorf("conch USS: %w", err)
@@ -879,7 +889,7 @@ type verdict struct {
 // verifySession polls session id until it ends, collecting the polled
 // lines, then reads its whole log; both must hold s<n>-1 … s<n>-lines
 // exactly once and in order.
-func (r *run) verifySession(s *server, id string, n int) (verdict, error) {
+func (r *run) verifySession(s *benchkit.Server, id string, n int) (verdict, error) {
 	var v verdict
 	want := make([]string, r.o.lines)
 	for i := range want {
@@ -892,15 +902,15 @@ func (r *run) verifySession(s *server, id string, n int) (verdict, error) {
 		if time.Now().After(deadline) {
 			return v, fmt.Errorf("session %s (s%d) still running after 3m", id, n)
 		}
-		p, err := s.call(r.ctx, 90*time.Second, "process", map[string]any{"action": "poll", "sessionId": id, "timeout": 60000})
+		p, err := s.Call(r.ctx, 90*time.Second, "process", map[string]any{"action": "poll", "sessionId": id, "timeout": 60000})
 		if err != nil {
 			return v, err
 		}
 		if p.IsError {
-			return v, fmt.Errorf("poll %s: %s", id, clip(p.Text, 300))
+			return v, fmt.Errorf("poll %s: %s", id, benchkit.Clip(p.Text, 300))
 		}
-		status = p.str("status")
-		text := stripNotices(p.Text)
+		status = p.Str("status")
+		text := benchkit.StripNotices(p.Text)
 		if i := strings.LastIndex(text, "\n\n"); i >= 0 {
 			text = text[:i]
 		}
@@ -909,15 +919,15 @@ func (r *run) verifySession(s *server, id string, n int) (verdict, error) {
 		}
 	}
 	v.completed = status == "completed"
-	l, err := s.call(r.ctx, callLimit, "process", map[string]any{"action": "log", "sessionId": id, "offset": 0, "limit": 2*r.o.lines + 100})
+	l, err := s.Call(r.ctx, callLimit, "process", map[string]any{"action": "log", "sessionId": id, "offset": 0, "limit": 2*r.o.lines + 100})
 	if err != nil {
 		return v, err
 	}
 	if l.IsError {
-		return v, fmt.Errorf("log %s: %s", id, clip(l.Text, 300))
+		return v, fmt.Errorf("log %s: %s", id, benchkit.Clip(l.Text, 300))
 	}
 	var logged []string
-	if text := stripNotices(l.Text); text != "(no output recorded)" && text != "" {
+	if text := benchkit.StripNotices(l.Text); text != "(no output recorded)" && text != "" {
 		logged = strings.Split(text, "\n")
 	}
 	v.lost, v.dup, v.unexpected, v.inOrder = compareLines(want, logged)
@@ -927,10 +937,10 @@ func (r *run) verifySession(s *server, id string, n int) (verdict, error) {
 		v.problem = fmt.Sprintf("session %s (s%d) ended %q", id, n, status)
 	case v.lost+v.dup+v.unexpected > 0 || !v.inOrder:
 		v.problem = fmt.Sprintf("session %s (s%d) log: %d lost, %d duplicated, %d unexpected, in order %v: %s",
-			id, n, v.lost, v.dup, v.unexpected, v.inOrder, clip(strings.Join(logged, "|"), 200))
+			id, n, v.lost, v.dup, v.unexpected, v.inOrder, benchkit.Clip(strings.Join(logged, "|"), 200))
 	case !slices.Equal(polled, want):
 		v.problem = fmt.Sprintf("session %s (s%d) polls returned %d lines (%d lost), not the %d in order: %s",
-			id, n, len(polled), v.pollLost, len(want), clip(strings.Join(polled, "|"), 200))
+			id, n, len(polled), v.pollLost, len(want), benchkit.Clip(strings.Join(polled, "|"), 200))
 	}
 	return v, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/conchsh/conch/bench/internal/benchkit"
 )
 
 func goal(met bool) string {
@@ -25,7 +27,7 @@ func printReport(w io.Writer, rep *report, o options) {
 		fmt.Fprintf(w, "\n1. Round trip: exec tool call vs os/exec spawning sh -c (N=%d each after %d warm-up, interleaved)\n", rt.N, rt.Warmup)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "\tmedian\tp90\tp99\tmin\tmax\t\n")
-		row := func(name string, l latency) {
+		row := func(name string, l benchkit.Latency) {
 			fmt.Fprintf(tw, "%s\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f ms\t\n", name, l.MedianMs, l.P90Ms, l.P99Ms, l.MinMs, l.MaxMs)
 		}
 		row("   conch exec {command:\"true\"}", rt.Conch)

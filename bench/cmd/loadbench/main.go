@@ -44,6 +44,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/conchsh/conch/bench/internal/benchkit"
 )
 
 // Hard bounds, whatever the flags say: the run stops by itself.
@@ -90,6 +92,29 @@ type run struct {
 	// PerSecond counts successful completions in each second from the
 	// start of the warm-up (the last entry holds the drain).
 	PerSecond []int64 `json:"perSecond"`
+}
+
+// latency summarises a set of timings in milliseconds (nearest-rank
+// percentiles, as benchkit.Summarize, with the mean).
+type latency struct {
+	N      int     `json:"n"`
+	MeanMs float64 `json:"meanMs"`
+	P50Ms  float64 `json:"p50Ms"`
+	P90Ms  float64 `json:"p90Ms"`
+	P99Ms  float64 `json:"p99Ms"`
+	MinMs  float64 `json:"minMs"`
+	MaxMs  float64 `json:"maxMs"`
+}
+
+func summarize(ds []time.Duration) latency {
+	if len(ds) == 0 {
+		return latency{}
+	}
+	l := benchkit.Summarize(ds)
+	return latency{
+		N: l.N, MeanMs: benchkit.Ms(benchkit.Mean(ds)),
+		P50Ms: l.MedianMs, P90Ms: l.P90Ms, P99Ms: l.P99Ms, MinMs: l.MinMs, MaxMs: l.MaxMs,
+	}
 }
 
 type report struct {
@@ -191,17 +216,20 @@ func bench(ctx context.Context, o options) (*report, error) {
 	if err := os.Mkdir(home, 0o700); err != nil {
 		return nil, err
 	}
+	// The home's supervisors, matched by subcommand and --home whatever
+	// the binary's path, zombies left out.
+	sups := benchkit.Filter{Home: home, SkipZombies: true}
 
 	t0 := time.Now()
 	g, err := startServe(o.conch, home, tmp)
 	if err != nil {
-		killSupervisors(home)
+		sups.KillSupervisors()
 		return nil, err
 	}
 	rep.ConchServeStartedInS = time.Since(t0).Seconds()
 	defer func() {
 		g.stop()
-		killSupervisors(home)
+		sups.KillSupervisors()
 	}()
 	logf("conch serve on %s (home %s)", g.base, home)
 
@@ -242,7 +270,7 @@ func bench(ctx context.Context, o options) (*report, error) {
 				return
 			case now := <-tk.C:
 				if now.After(warmEnd) && now.Before(end) {
-					samples = append(samples, len(supervisors(home)))
+					samples = append(samples, len(sups.Supervisors()))
 				}
 			}
 		}
@@ -297,13 +325,13 @@ func bench(ctx context.Context, o options) (*report, error) {
 		rep.SessionsRunning += running
 		rep.SessionsListed += listed
 	}
-	rep.SupervisorsServing = len(supervisors(home))
+	rep.SupervisorsServing = len(sups.Supervisors())
 	rep.ServeExit = g.stop()
 	deadline := time.Now().Add(5 * time.Second)
-	for len(supervisors(home)) > 0 && time.Now().Before(deadline) {
+	for len(sups.Supervisors()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	rep.SupervisorsLeft = killSupervisors(home)
+	rep.SupervisorsLeft = sups.KillSupervisors()
 
 	// The baseline, with the concurrency conch sustained.
 	w := o.baselineWorkers
@@ -320,7 +348,7 @@ func bench(ctx context.Context, o options) (*report, error) {
 	rep.Baseline = load(ctx, warmEnd, end, o.maxExecs, w, func(int) func(context.Context) outcome {
 		return func(ctx context.Context) outcome { return execDirect(ctx, o.command) }
 	})
-	rep.Ratio = ratio(rep.Conch.ExecPerS, rep.Baseline.ExecPerS)
+	rep.Ratio = benchkit.Ratio(rep.Conch.ExecPerS, rep.Baseline.ExecPerS)
 	rep.LoadEnd = loadavg()
 
 	if rep.Conch.Errors > 0 {
@@ -455,7 +483,7 @@ func load(ctx context.Context, warmEnd, end time.Time, maxExecs int64, workers i
 	if lastEnd.After(end) {
 		r.DrainS = lastEnd.Sub(end).Seconds()
 	}
-	r.ExecPerS = ratio(float64(r.OK), r.WindowS)
+	r.ExecPerS = benchkit.Ratio(float64(r.OK), r.WindowS)
 	r.Latency = summarize(lats)
 	r.PerSecond = slots
 	for k := range retry {
@@ -715,7 +743,7 @@ func printReport(w io.Writer, r *report) {
 	}
 	row("conch serve POST /v1/exec", r.Conch)
 	row("baseline os/exec sh -c", r.Baseline)
-	fmt.Fprintf(w, "\nthroughput ratio conch/baseline: %.3f (baseline is %.1fx conch)\n", r.Ratio, ratio(1, r.Ratio))
+	fmt.Fprintf(w, "\nthroughput ratio conch/baseline: %.3f (baseline is %.1fx conch)\n", r.Ratio, benchkit.Ratio(1, r.Ratio))
 	fmt.Fprintf(w, "conch: %d execs ok in the %.1fs window (%d in all), drain %.2fs", r.Conch.OK, r.Conch.WindowS, r.Conch.OKTotal, r.Conch.DrainS)
 	if r.Conch.RateLimited > 0 {
 		fmt.Fprintf(w, "; 429s %d (quota %d), Retry-After %v, %.1fs waited in all", r.Conch.RateLimited, r.Conch.QuotaErrors, r.Conch.RetryAfter, r.Conch.RetryWaitS)
