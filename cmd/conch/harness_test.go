@@ -208,6 +208,10 @@ func eventually(t *testing.T, d time.Duration, f func() string) {
 }
 
 // pgrep lists pids whose command line contains pattern.
+// pgrep lists the pids whose command line matches pattern. Anchor it
+// (^sleep ...) to count the command itself: with SHELL unset (as in CI)
+// the shell is dash, which does not exec the last command, so an
+// unanchored pattern also matches "sh -c sleep ...".
 func pgrep(pattern string) []string {
 	out, _ := exec.Command("pgrep", "-f", pattern).Output()
 	return strings.Fields(string(out))
