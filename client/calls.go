@@ -196,3 +196,21 @@ func (c *Client) RemoveAgent(ctx context.Context, name string) error {
 	_, err := c.request(ctx, "DELETE", "/v1/agents/"+url.PathEscape(name), nil, nil)
 	return err
 }
+
+// Call sends one request to any /v1 route that has no typed method here
+// (approvals, the approvals file, policy explain, the ledger) and decodes
+// a 2xx answer's JSON body into out when out is not nil. body, when not
+// nil, is sent as JSON. A non-2xx answer is an *Error.
+func (c *Client) Call(ctx context.Context, method, path string, query url.Values, body, out any) error {
+	b, err := c.request(ctx, method, path, query, body)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("decode %s %s: %w", method, path, err)
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -45,6 +46,7 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 	baseHash := fs.String("base-hash", "", "set: the hash of the file being replaced (from get)")
 	force := fs.Bool("force", false, "set: replace whatever the current file is")
 	replace := fs.Bool("replace", false, "import: overwrite instead of merging")
+	rf := remoteFlags(fs)
 	sub := args[0]
 	// Flags may follow the positional arguments.
 	var pos []string
@@ -58,6 +60,14 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 			pos = append(pos, rest[0])
 			rest = rest[1:]
 		}
+	}
+	if rf.gateway != "" {
+		c, err := rf.client(*home)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch approvals: %v\n", err)
+			return exitUsage
+		}
+		return approvalsRemote(c, sub, pos, *always, *asJSON, *baseHash, *force, stdout, stderr)
 	}
 	switch sub {
 	case "get", "set", "import":
@@ -79,17 +89,7 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 			json.NewEncoder(stdout).Encode(list)
 			return exitOK
 		}
-		if len(list) == 0 {
-			fmt.Fprintln(stdout, "No pending approvals.")
-			return exitOK
-		}
-		for _, r := range list {
-			left := time.Until(time.UnixMilli(r.ExpiresAtMs)).Round(time.Second)
-			fmt.Fprintf(stdout, "%s  agent %s  session %s  expires in %v\n  command: %s\n  cwd: %s\n  reason: %s\n", r.Slug, r.Agent, r.SessionID, left, r.Command, r.Cwd, r.Reason)
-			for _, s := range r.Segments {
-				fmt.Fprintf(stdout, "    %-9s %s (%s)\n", s.Verdict, s.Text, s.Exe)
-			}
-		}
+		printPending(stdout, list)
 		return exitOK
 	case "approve", "deny", "decide":
 		want := 1
@@ -135,6 +135,21 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
+// printPending prints pending approval requests for people.
+func printPending(w io.Writer, list []*approvals.Request) {
+	if len(list) == 0 {
+		fmt.Fprintln(w, "No pending approvals.")
+		return
+	}
+	for _, r := range list {
+		left := time.Until(time.UnixMilli(r.ExpiresAtMs)).Round(time.Second)
+		fmt.Fprintf(w, "%s  agent %s  session %s  expires in %v\n  command: %s\n  cwd: %s\n  reason: %s\n", r.Slug, r.Agent, r.SessionID, left, r.Command, r.Cwd, r.Reason)
+		for _, s := range r.Segments {
+			fmt.Fprintf(w, "    %-9s %s (%s)\n", s.Verdict, s.Text, s.Exe)
+		}
+	}
+}
+
 func runPolicy(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "explain" {
 		fmt.Fprintln(stderr, "usage: conch policy explain [--agent A] [--cwd DIR] [--json] -- CMD")
@@ -147,6 +162,7 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	cwd := fs.String("cwd", "", "working directory (default: current)")
 	host := fs.String("host", "gateway", "host (gateway)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	rf := remoteFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
 	}
@@ -157,6 +173,27 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	}
 	if *cwd == "" {
 		*cwd, _ = os.Getwd()
+	}
+	if rf.gateway != "" {
+		c, err := rf.client(*home)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch policy explain: %v\n", err)
+			return exitUsage
+		}
+		var out map[string]any
+		err = c.Call(context.Background(), "POST", "/v1/policy/explain", nil, map[string]string{"agent": *agent, "host": *host, "cwd": *cwd, "command": cmd}, &out)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch policy explain: %v\n", err)
+			return exitForError(err)
+		}
+		if *asJSON {
+			delete(out, "text")
+			json.NewEncoder(stdout).Encode(out)
+		} else {
+			text, _ := out["text"].(string)
+			fmt.Fprint(stdout, text)
+		}
+		return exitOK
 	}
 	p, err := engine.ExplainPolicy(*home, *agent, *cwd, cmd)
 	if err != nil {
@@ -187,8 +224,17 @@ func runLedger(args []string, stdout, stderr io.Writer) int {
 	approval := fs.String("approval", "", "tail: one approval")
 	agent := fs.String("agent", "", "tail: one agent")
 	asJSON := fs.Bool("json", false, "print JSON")
+	rf := remoteFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
+	}
+	if rf.gateway != "" {
+		c, err := rf.client(*home)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch ledger: %v\n", err)
+			return exitUsage
+		}
+		return ledgerRemote(c, args[0], *n, ledger.Filter{Session: *session, Approval: *approval, Agent: *agent}, *asJSON, stdout, stderr)
 	}
 	switch args[0] {
 	case "verify":
@@ -380,13 +426,7 @@ func approvalsFile(sub, home string, pos []string, baseHash string, force, repla
 			fmt.Fprintln(stderr, "usage: conch approvals set FILE|- (--base-hash H | --force)")
 			return exitUsage
 		}
-		var b []byte
-		var err error
-		if pos[0] == "-" {
-			b, err = io.ReadAll(os.Stdin)
-		} else {
-			b, err = os.ReadFile(pos[0])
-		}
+		b, err := readFileOrStdin(pos[0])
 		if err != nil {
 			fmt.Fprintf(stderr, "conch approvals set: %v\n", err)
 			return exitFailed

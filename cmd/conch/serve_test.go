@@ -554,3 +554,53 @@ func TestServeApproveWithdrawRace(t *testing.T) {
 		return ""
 	})
 }
+
+// TestServeOperatorCLIRemote drives the operator commands against a gateway
+// from a home that holds nothing but the gateway's operator token: pending
+// lists, approve decides, the ledger and policy explain come over /v1.
+func TestServeOperatorCLIRemote(t *testing.T) {
+	g := startGateway(t, newHome(t, `{"tools":{"exec":{"host":"gateway","ask":"always"}}}`))
+	other := t.TempDir()
+	env := []string{"CONCH_GATEWAY=" + g.base, "CONCH_TOKEN=" + g.operator}
+	_, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo remote-approved", "yieldMs": 30000}, nil)
+	d := m["details"].(map[string]any)
+	if d["status"] != "approval-pending" {
+		t.Fatalf("exec: %v", m)
+	}
+	slug := d["approvalSlug"].(string)
+	out, errOut, code := runCLI(t, env, "approvals", "pending", "--home", other)
+	if code != 0 || !strings.Contains(out, slug) || !strings.Contains(out, "echo remote-approved") {
+		t.Fatalf("pending: %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := runCLI(t, []string{"CONCH_GATEWAY=" + g.base, "CONCH_TOKEN=" + g.token}, "approvals", "pending", "--home", other); code != exitForbidden {
+		t.Fatalf("an agent token listed approvals: %d %q", code, errOut)
+	}
+	out, errOut, code = runCLI(t, env, "approvals", "approve", slug, "--home", other)
+	if code != 0 || !strings.Contains(out, "allow-once") {
+		t.Fatalf("approve: %d %q %q", code, out, errOut)
+	}
+	if _, _, code := runCLI(t, env, "approvals", "deny", slug, "--home", other); code != exitConflict {
+		t.Fatalf("second decision: exit %d, want %d", code, exitConflict)
+	}
+	eventually(t, 10*time.Second, func() string {
+		_, m := g.do("POST", "/v1/process", g.token, map[string]any{"action": "poll", "sessionId": d["sessionId"]}, nil)
+		if text, _ := m["text"].(string); !strings.Contains(text, "remote-approved") {
+			return "no output yet: " + text
+		}
+		return ""
+	})
+	out, errOut, code = runCLI(t, env, "ledger", "tail", "--home", other, "--approval", d["approvalId"].(string))
+	if code != 0 || !strings.Contains(out, "allow-once") {
+		t.Fatalf("ledger tail: %d %q %q", code, out, errOut)
+	}
+	if out, errOut, code := runCLI(t, env, "ledger", "verify", "--home", other); code != 0 || !strings.Contains(out, "ok") {
+		t.Fatalf("ledger verify: %d %q %q", code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, env, "policy", "explain", "--home", other, "--", "rm -rf /tmp/x")
+	if code != 0 || !strings.Contains(out, "rm") {
+		t.Fatalf("policy explain: %d %q %q", code, out, errOut)
+	}
+	if entries, _ := os.ReadDir(other); len(entries) != 0 {
+		t.Fatalf("the remote commands wrote to the local home: %v", entries)
+	}
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/ledger"
+)
+
+// The operator commands (approvals, policy explain, ledger) work on the
+// home's files by default. With --gateway (or CONCH_GATEWAY) they use a
+// running gateway's /v1 API instead, with the operator token.
+
+type operatorRemote struct {
+	gateway, token string
+}
+
+func remoteFlags(fs *flag.FlagSet) *operatorRemote {
+	r := &operatorRemote{}
+	fs.StringVar(&r.gateway, "gateway", os.Getenv("CONCH_GATEWAY"), "gateway URL: use its API instead of the home's files (env CONCH_GATEWAY)")
+	fs.StringVar(&r.token, "token", "", "operator token for --gateway (env CONCH_TOKEN; default: HOME/operator.token)")
+	return r
+}
+
+func (r *operatorRemote) client(home string) (*client.Client, error) {
+	tok := r.token
+	if tok == "" {
+		tok = os.Getenv("CONCH_TOKEN")
+	}
+	if tok == "" {
+		tok = operatorToken(home)
+	}
+	if tok == "" {
+		return nil, fmt.Errorf("--gateway needs an operator token (--token, CONCH_TOKEN or %s/operator.token)", home)
+	}
+	return client.New(client.Options{Gateway: r.gateway, Token: tok})
+}
+
+func remoteCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 30*time.Second)
+}
+
+func approvalsRemote(c *client.Client, sub string, pos []string, always, asJSON bool, baseHash string, force bool, stdout, stderr io.Writer) int {
+	ctx, cancel := remoteCtx()
+	defer cancel()
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "conch approvals: %v\n", err)
+		return exitForError(err)
+	}
+	switch sub {
+	case "pending":
+		var out struct {
+			Approvals []*approvals.Request `json:"approvals"`
+		}
+		if err := c.Call(ctx, "GET", "/v1/approvals", nil, nil, &out); err != nil {
+			return fail(err)
+		}
+		if asJSON {
+			json.NewEncoder(stdout).Encode(out.Approvals)
+			return exitOK
+		}
+		printPending(stdout, out.Approvals)
+		return exitOK
+	case "approve", "deny", "decide":
+		want := 1
+		if sub == "decide" {
+			want = 2
+		}
+		if len(pos) != want {
+			fmt.Fprintf(stderr, "usage: conch approvals %s ID%s\n", sub, map[bool]string{true: " DECISION", false: ""}[sub == "decide"])
+			return exitUsage
+		}
+		decision := "allow-once"
+		switch {
+		case sub == "approve" && always:
+			decision = "allow-always"
+		case sub == "deny":
+			decision = "deny"
+		case sub == "decide":
+			decision = pos[1]
+		}
+		var out struct {
+			Decision  string `json:"decision"`
+			SessionID string `json:"sessionId"`
+		}
+		if err := c.Call(ctx, "POST", "/v1/approvals/"+url.PathEscape(pos[0])+"/decision", nil, map[string]string{"decision": decision}, &out); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "Approval %s: %s (session %s).\n", pos[0], out.Decision, out.SessionID)
+		return exitOK
+	case "get":
+		var out json.RawMessage
+		if err := c.Call(ctx, "GET", "/v1/approvals-file", nil, nil, &out); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintln(stdout, string(out))
+		return exitOK
+	case "set":
+		if len(pos) != 1 {
+			fmt.Fprintln(stderr, "usage: conch approvals set FILE|- --base-hash H | --force")
+			return exitUsage
+		}
+		b, err := readFileOrStdin(pos[0])
+		if err != nil {
+			fmt.Fprintf(stderr, "conch approvals set: %v\n", err)
+			return exitFailed
+		}
+		if force {
+			var cur struct {
+				Hash string `json:"hash"`
+			}
+			if err := c.Call(ctx, "GET", "/v1/approvals-file", nil, nil, &cur); err != nil {
+				return fail(err)
+			}
+			baseHash = cur.Hash
+		}
+		if baseHash == "" {
+			fmt.Fprintln(stderr, "conch approvals set: --base-hash (from `conch approvals get`) or --force is required")
+			return exitUsage
+		}
+		var out struct {
+			Hash string `json:"hash"`
+		}
+		if err := c.Call(ctx, "PUT", "/v1/approvals-file", nil, map[string]any{"file": json.RawMessage(b), "baseHash": baseHash}, &out); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "{\"hash\":%q}\n", out.Hash)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "conch approvals: %q does not work with --gateway (pending, approve, deny, decide, get, set do)\n", sub)
+	return exitUsage
+}
+
+func ledgerRemote(c *client.Client, sub string, n int, f ledger.Filter, asJSON bool, stdout, stderr io.Writer) int {
+	ctx, cancel := remoteCtx()
+	defer cancel()
+	switch sub {
+	case "verify":
+		var rep ledger.Report
+		if err := c.Call(ctx, "POST", "/v1/ledger/verify", nil, map[string]any{}, &rep); err != nil {
+			fmt.Fprintf(stderr, "conch ledger verify: %v\n", err)
+			return exitForError(err)
+		}
+		if asJSON {
+			json.NewEncoder(stdout).Encode(rep)
+		} else {
+			fmt.Fprintln(stdout, rep.String())
+		}
+		if !rep.OK {
+			return exitFailed
+		}
+		return exitOK
+	case "tail":
+		q := url.Values{"limit": {strconv.Itoa(n)}}
+		for k, v := range map[string]string{"session": f.Session, "approval": f.Approval, "agent": f.Agent} {
+			if v != "" {
+				q.Set(k, v)
+			}
+		}
+		var out struct {
+			Records []ledger.Record `json:"records"`
+		}
+		if err := c.Call(ctx, "GET", "/v1/ledger", q, nil, &out); err != nil {
+			fmt.Fprintf(stderr, "conch ledger tail: %v\n", err)
+			return exitForError(err)
+		}
+		for _, r := range out.Records {
+			if asJSON {
+				b, _ := json.Marshal(r)
+				fmt.Fprintln(stdout, string(b))
+			} else {
+				fmt.Fprintln(stdout, r.String())
+			}
+		}
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "conch ledger: unknown subcommand %q\n", sub)
+	return exitUsage
+}
+
+// readFileOrStdin reads a named file, or standard input for "-".
+func readFileOrStdin(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(name)
+}
