@@ -6,7 +6,8 @@ import (
 )
 
 // The ledger is written by one goroutine in call order, so exec calls do
-// not wait for its fsyncs; Close drains it.
+// not wait for its fsyncs; the records that queue up during one fsync are
+// written together (ledger.AppendBatch). Close drains it.
 
 func (e *Engine) startLedger() {
 	l, err := ledger.Open(e.home, ledger.Options{RotateBytes: e.conf().Ledger.RotateBytes})
@@ -19,9 +20,35 @@ func (e *Engine) startLedger() {
 	go func() {
 		defer close(e.ledgerDone)
 		defer l.Close()
+		// Group commit: whatever queued while the last batch was being
+		// fsynced goes in the next one, in order.
+		batch := make([]ledger.Record, 0, 64)
 		for r := range e.ledgerQ {
-			if _, err := l.Append(r); err != nil {
-				e.log.Error("ledger append", "type", r.Type, "err", err)
+			batch = append(batch[:0], r)
+		drain:
+			for len(batch) < cap(batch) {
+				select {
+				case r, ok := <-e.ledgerQ:
+					if !ok {
+						break drain
+					}
+					batch = append(batch, r)
+				default:
+					break drain
+				}
+			}
+			got, err := l.AppendBatch(batch)
+			if err != nil && len(got) == 0 && len(batch) > 1 {
+				// One bad record must not cost the others: retry one by one.
+				for _, r := range batch {
+					if _, err := l.Append(r); err != nil {
+						e.log.Error("ledger append", "type", r.Type, "err", err)
+					}
+				}
+				continue
+			}
+			if err != nil {
+				e.log.Error("ledger append", "records", len(batch), "written", len(got), "type", batch[0].Type, "err", err)
 			}
 		}
 	}()

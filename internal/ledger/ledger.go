@@ -179,93 +179,152 @@ func (l *Ledger) Close() error {
 // returns the complete record (Seq != 0) with the error: the record is in the log and must
 // not be appended again.
 func (l *Ledger) Append(r Record) (Record, error) {
-	if !slices.Contains(types, r.Type) {
-		return Record{}, fmt.Errorf("append to ledger: unknown record type %q", r.Type)
+	out, err := l.AppendBatch([]Record{r})
+	if len(out) == 0 {
+		return Record{}, err
 	}
-	m, err := fieldsMap(r.Fields)
-	if err != nil {
-		return Record{}, fmt.Errorf("append to ledger: %w", err)
+	return out[0], err
+}
+
+// AppendBatch appends rs in order, as Append would one by one, but under one lock, with
+// one fsync per file written and one HEAD update: a group commit for a busy appender.
+// The batch is all or nothing: a record that does not encode fails the whole batch
+// before anything is written. The returned records are complete (Seq != 0) exactly when
+// they are in the log; as with Append, an error with complete records means only HEAD
+// was not updated.
+func (l *Ledger) AppendBatch(rs []Record) ([]Record, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	ms := make([]map[string]any, len(rs))
+	for i, r := range rs {
+		if !slices.Contains(types, r.Type) {
+			return nil, fmt.Errorf("append to ledger: unknown record type %q", r.Type)
+		}
+		m, err := fieldsMap(r.Fields)
+		if err != nil {
+			return nil, fmt.Errorf("append to ledger: %w", err)
+		}
+		ms[i] = m
 	}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return Record{}, errors.New("append to ledger: ledger closed")
+		return nil, errors.New("append to ledger: ledger closed")
 	}
 	if err := flock(l.lock, true); err != nil {
-		return Record{}, fmt.Errorf("append to ledger: %w", err)
+		return nil, fmt.Errorf("append to ledger: %w", err)
 	}
 	defer funlock(l.lock)
 
 	tip, err := findTip(l.dir)
 	if err != nil {
-		return Record{}, fmt.Errorf("append to ledger: %w", err)
+		return nil, fmt.Errorf("append to ledger: %w", err)
 	}
 	ts := time.Now().UTC().Truncate(time.Millisecond)
-	m["v"] = json.Number("1")
-	m["seq"] = json.Number(strconv.FormatInt(tip.Seq+1, 10))
-	m["ts"] = ts.Format(TimeFormat)
-	m["type"] = r.Type
-	m["agent"] = r.Agent
-	m["prev"] = tip.prevHash()
-	hash, err := recordHash(m)
-	if err != nil {
-		return Record{}, fmt.Errorf("append to ledger: %w", err)
+	out := make([]Record, len(rs))
+	lines := make([][]byte, len(rs))
+	seq, prev := tip.Seq, tip.prevHash()
+	for i, m := range ms {
+		seq++
+		m["v"] = json.Number("1")
+		m["seq"] = json.Number(strconv.FormatInt(seq, 10))
+		m["ts"] = ts.Format(TimeFormat)
+		m["type"] = rs[i].Type
+		m["agent"] = rs[i].Agent
+		m["prev"] = prev
+		hash, err := recordHash(m)
+		if err != nil {
+			return nil, fmt.Errorf("append to ledger: %w", err)
+		}
+		m["hash"] = hash
+		var line bytes.Buffer
+		if err := writeCanonical(&line, m); err != nil {
+			return nil, fmt.Errorf("append to ledger: %w", err)
+		}
+		line.WriteByte('\n')
+		lines[i] = line.Bytes()
+		out[i] = rs[i]
+		out[i].V, out[i].Seq, out[i].TS, out[i].Prev, out[i].Hash = Version, seq, ts, prev, hash
+		prev = hash
 	}
-	m["hash"] = hash
-	var line bytes.Buffer
-	if err := writeCanonical(&line, m); err != nil {
-		return Record{}, fmt.Errorf("append to ledger: %w", err)
-	}
-	line.WriteByte('\n')
 
-	next, err := l.write(tip, line.Bytes())
+	next, n, err := l.write(tip, lines)
+	if n < len(out) {
+		for i := n; i < len(out); i++ {
+			out[i] = Record{}
+		}
+	}
+	if n > 0 {
+		next.Seq, next.Hash = out[n-1].Seq, out[n-1].Hash
+		if herr := writeHead(l.dir, next); herr != nil && err == nil {
+			// The records are durable and the next Append repairs HEAD; do not append them again.
+			err = fmt.Errorf("record %d written, HEAD not updated: %w", out[n-1].Seq, herr)
+		}
+	}
 	if err != nil {
-		return Record{}, fmt.Errorf("append to ledger: %w", err)
+		return out[:n], fmt.Errorf("append to ledger: %w", err)
 	}
-	next.Seq, next.Hash = tip.Seq+1, hash
-	r.V, r.Seq, r.TS, r.Prev, r.Hash = Version, next.Seq, ts, tip.prevHash(), hash
-	if err := writeHead(l.dir, next); err != nil {
-		// The record is durable and the next Append repairs HEAD; do not append it again.
-		return r, fmt.Errorf("append to ledger: record %d written, HEAD not updated: %w", r.Seq, err)
-	}
-	return r, nil
+	return out, nil
 }
 
-// write appends line after tip, in tip's file or a new one, and fsyncs it. It returns the
-// new end position.
-func (l *Ledger) write(tip head, line []byte) (head, error) {
+// write appends lines after tip, each in tip's file or a new one when it would take a
+// non-empty file past rotateBytes, and fsyncs every file it wrote. It returns the new end
+// position and how many lines are durable; a failure loses only the lines of the file
+// being written (truncated back when possible) and those after it.
+func (l *Ledger) write(tip head, lines [][]byte) (head, int, error) {
 	name, size := tip.File, tip.Size
 	if name == "" {
 		name = fileName(1)
 	}
-	if size > 0 && size+int64(len(line)) > l.rotateBytes {
-		i, _ := fileIndex(name)
-		name, size = fileName(i+1), 0
+	done := 0
+	end := head{File: tip.File, Size: tip.Size}
+	for done < len(lines) {
+		if size > 0 && size+int64(len(lines[done])) > l.rotateBytes {
+			i, _ := fileIndex(name)
+			name, size = fileName(i+1), 0
+		}
+		// The lines that fit in this file (at least one: an oversized record gets a file
+		// of its own).
+		var buf []byte
+		k := done
+		for k < len(lines) && (k == done || size+int64(len(buf)+len(lines[k])) <= l.rotateBytes) {
+			buf = append(buf, lines[k]...)
+			k++
+		}
+		if err := appendSync(filepath.Join(l.dir, name), size, buf); err != nil {
+			return end, done, err
+		}
+		if size == 0 {
+			if err := syncDir(l.dir); err != nil {
+				return end, done, err
+			}
+		}
+		size += int64(len(buf))
+		end = head{File: name, Size: size}
+		done = k
 	}
-	path := filepath.Join(l.dir, name)
+	return end, done, nil
+}
+
+// appendSync appends buf to the file at path, which is size bytes long, and fsyncs it. On
+// failure it truncates the file back to size when it can, leaving no torn line behind.
+func appendSync(path string, size int64, buf []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return head{}, err
+		return err
 	}
-	if _, err := f.Write(line); err != nil {
-		f.Truncate(size) // leave no torn line behind if we can
+	if _, err := f.Write(buf); err != nil {
+		f.Truncate(size)
 		f.Close()
-		return head{}, err
+		return err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return head{}, err
+		return err
 	}
-	if err := f.Close(); err != nil {
-		return head{}, err
-	}
-	if size == 0 {
-		if err := syncDir(l.dir); err != nil {
-			return head{}, err
-		}
-	}
-	return head{File: name, Size: size + int64(len(line))}, nil
+	return f.Close()
 }
 
 // fieldsMap encodes v and decodes it as a JSON object.

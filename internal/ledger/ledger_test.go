@@ -478,3 +478,51 @@ func TestTail(t *testing.T) {
 		t.Fatalf("with a torn line: %d %v", len(recs), err)
 	}
 }
+
+// TestAppendBatch: a batch continues the chain like single appends, rotates
+// files in the middle, and verifies; a batch with a bad record writes
+// nothing.
+func TestAppendBatch(t *testing.T) {
+	home := t.TempDir()
+	l := openLedger(t, home, Options{RotateBytes: 700})
+	first := appendN(t, l, 2)
+	var batch []Record
+	for i := range 9 {
+		batch = append(batch, Record{Type: TypeNode, Agent: "main", Fields: map[string]any{"action": "pair", "nodeId": fmt.Sprintf("node-%d", i), "name": strings.Repeat("n", 40), "by": "test"}})
+	}
+	got, err := l.AppendBatch(batch)
+	if err != nil || len(got) != len(batch) {
+		t.Fatalf("AppendBatch: %d records, %v", len(got), err)
+	}
+	prev := first[len(first)-1].Hash
+	for i, r := range got {
+		if r.Seq != int64(3+i) || r.Prev != prev || r.Hash == "" {
+			t.Fatalf("record %d: seq %d prev %.8s (want %d, %.8s)", i, r.Seq, r.Prev, 3+i, prev)
+		}
+		prev = r.Hash
+	}
+	files, _ := listFiles(Dir(home))
+	if len(files) < 3 {
+		t.Fatalf("a 700-byte rotation left %d files: %v", len(files), files)
+	}
+	if _, err := l.AppendBatch([]Record{{Type: TypeNode, Fields: map[string]any{"action": "x"}}, {Type: "bogus"}}); err == nil {
+		t.Fatal("a batch with an unknown type was accepted")
+	}
+	tail := appendN(t, l, 1)
+	if tail[0].Seq != 12 || tail[0].Prev != prev {
+		t.Fatalf("after the batch: seq %d prev %.8s, want 12 %.8s", tail[0].Seq, tail[0].Prev, prev)
+	}
+	rep, err := Verify(home)
+	if err != nil || !rep.OK || rep.Records != 12 {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+	recs, err := Tail(home, 100, Filter{})
+	if err != nil || len(recs) != 12 {
+		t.Fatalf("tail: %d %v", len(recs), err)
+	}
+	for i, r := range recs {
+		if r.Seq != int64(i+1) {
+			t.Fatalf("tail[%d] seq %d", i, r.Seq)
+		}
+	}
+}

@@ -142,3 +142,33 @@ func BenchmarkCanonical(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendBatch appends the record of BenchmarkAppend in batches of
+// 32, as the engine's ledger writer does under load; compare records/s.
+func BenchmarkAppendBatch(b *testing.B) {
+	l, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	code := 0
+	rec := Record{Type: TypeEnd, Agent: "main", Fields: End{
+		SessionID: "calm-gulf", State: "exited", ExitCode: &code, DurationMs: 1234,
+		OutputBytes: 5678, OutputSHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+	}}
+	batch := make([]Record, 32)
+	for i := range batch {
+		batch[i] = rec
+	}
+	b.ResetTimer()
+	t0 := time.Now()
+	n := 0
+	for n < b.N {
+		k := min(len(batch), b.N-n)
+		if _, err := l.AppendBatch(batch[:k]); err != nil {
+			b.Fatal(err)
+		}
+		n += k
+	}
+	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "records/s")
+}
