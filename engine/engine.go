@@ -116,10 +116,11 @@ type Engine struct {
 	cwd     string
 	supArgv []string
 
-	mu       sync.Mutex // guards sessions, notices and closed
-	sessions map[string]*session
-	notices  map[string][]queuedNotice
-	closed   bool
+	mu        sync.Mutex // guards sessions, notices, retaining and closed
+	sessions  map[string]*session
+	notices   map[string][]queuedNotice
+	retaining map[string]bool // agents whose journal quota check runs
+	closed    bool
 	// spare is a supervisor waiting for its spec (exec start-up latency);
 	// refilling is set while a new one starts.
 	spare     *supervisor.Spare
@@ -372,6 +373,10 @@ func (e *Engine) track(s *session, events <-chan supervisor.Event, closeEvents f
 	defer e.wg.Done()
 	defer func() { closeEvents() }()
 	var lastOutput time.Time
+	// The journal quota is checked every 1/64 of quotas.journalBytes (at
+	// least 1 MiB) of output, so running sessions that grow are trimmed
+	// before the next session ends.
+	var checked int64 = -1
 	for {
 	recv:
 		for {
@@ -381,6 +386,15 @@ func (e *Engine) track(s *session, events <-chan supervisor.Event, closeEvents f
 					break recv
 				}
 				s.setCursor(ev.Cursor)
+				if q := e.conf().Quota(s.agent); q.JournalBytes > 0 {
+					if checked < 0 {
+						checked = ev.Cursor
+					}
+					if ev.Cursor-checked >= max(1<<20, q.JournalBytes/64) {
+						checked = ev.Cursor
+						e.checkJournals(s.agent)
+					}
+				}
 				if now := time.Now(); ev.Exit == nil && now.Sub(lastOutput) >= time.Second {
 					lastOutput = now
 					e.emit("session.output", s.agent, map[string]any{"sessionId": s.id, "cursor": ev.Cursor, "stream": "both"})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/supervisor"
 )
 
 // bucket is a token bucket for one agent's exec calls.
@@ -144,4 +145,75 @@ func (e *Engine) retain(agent string) {
 		total -= sizes[finished[0]]
 		finished = finished[1:]
 	}
+	if q.JournalBytes > 0 && total > q.JournalBytes {
+		e.trimRunning(agent, sizes, total, q.JournalBytes)
+	}
+}
+
+// trimRunning trims the journals of agent's running sessions, largest
+// first, to an equal share of limit each, until the agent's total is
+// within it (exec.md §11: only running sessions remain). A journal keeps
+// its head and its newest tail; the agent is told once per session.
+func (e *Engine) trimRunning(agent string, sizes map[*session]int64, total, limit int64) {
+	var running []*session
+	for s := range sizes {
+		if s.running() {
+			running = append(running, s)
+		}
+	}
+	if len(running) == 0 {
+		return
+	}
+	sort.Slice(running, func(i, j int) bool { return sizes[running[i]] > sizes[running[j]] })
+	share := limit / int64(len(running))
+	for _, s := range running {
+		if total <= limit {
+			return
+		}
+		if sizes[s] <= share {
+			continue
+		}
+		s.mu.Lock()
+		socket := s.socket
+		s.mu.Unlock()
+		rep, err := supervisor.Call(socket, supervisor.Request{Op: "trim", MaxBytes: share})
+		if err != nil {
+			e.log.Warn("trim journal", "session", s.id, "err", err)
+			continue
+		}
+		total -= sizes[s] - rep.Bytes
+		s.mu.Lock()
+		first := !s.trimmed
+		s.trimmed = true
+		s.mu.Unlock()
+		if first {
+			reason := "journal trimmed to head + tail (quotas.journalBytes)"
+			e.queueNotice(s, Notice{Kind: "evicted", SessionID: s.id, Text: fmt.Sprintf("Exec session %s evicted (%s)", s.id, reason)})
+			e.emit("session.evicted", agent, map[string]any{"sessionId": s.id, "reason": reason})
+		}
+	}
+}
+
+// checkJournals runs the journal quota for agent in the background once
+// its running sessions have written enough since the last check; several
+// triggers while one check runs make one.
+func (e *Engine) checkJournals(agent string) {
+	e.mu.Lock()
+	if e.retaining == nil {
+		e.retaining = map[string]bool{}
+	}
+	if e.retaining[agent] || e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.retaining[agent] = true
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.wg.Done()
+		e.retain(agent)
+		e.mu.Lock()
+		delete(e.retaining, agent)
+		e.mu.Unlock()
+	}()
 }

@@ -67,6 +67,7 @@ type session struct {
 	claimed    bool               // a decision (or a withdrawal) is being applied
 	pendingRun *pendingRun        // what the approved run needs (memory only)
 	approvalID string             // approval of a gated run
+	trimmed    bool               // the journal quota trimmed its journal (the agent was told)
 
 	ended chan struct{} // closed once exit is set
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,4 +180,49 @@ func TestMaxRetainedEviction(t *testing.T) {
 	if !strings.Contains(all, "Exec session "+ids[0]+" evicted (quotas.maxRetained)") {
 		t.Fatalf("no eviction notice: %q %v", r.Text, c.events)
 	}
+}
+
+// TestJournalQuotaTrimsRunning: with only a running session over
+// quotas.journalBytes, its journal is trimmed to head + newest tail while
+// it runs, the agent is told once, and log still shows both ends.
+func TestJournalQuotaTrimsRunning(t *testing.T) {
+	home := newHome(t, `{"quotas":{"journalBytes":8388608}}`)
+	c := startConch(t, home)
+	r := c.exec(map[string]any{"command": "yes 0123456789abcdef | head -c 40000000; echo; echo END-OF-FLOOD; sleep 924.1", "background": true})
+	id := r.str("sessionId")
+	jdir := filepath.Join(home, "sessions", id, "journal")
+	eventually(t, 60*time.Second, func() string {
+		l := c.process(map[string]any{"action": "log", "sessionId": id, "limit": 5})
+		if !strings.Contains(l.Text, "END-OF-FLOOD") {
+			return "flood not done"
+		}
+		return ""
+	})
+	eventually(t, 10*time.Second, func() string {
+		var size int64
+		ents, _ := os.ReadDir(jdir)
+		for _, e := range ents {
+			if fi, err := e.Info(); err == nil {
+				size += fi.Size()
+			}
+		}
+		if size > 8<<20+8<<20/50 {
+			return fmt.Sprintf("journal is %d bytes, quota 8 MiB", size)
+		}
+		return ""
+	})
+	head := c.process(map[string]any{"action": "log", "sessionId": id, "offset": 0, "limit": 2})
+	if !strings.HasPrefix(head.Text, "0123456789abcdef") {
+		t.Fatalf("the head is gone: %.200q", head.Text)
+	}
+	if s := c.process(map[string]any{"action": "poll", "sessionId": id}); s.str("status") != "running" {
+		t.Fatalf("the session stopped: %v", s.D)
+	}
+	r = c.rawCall("process", map[string]any{"action": "list"})
+	all := r.Text + strings.Join(c.events, "\n")
+	want := "Exec session " + id + " evicted (journal trimmed to head + tail (quotas.journalBytes))"
+	if strings.Count(all, want) != 1 {
+		t.Fatalf("want one notice %q, got %q / %v", want, r.Text, c.events)
+	}
+	c.process(map[string]any{"action": "kill", "sessionId": id})
 }

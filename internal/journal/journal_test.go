@@ -1177,3 +1177,53 @@ func FuzzSegment(f *testing.F) {
 		}
 	})
 }
+
+// TestTrim: Trim applies a lower cap at once, keeping the head and the
+// newest tail; later appends keep to it; it never raises the cap.
+func TestTrim(t *testing.T) {
+	const (
+		head = 256 << 10
+		seg  = 64 << 10
+	)
+	dir := t.TempDir()
+	w, err := Create(dir, Options{MaxBytes: 8 << 20, HeadBytes: head, SegmentBytes: seg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r := rand.New(rand.NewPCG(5, 6))
+	var want output
+	for len(want.data) < 6<<20 {
+		want.append(t, w, Stdout, randBytes(r, 1+r.IntN(20<<10)))
+	}
+	before, after, err := w.Trim(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before < 6<<20 || after > 1<<20 {
+		t.Fatalf("Trim: %d -> %d bytes, want <= 1 MiB after", before, after)
+	}
+	info, err := Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Bytes != after || info.HeadEnd != head || info.End != int64(len(want.data)) || info.DroppedBytes != info.TailStart-info.HeadEnd {
+		t.Fatalf("after Trim: %+v (Trim said %d bytes)", info, after)
+	}
+	c := collect(t, dir, 0)
+	if !bytes.Equal(c.data, append(bytes.Clone(want.data[:head]), want.data[info.TailStart:]...)) {
+		t.Fatal("after Trim the journal is not the head plus the newest tail")
+	}
+	for len(want.data) < 9<<20 {
+		want.append(t, w, Stdout, randBytes(r, 1+r.IntN(20<<10)))
+	}
+	if info, _ := Stat(dir); info.Bytes > 1<<20+1<<20/50 {
+		t.Fatalf("appends after Trim: %d bytes on disk, want the 1 MiB cap", info.Bytes)
+	}
+	if _, after2, err := w.Trim(4 << 20); err != nil || after2 > 1<<20+1<<20/50 {
+		t.Fatalf("a higher Trim: %d bytes, %v", after2, err)
+	}
+	if _, after3, err := w.Trim(1); err != nil || after3 < head {
+		t.Fatalf("Trim(1) took the head: %d bytes, %v", after3, err)
+	}
+}

@@ -313,6 +313,37 @@ func (w *Writer) Stat() Info {
 	return info
 }
 
+// Trim lowers the cap to maxBytes and applies it at once: the oldest
+// segments after the head are deleted as they would be by the cap (the
+// dropped range grows; readers see the gap). maxBytes is raised to at
+// least the head plus two segments, and a Trim never raises the cap. It
+// returns the bytes on disk before and after.
+func (w *Writer) Trim(maxBytes int64) (before, after int64, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	size := func() (n int64) {
+		for _, s := range w.segs {
+			n += s.size
+		}
+		return n
+	}
+	before = size()
+	if err := w.usable(); err != nil {
+		return before, before, fmt.Errorf("trim journal: %w", err)
+	}
+	maxBytes = max(maxBytes, w.meta.headLimit+2*w.opt.SegmentBytes)
+	if maxBytes >= w.opt.MaxBytes {
+		return before, before, nil
+	}
+	w.opt.MaxBytes = maxBytes
+	if before > maxBytes {
+		if err := w.roll(); err != nil {
+			return before, size(), fmt.Errorf("trim journal: %w", err)
+		}
+	}
+	return before, size(), nil
+}
+
 // Sync fsyncs every segment written since the last fsync and the directory.
 func (w *Writer) Sync() error {
 	w.mu.Lock()

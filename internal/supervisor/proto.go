@@ -8,7 +8,7 @@ import (
 // Request is one line a client sends on the control socket.
 type Request struct {
 	V  int    `json:"v"`
-	Op string `json:"op"` // hello status subscribe write closeStdin signal kill resize screen
+	Op string `json:"op"` // hello status subscribe write closeStdin signal kill resize screen trim
 
 	Data    []byte `json:"data,omitempty"`    // write
 	Sig     int    `json:"sig,omitempty"`     // signal
@@ -16,6 +16,8 @@ type Request struct {
 	GraceMs *int64 `json:"graceMs,omitempty"` // kill
 	Cols    int    `json:"cols,omitempty"`    // resize
 	Rows    int    `json:"rows,omitempty"`
+	// MaxBytes is op trim's new journal cap (journal.Writer.Trim).
+	MaxBytes int64 `json:"maxBytes,omitempty"`
 }
 
 // Reply answers one Request.
@@ -28,6 +30,8 @@ type Reply struct {
 	Screen *vt.Snapshot `json:"screen,omitempty"`
 	// Cursor is the journal end whose output Screen shows (at least).
 	Cursor int64 `json:"cursor,omitempty"`
+	// Bytes answers op trim: the journal's bytes on disk after it.
+	Bytes int64 `json:"bytes,omitempty"`
 }
 
 // Status is a running session's live state.

@@ -807,6 +807,22 @@ func (s *sup) handle(req Request) Reply {
 		}
 		s.kill(by, grace)
 		return Reply{OK: true}
+	case "trim":
+		if req.MaxBytes <= 0 {
+			return Reply{Error: "trim: maxBytes must be positive"}
+		}
+		s.jmu.Lock()
+		j := s.j
+		s.jmu.Unlock()
+		if j == nil {
+			return Reply{Error: "trim: no journal"}
+		}
+		_, after, err := j.Trim(req.MaxBytes)
+		if err != nil {
+			return Reply{Error: err.Error()}
+		}
+		s.logf("journal trimmed to %d bytes (cap %d)", after, req.MaxBytes)
+		return Reply{OK: true, Bytes: after}
 	case "resize":
 		if s.ptmx == nil {
 			return Reply{Error: "not a PTY session"}
