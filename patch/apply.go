@@ -182,6 +182,7 @@ type planner struct {
 	targets  map[string]*target
 	order    []*target
 	summary  []summaryLine
+	named    string // the display path of the last target call
 }
 
 func newPlanner(opt Options) (*planner, error) {
@@ -222,47 +223,50 @@ func (pl *planner) plan(p *Patch) error {
 				return err
 			}
 			t.exists, t.content, t.read = true, []byte(f.Content), true
-			pl.summary = append(pl.summary, summaryLine{"A", t.display})
+			pl.summary = append(pl.summary, summaryLine{"A", pl.named})
 		case Delete:
 			t, err := pl.target(f.Path, false)
 			if err != nil {
 				return err
 			}
+			name := pl.named
 			if err := pl.load(t, true, false); err != nil {
 				return err
 			}
 			if !t.exists {
-				return errorf(CodeInvalidPatch, "Failed to delete file %s: %s", t.display, syscall.ENOENT)
+				return errorf(CodeInvalidPatch, "Failed to delete file %s: %s", name, syscall.ENOENT)
 			}
 			t.exists, t.content = false, nil
-			pl.summary = append(pl.summary, summaryLine{"D", t.display})
+			pl.summary = append(pl.summary, summaryLine{"D", name})
 		case Update:
 			t, err := pl.target(f.Path, true)
 			if err != nil {
 				return err
 			}
+			name := pl.named
 			if err := pl.load(t, true, true); err != nil {
 				return err
 			}
 			if !t.exists {
-				return errorf(CodeInvalidPatch, "Failed to read file to update %s: %s", t.display, syscall.ENOENT)
+				return errorf(CodeInvalidPatch, "Failed to read file to update %s: %s", name, syscall.ENOENT)
 			}
 			if bytes.IndexByte(t.content, 0) >= 0 {
-				return errorf(CodeInvalidPatch, "Cannot patch binary file %s", t.display)
+				return errorf(CodeInvalidPatch, "Cannot patch binary file %s", name)
 			}
-			out, err := updateContent(t.content, f.Chunks, t.display)
+			out, err := updateContent(t.content, f.Chunks, name)
 			if err != nil {
 				return err
 			}
 			if f.MoveTo == "" {
 				t.content = out
-				pl.summary = append(pl.summary, summaryLine{"M", t.display})
+				pl.summary = append(pl.summary, summaryLine{"M", name})
 				continue
 			}
 			dst, err := pl.target(f.MoveTo, true)
 			if err != nil {
 				return err
 			}
+			dstName := pl.named
 			if err := pl.load(dst, false, false); err != nil {
 				return err
 			}
@@ -279,7 +283,7 @@ func (pl *planner) plan(p *Patch) error {
 				src.exists, src.content = false, nil
 			}
 			dst.exists, dst.content, dst.read = true, out, true
-			pl.summary = append(pl.summary, summaryLine{"M", dst.display})
+			pl.summary = append(pl.summary, summaryLine{"M", dstName})
 		}
 	}
 	return nil
@@ -308,11 +312,11 @@ func (pl *planner) target(path string, follow bool) (*target, error) {
 		display, _ = filepath.Rel(pl.wsReal, abs)
 	}
 	only := !pl.opt.AllowOutside
-	escape := errorf(CodeOutside, "Path escapes workspace: %s", display)
+	escape := errorf(CodeOutside, "Path escapes workspace: %s", path)
 	if only && !within(pl.ws, abs) && !within(pl.wsReal, abs) {
 		return nil, escape
 	}
-	real, err := pl.realParent(abs, display)
+	real, err := pl.realParent(abs, path)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +342,7 @@ func (pl *planner) target(path string, follow bool) (*target, error) {
 			if !filepath.IsAbs(dest) {
 				dest = filepath.Join(filepath.Dir(real), dest)
 			}
-			if real, err = pl.realParent(filepath.Clean(dest), display); err != nil {
+			if real, err = pl.realParent(filepath.Clean(dest), path); err != nil {
 				return nil, err
 			}
 			if only && !within(pl.wsReal, filepath.Dir(real)) {
@@ -357,6 +361,7 @@ func (pl *planner) target(path string, follow bool) (*target, error) {
 	} else {
 		rel = strings.TrimPrefix(real, "/")
 	}
+	pl.named = display
 	if t := pl.targets[rel]; t != nil {
 		return t, nil
 	}
@@ -369,7 +374,7 @@ func (pl *planner) target(path string, follow bool) (*target, error) {
 // realParent returns abs with its directory resolved: the deepest existing
 // ancestor is resolved with symlinks and the missing components are
 // appended. The final component is kept as is.
-func (pl *planner) realParent(abs, display string) (string, error) {
+func (pl *planner) realParent(abs, path string) (string, error) {
 	dir, leaf := filepath.Dir(abs), filepath.Base(abs)
 	var missing []string
 	for {
@@ -378,7 +383,7 @@ func (pl *planner) realParent(abs, display string) (string, error) {
 			break
 		}
 		if !errors.Is(err, fs.ErrNotExist) || dir == "/" {
-			return "", errorf(CodeIO, "Cannot resolve %s: %v", display, osErr(err))
+			return "", errorf(CodeIO, "Cannot resolve %s: %v", path, osErr(err))
 		}
 		missing = append(missing, filepath.Base(dir))
 		dir = filepath.Dir(dir)
@@ -388,9 +393,9 @@ func (pl *planner) realParent(abs, display string) (string, error) {
 		if !pl.opt.AllowOutside {
 			// A broken directory symlink: where it points cannot be
 			// checked.
-			return "", errorf(CodeOutside, "Path escapes workspace: %s", display)
+			return "", errorf(CodeOutside, "Path escapes workspace: %s", path)
 		}
-		return "", errorf(CodeIO, "Cannot resolve %s: %v", display, osErr(err))
+		return "", errorf(CodeIO, "Cannot resolve %s: %v", path, osErr(err))
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
 		real = filepath.Join(real, missing[i])

@@ -1,0 +1,3 @@
+package new
+
+func F() {}

@@ -1,0 +1,5 @@
+def one():
+    return 1
+
+def two():
+    return 2
