@@ -42,7 +42,7 @@ func TestEscapes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(os.Symlink(out, filepath.Join(ws, "dirlink")))                         // directory symlink out
+	must(os.Symlink(out, filepath.Join(ws, "dirlink")))                           // directory symlink out
 	must(os.Symlink(filepath.Join(out, "secret.txt"), filepath.Join(ws, "leaf"))) // file symlink out
 	must(os.Symlink(filepath.Join(out, "nothing.txt"), filepath.Join(ws, "broken")))
 	must(os.Symlink("../outside", filepath.Join(ws, "rel")))
