@@ -27,6 +27,13 @@ func (c *Client) Process(ctx context.Context, params any) (Result, error) {
 	return c.tool(ctx, "POST", "/v1/process", nil, params)
 }
 
+// ApplyPatch runs the apply_patch tool (POST /v1/apply_patch) with a
+// patch in the "*** Begin Patch" format. Decode the details of a success
+// into an apitype.PatchDetails; a failure comes with an *Error.
+func (c *Client) ApplyPatch(ctx context.Context, input string) (Result, error) {
+	return c.tool(ctx, "POST", "/v1/apply_patch", nil, apitype.PatchParams{Input: input})
+}
+
 // Session is one entry of a session list: apitype.SessionEntry plus the
 // owning agent, which operator lists of every agent carry.
 type Session struct {

@@ -50,6 +50,10 @@ type Options struct {
 	// Agent, if set, is sent as X-Conch-Agent: the agent an operator acts
 	// for. Agents' own tokens fix their agent; leave it empty for them.
 	Agent string
+	// Workdir, if set, is sent as X-Conch-Workdir: the default workspace
+	// of the calls (exec's workdir default, apply_patch's workspace) when
+	// the agent has none configured. Only the engine socket honours it.
+	Workdir string
 	// HTTPClient is used for Gateway requests; nil means a client with no
 	// overall timeout (streams and long polls are bounded by the caller's
 	// context instead). It is ignored for Socket.
@@ -59,15 +63,16 @@ type Options struct {
 // Client calls one conch API. It is safe for concurrent use. The zero
 // value is not usable; create one with New.
 type Client struct {
-	base  string // scheme://host, no trailing slash
-	token string
-	agent string
-	hc    *http.Client
+	base    string // scheme://host, no trailing slash
+	token   string
+	agent   string
+	workdir string
+	hc      *http.Client
 }
 
 // New returns a client for opt. It does not connect: the first call does.
 func New(opt Options) (*Client, error) {
-	c := &Client{token: opt.Token, agent: opt.Agent}
+	c := &Client{token: opt.Token, agent: opt.Agent, workdir: opt.Workdir}
 	switch {
 	case opt.Gateway != "":
 		u, err := url.Parse(opt.Gateway)
@@ -198,6 +203,9 @@ func (c *Client) request(ctx context.Context, method, path string, query url.Val
 func (c *Client) authorize(req *http.Request) {
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.workdir != "" {
+		req.Header.Set("X-Conch-Workdir", c.workdir)
 	}
 	if c.agent != "" {
 		req.Header.Set("X-Conch-Agent", c.agent)

@@ -65,6 +65,16 @@ type Options struct {
 	// (session.*, exec.notice, approval.*), without locks held. It must not
 	// block for long.
 	Events func(Event)
+	// PatchSandbox, if set, says where apply_patch applies for an agent
+	// whose effective host is the sandbox: ok is false when sandboxing is
+	// off for the agent (then the implicit default host falls back to the
+	// gateway and an explicit sandbox host fails closed). Unset: sandboxing
+	// is off.
+	PatchSandbox func(agent string) (target PatchTarget, ok bool, err *apitype.Error)
+	// PatchNode, if set, applies a patch on the agent's node through
+	// system.patch.apply (apply-patch.md §1); the engine records the
+	// ledger entry of a successful answer. Unset: no node host.
+	PatchNode func(ctx context.Context, agent, input string) (NodePatch, *apitype.Error)
 }
 
 // Event is an engine event for SSE subscribers. Agent is the owner of the
@@ -671,6 +681,16 @@ func (e *Engine) Sessions() []string {
 func (e *Engine) Call(ctx context.Context, agent, tool string, args json.RawMessage) apitype.Result {
 	if !config.ValidAgent(agent) {
 		return execError(apitype.Errorf(apitype.CodeInvalidArgument, "Invalid agent id %q: use [a-z0-9][a-z0-9_-]{0,63}.", agent))
+	}
+	if tool == "apply_patch" {
+		if err := e.patchAllowed(agent); err != nil {
+			return e.withNotices(agent, patchError(err))
+		}
+		p, perr := apitype.ParsePatchParams(args)
+		if perr != nil {
+			return e.withNotices(agent, patchError(perr))
+		}
+		return e.ApplyPatch(ctx, agent, p)
 	}
 	if e.conf().Denied(agent, tool) {
 		return execError(apitype.Errorf("forbidden", "Tool %s is denied for agent %s (tools.deny).", tool, agent))

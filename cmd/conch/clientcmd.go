@@ -48,6 +48,7 @@ const clientUsage = `Session commands:
   conch screen ID
   conch send ID [--data S] [--eof] [--keys K,K] [--hex H,H] [--literal S] [--paste S] [--no-bracket] [--submit] [--delay MS]
   conch kill ID | clear ID | rm ID
+  conch apply-patch [--workdir DIR] < PATCH   apply a "*** Begin Patch" patch (apply_patch tool)
 Global flags: --home DIR, --config FILE, --gateway URL, --token T, --agent NAME, --json, --log-level L
 `
 
@@ -58,6 +59,8 @@ func runClientCommand(name string, args []string, stdin io.Reader, stdout, stder
 	switch name {
 	case "exec":
 		return runExec(args, stdin, stdout, stderr), true
+	case "apply-patch":
+		return runApplyPatch(args, stdin, stdout, stderr), true
 	case "ps":
 		return runPS(args, stdout, stderr), true
 	case "poll", "log", "wait", "search", "screen", "send", "kill", "clear", "rm":
@@ -70,6 +73,8 @@ func runClientCommand(name string, args []string, stdin io.Reader, stdout, stder
 type globalFlags struct {
 	home, config, gateway, token, agent, logLevel string
 	json                                          bool
+	// workdir is sent with calls to an engine on this machine (apply-patch).
+	workdir string
 }
 
 func addGlobalFlags(fs *flag.FlagSet) *globalFlags {
@@ -125,6 +130,8 @@ type backend interface {
 	// error means the engine could not be reached.
 	exec(ctx context.Context, params map[string]any) (client.Result, error)
 	process(ctx context.Context, params map[string]any) (client.Result, error)
+	// applyPatch runs apply_patch with a patch; failures as for exec.
+	applyPatch(ctx context.Context, input string) (client.Result, error)
 	// sessions lists the agent's sessions, or every agent's.
 	sessions(ctx context.Context, allAgents bool) (client.Result, error)
 	// follow calls fn with the session's output after since until the
@@ -191,7 +198,7 @@ func (g *globalFlags) remoteClient() (*client.Client, error) {
 		return client.New(client.Options{Gateway: g.gateway, Token: tok, Agent: g.agent})
 	}
 	if sock := socketPath(g.home); socketAlive(sock) {
-		return client.New(client.Options{Socket: sock, Agent: g.agent})
+		return client.New(client.Options{Socket: sock, Agent: g.agent, Workdir: g.workdir})
 	}
 	return nil, nil
 }
@@ -252,7 +259,7 @@ func (g *globalFlags) connect() (backend, error) {
 		// its socket shortly; a short-lived CLI command lets go.
 		time.Sleep(100 * time.Millisecond)
 		if sock := socketPath(g.home); socketAlive(sock) {
-			c, err := client.New(client.Options{Socket: sock, Agent: g.agent})
+			c, err := client.New(client.Options{Socket: sock, Agent: g.agent, Workdir: g.workdir})
 			if err != nil {
 				return nil, err
 			}

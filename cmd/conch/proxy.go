@@ -72,7 +72,7 @@ func (p *socketEngine) Call(ctx context.Context, agent, tool string, args json.R
 	}
 	if body.Error != nil {
 		status := "error"
-		if tool == "process" {
+		if tool == "process" || tool == "apply_patch" {
 			status = "failed"
 		}
 		text := body.Text

@@ -38,18 +38,21 @@ func listPackages(t *testing.T) []pkg {
 // forbidden maps a package (prefix) to import prefixes it may never depend
 // on, directly or indirectly.
 var forbidden = map[string][]string{
-	mod + "/apitype":             {mod + "/", "github.com/", "golang.org/"},
-	mod + "/internal/journal":    {mod + "/", "github.com/"},
-	mod + "/internal/render":     {mod + "/", "github.com/", "golang.org/"},
-	mod + "/internal/keys":       {mod + "/", "github.com/", "golang.org/"},
-	mod + "/internal/slug":       {mod + "/", "github.com/", "golang.org/"},
-	mod + "/internal/hostenv":    {mod + "/", "github.com/", "golang.org/", "net/"},
-	mod + "/internal/config":     {mod + "/", "github.com/", "golang.org/"},
-	mod + "/internal/approvals":  {mod + "/", "github.com/"},
-	mod + "/internal/ledger":     {mod + "/", "github.com/"},
-	mod + "/policy":              {mod + "/", "os/exec", "net/http", "github.com/modelcontextprotocol/"},
-	mod + "/client":              {mod + "/engine", mod + "/internal/", mod + "/policy", "github.com/", "golang.org/"},
-	mod + "/internal/auth":       {mod + "/", "github.com/", "golang.org/"},
+	mod + "/apitype":            {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/journal":   {mod + "/", "github.com/"},
+	mod + "/internal/render":    {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/keys":      {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/slug":      {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/hostenv":   {mod + "/", "github.com/", "golang.org/", "net/"},
+	mod + "/internal/config":    {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/approvals": {mod + "/", "github.com/"},
+	mod + "/internal/ledger":    {mod + "/", "github.com/"},
+	mod + "/policy":             {mod + "/", "os/exec", "net/http", "github.com/modelcontextprotocol/"},
+	mod + "/client":             {mod + "/engine", mod + "/internal/", mod + "/policy", "github.com/", "golang.org/"},
+	mod + "/internal/auth":      {mod + "/", "github.com/", "golang.org/"},
+	// apply_patch is pure: standard library only.
+	mod + "/patch":               {mod + "/", "github.com/", "golang.org/", "net/", "os/exec"},
+	mod + "/internal/patchgen":   {mod + "/", "github.com/", "golang.org/"},
 	mod + "/internal/supervisor": {mod + "/engine", mod + "/internal/mcpserver", "github.com/modelcontextprotocol/", "net/http"},
 	// The engine may use net/http as the client of the wait http probe
 	// (spec README, code layout); it never imports the adapters.

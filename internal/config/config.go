@@ -145,7 +145,58 @@ type Exec struct {
 	PendingMaxOutputChars    *int              `json:"pendingMaxOutputChars,omitempty"`
 	JournalMaxBytes          *int64            `json:"journalMaxBytes,omitempty"`
 	JournalHeadBytes         *int64            `json:"journalHeadBytes,omitempty"`
-	ApplyPatch               json.RawMessage   `json:"applyPatch,omitempty"`
+	ApplyPatch               *ApplyPatch       `json:"applyPatch,omitempty"`
+}
+
+// ApplyPatch is tools.exec.applyPatch (apply-patch.md §1); nil fields are
+// unset.
+type ApplyPatch struct {
+	// Enabled lists and accepts the apply_patch tool (default false).
+	Enabled *bool `json:"enabled,omitempty"`
+	// WorkspaceOnly keeps every path inside the workspace (default true).
+	WorkspaceOnly *bool `json:"workspaceOnly,omitempty"`
+	// AllowModels is accepted for compatibility with OpenClaw and ignored:
+	// conch does not see the model.
+	AllowModels []string `json:"allowModels,omitempty"`
+}
+
+// ApplyPatchSettings are an agent's resolved apply_patch settings.
+type ApplyPatchSettings struct {
+	Enabled       bool
+	WorkspaceOnly bool
+	AllowModels   []string
+}
+
+// ApplyPatch resolves tools.exec.applyPatch for agent: the agent's keys
+// win one by one over the global ones.
+func (c *Config) ApplyPatch(agent string) ApplyPatchSettings {
+	s := ApplyPatchSettings{WorkspaceOnly: true}
+	apply := func(a *ApplyPatch) {
+		if a == nil {
+			return
+		}
+		if a.Enabled != nil {
+			s.Enabled = *a.Enabled
+		}
+		if a.WorkspaceOnly != nil {
+			s.WorkspaceOnly = *a.WorkspaceOnly
+		}
+		if a.AllowModels != nil {
+			s.AllowModels = a.AllowModels
+		}
+	}
+	apply(c.Tools.Exec.ApplyPatch)
+	if a, ok := c.Agents[agent]; ok && a.Tools != nil {
+		apply(a.Tools.Exec.ApplyPatch)
+	}
+	return s
+}
+
+// ApplyPatchOffered reports whether agent gets the apply_patch tool: it
+// is enabled and neither exec nor apply_patch is denied (apply-patch.md
+// §1).
+func (c *Config) ApplyPatchOffered(agent string) bool {
+	return c.ApplyPatch(agent).Enabled && !c.Denied(agent, "exec") && !c.Denied(agent, "apply_patch")
 }
 
 // Load reads a configuration file. A missing file is the default

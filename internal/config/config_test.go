@@ -67,3 +67,32 @@ func TestStrict(t *testing.T) {
 		}
 	}
 }
+
+func TestApplyPatch(t *testing.T) {
+	c, err := Parse([]byte(`{"tools":{"exec":{"applyPatch":{"enabled":true,"allowModels":["gpt-5"]}}},
+		"agents":{"ro":{"tools":{"exec":{"applyPatch":{"workspaceOnly":false}}}},
+		          "off":{"tools":{"exec":{"applyPatch":{"enabled":false}}}},
+		          "noexec":{"tools":{"deny":["exec"]}},
+		          "nopatch":{"tools":{"deny":["apply_patch"]}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.ApplyPatch("main"); !s.Enabled || !s.WorkspaceOnly || len(s.AllowModels) != 1 {
+		t.Fatalf("main: %+v", s)
+	}
+	if s := c.ApplyPatch("ro"); !s.Enabled || s.WorkspaceOnly {
+		t.Fatalf("agent override: %+v", s)
+	}
+	for agent, want := range map[string]bool{"main": true, "ro": true, "off": false, "noexec": false, "nopatch": false} {
+		if got := c.ApplyPatchOffered(agent); got != want {
+			t.Errorf("ApplyPatchOffered(%s) = %v", agent, got)
+		}
+	}
+	d, _ := Parse([]byte(`{}`))
+	if s := d.ApplyPatch("main"); s.Enabled || !s.WorkspaceOnly || d.ApplyPatchOffered("main") {
+		t.Fatalf("defaults: %+v", s)
+	}
+	if _, err := Parse([]byte(`{"tools":{"exec":{"applyPatch":{"enable":true}}}}`)); err == nil || !strings.Contains(err.Error(), "unknown field") {
+		t.Fatalf("unknown key: %v", err)
+	}
+}

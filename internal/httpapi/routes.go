@@ -28,6 +28,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /metrics", s.operator(s.metrics))
 	m.HandleFunc("POST /v1/exec", s.tool("exec"))
 	m.HandleFunc("POST /v1/process", s.tool("process"))
+	m.HandleFunc("POST /v1/apply_patch", s.tool("apply_patch"))
 	m.HandleFunc("GET /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
 		if q := r.URL.Query().Get("all"); (q == "true" || q == "1") && identityOf(r.Context()).operator {
 			writeResult(w, s.eng.ListAll())
@@ -79,7 +80,7 @@ func (s *Server) routes() {
 		}
 		writeJSON(w, 200, map[string]any{"findings": f})
 	}))
-	for _, p := range []string{"/v1/nodes", "/v1/nodes/", "/v1/sandbox", "/v1/sandbox/", "/v1/apply_patch", "/v1/ui/", "/v1/approvals-file/import"} {
+	for _, p := range []string{"/v1/nodes", "/v1/nodes/", "/v1/sandbox", "/v1/sandbox/", "/v1/ui/", "/v1/approvals-file/import"} {
 		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "not available in this build of conch")
 		})
@@ -105,7 +106,7 @@ func readBody(w http.ResponseWriter, r *http.Request) (json.RawMessage, bool) {
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
-			writeError(w, http.StatusRequestEntityTooLarge, "invalid_argument", fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
+			writeError(w, http.StatusRequestEntityTooLarge, "invalid_argument", fmt.Sprintf("request body larger than %d bytes", mb.Limit))
 		} else {
 			writeError(w, http.StatusBadRequest, "invalid_argument", "read body: "+err.Error())
 		}
@@ -121,7 +122,7 @@ func readBody(w http.ResponseWriter, r *http.Request) (json.RawMessage, bool) {
 	return b, true
 }
 
-// tool serves POST /v1/exec and /v1/process.
+// tool serves POST /v1/exec, /v1/process and /v1/apply_patch.
 func (s *Server) tool(name string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, ok := readBody(w, r)

@@ -32,6 +32,11 @@ import (
 // MaxBodyBytes caps request bodies (interfaces.md §3.1).
 const MaxBodyBytes = 4 << 20
 
+// MaxPatchBodyBytes caps the body of POST /v1/apply_patch: a patch may be
+// 8 MiB (apply-patch.md §1), and JSON string escaping can more than
+// double it.
+const MaxPatchBodyBytes = 24 << 20
+
 // Options configure a Server.
 type Options struct {
 	Engine *engine.Engine
@@ -147,7 +152,11 @@ func (s *Server) wrap(socket bool) http.Handler {
 				return
 			}
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		limit := int64(MaxBodyBytes)
+		if r.URL.Path == "/v1/apply_patch" {
+			limit = MaxPatchBodyBytes
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		if r.URL.Path == "/v1/health" {
 			s.mux.ServeHTTP(w, r)
 			return

@@ -28,6 +28,7 @@ import (
 const (
 	execDescription    = "Run a shell command. Long commands continue in the background after yieldMs, or at once with background=true; follow up with the process tool. Use background=true instead of '&' or nohup: processes left behind when a command ends are stopped. Use pty=true for programs that need a terminal."
 	processDescription = "Manage exec sessions: list, poll, log, wait, search, screen, write, send-keys, submit, paste, kill, clear, remove."
+	patchDescription   = "Apply a patch to files of the workspace: add, delete, update (with context hunks) and move files in one atomic step. Input is the whole patch from '*** Begin Patch' to '*** End Patch'; sections start with '*** Add File: <path>' (lines prefixed with +), '*** Delete File: <path>' or '*** Update File: <path>' (optional '*** Move to: <path>', then hunks: '@@ <line to find>' and lines prefixed with ' ' (context), '-' (remove) or '+' (add); '*** End of File' anchors a hunk at the end). Paths are relative to the workspace."
 )
 
 // Options configure a server.
@@ -48,7 +49,8 @@ type Server struct {
 	key [32]byte // signs the request state of multi round-trip calls
 }
 
-// New returns a server with the exec and process tools.
+// New returns a server with the exec and process tools, and apply_patch
+// when the agent is offered it.
 // Engine is what the server needs of an engine: *engine.Engine, or a
 // proxy to the engine that holds the home (conch mcp next to conch serve).
 type Engine interface {
@@ -81,6 +83,9 @@ func New(eng Engine, opt Options) *Server {
 	}
 	if !cfg.Denied(opt.Agent, "process") {
 		s.AddTool(&mcp.Tool{Name: "process", Description: processDescription, InputSchema: json.RawMessage(processSchema), OutputSchema: out}, s.handler("process"))
+	}
+	if cfg.ApplyPatchOffered(opt.Agent) {
+		s.AddTool(&mcp.Tool{Name: "apply_patch", Description: patchDescription, InputSchema: json.RawMessage(patchSchema), OutputSchema: out}, s.handler("apply_patch"))
 	}
 	return s
 }

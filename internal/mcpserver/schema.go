@@ -58,3 +58,12 @@ const processSchema = `{
   "max": {"type": "number", "description": "search: matches returned, 1-1000 (default 50)."}
  }
 }`
+
+const patchSchema = `{
+ "type": "object",
+ "additionalProperties": false,
+ "required": ["input"],
+ "properties": {
+  "input": {"type": "string", "description": "The whole patch, from '*** Begin Patch' to '*** End Patch' (at most 8 MiB)."}
+ }
+}`
