@@ -107,6 +107,12 @@ func Doctor(home string) []Finding {
 				add("policy.ask_fallback_full", "warn", "agent %s: askFallback=full runs unanswered requests", agent)
 			}
 		}
+		if ap := cfg.ApplyPatch(agent); ap.Enabled && !ap.WorkspaceOnly {
+			add("apply_patch.outside_workspace", "warn", "agent %s: apply_patch is enabled with workspaceOnly=false: patches may write anywhere the gateway user can", agent)
+		}
+		if ap := cfg.ApplyPatch(agent); len(ap.AllowModels) > 0 {
+			add("apply_patch.allow_models_ignored", "info", "agent %s: tools.exec.applyPatch.allowModels is set; conch does not see the model and ignores it", agent)
+		}
 		for _, b := range policy.UnprofiledSafeBins(set.SafeBins, nil) {
 			if contains(interpreterBins, b) || interpreterBin.MatchString(b) {
 				add("exec.safe_bins_interpreter_unprofiled", "warn", "agent %s: safe bin %q is an interpreter without a profile", agent, b)
