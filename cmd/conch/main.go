@@ -48,7 +48,7 @@ const usage = `conch: a shell-execution gateway for AI agents
 
 Usage:
   conch serve [--listen ADDR] [--home DIR]                 run the gateway: MCP at /mcp, HTTP API at /v1, events
-  conch mcp [--home DIR] [--agent NAME] [--workdir DIR]   serve the exec and process tools over MCP stdio
+  conch mcp [--home DIR] [--agent NAME] [--workdir DIR]   serve the exec and process tools (and apply_patch when enabled) over MCP stdio
   conch approvals pending                                  list approval requests waiting for a decision
   conch approvals approve ID [--always] | deny ID          decide one (ID = id or slug)
   conch approvals decide ID DECISION                       allow-once | allow-always | deny (and aliases)

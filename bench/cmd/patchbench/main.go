@@ -127,4 +127,3 @@ func run(conch string, nLines, nHunks, reps int) error {
 	fmt.Printf("  ratio library/git %.2f, binary/git %.2f (below 1: faster than git)\n", ml.Seconds()/mg.Seconds(), mc.Seconds()/mg.Seconds())
 	return nil
 }
-
