@@ -136,7 +136,7 @@ func Apply(ctx context.Context, input string, opt Options) (*Result, error) {
 	for _, t := range pl.order {
 		fc := FileChange{Path: t.display}
 		switch {
-		case !t.existed && !t.exists:
+		case !t.dirty || !t.existed && !t.exists:
 			continue
 		case !t.existed:
 			fc.Op = "add"
@@ -169,6 +169,7 @@ type target struct {
 	exists  bool
 	content []byte
 	read    bool // content holds the file's current content (Update)
+	dirty   bool // an operation changed the state: it is written
 }
 
 type summaryLine struct{ letter, path string }
@@ -222,7 +223,7 @@ func (pl *planner) plan(p *Patch) error {
 			if err := pl.load(t, false, false); err != nil {
 				return err
 			}
-			t.exists, t.content, t.read = true, []byte(f.Content), true
+			t.exists, t.content, t.read, t.dirty = true, []byte(f.Content), true, true
 			pl.summary = append(pl.summary, summaryLine{"A", pl.named})
 		case Delete:
 			t, err := pl.target(f.Path, false)
@@ -236,7 +237,7 @@ func (pl *planner) plan(p *Patch) error {
 			if !t.exists {
 				return errorf(CodeInvalidPatch, "Failed to delete file %s: %s", name, syscall.ENOENT)
 			}
-			t.exists, t.content = false, nil
+			t.exists, t.content, t.dirty = false, nil, true
 			pl.summary = append(pl.summary, summaryLine{"D", name})
 		case Update:
 			t, err := pl.target(f.Path, true)
@@ -258,7 +259,7 @@ func (pl *planner) plan(p *Patch) error {
 				return err
 			}
 			if f.MoveTo == "" {
-				t.content = out
+				t.content, t.dirty = out, true
 				pl.summary = append(pl.summary, summaryLine{"M", name})
 				continue
 			}
@@ -280,9 +281,9 @@ func (pl *planner) plan(p *Patch) error {
 				return err
 			}
 			if src != dst {
-				src.exists, src.content = false, nil
+				src.exists, src.content, src.dirty = false, nil, true
 			}
-			dst.exists, dst.content, dst.read = true, out, true
+			dst.exists, dst.content, dst.read, dst.dirty = true, out, true, true
 			pl.summary = append(pl.summary, summaryLine{"M", dstName})
 		}
 	}

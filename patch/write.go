@@ -28,8 +28,8 @@ type staged struct {
 func (pl *planner) write() error {
 	var list []*staged
 	for _, t := range pl.order {
-		if !t.existed && !t.exists {
-			continue // added and deleted again
+		if !t.dirty || !t.existed && !t.exists {
+			continue // untouched, or added and deleted again
 		}
 		list = append(list, &staged{t: t})
 	}
