@@ -52,6 +52,10 @@ func runApplyPatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "conch apply-patch: read stdin: %v\n", err)
 		return exitFailed
 	}
+	if len(b) > patch.MaxPatchBytes {
+		fmt.Fprintf(stderr, "Patch too large: more than %d bytes (limit %d bytes).\n", patch.MaxPatchBytes, patch.MaxPatchBytes)
+		return exitFailed
+	}
 	be, err := g.connect()
 	if err != nil {
 		fmt.Fprintf(stderr, "conch apply-patch: %v\n", err)

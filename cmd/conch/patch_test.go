@@ -251,6 +251,16 @@ func TestApplyPatchHTTP(t *testing.T) {
 	checkApplied(t, ws)
 	ledgerHasPatch(t, home, goodPatch, "gateway")
 
+	// A patch above the 4 MiB body limit of the other routes fits.
+	line := "+" + strings.Repeat("x", 99) + "\n"
+	big := "*** Begin Patch\n*** Add File: big.txt\n" + strings.Repeat(line, 60_000) + "*** End Patch"
+	if code, body = g.do("POST", "/v1/apply_patch", g.token, map[string]any{"input": big}, nil); code != 200 {
+		t.Fatalf("6 MB patch: %d %v", code, body["text"])
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "big.txt")); err != nil || fi.Size() != 60_000*100 {
+		t.Fatalf("big.txt: %v", err)
+	}
+
 	// The CLI reaches the running gateway through the engine socket.
 	writeFile(t, filepath.Join(ws, "old.txt"), "old\n")
 	out, errOut, exit := runPatchCLI(t, "*** Begin Patch\n*** Delete File: old.txt\n*** End Patch", "apply-patch", "--home", home)
