@@ -73,6 +73,10 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// emptyDirMarker stands for an empty directory in a golden tree, since git
+// does not keep empty directories.
+const emptyDirMarker = ".emptydir"
+
 func readTree(t *testing.T, root string) map[string][]byte {
 	t.Helper()
 	m := map[string][]byte{}
@@ -85,6 +89,8 @@ func readTree(t *testing.T, root string) map[string][]byte {
 		}
 		rel, _ := filepath.Rel(root, p)
 		switch {
+		case d.Name() == emptyDirMarker:
+			// Git keeps no empty directories: a golden tree marks them.
 		case d.IsDir():
 			if rel != "." {
 				m[rel+"/"] = nil
@@ -113,6 +119,15 @@ func writeTree(t *testing.T, root string, m map[string][]byte) {
 		p := filepath.Join(root, rel)
 		if strings.HasSuffix(rel, "/") {
 			os.MkdirAll(p, 0o755)
+			empty := true
+			for other := range m {
+				if other != rel && strings.HasPrefix(other, rel) {
+					empty = false
+				}
+			}
+			if empty {
+				os.WriteFile(filepath.Join(p, emptyDirMarker), nil, 0o644)
+			}
 			continue
 		}
 		os.MkdirAll(filepath.Dir(p), 0o755)
