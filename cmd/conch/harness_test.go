@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/conchsh/conch/internal/supervisor"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,10 +64,20 @@ func newHome(t *testing.T, config string) string {
 	return home
 }
 
-// killLeftovers ends any supervisor a failed test left behind.
+// killLeftovers ends any supervisor a failed test left behind, and then
+// the commands of the home's sessions: a SIGKILLed supervisor leaves its
+// command running in its cgroup (an engine sweeps it at its next start),
+// and a leftover `sleep 9xx.1` would break the process counts of later
+// runs.
 func killLeftovers(t *testing.T, home string) {
-	out, _ := exec.Command("pkill", "-9", "-f", "supervise --home "+home).CombinedOutput()
-	_ = out
+	exec.Command("pkill", "-9", "-f", "supervise --home "+home).Run()
+	dirs, _ := filepath.Glob(filepath.Join(home, "sessions", "*"))
+	for _, dir := range dirs {
+		var m supervisor.Meta
+		if supervisor.ReadJSON(supervisor.MetaPath(dir), &m) == nil {
+			supervisor.Sweep(m)
+		}
+	}
 }
 
 // startConch runs `conch mcp` on home and connects to it.
@@ -215,6 +226,31 @@ func eventually(t *testing.T, d time.Duration, f func() string) {
 func pgrep(pattern string) []string {
 	out, _ := exec.Command("pgrep", "-f", pattern).Output()
 	return strings.Fields(string(out))
+}
+
+// pgrepHome is pgrep limited to the commands of one home's sessions: those
+// whose session leader is a `conch supervise --home home` (the supervisor
+// starts a pipe session's command in its own session). Leftovers of other
+// runs on the machine do not count.
+func pgrepHome(pattern, home string) []string {
+	var out []string
+	for _, pid := range pgrep(pattern) {
+		b, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session ...
+		_, rest, ok := strings.Cut(string(b), ") ")
+		f := strings.Fields(rest)
+		if !ok || len(f) < 4 {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + f[3] + "/cmdline")
+		if strings.Contains(strings.ReplaceAll(string(cmdline), "\x00", " "), "supervise --home "+home) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // marker returns a unique string usable in a command line to find its

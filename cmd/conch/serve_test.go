@@ -521,8 +521,8 @@ func TestServeMaxRunningUnderConcurrency(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if running != 2 || len(pgrep("^sleep 922.1")) != 2 {
-		t.Fatalf("%d running (%d processes), want 2", running, len(pgrep("^sleep 922.1")))
+	if running != 2 || len(pgrepHome("^sleep 922.1", g.home)) != 2 {
+		t.Fatalf("%d running (%d processes), want 2", running, len(pgrepHome("^sleep 922.1", g.home)))
 	}
 	_, m := g.do("GET", "/v1/sessions", g.token, nil, nil)
 	for _, s := range m["details"].(map[string]any)["sessions"].([]any) {
