@@ -260,6 +260,12 @@
     go(url.pathname + url.search);
   });
   window.addEventListener("popstate", () => { if (location.pathname !== "/login") route(); });
+  // Free the long-lived connections when the page goes away (browsers
+  // allow only a few per host over HTTP/1.1).
+  window.addEventListener("pagehide", () => {
+    closePage();
+    if (state.events) { state.events.close(); state.events = null; }
+  });
   document.getElementById("logout").addEventListener("click", async () => {
     try { await api("DELETE", "/v1/ui/session"); } catch (_) { /* signed out anyway */ }
     state.csrf = "";
@@ -510,7 +516,7 @@
     function showInfo() {
       const s = entry;
       document.getElementById("state-badge").replaceChildren(stateBadge(s));
-      info.replaceChildren(
+      info.replaceChildren(...[
         h("dt", {}, "Command"), h("dd", {}, h("code", { class: "cmd" }, s.command)),
         h("dt", {}, "Agent"), h("dd", {}, s.agent || agent),
         h("dt", {}, "Host"), h("dd", {}, s.host + (s.pty ? " · pty" : "")),
@@ -519,7 +525,7 @@
         h("dt", {}, "Runtime"), h("dd", {}, fmtDur(s.durationMs !== undefined ? s.durationMs : s.runtimeMs)),
         h("dt", {}, "End"), h("dd", { id: "end-text" }, endText(s)),
         s.approvalId ? [h("dt", {}, "Approval"), h("dd", { class: "mono" }, s.approvalId)] : null,
-        s.pid ? [h("dt", {}, "PID"), h("dd", {}, s.pid)] : null);
+        s.pid ? [h("dt", {}, "PID"), h("dd", {}, s.pid)] : null].flat().filter(Boolean));
       const running = s.state === "running";
       killBtn.disabled = !running;
       rmBtn.disabled = running;

@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+)
+
+// browser is a headless Chromium driven over CDP, with the page's console
+// collected.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	dir string // screenshots
+
+	mu      sync.Mutex
+	console []chromedp.ConsoleMessage
+}
+
+// chromium returns the path of a Chromium binary, or skips the test.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium): the control UI browser tests need it")
+	return ""
+}
+
+// artifactDir is where screenshots go: $CONCH_TEST_ARTIFACTS/<test>, else
+// a directory under t.TempDir().
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("CONCH_TEST_ARTIFACTS")
+	if base == "" {
+		base = t.TempDir()
+	}
+	dir := filepath.Join(base, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots in %s", dir)
+	return dir
+}
+
+func newBrowser(t *testing.T, width, height int) *browser {
+	t.Helper()
+	path := chromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(width, height),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx)
+	ctx, cancelT := context.WithTimeout(ctx, 150*time.Second)
+	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
+	b := &browser{t: t, ctx: ctx, dir: artifactDir(t)}
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.console = append(b.console, m)
+			b.mu.Unlock()
+		}
+	}()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(width), int64(height))); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return b
+}
+
+// do runs actions, failing the test with a screenshot on error.
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.shot("failure-" + regexp.MustCompile(`\W+`).ReplaceAllString(what, "-"))
+		html, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string]("document.getElementById('main') ? document.getElementById('main').innerText : ''"))
+		b.t.Fatalf("%s: %v\npage text:\n%s\nconsole: %v", what, err, html, b.messages())
+	}
+}
+
+// wait polls a JavaScript predicate.
+func (b *browser) wait(what, expr string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	safe := "(() => { try { return !!(" + expr + "); } catch (e) { return false; } })()"
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](safe, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(25*time.Second))); err != nil {
+		b.shot("failure-" + regexp.MustCompile(`\W+`).ReplaceAllString(what, "-"))
+		text, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string]("document.body.innerText"))
+		b.t.Fatalf("waiting for %s (%s): %v\npage text:\n%s\nconsole: %v", what, expr, err, text, b.messages())
+	}
+}
+
+func (b *browser) eval(expr string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		b.t.Fatalf("eval %s: %v", expr, err)
+	}
+	return v
+}
+
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, name+".png"), png, 0o644); err != nil {
+		b.t.Log(err)
+	}
+}
+
+func (b *browser) messages() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, m := range b.console {
+		out = append(out, fmt.Sprintf("[%s %s] %s (%s)", m.Type, m.Source, m.Text, m.URL))
+	}
+	return out
+}
+
+// checkConsole fails on any console error, warning or exception except
+// the browser's network log lines for the answers listed in allowed
+// (URL substring -> status), which the test provoked on purpose.
+func (b *browser) checkConsole(allowed map[string]int) {
+	b.t.Helper()
+	time.Sleep(200 * time.Millisecond)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range b.console {
+		if m.Type != "error" && m.Type != "warning" && !m.IsException() && m.Type != "assert" {
+			continue
+		}
+		ok := false
+		for u, status := range allowed {
+			if m.Source == "network" && strings.Contains(m.URL, u) && strings.Contains(m.Text, fmt.Sprintf("status of %d", status)) {
+				ok = true
+			}
+		}
+		if !ok {
+			b.t.Errorf("console %s (%s): %s at %s:%d", m.Type, m.Source, m.Text, m.URL, m.Line)
+		}
+	}
+}
+
+// loginLink runs `conch ui --print` against the gateway of home.
+func loginLink(t *testing.T, home string) string {
+	t.Helper()
+	out, err := exec.Command(conchBin, "ui", "--home", home, "--print").Output()
+	if err != nil {
+		t.Fatalf("conch ui: %v", err)
+	}
+	link := strings.TrimSpace(string(out))
+	if !regexp.MustCompile(`^http://127\.0\.0\.1:\d+/login#code=clc_[A-Za-z0-9_-]{43}$`).MatchString(link) {
+		t.Fatalf("login link %q", link)
+	}
+	return link
+}
+
+func js(s string) string { return fmt.Sprintf("%q", s) }
+
+// setText sets an input's value as typing would (an input event follows).
+func setText(sel, value string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const e = document.querySelector(%s); e.value = %s; return e.dispatchEvent(new Event("input")); })()`, js(sel), js(value)))(ctx, t)
+		return err
+	})
+}
+
+// TestUIApproveStreamKill is the operator's main path in the browser:
+// sign in with a login link, see an agent's exec request arrive live,
+// approve it with the keyboard, watch and feed the session's output, kill
+// it; then the policy editor's conflict handling, the nodes page without
+// node hosts, the phone layout and sign-out.
+func TestUIApproveStreamKill(t *testing.T) {
+	home := newHome(t, `{"tools":{"exec":{"host":"gateway","ask":"always"}}}`)
+	g := startGateway(t, home)
+	b := newBrowser(t, 1280, 900)
+
+	// A login link works once.
+	link := loginLink(t, home)
+	b.do("open login link", chromedp.Navigate(link))
+	b.wait("signed in", `location.pathname === "/approvals" && !!document.querySelector("#approval-list .empty")`)
+	if h := b.eval(`location.hash`); h != "" {
+		t.Fatalf("login code left in the URL: %q", h)
+	}
+	cs, err := chromedp.Call(b.ctx, network.GetCookies, network.GetCookiesParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range cs.Cookies {
+		if c.Name == "conch_ui" {
+			found = true
+			if !c.HTTPOnly || c.SameSite != network.CookieSameSiteStrict {
+				t.Fatalf("cookie attributes: %+v", c)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no conch_ui cookie")
+	}
+	if code, m := g.do("POST", "/v1/ui/session", "", map[string]any{"code": strings.SplitN(link, "#code=", 2)[1]}, nil); code != 401 {
+		t.Fatalf("login code reused: %d %v", code, m)
+	}
+
+	// An agent asks over MCP; the request appears live.
+	agent := g.mcpClient(g.token)
+	cmd := `printf '\033[31mred-950\033[0m plain\n'; head -n 1; echo after-input-950; sleep 950.1`
+	r := agent.exec(map[string]any{"command": cmd, "background": true})
+	if r.str("status") != "approval-pending" {
+		t.Fatalf("exec: %s %v", r.Text, r.D)
+	}
+	slug, sid := r.str("approvalSlug"), r.str("sessionId")
+	b.wait("approval card", fmt.Sprintf(`[...document.querySelectorAll(".approval")].some(c => c.innerText.includes(%s) && c.innerText.includes("head -n 1"))`, js(slug)))
+	b.wait("explain text", `document.querySelector(".approval pre.explain").textContent.includes("verdict")`)
+	card := b.eval(`document.querySelector(".approval").innerText`)
+	for _, want := range []string{"main", "gateway", "/usr/bin/head", "Allow once", "Always allow", "Deny", "left"} {
+		if !strings.Contains(card, want) {
+			t.Errorf("approval card lacks %q:\n%s", want, card)
+		}
+	}
+	b.do("open explain", chromedp.Click(".approval details summary"))
+	b.shot("01-approval-pending")
+
+	// Keyboard: focus the card, press o (allow once).
+	b.do("allow once by keyboard", chromedp.Focus(".approval"), chromedp.KeyEvent("o"))
+	b.wait("card gone", `!document.querySelector(".approval")`)
+	b.wait("history row", fmt.Sprintf(`document.querySelector("#history").innerText.includes(%s) && document.querySelector("#history").innerText.includes("allow-once") && document.querySelector("#history").innerText.includes("ui:operator")`, js(slug)))
+	b.shot("02-approval-history")
+
+	// Sessions list, then the session view.
+	b.do("sessions page", chromedp.Click(`nav a[data-nav="sessions"]`))
+	b.wait("session row", fmt.Sprintf(`!!document.querySelector('#sessions tr[data-id=%s]')`, js(sid)))
+	b.wait("session running", fmt.Sprintf(`document.querySelector('#sessions tr[data-id=%s]').innerText.includes("running")`, js(sid)))
+	b.shot("03-sessions")
+	b.do("open session", chromedp.Click(fmt.Sprintf(`#sessions tr[data-id=%s] a`, js(sid))))
+	b.wait("output streamed", `!!document.querySelector("#output") && document.querySelector("#output").textContent.includes("red-950 plain")`)
+	if c := b.eval(`(() => { const s = [...document.querySelectorAll("#output span")].find(s => s.textContent === "red-950"); return s ? s.style.color : "none"; })()`); c != "rgb(205, 49, 49)" {
+		t.Errorf("ANSI red not rendered: %q (output %q)", c, b.eval(`document.querySelector("#output").innerHTML`))
+	}
+	// Output that the command prints after the page opened, driven by
+	// input sent from the page, arrives live.
+	b.do("send input", chromedp.SendKeys("#input", "hello-from-ui-950\r"))
+	b.wait("live output", `document.querySelector("#output").textContent.includes("hello-from-ui-950\nafter-input-950")`)
+	b.do("search", chromedp.SendKeys("#search", "after-input\r"))
+	b.wait("search results", `document.querySelector("#search-results").innerText.includes("after-input-950")`)
+	b.shot("04-session-live")
+	if n := len(pgrep(`^sleep 950\.1`)); n != 1 {
+		t.Fatalf("sleep 950.1 processes before kill: %d", n)
+	}
+	b.do("kill", chromedp.Click("#kill"))
+	b.wait("killed", `document.querySelector("#end-state").textContent.includes("killed") && document.querySelector("#state-badge").innerText.includes("killed")`)
+	eventually(t, 5*time.Second, func() string {
+		if p := pgrep(`^sleep 950\.1`); len(p) != 0 {
+			return fmt.Sprintf("sleep 950.1 still running: %v", p)
+		}
+		return ""
+	})
+	if code, m := g.do("GET", "/v1/sessions/"+sid, g.token, nil, nil); code != 200 || m["killedBy"] != "operator" {
+		t.Fatalf("session after UI kill: %d %v", code, m)
+	}
+	b.shot("05-session-killed")
+
+	// Policy: validation, then a conflicting write from elsewhere.
+	b.do("policy page", chromedp.Click(`nav a[data-nav="policy"]`))
+	b.wait("policy loaded", `document.querySelector("#policy-text").value.includes('"version": 1')`)
+	b.do("invalid edit", setText("#policy-text", `{"version": 2}`))
+	b.wait("validation error", `document.querySelector("#policy-errors").innerText.includes("version must be 1") && document.querySelector("#policy-save").disabled`)
+	mine := `{"version": 1, "defaults": {"ask": "on-miss"}, "agents": {"main": {"allowlist": [{"pattern": "/usr/bin/true"}]}}}`
+	b.do("valid edit", setText("#policy-text", mine))
+	b.wait("save enabled", `!document.querySelector("#policy-save").disabled && document.querySelector("#policy-errors").children.length === 0`)
+	code, cur := g.do("GET", "/v1/approvals-file", g.operator, nil, nil)
+	if code != 200 {
+		t.Fatalf("approvals-file: %d %v", code, cur)
+	}
+	if code, m := g.do("PUT", "/v1/approvals-file", g.operator, map[string]any{"file": map[string]any{"version": 1, "defaults": map[string]any{"security": "allowlist"}}, "baseHash": cur["hash"]}, nil); code != 200 {
+		t.Fatalf("concurrent write: %d %v", code, m)
+	}
+	b.do("save", chromedp.Click("#policy-save"))
+	b.wait("conflict shown", `!!document.querySelector("#policy-conflict") && document.querySelector("#policy-text").value.includes("/usr/bin/true")`)
+	b.shot("06-policy-conflict")
+	b.do("overwrite", chromedp.Click("#policy-overwrite"))
+	b.wait("saved", `!document.querySelector("#policy-conflict") && document.querySelector("#policy-text").value.includes("/usr/bin/true")`)
+	raw, err := os.ReadFile(filepath.Join(home, "exec-approvals.json"))
+	if err != nil || !strings.Contains(string(raw), "/usr/bin/true") || strings.Contains(string(raw), `"security"`) {
+		t.Fatalf("approvals file after overwrite: %v %s", err, raw)
+	}
+	b.do("explain", chromedp.SendKeys("#explain-command", "true\r"))
+	b.wait("explain answer", `document.querySelector("#explain-out").textContent.includes("/usr/bin/true")`)
+
+	// Nodes: this gateway has no node hosts (503); the page says so.
+	b.do("nodes page", chromedp.Click(`nav a[data-nav="nodes"]`))
+	b.wait("nodes unavailable", `!!document.querySelector("#nodes-unavailable") && document.querySelector("#bindings").innerText.includes("main")`)
+	b.shot("07-nodes-unavailable")
+
+	// Phone width: no horizontal scrolling on any page.
+	b.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch))
+	r2 := agent.exec(map[string]any{"command": "echo phone-width-check-950 && sleep 950.2", "background": true})
+	for _, p := range []struct{ name, path, ready string }{
+		{"approvals", "/approvals", `!!document.querySelector(".approval")`},
+		{"sessions", "/sessions", `!!document.querySelector("#sessions tbody tr[data-id]")`},
+		{"session", "/sessions/" + sid + "?agent=main", `!!document.querySelector("#output") && document.querySelector("#output").textContent.includes("after-input-950")`},
+		{"policy", "/policy", `document.querySelector("#policy-text").value.length > 0`},
+		{"nodes", "/nodes", `!!document.querySelector("#nodes-unavailable")`},
+	} {
+		b.do("phone "+p.name, chromedp.Navigate(g.base+p.path))
+		b.wait("phone "+p.name+" ready", p.ready)
+		if w := b.eval(`String(document.documentElement.scrollWidth) + " " + String(window.innerWidth)`); func() bool {
+			var sw, iw int
+			fmt.Sscan(w, &sw, &iw)
+			return sw > iw
+		}() {
+			t.Errorf("phone %s: horizontal overflow (scrollWidth innerWidth = %s)", p.name, w)
+		}
+		b.shot("08-phone-" + p.name)
+	}
+	// Deny from the phone by tapping.
+	b.do("phone approvals", chromedp.Navigate(g.base+"/approvals"))
+	b.wait("phone card", `!!document.querySelector(".approval")`)
+	b.do("deny", chromedp.Click(`.approval [data-decision="deny"]`))
+	b.wait("denied", `!document.querySelector(".approval")`)
+	if r := agent.process(map[string]any{"action": "poll", "sessionId": r2.str("sessionId")}); !strings.Contains(r.Text, "denied") {
+		t.Errorf("denied approval: %s", r.Text)
+	}
+
+	// Sign out: the cookie is dead afterwards.
+	b.do("sign out", chromedp.Click("#logout"))
+	b.wait("login form", `!!document.querySelector("#token") && document.querySelector("#top").hidden`)
+	b.do("reload", chromedp.Navigate(g.base+"/sessions"))
+	b.wait("still signed out", `!!document.querySelector("#token")`)
+	b.shot("09-signed-out")
+	b.checkConsole(map[string]int{"/v1/nodes": 503, "/v1/approvals-file": 409, "/v1/ui/session": 401})
+}
