@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
@@ -149,8 +150,8 @@ func (b *browser) messages() []string {
 
 // checkConsole fails on any console error, warning or exception except
 // the browser's network log lines for the answers listed in allowed
-// (URL substring -> status), which the test provoked on purpose.
-func (b *browser) checkConsole(allowed map[string]int) {
+// ("URL-substring status"), which the test provoked on purpose.
+func (b *browser) checkConsole(allowed ...string) {
 	b.t.Helper()
 	time.Sleep(200 * time.Millisecond)
 	b.mu.Lock()
@@ -160,8 +161,9 @@ func (b *browser) checkConsole(allowed map[string]int) {
 			continue
 		}
 		ok := false
-		for u, status := range allowed {
-			if m.Source == "network" && strings.Contains(m.URL, u) && strings.Contains(m.Text, fmt.Sprintf("status of %d", status)) {
+		for _, a := range allowed {
+			u, status, _ := strings.Cut(a, " ")
+			if m.Source == "network" && strings.Contains(m.URL, u) && strings.Contains(m.Text, "status of "+status+" ") {
 				ok = true
 			}
 		}
@@ -358,5 +360,53 @@ func TestUIApproveStreamKill(t *testing.T) {
 	b.do("reload", chromedp.Navigate(g.base+"/sessions"))
 	b.wait("still signed out", `!!document.querySelector("#token")`)
 	b.shot("09-signed-out")
-	b.checkConsole(map[string]int{"/v1/nodes": 503, "/v1/approvals-file": 409, "/v1/ui/session": 401})
+	b.checkConsole("/v1/nodes 503", "/v1/approvals-file 409", "/v1/ui/session 401")
+}
+
+// TestUIPTYTerminal signs in with the operator token, refuses an agent
+// token, and drives a PTY session in the xterm.js widget: a prompt without
+// a newline shows at once, keys typed into the terminal reach the
+// program.
+func TestUIPTYTerminal(t *testing.T) {
+	home := newHome(t, `{"tools":{"exec":{"host":"gateway","security":"full","ask":"off"}}}`)
+	g := startGateway(t, home)
+	b := newBrowser(t, 1100, 800)
+
+	b.do("login page", chromedp.Navigate(g.base+"/login"))
+	b.wait("token form", `!!document.querySelector("#token")`)
+	b.do("agent token", chromedp.SendKeys("#token", g.token+"\r"))
+	b.wait("agent token refused", `document.querySelector("#login-error").textContent.includes("agent tokens cannot open the control UI")`)
+	b.do("operator token", setText("#token", ""), chromedp.SendKeys("#token", g.operator+"\r"))
+	b.wait("signed in", `location.pathname === "/approvals" && !document.querySelector("#top").hidden`)
+
+	agent := g.mcpClient(g.token)
+	r := agent.exec(map[string]any{"command": `printf 'pty-950> '; head -n 1; echo got-it-950; sleep 950.3`, "pty": true, "background": true})
+	sid := r.str("sessionId")
+	if sid == "" {
+		t.Fatalf("exec: %s %v", r.Text, r.D)
+	}
+	b.do("session page", chromedp.Navigate(g.base+"/sessions/"+sid+"?agent=main"))
+	b.wait("prompt in terminal", `document.querySelector("#terminal .xterm-rows").textContent.includes("pty-950>")`)
+	// Text goes in as the browser's text input (as typing or an IME does;
+	// synthetic key events would deliver each character twice), then a
+	// real Enter key press.
+	b.do("type into terminal", chromedp.Click("#terminal"), chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, input.InsertText, input.InsertTextParams{Text: "typed-in-xterm"})
+		return err
+	}), chromedp.KeyEvent("\r"))
+	b.wait("program answered", `document.querySelector("#terminal .xterm-rows").textContent.includes("got-it-950")`)
+	rows := b.eval(`document.querySelector("#terminal .xterm-rows").textContent`)
+	if strings.Count(rows, "typed-in-xterm") != 2 { // the tty's echo, then head's copy
+		t.Errorf("terminal lacks the echoed input: %q", rows)
+	}
+	b.shot("01-pty-terminal")
+	b.do("kill", chromedp.Click("#kill"))
+	b.wait("killed", `document.querySelector("#state-badge").innerText.includes("killed")`)
+	eventually(t, 5*time.Second, func() string {
+		if p := pgrep(`^sleep 950\.3`); len(p) != 0 {
+			return fmt.Sprintf("sleep 950.3 still running: %v", p)
+		}
+		return ""
+	})
+	b.checkConsole("/v1/ui/session 401", "/v1/ui/session 403")
 }

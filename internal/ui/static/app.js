@@ -290,7 +290,7 @@
           h("kbd", {}, "o"), " allow once, ", h("kbd", {}, "a"), " always, ", h("kbd", {}, "d"), " deny")),
       list,
       h("h2", {}, "Recent decisions"),
-      h("div", { class: "scroll" }, h("table", { id: "history" },
+      h("div", { class: "scroll" }, h("table", { id: "history", class: "stack" },
         h("thead", {}, h("tr", {}, h("th", {}, "When"), h("th", {}, "Approval"), h("th", {}, "Command"),
           h("th", {}, "Agent"), h("th", {}, "Decision"), h("th", { class: "hide-narrow" }, "By"))), hist)));
     const cards = new Map();
@@ -388,12 +388,12 @@
           const req = byApproval[x.approvalId];
           const ev = req && byRequest[req.requestId];
           return h("tr", {},
-            h("td", {}, fmtTime(Date.parse(x.ts))),
-            h("td", { class: "mono" }, (req && req.slug) || (x.approvalId || "").slice(0, 8)),
-            h("td", { class: "mono cmdcell" }, ev ? ev.command : "—"),
-            h("td", {}, x.agent || "—"),
-            h("td", { class: x.decision === "deny" || x.decision === "timeout" ? "bad-text" : "ok-text" }, x.decision + (x.fallback ? " (" + x.fallback + ")" : "")),
-            h("td", { class: "hide-narrow" }, x.decidedBy || "—"));
+            h("td", { "data-label": "When" }, fmtTime(Date.parse(x.ts))),
+            h("td", { class: "mono", "data-label": "Approval" }, (req && req.slug) || (x.approvalId || "").slice(0, 8)),
+            h("td", { class: "mono cmdcell", "data-label": "Command" }, ev ? ev.command : "—"),
+            h("td", { "data-label": "Agent" }, x.agent || "—"),
+            h("td", { class: x.decision === "deny" || x.decision === "timeout" ? "bad-text" : "ok-text", "data-label": "Decision" }, x.decision + (x.fallback ? " (" + x.fallback + ")" : "")),
+            h("td", { "data-label": "By" }, x.decidedBy || "—"));
         });
         hist.replaceChildren(...(rows.length ? rows : [h("tr", {}, h("td", { colspan: "6", class: "muted" }, "No decisions in the ledger yet."))]));
       } catch (ex) {
@@ -445,19 +445,19 @@
     const page = {};
     let rows = [];
     main.append(h("div", { class: "row" }, h("h1", {}, "Sessions"), h("span", { class: "spacer" }), filter),
-      h("div", { class: "scroll" }, h("table", { id: "sessions" },
+      h("div", { class: "scroll" }, h("table", { id: "sessions", class: "stack" },
         h("thead", {}, h("tr", {}, h("th", {}, "Session"), h("th", {}, "Agent"), h("th", {}, "Command"), h("th", {}, "State"),
           h("th", {}, "End"), h("th", {}, "Runtime"), h("th", { class: "hide-narrow" }, "Host"), h("th", { class: "hide-narrow" }, "Started"))), body)));
     function draw() {
       const q = filter.value.trim().toLowerCase();
       const list = rows.filter(s => !q || [s.sessionId, s.agent, s.command, s.state, s.status, s.name, s.host].join(" ").toLowerCase().includes(q));
       body.replaceChildren(...(list.length ? list.map(s => h("tr", { "data-id": s.sessionId },
-        h("td", { class: "mono" }, h("a", { href: "/sessions/" + encodeURIComponent(s.sessionId) + "?agent=" + encodeURIComponent(s.agent || "main") }, s.sessionId)),
-        h("td", {}, s.agent || "main"),
-        h("td", { class: "mono cmdcell" }, s.command, s.pty ? h("span", { class: "muted" }, " (pty)") : null),
-        h("td", {}, stateBadge(s)),
-        h("td", {}, endText(s)),
-        h("td", {}, fmtDur(s.durationMs !== undefined ? s.durationMs : s.runtimeMs)),
+        h("td", { class: "mono", "data-label": "Session" }, h("a", { href: "/sessions/" + encodeURIComponent(s.sessionId) + "?agent=" + encodeURIComponent(s.agent || "main") }, s.sessionId)),
+        h("td", { "data-label": "Agent" }, s.agent || "main"),
+        h("td", { class: "mono cmdcell", "data-label": "Command" }, s.command, s.pty ? h("span", { class: "muted" }, " (pty)") : null),
+        h("td", { "data-label": "State" }, stateBadge(s)),
+        h("td", { "data-label": "End" }, endText(s)),
+        h("td", { "data-label": "Runtime" }, fmtDur(s.durationMs !== undefined ? s.durationMs : s.runtimeMs)),
         h("td", { class: "hide-narrow" }, s.host),
         h("td", { class: "hide-narrow" }, fmtTime(s.startedAt)))) : [h("tr", {}, h("td", { colspan: "8", class: "muted" }, rows.length ? "No session matches the filter." : "No sessions yet."))]));
     }
@@ -718,7 +718,7 @@
             try { await api("PUT", "/v1/agents/" + encodeURIComponent(a.name) + "/exec-defaults", Object.assign({}, d, { node: sel.value })); toast(a.name + ": node " + (sel.value || "unbound")); }
             catch (ex) { toast(ex.message); }
           } }, "Save");
-          return h("tr", {}, h("td", {}, a.name), h("td", {}, "host " + (d.host || "(config)")), h("td", { class: "row" }, sel, save));
+          return h("tr", {}, h("td", {}, a.name), h("td", {}, d.host || "(from config)"), h("td", { class: "row" }, sel, save));
         }));
         bind.replaceChildren(h("div", { class: "scroll" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Agent"), h("th", {}, "Exec host"), h("th", {}, "Node"))), h("tbody", {}, rows))));
       } catch (ex) { bind.replaceChildren(h("p", { class: "error" }, ex.message)); }
