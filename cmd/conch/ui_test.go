@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -409,4 +410,46 @@ func TestUIPTYTerminal(t *testing.T) {
 		return ""
 	})
 	b.checkConsole("/v1/ui/session 401", "/v1/ui/session 403")
+}
+
+// TestServeStreamBytes covers what the UI's terminal reads: bytes=true
+// streams the output as produced (partial lines, escapes and CR kept, no
+// split UTF-8 sequence), and operators name the session's agent in the
+// query because an EventSource cannot send X-Conch-Agent.
+func TestServeStreamBytes(t *testing.T) {
+	g := startGateway(t, newHome(t, `{"tools":{"exec":{"host":"gateway","security":"full","ask":"off"}}}`))
+	_, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": `printf 'partial-951 \033[1m\342\202'; sleep 1; printf '\254 done\r\n'; sleep 951.1`, "background": true}, nil)
+	id, _ := m["details"].(map[string]any)["sessionId"].(string)
+	if id == "" {
+		t.Fatalf("exec: %v", m)
+	}
+	t.Cleanup(func() { g.do("POST", "/v1/sessions/"+id+"/kill", g.token, map[string]any{}, nil) })
+	var texts []string
+	readSSE(t, g.base+"/v1/sessions/"+id+"/stream?bytes=true&agent=main", g.operator, nil, func(e sseEvent) bool {
+		if e.event != "output" {
+			return false
+		}
+		var d struct{ Text string }
+		json.Unmarshal([]byte(e.data), &d)
+		texts = append(texts, d.Text)
+		return strings.Contains(strings.Join(texts, ""), "done")
+	}, 10*time.Second)
+	if texts[0] != "partial-951 \x1b[1m" {
+		t.Errorf("first chunk %q: want the partial line without the incomplete rune", texts[0])
+	}
+	if all := strings.Join(texts, ""); all != "partial-951 \x1b[1m€ done\r\n" {
+		t.Errorf("bytes %q", all)
+	}
+	// The agent query is for operators: an operator naming another agent
+	// finds nothing, an agent's own query is ignored.
+	if code, _ := g.do("GET", "/v1/sessions/"+id+"/stream?bytes=true&agent=nobody", g.operator, nil, nil); code != 404 {
+		t.Errorf("operator, other agent: %d", code)
+	}
+	got := readSSE(t, g.base+"/v1/sessions/"+id+"/stream?bytes=true&agent=nobody", g.token, nil, func(e sseEvent) bool { return e.event == "output" }, 10*time.Second)
+	if len(got) == 0 {
+		t.Error("agent stream with agent query")
+	}
+	if code, m := g.do("GET", "/v1/sessions/"+id+"/stream?bytes=true&stream=stdout", g.token, nil, nil); code != 400 {
+		t.Errorf("bytes with one stream: %d %v", code, m)
+	}
 }
