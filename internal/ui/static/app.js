@@ -549,6 +549,12 @@
         term = new window.Terminal({ convertEol: false, fontSize: 13, scrollback: 5000, cursorBlink: false,
           theme: { background: "#14161a" } });
         if (window.FitAddon) { fit = new window.FitAddon.FitAddon(); term.loadAddon(fit); }
+        // The terminal takes Tab and Escape for the program; F6 moves the
+        // focus out of it so that keyboard users are never trapped.
+        term.attachCustomKeyEventHandler((e) => {
+          if (e.key === "F6" && e.type === "keydown") { killBtn.disabled ? inputIn.focus() : killBtn.focus(); return false; }
+          return true;
+        });
         term.open(box);
         if (fit) fit.fit();
         let chain = Promise.resolve();
