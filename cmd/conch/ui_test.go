@@ -211,7 +211,7 @@ func TestUIApproveStreamKill(t *testing.T) {
 	// A login link works once.
 	link := loginLink(t, home)
 	b.do("open login link", chromedp.Navigate(link))
-	b.wait("signed in", `location.pathname === "/approvals" && !!document.querySelector("#approval-list .empty")`)
+	b.wait("signed in", `location.pathname === "/" && document.querySelector("#overview-approvals").innerText.includes("Nothing waiting")`)
 	if h := b.eval(`location.hash`); h != "" {
 		t.Fatalf("login code left in the URL: %q", h)
 	}
@@ -243,6 +243,9 @@ func TestUIApproveStreamKill(t *testing.T) {
 		t.Fatalf("exec: %s %v", r.Text, r.D)
 	}
 	slug, sid := r.str("approvalSlug"), r.str("sessionId")
+	b.wait("overview lists the request", fmt.Sprintf(`document.querySelector("#overview-approvals").innerText.includes(%s)`, js(slug)))
+	b.shot("00-overview")
+	b.do("approvals page", chromedp.Click(`nav a[data-nav="approvals"]`))
 	b.wait("approval card", fmt.Sprintf(`[...document.querySelectorAll(".approval")].some(c => c.innerText.includes(%s) && c.innerText.includes("head -n 1"))`, js(slug)))
 	b.wait("explain text", `document.querySelector(".approval pre.explain").textContent.includes("verdict")`)
 	card := b.eval(`document.querySelector(".approval").innerText`)
@@ -329,6 +332,7 @@ func TestUIApproveStreamKill(t *testing.T) {
 	b.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch))
 	r2 := agent.exec(map[string]any{"command": "echo phone-width-check-950 && sleep 950.2", "background": true})
 	for _, p := range []struct{ name, path, ready string }{
+		{"overview", "/", `document.querySelector("#overview-sessions").innerText.includes("kept")`},
 		{"approvals", "/approvals", `!!document.querySelector(".approval")`},
 		{"sessions", "/sessions", `!!document.querySelector("#sessions tbody tr[data-id]")`},
 		{"session", "/sessions/" + sid + "?agent=main", `!!document.querySelector("#output") && document.querySelector("#output").textContent.includes("after-input-950")`},
@@ -351,9 +355,12 @@ func TestUIApproveStreamKill(t *testing.T) {
 	b.wait("phone card", `!!document.querySelector(".approval")`)
 	b.do("deny", chromedp.Click(`.approval [data-decision="deny"]`))
 	b.wait("denied", `!document.querySelector(".approval")`)
-	if r := agent.process(map[string]any{"action": "poll", "sessionId": r2.str("sessionId")}); !strings.Contains(r.Text, "denied") {
-		t.Errorf("denied approval: %s", r.Text)
-	}
+	eventually(t, 10*time.Second, func() string {
+		if code, m := g.do("GET", "/v1/sessions/"+r2.str("sessionId"), g.token, nil, nil); code != 200 || m["state"] != "denied" {
+			return fmt.Sprintf("denied approval: %d %v", code, m)
+		}
+		return ""
+	})
 
 	// Sign out: the cookie is dead afterwards.
 	b.do("sign out", chromedp.Click("#logout"))
@@ -378,7 +385,7 @@ func TestUIPTYTerminal(t *testing.T) {
 	b.do("agent token", chromedp.SendKeys("#token", g.token+"\r"))
 	b.wait("agent token refused", `document.querySelector("#login-error").textContent.includes("agent tokens cannot open the control UI")`)
 	b.do("operator token", setText("#token", ""), chromedp.SendKeys("#token", g.operator+"\r"))
-	b.wait("signed in", `location.pathname === "/approvals" && !document.querySelector("#top").hidden`)
+	b.wait("signed in", `location.pathname === "/" && !document.querySelector("#top").hidden`)
 
 	agent := g.mcpClient(g.token)
 	r := agent.exec(map[string]any{"command": `printf 'pty-950> '; head -n 1; echo got-it-950; sleep 950.3`, "pty": true, "background": true})
@@ -409,7 +416,7 @@ func TestUIPTYTerminal(t *testing.T) {
 		}
 		return ""
 	})
-	b.checkConsole("/v1/ui/session 401", "/v1/ui/session 403")
+	b.checkConsole("/v1/ui/session 401", "/v1/ui/session 403", "/v1/nodes 503")
 }
 
 // TestServeStreamBytes covers what the UI's terminal reads: bytes=true

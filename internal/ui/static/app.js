@@ -28,6 +28,14 @@
     document.getElementById("toast").append(t);
     setTimeout(() => t.remove(), 4000);
   }
+  // debounce runs fn once, ms after the last of a burst of calls (events
+  // replayed from the gateway's ring arrive in bursts).
+  function debounce(fn, ms) {
+    let t = null;
+    const d = (...a) => { clearTimeout(t); t = setTimeout(() => { t = null; fn(...a); }, ms); };
+    d.cancel = () => clearTimeout(t);
+    return d;
+  }
   function fmtTime(ms) {
     if (!ms) return "—";
     const d = new Date(ms);
@@ -165,7 +173,7 @@
   async function signIn(body) {
     const r = await api("POST", "/v1/ui/session", body);
     state.csrf = r.csrf;
-    history.replaceState(null, "", "/approvals");
+    history.replaceState(null, "", "/");
     start();
   }
 
@@ -184,7 +192,7 @@
       showLogin(location.pathname === "/login" ? "" : "Sign in to continue.");
       return;
     }
-    if (location.pathname === "/login" || location.pathname === "/") history.replaceState(null, "", "/approvals");
+    if (location.pathname === "/login") history.replaceState(null, "", "/");
     start();
   }
 
@@ -203,18 +211,30 @@
     state.events = es;
     const live = document.getElementById("live");
     es.onopen = () => { live.textContent = "live"; live.classList.add("on"); };
-    es.onerror = () => { live.textContent = "reconnecting"; live.classList.remove("on"); };
+    es.onerror = async () => {
+      live.textContent = "reconnecting"; live.classList.remove("on");
+      if (es.readyState !== EventSource.CLOSED) return; // the browser retries by itself
+      // The gateway refused the stream (a restart ended the UI session,
+      // or it answered an error): check the session, then reconnect.
+      es.close();
+      if (state.events === es) state.events = null;
+      try { await api("GET", "/v1/ui/session"); } catch (_) { return; }
+      setTimeout(() => { if (!state.events && state.csrf) connectEvents(); }, 2000);
+    };
     for (const type of ["approval.requested", "approval.resolved", "approval.expired", "session.started",
       "session.backgrounded", "session.output", "session.ended", "session.evicted", "exec.notice",
       "node.pairing.requested", "node.connected", "node.disconnected", "node.renamed", "node.removed", "policy.changed"]) {
       es.addEventListener(type, (e) => {
         let data = {};
         try { data = JSON.parse(e.data); } catch (_) { /* keep {} */ }
-        if (type.startsWith("approval.")) refreshPendingCount();
+        if (type.startsWith("approval.")) pendingCountSoon();
+        if (type === "exec.notice") { notices.push(Object.assign({ at: Date.now() }, data)); if (notices.length > 50) notices.shift(); }
         for (const fn of listeners) fn(type, data);
       });
     }
   }
+  const notices = [];
+  const pendingCountSoon = debounce(() => refreshPendingCount(), 200);
   async function refreshPendingCount() {
     try {
       const r = await api("GET", "/v1/approvals?state=pending");
@@ -234,16 +254,17 @@
   function route() {
     closePage();
     const p = location.pathname;
-    let name = p.split("/")[1] || "approvals";
+    let name = p.split("/")[1] || "overview";
     for (const a of document.querySelectorAll("nav a")) {
       if (a.dataset.nav === name) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
     }
     main.replaceChildren();
     const m = p.match(/^\/sessions\/([^/]+)$/);
-    if (m) state.page = sessionPage(decodeURIComponent(m[1]), new URLSearchParams(location.search).get("agent") || "main");
+    if (m) state.page = sessionPage(decodeURIComponent(m[1]), new URLSearchParams(location.search).get("agent") || "");
     else if (name === "sessions") state.page = sessionsPage();
     else if (name === "nodes") state.page = nodesPage();
     else if (name === "policy") state.page = policyPage();
+    else if (name === "overview") state.page = overviewPage();
     else state.page = approvalsPage();
   }
   function go(path) {
@@ -278,6 +299,53 @@
     if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable || t.closest(".xterm"))) return;
     if (state.page && state.page.key && state.page.key(e)) e.preventDefault();
   });
+
+  // ---------- overview ----------
+  function overviewPage() {
+    const page = {};
+    const appr = h("div", { id: "overview-approvals" }), runs = h("div", { id: "overview-sessions" });
+    const nodesBox = h("div", { id: "overview-nodes" }), noteBox = h("div", { id: "overview-notices" });
+    main.append(h("h1", {}, "Overview"),
+      h("div", { class: "grid" },
+        h("section", { class: "card" }, h("h3", {}, h("a", { href: "/approvals" }, "Pending approvals")), appr),
+        h("section", { class: "card" }, h("h3", {}, h("a", { href: "/sessions" }, "Running sessions")), runs),
+        h("section", { class: "card" }, h("h3", {}, h("a", { href: "/nodes" }, "Nodes")), nodesBox),
+        h("section", { class: "card" }, h("h3", {}, "Latest notices"), noteBox)));
+    async function load() {
+      try {
+        const a = ((await api("GET", "/v1/approvals?state=pending")).approvals || []).filter(x => x.state === "pending");
+        appr.replaceChildren(a.length ? h("ul", { class: "plain" }, a.slice(0, 6).map(x => h("li", {},
+          h("span", { class: "mono" }, x.slug), " ", h("code", {}, x.command.length > 80 ? x.command.slice(0, 80) + "…" : x.command), h("span", { class: "muted" }, " · " + x.agent))))
+          : h("p", { class: "muted" }, "Nothing waiting."));
+      } catch (ex) { appr.replaceChildren(h("p", { class: "error" }, ex.message)); }
+      try {
+        const all = ((await api("GET", "/v1/sessions?all=true")).details || {}).sessions || [];
+        const r = all.filter(x => x.state === "running");
+        runs.replaceChildren(r.length ? h("ul", { class: "plain" }, r.slice(0, 8).map(x => h("li", {},
+          h("a", { href: "/sessions/" + encodeURIComponent(x.sessionId) + "?agent=" + encodeURIComponent(x.agent || "main"), class: "mono" }, x.sessionId), " ",
+          h("code", {}, x.command.length > 60 ? x.command.slice(0, 60) + "…" : x.command), h("span", { class: "muted" }, " · " + (x.agent || "main") + " · " + fmtDur(x.runtimeMs)))))
+          : h("p", { class: "muted" }, "None running (" + all.length + " kept)."));
+      } catch (ex) { runs.replaceChildren(h("p", { class: "error" }, ex.message)); }
+      try {
+        const n = await api("GET", "/v1/nodes");
+        const paired = n.paired || n.nodes || [];
+        nodesBox.replaceChildren(h("p", {}, paired.filter(x => x.connected).length + " connected, " + paired.filter(x => !x.connected).length + " offline, " + (n.pending || []).length + " pending"));
+      } catch (ex) { nodesBox.replaceChildren(h("p", { class: "muted" }, ex.status === 503 ? "Node hosts are not available on this gateway." : ex.message)); }
+      drawNotices();
+    }
+    function drawNotices() {
+      noteBox.replaceChildren(notices.length ? h("ul", { class: "plain" }, notices.slice(-8).reverse().map(n => h("li", {},
+        h("span", { class: n.kind === "failed" || n.kind === "denied" ? "bad-text" : "" }, n.kind), " ", (n.text || "").split("\n")[0],
+        n.sessionId ? [" ", h("a", { href: "/sessions/" + encodeURIComponent(n.sessionId) }, "open")] : null)))
+        : h("p", { class: "muted" }, "No notices since this page opened."));
+    }
+    const loadSoon = debounce(load, 300);
+    listeners.add((type) => { if (type !== "session.output") loadSoon(); });
+    const timer = setInterval(load, 5000);
+    page.close = () => { clearInterval(timer); loadSoon.cancel(); };
+    load();
+    return page;
+  }
 
   // ---------- approvals ----------
   function approvalsPage() {
@@ -400,12 +468,13 @@
         hist.replaceChildren(h("tr", {}, h("td", { colspan: "6", class: "error" }, ex.message)));
       }
     }
+    const loadSoon = debounce(load, 150), historySoon = debounce(loadHistory, 300);
     listeners.add((type) => {
-      if (type.startsWith("approval.")) { load(); if (type !== "approval.requested") loadHistory(); }
+      if (type.startsWith("approval.")) { loadSoon(); if (type !== "approval.requested") historySoon(); }
     });
     load();
     loadHistory();
-    page.close = () => page.timers.forEach(clearInterval);
+    page.close = () => { page.timers.forEach(clearInterval); loadSoon.cancel(); historySoon.cancel(); };
     page.key = (e) => {
       const all = [...list.querySelectorAll(".approval")];
       if (!all.length) return false;
@@ -532,6 +601,12 @@
     }
     async function refresh() {
       try {
+        if (!opts.agent) {
+          // A link without the agent (a notice): find the session's owner.
+          const all = ((await api("GET", "/v1/sessions?all=true")).details || {}).sessions || [];
+          const hit = all.find(x => x.sessionId === id);
+          opts.agent = agent = (hit && hit.agent) || "main";
+        }
         entry = await api("GET", base, undefined, opts);
         showInfo();
         return true;
@@ -729,7 +804,9 @@
         bind.replaceChildren(h("div", { class: "scroll" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Agent"), h("th", {}, "Exec host"), h("th", {}, "Node"))), h("tbody", {}, rows))));
       } catch (ex) { bind.replaceChildren(h("p", { class: "error" }, ex.message)); }
     }
-    listeners.add((type) => { if (type.startsWith("node.")) load(); });
+    const loadSoon = debounce(load, 300);
+    listeners.add((type) => { if (type.startsWith("node.")) loadSoon(); });
+    page.close = () => loadSoon.cancel();
     load();
     return page;
   }
@@ -835,9 +912,11 @@
         }
       }
     }
+    const loadSoon = debounce(load, 300);
+    page.close = () => loadSoon.cancel();
     listeners.add((type) => {
       if (type !== "policy.changed") return;
-      if (ta.value === loaded) load();
+      if (ta.value === loaded) loadSoon();
       else if (!document.getElementById("policy-conflict")) banner.replaceChildren(h("div", { class: "banner warn" }, "The approvals file changed elsewhere; saving will ask what to keep."));
     });
     load();
