@@ -328,6 +328,39 @@ func TestUIApproveStreamKill(t *testing.T) {
 	b.wait("nodes unavailable", `!!document.querySelector("#nodes-unavailable") && document.querySelector("#bindings").innerText.includes("main")`)
 	b.shot("07-nodes-unavailable")
 
+	// Agents: create one (its token is shown once), set its exec defaults.
+	b.do("agents page", chromedp.Click(`nav a[data-nav="agents"]`))
+	b.wait("agents listed", `!!document.querySelector('#agents tr[data-agent="main"]')`)
+	b.do("create agent", chromedp.SendKeys("#agent-name", "ci-950"), chromedp.SendKeys("#agent-workspace", "/tmp\r"))
+	b.wait("token shown", `/cat_[A-Za-z0-9_-]{43}/.test(document.querySelector("#agent-token").innerText) && !!document.querySelector('#agents tr[data-agent="ci-950"]')`)
+	tok := regexp.MustCompile(`cat_[A-Za-z0-9_-]{43}`).FindString(b.eval(`document.querySelector("#agent-token").innerText`))
+	if code, _ := g.do("GET", "/v1/sessions", tok, nil, nil); code != 200 {
+		t.Fatalf("the token shown does not work: %d", code)
+	}
+	b.do("set defaults", chromedp.SetValue(`#agents tr[data-agent="ci-950"] select[data-key="ask"]`, "always"),
+		chromedp.Click(`#agents tr[data-agent="ci-950"] td:nth-child(3) button`))
+	eventually(t, 5*time.Second, func() string {
+		if _, m := g.do("GET", "/v1/agents/ci-950/exec-defaults", g.operator, nil, nil); m["ask"] != "always" {
+			return fmt.Sprintf("exec defaults: %v", m)
+		}
+		return ""
+	})
+	b.shot("07b-agents")
+
+	// Ledger: the records of this test, and an intact chain.
+	b.do("ledger page", chromedp.Click(`nav a[data-nav="ledger"]`))
+	b.wait("ledger records", fmt.Sprintf(`document.querySelector("#ledger").innerText.includes("allow-once by ui:operator") && document.querySelector("#ledger").innerText.includes(%s)`, js("policy")))
+	b.do("ledger filter", chromedp.SendKeys("#ledger-approval", slug+"\r"))
+	b.wait("filtered", `[...document.querySelectorAll("#ledger tbody tr")].every(r => !r.innerText.includes("exec-approvals.json"))`)
+	b.do("verify", chromedp.Click("#ledger-verify-btn"))
+	b.wait("chain intact", `document.querySelector("#ledger-verify").innerText.includes("Chain intact")`)
+	b.shot("07c-ledger")
+
+	// Doctor: the findings of this home.
+	b.do("doctor page", chromedp.Click(`nav a[data-nav="doctor"]`))
+	b.wait("findings", `!!document.querySelector("#doctor .finding, #doctor .empty")`)
+	b.shot("07d-doctor")
+
 	// Phone width: no horizontal scrolling on any page.
 	b.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch))
 	r2 := agent.exec(map[string]any{"command": "echo phone-width-check-950 && sleep 950.2", "background": true})
@@ -338,6 +371,9 @@ func TestUIApproveStreamKill(t *testing.T) {
 		{"session", "/sessions/" + sid + "?agent=main", `!!document.querySelector("#output") && document.querySelector("#output").textContent.includes("after-input-950")`},
 		{"policy", "/policy", `document.querySelector("#policy-text").value.length > 0`},
 		{"nodes", "/nodes", `!!document.querySelector("#nodes-unavailable")`},
+		{"agents", "/agents", `!!document.querySelector('#agents tr[data-agent="ci-950"]')`},
+		{"ledger", "/ledger", `document.querySelectorAll("#ledger tbody tr").length > 3`},
+		{"doctor", "/doctor", `!!document.querySelector("#doctor .finding, #doctor .empty")`},
 	} {
 		b.do("phone "+p.name, chromedp.Navigate(g.base+p.path))
 		b.wait("phone "+p.name+" ready", p.ready)

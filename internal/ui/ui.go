@@ -16,7 +16,7 @@ import (
 var static embed.FS
 
 // pages are the client-side routes; each serves index.html.
-var pages = []string{"/", "/login", "/approvals", "/sessions", "/nodes", "/policy"}
+var pages = []string{"/", "/login", "/approvals", "/sessions", "/nodes", "/agents", "/policy", "/ledger", "/doctor"}
 
 // ContentSecurityPolicy is sent with every UI response. Styles allow
 // 'unsafe-inline' because xterm.js sizes its rows with a generated

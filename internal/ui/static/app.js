@@ -25,7 +25,9 @@
   }
   function toast(msg) {
     const t = h("div", { text: msg });
-    document.getElementById("toast").append(t);
+    const box = document.getElementById("toast");
+    box.append(t);
+    while (box.children.length > 3) box.firstElementChild.remove();
     setTimeout(() => t.remove(), 4000);
   }
   // debounce runs fn once, ms after the last of a burst of calls (events
@@ -265,6 +267,9 @@
     else if (name === "nodes") state.page = nodesPage();
     else if (name === "policy") state.page = policyPage();
     else if (name === "overview") state.page = overviewPage();
+    else if (name === "agents") state.page = agentsPage();
+    else if (name === "ledger") state.page = ledgerPage();
+    else if (name === "doctor") state.page = doctorPage();
     else state.page = approvalsPage();
   }
   function go(path) {
@@ -919,6 +924,161 @@
       if (ta.value === loaded) loadSoon();
       else if (!document.getElementById("policy-conflict")) banner.replaceChildren(h("div", { class: "banner warn" }, "The approvals file changed elsewhere; saving will ask what to keep."));
     });
+    load();
+    return page;
+  }
+
+  // ---------- agents ----------
+  // twoStep makes a destructive button ask once more on its own label.
+  function twoStep(label, confirmLabel, fn) {
+    let armed = false, t = null;
+    const b = h("button", { type: "button", class: "bad", onclick: async () => {
+      if (!armed) {
+        armed = true; b.textContent = confirmLabel;
+        t = setTimeout(() => { armed = false; b.textContent = label; }, 4000);
+        return;
+      }
+      clearTimeout(t); armed = false; b.textContent = label;
+      await fn();
+    } }, label);
+    return b;
+  }
+  function agentsPage() {
+    const page = {};
+    const body = h("tbody");
+    const banner = h("div", { id: "agent-banner" });
+    const name = h("input", { type: "text", id: "agent-name", placeholder: "build", "aria-label": "New agent id", pattern: "[a-z0-9][a-z0-9_\\-]{0,63}" });
+    const ws = h("input", { type: "text", id: "agent-workspace", placeholder: "(gateway cwd)", "aria-label": "Workspace" });
+    main.append(h("h1", {}, "Agents"), banner,
+      h("form", { class: "card row", onsubmit: async (e) => {
+        e.preventDefault();
+        try {
+          const r = await api("POST", "/v1/agents", { name: name.value.trim(), workspace: ws.value.trim() });
+          showToken(r.name, r.token, "created");
+          name.value = ""; ws.value = "";
+          load();
+        } catch (ex) { banner.replaceChildren(h("div", { class: "banner bad", role: "alert" }, ex.message)); }
+      } }, h("label", {}, "Agent id", name), h("label", {}, "Workspace", ws), h("button", { type: "submit", class: "primary" }, "Create agent")),
+      h("div", { class: "scroll" }, h("table", { id: "agents", class: "stack" }, h("thead", {}, h("tr", {},
+        h("th", {}, "Agent"), h("th", {}, "Workspace"), h("th", {}, "Exec defaults"), h("th", {}, ""))), body)));
+    function showToken(agent, token, what) {
+      banner.replaceChildren(h("div", { class: "banner warn", role: "alert", id: "agent-token" },
+        h("strong", {}, "Agent " + agent + " " + what + ". "), "Its token is shown once; give it to the MCP client now:",
+        h("code", { class: "cmd" }, token),
+        h("div", { class: "muted" }, "MCP URL " + location.origin + "/mcp, header Authorization: Bearer <token>")));
+    }
+    function defaultsEditor(a, d) {
+      const sel = (key, vals) => h("select", { "aria-label": key + " for " + a.name, "data-key": key },
+        h("option", { value: "" }, key + ": (config)"), vals.map(v => h("option", { value: v, selected: d[key] === v }, key + ": " + v)));
+      const host = sel("host", ["sandbox", "gateway", "node"]), sec = sel("security", ["deny", "allowlist", "full"]), ask = sel("ask", ["off", "on-miss", "always"]);
+      const node = h("input", { type: "text", value: d.node || "", placeholder: "node", size: "8", "aria-label": "node for " + a.name });
+      return h("div", { class: "row" }, host, sec, ask, node,
+        h("button", { type: "button", onclick: async () => {
+          try {
+            await api("PUT", "/v1/agents/" + encodeURIComponent(a.name) + "/exec-defaults", { host: host.value, security: sec.value, ask: ask.value, node: node.value.trim() });
+            toast(a.name + ": exec defaults saved");
+          } catch (ex) { toast(ex.message); }
+        } }, "Save"),
+        h("button", { type: "button", onclick: async () => {
+          try { await api("DELETE", "/v1/agents/" + encodeURIComponent(a.name) + "/exec-defaults"); toast(a.name + ": exec defaults cleared"); load(); }
+          catch (ex) { toast(ex.message); }
+        } }, "Clear"));
+    }
+    async function load() {
+      try {
+        const r = await api("GET", "/v1/agents");
+        const rows = await Promise.all((r.agents || []).map(async a => {
+          const d = await api("GET", "/v1/agents/" + encodeURIComponent(a.name) + "/exec-defaults").catch(() => ({}));
+          return h("tr", { "data-agent": a.name },
+            h("td", { "data-label": "Agent" }, h("strong", {}, a.name), h("div", { class: "muted" }, "since " + fmtTime(a.createdAt))),
+            h("td", { class: "mono", "data-label": "Workspace" }, a.workspace || "—"),
+            h("td", { "data-label": "Defaults" }, defaultsEditor(a, d || {})),
+            h("td", { class: "row", "data-label": "" },
+              h("button", { type: "button", onclick: async () => {
+                try { const t = await api("POST", "/v1/agents/" + encodeURIComponent(a.name) + "/token"); showToken(a.name, t.token, "has a new token (the old one no longer works)"); }
+                catch (ex) { toast(ex.message); }
+              } }, "Rotate token"),
+              twoStep("Remove", "Really remove?", async () => {
+                try { await api("DELETE", "/v1/agents/" + encodeURIComponent(a.name)); toast(a.name + " removed"); load(); }
+                catch (ex) { toast(ex.message); }
+              })));
+        }));
+        body.replaceChildren(...(rows.length ? rows : [h("tr", {}, h("td", { colspan: "4", class: "muted" }, "No agents."))]));
+      } catch (ex) { body.replaceChildren(h("tr", {}, h("td", { colspan: "4", class: "error" }, ex.message))); }
+    }
+    load();
+    return page;
+  }
+
+  // ---------- ledger ----------
+  function ledgerSummary(x) {
+    switch (x.type) {
+      case "evaluate": return (x.outcome || "") + " · " + (x.command || "");
+      case "request": return "approval " + (x.slug || "") + " requested";
+      case "decision": return (x.decision || "") + " by " + (x.decidedBy || "?") + (x.fallback ? " (fallback " + x.fallback + ")" : "");
+      case "exec": return (x.host || "") + " · " + (x.argv ? x.argv.join(" ") : "") + (x.sessionId ? " · " + x.sessionId : "");
+      case "end": return (x.state || "") + (x.exitCode !== undefined && x.exitCode !== null ? " exit " + x.exitCode : "") + (x.sessionId ? " · " + x.sessionId : "");
+      case "policy": return (x.file || "") + " by " + (x.by || "?");
+      case "node": return (x.action || "") + " " + (x.name || x.nodeId || "");
+      default: return "";
+    }
+  }
+  function ledgerPage() {
+    const page = {};
+    const f = {};
+    const field = (key, label, size) => (f[key] = h("input", { type: "text", id: "ledger-" + key, size: size || "12", "aria-label": label, placeholder: label }));
+    const body = h("tbody");
+    const verifyOut = h("div", { id: "ledger-verify" });
+    main.append(h("div", { class: "row" }, h("h1", {}, "Ledger"), h("span", { class: "spacer" }),
+      h("button", { type: "button", id: "ledger-verify-btn", onclick: verify }, "Verify chain")), verifyOut,
+      h("form", { class: "card row", onsubmit: (e) => { e.preventDefault(); load(); } },
+        field("agent", "agent"), field("session", "session id"), field("approval", "approval id or slug"), field("limit", "limit (100)", "6"),
+        h("button", { type: "submit" }, "Filter")),
+      h("div", { class: "scroll" }, h("table", { id: "ledger", class: "stack" }, h("thead", {}, h("tr", {},
+        h("th", {}, "Seq"), h("th", {}, "When"), h("th", {}, "Type"), h("th", {}, "Agent"), h("th", {}, "What"))), body)));
+    async function load() {
+      const q = new URLSearchParams();
+      for (const k of ["agent", "session", "approval", "limit"]) if (f[k].value.trim()) q.set(k, f[k].value.trim());
+      try {
+        const r = await api("GET", "/v1/ledger?" + q.toString());
+        const recs = (r.records || []).slice().reverse();
+        body.replaceChildren(...(recs.length ? recs.map(x => h("tr", {},
+          h("td", { class: "mono", "data-label": "Seq" }, x.seq),
+          h("td", { "data-label": "When" }, fmtTime(Date.parse(x.ts))),
+          h("td", { "data-label": "Type" }, x.type),
+          h("td", { "data-label": "Agent" }, x.agent || "—"),
+          h("td", { class: "cmdcell", "data-label": "What" }, h("details", {}, h("summary", {}, ledgerSummary(x) || "details"),
+            h("pre", { class: "explain" }, JSON.stringify(x, null, 2)))))) : [h("tr", {}, h("td", { colspan: "5", class: "muted" }, "No records match."))]));
+      } catch (ex) { body.replaceChildren(h("tr", {}, h("td", { colspan: "5", class: "error" }, ex.message))); }
+    }
+    async function verify() {
+      try {
+        const r = await api("POST", "/v1/ledger/verify", {});
+        verifyOut.replaceChildren(h("div", { class: "banner " + (r.ok ? "" : "bad"), role: "status" },
+          r.ok ? "Chain intact: " + r.records + " records in " + r.files + " file(s), head " + (r.head || "").slice(0, 12) + "…"
+            : "Chain BROKEN at seq " + r.brokenAt + (r.file ? " (" + r.file + ":" + r.line + ")" : "") + ": " + (r.reason || "")));
+      } catch (ex) { verifyOut.replaceChildren(h("div", { class: "banner bad" }, ex.message)); }
+    }
+    load();
+    return page;
+  }
+
+  // ---------- doctor ----------
+  function doctorPage() {
+    const page = {};
+    const list = h("div", { id: "doctor" });
+    main.append(h("div", { class: "row" }, h("h1", {}, "Doctor"), h("span", { class: "spacer" }), h("button", { type: "button", onclick: () => load() }, "Run again")),
+      h("p", { class: "muted" }, "Safe fixes: run ", h("code", {}, "conch doctor --fix"), " on the gateway's machine."), list);
+    async function load() {
+      try {
+        const r = await api("GET", "/v1/doctor");
+        const order = { error: 0, warn: 1, info: 2 };
+        const fs = (r.findings || []).slice().sort((a, b) => (order[a.level] ?? 3) - (order[b.level] ?? 3));
+        list.replaceChildren(...(fs.length ? fs.map(x => h("div", { class: "card finding" },
+          h("div", { class: "row" }, h("span", { class: "state " + (x.level === "error" ? "failed" : x.level === "warn" ? "warn" : "") }, x.level), h("code", {}, x.id)),
+          h("p", {}, x.message))) : [h("div", { class: "empty" }, "No findings.")]));
+      } catch (ex) { list.replaceChildren(h("p", { class: "error" }, ex.message)); }
+    }
     load();
     return page;
   }
