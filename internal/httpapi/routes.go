@@ -509,7 +509,11 @@ func (s *Server) putApprovalsFile(w http.ResponseWriter, r *http.Request) {
 	if err := engine.RecordPolicyChange(s.opt.Home, old, f, actor(r)); err != nil {
 		s.log.Warn("ledger policy record", "err", err)
 	}
-	s.hub.Publish(engine.Event{Type: "policy.changed", Data: map[string]any{"file": approvals.FileName, "newHash": f.Hash(), "by": actor(r)}})
+	oldHash := ""
+	if old != nil {
+		oldHash = old.Hash()
+	}
+	s.hub.Publish(engine.Event{Type: "policy.changed", Data: map[string]any{"file": approvals.FileName, "oldHash": oldHash, "newHash": f.Hash(), "by": actor(r)}})
 	writeJSON(w, 200, map[string]any{"hash": f.Hash()})
 }
 

@@ -243,3 +243,19 @@ func TestUIPagesAreServedWithCSP(t *testing.T) {
 		t.Errorf("rebinding Host: %d", resp.StatusCode)
 	}
 }
+
+func TestUICookieSecureUnderTLS(t *testing.T) {
+	home := t.TempDir()
+	srv := New(Options{Home: home, Agents: auth.Open(home), OperatorToken: testOperator, Listen: "127.0.0.1:0", UI: true})
+	ts := httptest.NewTLSServer(srv.Handler())
+	defer ts.Close()
+	resp, err := ts.Client().Post(ts.URL+"/v1/ui/session", "application/json", strings.NewReader(`{"token":"`+testOperator+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cs := resp.Cookies()
+	if resp.StatusCode != 200 || len(cs) != 1 || !cs[0].Secure || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode {
+		t.Fatalf("TLS sign-in: %d %+v", resp.StatusCode, cs)
+	}
+}
