@@ -295,6 +295,8 @@ func TestUIApproveStreamKill(t *testing.T) {
 		t.Fatalf("session after UI kill: %d %v", code, m)
 	}
 	b.shot("05-session-killed")
+	b.do("ledger link", chromedp.Click("#ledger-link"))
+	b.wait("session's ledger records", `document.querySelector("#ledger-session").value.length > 0 && document.querySelector("#ledger").innerText.includes("killed") && document.querySelector("#ledger").innerText.includes("allow-once by ui:operator")`)
 
 	// Policy: validation, then a conflicting write from elsewhere.
 	b.do("policy page", chromedp.Click(`nav a[data-nav="policy"]`))

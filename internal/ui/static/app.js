@@ -578,6 +578,9 @@
           inputIn,
           h("button", { type: "submit", class: "primary" }, "Send + Enter"),
           h("button", { type: "button", onclick: () => send(inputIn.value, false) }, "Send"),
+          h("button", { type: "button", title: "bracketed paste when the program asks for it", onclick: async () => {
+            if (inputIn.value && await post("/paste", { text: inputIn.value })) inputIn.value = "";
+          } }, "Paste"),
           keySel, h("button", { type: "button", onclick: () => sendKey(keySel.value) }, "Send key"),
           h("button", { type: "button", onclick: () => post("/input", { data: "", eof: true }, "EOF sent") }, "EOF")),
         h("form", { class: "row", style: null, onsubmit: (e) => { e.preventDefault(); search(); } },
@@ -599,7 +602,8 @@
         h("dt", {}, "Runtime"), h("dd", {}, fmtDur(s.durationMs !== undefined ? s.durationMs : s.runtimeMs)),
         h("dt", {}, "End"), h("dd", { id: "end-text" }, endText(s)),
         s.approvalId ? [h("dt", {}, "Approval"), h("dd", { class: "mono" }, s.approvalId)] : null,
-        s.pid ? [h("dt", {}, "PID"), h("dd", {}, s.pid)] : null].flat().filter(Boolean));
+        s.pid ? [h("dt", {}, "PID"), h("dd", {}, s.pid)] : null,
+        h("dt", {}, "Audit"), h("dd", {}, h("a", { href: "/ledger?session=" + encodeURIComponent(id), id: "ledger-link" }, "ledger records"))].flat().filter(Boolean));
       const running = s.state === "running";
       killBtn.disabled = !running;
       rmBtn.disabled = running;
@@ -1026,7 +1030,8 @@
   function ledgerPage() {
     const page = {};
     const f = {};
-    const field = (key, label, size) => (f[key] = h("input", { type: "text", id: "ledger-" + key, size: size || "12", "aria-label": label, placeholder: label }));
+    const initial = new URLSearchParams(location.search);
+    const field = (key, label, size) => (f[key] = h("input", { type: "text", id: "ledger-" + key, size: size || "12", "aria-label": label, placeholder: label, value: initial.get(key) || "" }));
     const body = h("tbody");
     const verifyOut = h("div", { id: "ledger-verify" });
     main.append(h("div", { class: "row" }, h("h1", {}, "Ledger"), h("span", { class: "spacer" }),
