@@ -528,7 +528,7 @@
       body.replaceChildren(...(list.length ? list.map(s => h("tr", { "data-id": s.sessionId },
         h("td", { class: "mono", "data-label": "Session" }, h("a", { href: "/sessions/" + encodeURIComponent(s.sessionId) + "?agent=" + encodeURIComponent(s.agent || "main") }, s.sessionId)),
         h("td", { "data-label": "Agent" }, s.agent || "main"),
-        h("td", { class: "mono cmdcell", "data-label": "Command" }, s.command, s.pty ? h("span", { class: "muted" }, " (pty)") : null),
+        h("td", { class: "mono cmdcell", "data-label": "Command" }, h("span", {}, s.command, s.pty ? h("span", { class: "muted" }, " (pty)") : null)),
         h("td", { "data-label": "State" }, stateBadge(s)),
         h("td", { "data-label": "End" }, endText(s)),
         h("td", { "data-label": "Runtime" }, fmtDur(s.durationMs !== undefined ? s.durationMs : s.runtimeMs)),
@@ -994,10 +994,10 @@
         const rows = await Promise.all((r.agents || []).map(async a => {
           const d = await api("GET", "/v1/agents/" + encodeURIComponent(a.name) + "/exec-defaults").catch(() => ({}));
           return h("tr", { "data-agent": a.name },
-            h("td", { "data-label": "Agent" }, h("strong", {}, a.name), h("div", { class: "muted" }, "since " + fmtTime(a.createdAt))),
+            h("td", { "data-label": "Agent" }, h("div", {}, h("strong", {}, a.name), h("div", { class: "muted" }, "since " + fmtTime(a.createdAt)))),
             h("td", { class: "mono", "data-label": "Workspace" }, a.workspace || "—"),
             h("td", { "data-label": "Defaults" }, defaultsEditor(a, d || {})),
-            h("td", { class: "row", "data-label": "" },
+            h("td", { "data-label": "Token" }, h("div", { class: "row" },
               h("button", { type: "button", onclick: async () => {
                 try { const t = await api("POST", "/v1/agents/" + encodeURIComponent(a.name) + "/token"); showToken(a.name, t.token, "has a new token (the old one no longer works)"); }
                 catch (ex) { toast(ex.message); }
@@ -1005,7 +1005,7 @@
               twoStep("Remove", "Really remove?", async () => {
                 try { await api("DELETE", "/v1/agents/" + encodeURIComponent(a.name)); toast(a.name + " removed"); load(); }
                 catch (ex) { toast(ex.message); }
-              })));
+              }))));
         }));
         body.replaceChildren(...(rows.length ? rows : [h("tr", {}, h("td", { colspan: "4", class: "muted" }, "No agents."))]));
       } catch (ex) { body.replaceChildren(h("tr", {}, h("td", { colspan: "4", class: "error" }, ex.message))); }
