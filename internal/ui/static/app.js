@@ -760,8 +760,9 @@
           h("td", { class: "hide-narrow" }, [n.platform, n.arch].filter(Boolean).join("/") || "—"),
           h("td", { class: "hide-narrow mono" }, n.remoteIp || "—"),
           h("td", {}, fmtTime(n.requestedAtMs || n.lastSeenAtMs || n.connectedAtMs || n.pairedAtMs)),
-          h("td", { class: "row" }, pending ? h("button", { class: "ok", type: "button", onclick: () => act("POST", "/approve", n, "approved") }, "Approve") : null,
-            h("button", { class: "bad", type: "button", onclick: () => act("DELETE", "", n, pending ? "rejected" : "removed") }, pending ? "Reject" : "Remove"))))))) :
+          h("td", {}, h("div", { class: "row" }, pending ? h("button", { class: "ok", type: "button", onclick: () => act("POST", "/approve", n, "approved") }, "Approve") : null,
+            pending ? h("button", { class: "bad", type: "button", onclick: () => act("DELETE", "", n, "rejected") }, "Reject")
+              : twoStep("Remove", "Really remove?", () => act("DELETE", "", n, "removed"))))))))) :
         h("p", { class: "muted" }, "None.")];
     }
     async function load() {
@@ -808,7 +809,7 @@
             try { await api("PUT", "/v1/agents/" + encodeURIComponent(a.name) + "/exec-defaults", Object.assign({}, d, { node: sel.value })); toast(a.name + ": node " + (sel.value || "unbound")); }
             catch (ex) { toast(ex.message); }
           } }, "Save");
-          return h("tr", {}, h("td", {}, a.name), h("td", {}, d.host || "(from config)"), h("td", { class: "row" }, sel, save));
+          return h("tr", {}, h("td", {}, a.name), h("td", {}, d.host || "(from config)"), h("td", {}, h("div", { class: "row" }, sel, save)));
         }));
         bind.replaceChildren(h("div", { class: "scroll" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Agent"), h("th", {}, "Exec host"), h("th", {}, "Node"))), h("tbody", {}, rows))));
       } catch (ex) { bind.replaceChildren(h("p", { class: "error" }, ex.message)); }
