@@ -116,10 +116,16 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	base := fmt.Sprintf("%s://%s", scheme, ln.Addr().String())
 	ui := !*noUI && eng.Config().ServerUI()
+	// Login links name the address the gateway answers on; a wildcard
+	// listen (0.0.0.0, ::) is named by its loopback address.
+	linkBase := base
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		linkBase = fmt.Sprintf("%s://%s", scheme, net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port)))
+	}
 	srv = httpapi.New(httpapi.Options{
 		Engine: eng, Home: eng.Home(), Agents: agents, OperatorToken: opTok, Listen: *listen,
 		AllowedHosts: serverList(eng.Config(), "allowedHosts"), AllowedOrigins: serverList(eng.Config(), "allowedOrigins"),
-		Version: version(), Logger: log, UI: ui, PublicURL: base,
+		Version: version(), Logger: log, UI: ui, PublicURL: linkBase,
 	})
 	if !agents.Exists() {
 		tok, err := agents.Add("main", "")
