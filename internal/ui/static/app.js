@@ -574,7 +574,7 @@
       h("div", { class: "card" }, h("div", { class: "row" }, h("h1", { class: "mono", style: null }, id), h("span", { id: "state-badge" }), h("span", { class: "spacer" }), killBtn, rmBtn), info),
       out, endNote,
       h("div", { class: "card" },
-        h("form", { class: "row", onsubmit: (e) => { e.preventDefault(); send(inputIn.value, true); } },
+        h("form", { class: "row", id: "input-form", onsubmit: (e) => { e.preventDefault(); send(inputIn.value, true); } },
           inputIn,
           h("button", { type: "submit", class: "primary" }, "Send + Enter"),
           h("button", { type: "button", onclick: () => send(inputIn.value, false) }, "Send"),
@@ -607,6 +607,8 @@
       const running = s.state === "running";
       killBtn.disabled = !running;
       rmBtn.disabled = running;
+      // Input only reaches a running session.
+      for (const el of document.querySelectorAll("#input-form input, #input-form button, #input-form select")) el.disabled = !running;
     }
     async function refresh() {
       try {
