@@ -564,10 +564,19 @@ func TestUINodesPage(t *testing.T) {
 		}
 		return ""
 	})
+	// Each action reloads the tables: wait for fresh ones before the next.
+	stale := func() {
+		b.eval(`(document.querySelectorAll("#nodes-body table").forEach(t => t.dataset.stale = "1"), "")`)
+	}
+	fresh := `document.querySelectorAll("#nodes-body table").length === 3 && !document.querySelector("#nodes-body table[data-stale]")`
+	stale()
 	b.do("approve pairing", chromedp.Click(`#nodes-body button.ok`))
+	b.wait("reloaded after approve", fresh)
 	b.do("remove node", chromedp.Click(`#nodes-body table button.bad`))
 	b.wait("asks again", `document.querySelector("#nodes-body table button.bad").textContent === "Really remove?"`)
+	stale()
 	b.do("confirm remove", chromedp.Click(`#nodes-body table button.bad`))
+	b.wait("reloaded after remove", fresh)
 	b.do("invite", chromedp.Click("#invite"))
 	eventually(t, 5*time.Second, func() string {
 		mu.Lock()

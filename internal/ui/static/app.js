@@ -38,6 +38,20 @@
     d.cancel = () => clearTimeout(t);
     return d;
   }
+  // patchRows makes tbody show the rows in fresh, keeping the rows and
+  // cells that did not change, so that focus and a pointer stay put while
+  // a table refreshes.
+  function patchRows(tbody, fresh) {
+    const old = new Map([...tbody.children].filter(r => r.dataset.id).map(r => [r.dataset.id, r]));
+    const rows = fresh.map(n => {
+      const o = n.dataset.id && old.get(n.dataset.id);
+      if (!o || o.cells.length !== n.cells.length) return n;
+      [...n.cells].forEach((c, i) => { if (o.cells[i].outerHTML !== c.outerHTML) o.cells[i].replaceWith(c); });
+      return o;
+    });
+    rows.forEach((r, i) => { if (tbody.children[i] !== r) tbody.insertBefore(r, tbody.children[i] || null); });
+    while (tbody.children.length > rows.length) tbody.lastElementChild.remove();
+  }
   function fmtTime(ms) {
     if (!ms) return "—";
     const d = new Date(ms);
@@ -525,7 +539,7 @@
     function draw() {
       const q = filter.value.trim().toLowerCase();
       const list = rows.filter(s => !q || [s.sessionId, s.agent, s.command, s.state, s.status, s.name, s.host].join(" ").toLowerCase().includes(q));
-      body.replaceChildren(...(list.length ? list.map(s => h("tr", { "data-id": s.sessionId },
+      const fresh = (list.length ? list.map(s => h("tr", { "data-id": s.sessionId },
         h("td", { class: "mono", "data-label": "Session" }, h("a", { href: "/sessions/" + encodeURIComponent(s.sessionId) + "?agent=" + encodeURIComponent(s.agent || "main") }, s.sessionId)),
         h("td", { "data-label": "Agent" }, s.agent || "main"),
         h("td", { class: "mono cmdcell", "data-label": "Command" }, h("span", {}, s.command, s.pty ? h("span", { class: "muted" }, " (pty)") : null)),
@@ -533,7 +547,8 @@
         h("td", { "data-label": "End" }, endText(s)),
         h("td", { "data-label": "Runtime" }, fmtDur(s.durationMs !== undefined ? s.durationMs : s.runtimeMs)),
         h("td", { class: "hide-narrow" }, s.host),
-        h("td", { class: "hide-narrow" }, fmtTime(s.startedAt)))) : [h("tr", {}, h("td", { colspan: "8", class: "muted" }, rows.length ? "No session matches the filter." : "No sessions yet."))]));
+        h("td", { class: "hide-narrow" }, fmtTime(s.startedAt)))) : [h("tr", {}, h("td", { colspan: "8", class: "muted" }, rows.length ? "No session matches the filter." : "No sessions yet."))]);
+      patchRows(body, fresh);
     }
     async function load() {
       try {
