@@ -221,3 +221,24 @@ func (c *Client) Call(ctx context.Context, method, path string, query url.Values
 	}
 	return nil
 }
+
+// LoginCode is a one-time control-UI login link.
+type LoginCode struct {
+	URL         string `json:"url"`
+	ExpiresAtMs int64  `json:"expiresAtMs"`
+}
+
+// UILoginCode mints a one-time login link for the control UI (POST
+// /v1/ui/login-code; operators only). The link is valid for 5 minutes and
+// one sign-in.
+func (c *Client) UILoginCode(ctx context.Context) (LoginCode, error) {
+	var lc LoginCode
+	b, err := c.request(ctx, "POST", "/v1/ui/login-code", nil, map[string]any{})
+	if err != nil {
+		return lc, err
+	}
+	if err := json.Unmarshal(b, &lc); err != nil {
+		return lc, fmt.Errorf("decode login code: %w", err)
+	}
+	return lc, nil
+}

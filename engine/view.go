@@ -256,6 +256,7 @@ type Chunk struct {
 	Text   string // lines joined by "\n"; "" when nothing new
 	Next   int64  // cursor to continue from
 	Ended  bool   // the session has ended and everything was delivered
+	More   bool   // more output is ready at once (FollowBytes hit its size limit)
 	State  string
 	Exit   *int
 	Signal *string

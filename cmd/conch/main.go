@@ -47,7 +47,7 @@ func main() {
 const usage = `conch: a shell-execution gateway for AI agents
 
 Usage:
-  conch serve [--listen ADDR] [--home DIR]                 run the gateway: MCP at /mcp, HTTP API at /v1, events
+  conch serve [--listen ADDR] [--home DIR] [--no-ui]       run the gateway: MCP at /mcp, HTTP API at /v1, events, control UI at /
   conch mcp [--home DIR] [--agent NAME] [--workdir DIR]   serve the exec and process tools (and apply_patch when enabled) over MCP stdio
   conch approvals pending                                  list approval requests waiting for a decision
   conch approvals approve ID [--always] | deny ID          decide one (ID = id or slug)
@@ -58,6 +58,7 @@ Usage:
   conch ledger verify | tail [-n N] [--session ID]         check or read the audit ledger
   conch agents defaults NAME [k=v…] [--clear]              per-agent exec defaults (host, security, ask, node)
   conch doctor [--json]                                    audit the home, the policy and the machine
+  conch ui [--print]                                       one-time login link for the control UI of conch serve
   conch version                                            print version information
 
 Environment: CONCH_HOME (default ~/.conch), CONCH_AGENT (default main).
@@ -88,6 +89,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runAgents(args[1:], stdout, stderr)
 	case "doctor":
 		return runDoctor(args[1:], stdout, stderr)
+	case "ui":
+		return runUI(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "conch %s (%s, %s)\n", version(), commit(), runtime.Version())
 		return exitOK

@@ -34,7 +34,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	stopSessions := fs.Bool("stop-sessions", false, "kill running sessions on shutdown (default: they keep running)")
 	logLevel := fs.String("log-level", envOr("CONCH_LOG", "info"), "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
-	fs.Bool("no-ui", false, "do not serve the control UI (there is none in this build)")
+	noUI := fs.Bool("no-ui", false, "do not serve the control UI (also server.ui: false)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -104,12 +104,6 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		closeEngine()
 		return exitUnavailable
 	}
-	srv = httpapi.New(httpapi.Options{
-		Engine: eng, Home: eng.Home(), Agents: agents, OperatorToken: opTok, Listen: *listen,
-		AllowedHosts: serverList(eng.Config(), "allowedHosts"), AllowedOrigins: serverList(eng.Config(), "allowedOrigins"),
-		Version: version(), Logger: log,
-	})
-
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch serve: %v\n", err)
@@ -121,6 +115,18 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		scheme = "https"
 	}
 	base := fmt.Sprintf("%s://%s", scheme, ln.Addr().String())
+	ui := !*noUI && eng.Config().ServerUI()
+	// Login links name the address the gateway answers on; a wildcard
+	// listen (0.0.0.0, ::) is named by its loopback address.
+	linkBase := base
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		linkBase = fmt.Sprintf("%s://%s", scheme, net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port)))
+	}
+	srv = httpapi.New(httpapi.Options{
+		Engine: eng, Home: eng.Home(), Agents: agents, OperatorToken: opTok, Listen: *listen,
+		AllowedHosts: serverList(eng.Config(), "allowedHosts"), AllowedOrigins: serverList(eng.Config(), "allowedOrigins"),
+		Version: version(), Logger: log, UI: ui, PublicURL: linkBase,
+	})
 	if !agents.Exists() {
 		tok, err := agents.Add("main", "")
 		if err != nil {
@@ -157,7 +163,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if sock != nil {
 		go func() { errc <- ss.Serve(sock) }()
 	}
-	fmt.Fprintf(stdout, "conch serve: listening on %s (MCP %s/mcp, API %s/v1, engine socket %s)\n", base, base, base, sockPath)
+	uiNote := "control UI " + base + "/ (sign in with: conch ui)"
+	if !ui {
+		uiNote = "control UI off"
+	}
+	fmt.Fprintf(stdout, "conch serve: listening on %s (MCP %s/mcp, API %s/v1, engine socket %s, %s)\n", base, base, base, sockPath, uiNote)
 	log.Info("serving", "listen", *listen, "home", eng.Home())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -564,3 +564,15 @@ func (c *Config) ServerList(key string) []string {
 func (c *Config) Survive() bool {
 	return c.Sessions.Survive == nil || *c.Sessions.Survive
 }
+
+// ServerUI reports server.ui (default true): whether conch serve serves
+// the control UI.
+func (c *Config) ServerUI() bool {
+	var m struct {
+		UI *bool `json:"ui"`
+	}
+	if len(c.Server) == 0 || json.Unmarshal(c.Server, &m) != nil || m.UI == nil {
+		return true
+	}
+	return *m.UI
+}

@@ -80,7 +80,17 @@ func (s *Server) routes() {
 		}
 		writeJSON(w, 200, map[string]any{"findings": f})
 	}))
-	for _, p := range []string{"/v1/nodes", "/v1/nodes/", "/v1/sandbox", "/v1/sandbox/", "/v1/ui/", "/v1/approvals-file/import"} {
+	if s.opt.UI {
+		m.HandleFunc("POST /v1/ui/login-code", s.operator(s.uiLoginCode))
+		m.HandleFunc("POST /v1/ui/session", s.uiSessionCreate)
+		m.HandleFunc("GET /v1/ui/session", s.uiSessionGet)
+		m.HandleFunc("DELETE /v1/ui/session", s.uiSessionDelete)
+	} else {
+		m.HandleFunc("/v1/ui/", func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotFound, "not_found", "the control UI is disabled on this gateway (conch serve --no-ui, or server.ui false)")
+		})
+	}
+	for _, p := range []string{"/v1/nodes", "/v1/nodes/", "/v1/sandbox", "/v1/sandbox/", "/v1/approvals-file/import"} {
 		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "not available in this build of conch")
 		})
@@ -88,6 +98,15 @@ func (s *Server) routes() {
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
 	})
+}
+
+// actor names the operator credential of r for decidedBy and the ledger:
+// "ui:operator" for the control-UI cookie, else "api:operator".
+func actor(r *http.Request) string {
+	if identityOf(r.Context()).cookie {
+		return "ui:operator"
+	}
+	return "api:operator"
 }
 
 // operator restricts a handler to operator credentials.
@@ -256,15 +275,33 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		since, _ = strconv.ParseInt(lei, 10, 64)
 	}
 	raw := r.URL.Query().Get("raw") == "true"
+	// bytes=true: the output exactly as produced (partial lines and
+	// carriage returns kept), for a terminal widget.
+	bytes := r.URL.Query().Get("bytes") == "true"
 	stream := r.URL.Query().Get("stream")
+	// An EventSource cannot set X-Conch-Agent: operators may name the
+	// session's agent in the query instead.
+	agent := id.agent
+	if a := r.URL.Query().Get("agent"); a != "" && id.operator {
+		agent = a
+	}
+	if bytes && stream != "" && stream != "both" {
+		writeError(w, 400, "invalid_argument", "bytes=true streams both streams")
+		return
+	}
 	if stream != "" && stream != "both" && stream != "stdout" && stream != "stderr" {
 		writeError(w, 400, "invalid_argument", fmt.Sprintf("Invalid stream %q: expected one of both, stdout, stderr.", stream))
 		return
 	}
 	first := true
 	for {
-		changed := s.eng.Changed(id.agent, sid)
-		c, ok := s.eng.Follow(id.agent, sid, since, raw, stream)
+		changed := s.eng.Changed(agent, sid)
+		var c engine.Chunk
+		if bytes {
+			c, ok = s.eng.FollowBytes(agent, sid, since)
+		} else {
+			c, ok = s.eng.Follow(agent, sid, since, raw, stream)
+		}
 		if !ok {
 			if first {
 				writeError(w, 404, "not_found", "No session found for "+sid)
@@ -289,6 +326,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		fl.Flush()
+		if c.More {
+			continue
+		}
 		if changed == nil {
 			return
 		}
@@ -414,7 +454,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return
 	}
-	req, err := st.Decide(r.PathValue("id"), d, "api:operator")
+	req, err := st.Decide(r.PathValue("id"), d, actor(r))
 	var already *approvals.AlreadyResolvedError
 	switch {
 	case errors.As(err, &already):
@@ -466,10 +506,14 @@ func (s *Server) putApprovalsFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, "invalid_argument", err.Error())
 		return
 	}
-	if err := engine.RecordPolicyChange(s.opt.Home, old, f, "api:operator"); err != nil {
+	if err := engine.RecordPolicyChange(s.opt.Home, old, f, actor(r)); err != nil {
 		s.log.Warn("ledger policy record", "err", err)
 	}
-	s.hub.Publish(engine.Event{Type: "policy.changed", Data: map[string]any{"file": approvals.FileName, "newHash": f.Hash(), "by": "api:operator"}})
+	oldHash := ""
+	if old != nil {
+		oldHash = old.Hash()
+	}
+	s.hub.Publish(engine.Event{Type: "policy.changed", Data: map[string]any{"file": approvals.FileName, "oldHash": oldHash, "newHash": f.Hash(), "by": actor(r)}})
 	writeJSON(w, 200, map[string]any{"hash": f.Hash()})
 }
 

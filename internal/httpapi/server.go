@@ -27,6 +27,7 @@ import (
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/mcpserver"
+	"github.com/conchsh/conch/internal/ui"
 )
 
 // MaxBodyBytes caps request bodies (interfaces.md §3.1).
@@ -51,6 +52,13 @@ type Options struct {
 	AllowedHosts, AllowedOrigins []string
 	Version                      string
 	Logger                       *slog.Logger
+	// UI serves the control UI at / and its sign-in routes under /v1/ui
+	// (interfaces.md §5). Off by default; the engine socket never serves
+	// pages.
+	UI bool
+	// PublicURL is the base of the login links (e.g.
+	// "http://127.0.0.1:7878"); default "http://" + Listen.
+	PublicURL string
 }
 
 // Server serves the gateway. Create it with New; it is safe for
@@ -67,13 +75,16 @@ type Server struct {
 	// session to the agent that created it (no session takeover).
 	mcpAuthed http.Handler
 
+	ui      *uiAuth      // login codes and UI sessions
+	uiFiles http.Handler // the embedded control UI
+
 	mu   sync.Mutex // guards mcps
 	mcps map[string]*mcpserver.Server
 }
 
 // New returns a server for opt.Engine.
 func New(opt Options) *Server {
-	s := &Server{opt: opt, eng: opt.Engine, log: opt.Logger, hub: NewHub(1000), started: time.Now(), mcps: map[string]*mcpserver.Server{}}
+	s := &Server{opt: opt, eng: opt.Engine, log: opt.Logger, hub: NewHub(1000), started: time.Now(), mcps: map[string]*mcpserver.Server{}, ui: newUIAuth(), uiFiles: ui.Handler()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -122,6 +133,7 @@ func (s *Server) mcpServer(agent string) *mcpserver.Server {
 type identity struct {
 	agent    string // the agent calls act for
 	operator bool   // operator rights
+	cookie   bool   // authenticated by the control-UI cookie
 }
 
 type ctxKey struct{}
@@ -161,11 +173,36 @@ func (s *Server) wrap(socket bool) http.Handler {
 			s.mux.ServeHTTP(w, r)
 			return
 		}
+		if !socket && s.opt.UI {
+			// The sign-in exchange and the session probe authenticate
+			// themselves; pages and assets are public (they hold no data).
+			if r.URL.Path == "/v1/ui/session" && (r.Method == http.MethodPost || r.Method == http.MethodGet) {
+				s.mux.ServeHTTP(w, r)
+				return
+			}
+			if isUIPath(r.URL.Path) && safeMethod(r.Method) {
+				s.uiFiles.ServeHTTP(w, r)
+				return
+			}
+		}
 		var id identity
+		authz := r.Header.Get("Authorization")
+		cookie, _ := r.Cookie(UICookie)
 		if socket {
 			id = identity{operator: true, agent: "main"}
+		} else if authz == "" && cookie != nil && s.opt.UI {
+			csrf, _, ok := s.ui.session(cookie.Value)
+			if !ok {
+				writeError(w, http.StatusUnauthorized, "unauthenticated", "UI session expired; sign in again")
+				return
+			}
+			if msg := checkCookieRequest(r, csrf); msg != "" {
+				writeError(w, http.StatusForbidden, "forbidden", msg)
+				return
+			}
+			id = identity{operator: true, agent: "main", cookie: true}
 		} else {
-			tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			tok, ok := strings.CutPrefix(authz, "Bearer ")
 			switch {
 			case !ok || tok == "":
 				w.Header().Set("WWW-Authenticate", "Bearer")
@@ -201,7 +238,7 @@ func (s *Server) wrap(socket bool) http.Handler {
 		r = r.WithContext(ctx)
 		if r.URL.Path == "/mcp" || strings.HasPrefix(r.URL.Path, "/mcp/") {
 			if id.operator && !socket {
-				writeError(w, http.StatusForbidden, "forbidden", "operator tokens cannot use /mcp; use an agent token")
+				writeError(w, http.StatusForbidden, "forbidden", "operator credentials cannot use /mcp; use an agent token")
 				return
 			}
 			if socket {
@@ -254,6 +291,12 @@ func (s *Server) originAllowed(origin, host string, tls bool) bool {
 		}
 	}
 	return false
+}
+
+// isUIPath reports whether a path belongs to the control UI's pages and
+// assets rather than to the API.
+func isUIPath(p string) bool {
+	return !(p == "/metrics" || p == "/mcp" || strings.HasPrefix(p, "/mcp/") || p == "/v1" || strings.HasPrefix(p, "/v1/"))
 }
 
 func newRequestID() string {
