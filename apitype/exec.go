@@ -135,6 +135,24 @@ type ExecDetails struct {
 	Name      string  `json:"name,omitempty"`
 	PTY       *bool   `json:"pty,omitempty"`
 	Stdin     string  `json:"stdin,omitempty"`
+
+	// Sandbox describes a host=sandbox run.
+	Sandbox *SandboxInfo `json:"sandbox,omitempty"`
+}
+
+// SandboxInfo is the sandbox record of an exec result (hosts.md §3.5).
+type SandboxInfo struct {
+	Backend string   `json:"backend"`
+	Scope   string   `json:"scope"`
+	Layers  []string `json:"layers"`
+	// Workspace is the workspace's path inside the sandbox (equal to the
+	// host path unless workspacePath is /workspace or the backend is
+	// docker); HostWorkspace the directory it shows.
+	Workspace     string `json:"workspace"`
+	HostWorkspace string `json:"hostWorkspace"`
+	Cwd           string `json:"cwd"` // the working directory inside
+	// Limits are the enforced limits (memoryBytes, pids, cpus).
+	Limits map[string]float64 `json:"limits,omitempty"`
 }
 
 // MarshalJSON drops the explicit nulls from running results, which carry

@@ -18,6 +18,7 @@ import (
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/slug"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -60,6 +61,8 @@ type plan struct {
 	warnings   []string
 	set        config.ExecSettings
 	envHash    string // of the request's env overrides
+	sandbox    *supervisor.SandboxSpec
+	sbInfo     *apitype.SandboxInfo
 }
 
 func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) apitype.Result {
@@ -128,24 +131,38 @@ func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*pl
 	set := e.conf().Exec(agent)
 	pl := &plan{agent: agent, command: p.Command, set: set}
 
-	// Host (hosts.md §1). Sandboxing is not available in this build, so
-	// the implicit default falls back to the gateway and an explicit
-	// sandbox fails closed.
+	// Host (hosts.md §1).
 	configured := strings.ToLower(set.Host)
 	if d := e.execDefaults(agent); d.Host != "" {
 		configured = strings.ToLower(d.Host)
 	}
+	sb := e.conf().SandboxFor(agent)
+	var backend sandbox.Backend
+	var sbErr error
+	if sb.On && (configured == "" || configured == "sandbox") {
+		backend, sbErr = sandbox.For(context.Background(), sb)
+	}
 	switch {
 	case p.Host == "node" || configured == "node":
 		return nil, apitype.Errorf(apitype.CodeNodeUnavailable, "exec host=node: no node is available (no node host is paired with this gateway).")
-	case configured == "sandbox" || (configured == "" && p.Host == "sandbox"):
-		return nil, apitype.Errorf(apitype.CodeSandboxUnavail, "exec host=sandbox is configured, but sandbox runtime is unavailable for this session.\nEnable sandboxing (sandbox.mode) with an available backend (bwrap, docker or landlock), or use host=gateway with approvals.")
 	case configured == "gateway" && p.Host != "" && p.Host != "gateway":
 		return nil, apitype.Errorf(apitype.CodeHostNotAllowed, "exec host not allowed (requested %s; configure tools.exec.host=%s to allow).", p.Host, p.Host)
-	case configured == "":
-		pl.host, pl.hostReason = "gateway", "implicit-sandbox-off"
-	default:
+	case configured == "gateway":
 		pl.host = "gateway"
+	case sb.On && sbErr != nil:
+		// Sandboxing is on but no backend is usable: fail closed, for
+		// the implicit default too.
+		e.log.Warn("sandbox unavailable", "agent", agent, "err", sbErr)
+		return nil, sandboxUnavailable(sbErr)
+	case sb.On:
+		if p.Host != "" && p.Host != "sandbox" {
+			return nil, apitype.Errorf(apitype.CodeHostNotAllowed, "exec host not allowed (requested %s; configure tools.exec.host=%s to allow).", p.Host, p.Host)
+		}
+		pl.host = "sandbox"
+	case configured == "sandbox" || p.Host == "sandbox":
+		return nil, sandboxUnavailable(nil)
+	default:
+		pl.host, pl.hostReason = "gateway", "implicit-sandbox-off"
 	}
 
 	// Background allowed? (exec.md §2 step 3)
@@ -192,6 +209,12 @@ func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*pl
 	}
 
 	// Workdir (exec.md §4.3).
+	if pl.host == "sandbox" {
+		if aerr := e.planSandbox(pl, p, sb, backend, workspace); aerr != nil {
+			return nil, aerr
+		}
+		return pl, nil
+	}
 	def := set.Workspace
 	if def == "" {
 		def = workspace
@@ -394,7 +417,7 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		PTY: pl.pty, Cols: 120, Rows: 30, Stdin: pl.stdin, TimeoutMs: pl.timeout.Milliseconds(),
 		KillGraceMs: pl.set.KillGrace.Milliseconds(), JournalMaxBytes: pl.set.JournalMaxBytes,
 		JournalHeadBytes: headBytes(pl.set.JournalHeadBytes), Socket: e.socketPath(id), EnvKeys: pl.envKeys,
-		Fingerprint: fingerprint(p), IdempotencyKey: p.IdempotencyKey,
+		Fingerprint: fingerprint(p), IdempotencyKey: p.IdempotencyKey, Sandbox: pl.sandbox,
 	}
 	h, err := e.commit(spec)
 	if err != nil && pl.pty && strings.HasPrefix(err.Error(), "open pty") {
@@ -407,6 +430,7 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 	if err != nil {
 		return err
 	}
+	pl.warnings = append(pl.warnings, h.Warnings...)
 	e.appendLedger(ledger.Record{Type: ledger.TypeExec, Agent: pl.agent, Fields: ledger.Exec{
 		RequestID: requestID, ApprovalID: approvalID, SessionID: id, Host: pl.host, HostReason: pl.hostReason,
 		Argv: pl.argv, Pinned: pinned, Cwd: pl.cwd, Exe: ledger.ExeDigest{Path: pl.argv[0], SHA256: fileSHA256(pl.argv[0])},
@@ -421,6 +445,9 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		e.log.Warn("read meta.json", "session", id, "err", err)
 	} else {
 		s.start = time.UnixMilli(s.meta.StartedAt)
+	}
+	if pl.sbInfo != nil && s.meta.Sandbox != nil {
+		pl.sbInfo.Limits = s.meta.Sandbox.Limits
 	}
 	s.mu.Unlock()
 	e.mu.Lock()
@@ -556,7 +583,7 @@ func (e *Engine) background(s *session, pl *plan) apitype.Result {
 	d := &apitype.ExecDetails{
 		Status: "running", SessionID: s.id, PID: &pid, StartedAt: s.start.UnixMilli(), Cwd: pl.cwd,
 		Tail: &tail, Cursor: cursor, Name: st.Name, PTY: &pl.pty, Host: pl.host, HostReason: pl.hostReason,
-		Stdin: pl.stdin, Warnings: pl.warnings,
+		Stdin: pl.stdin, Warnings: pl.warnings, Sandbox: pl.sbInfo,
 	}
 	text := fmt.Sprintf("Command still running (session %s, pid %d). Use process (list/poll/log/wait/write/kill/clear/remove) for follow-up.", s.id, pid)
 	if tail != "" {
@@ -582,7 +609,7 @@ func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
 	}
 	res := endResult(s, *ex, out, pl.set)
 	d := res.Details.(*apitype.ExecDetails)
-	d.Host, d.HostReason, d.Warnings = pl.host, pl.hostReason, pl.warnings
+	d.Host, d.HostReason, d.Warnings, d.Sandbox = pl.host, pl.hostReason, pl.warnings, pl.sbInfo
 	if !out.truncated {
 		d.SessionID = ""
 	}

@@ -83,8 +83,18 @@ func killLeftovers(t *testing.T, home string) {
 // startConch runs `conch mcp` on home and connects to it.
 func startConch(t *testing.T, home string, args ...string) *conch {
 	t.Helper()
+	return startConchEnv(t, home, nil, args...)
+}
+
+// startConchEnv is startConch with extra environment variables (K=V) for
+// the conch process.
+func startConchEnv(t *testing.T, home string, env []string, args ...string) *conch {
+	t.Helper()
 	c := &conch{t: t, home: home}
 	cmd := exec.Command(conchBin, append([]string{"mcp", "--home", home}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stderr = os.Stderr
 	cmd.Dir = t.TempDir()
 	c.cmd = cmd

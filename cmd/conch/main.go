@@ -29,6 +29,7 @@ import (
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/mcpserver"
+	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -76,6 +77,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runServe(args[1:], stdout, stderr)
 	case "supervise":
 		return supervisor.Main(args[1:])
+	case "sandbox-init":
+		return sandbox.InitMain(args[1:])
 	case "approvals":
 		return runApprovals(args[1:], stdout, stderr)
 	case "policy":

@@ -29,7 +29,7 @@ type Config struct {
 	Sessions  Sessions               `json:"sessions"`
 	Quotas    Quotas                 `json:"quotas"`
 	Server    json.RawMessage        `json:"server,omitempty"`
-	Sandbox   json.RawMessage        `json:"sandbox,omitempty"`
+	Sandbox   Sandbox                `json:"sandbox"`
 	Approvals ApprovalSettings       `json:"approvals"`
 	Ledger    LedgerSettings         `json:"ledger"`
 	Log       json.RawMessage        `json:"log,omitempty"`
@@ -63,7 +63,7 @@ type AgentConfig struct {
 	Workspace string          `json:"workspace,omitempty"`
 	Tools     *Tools          `json:"tools,omitempty"`
 	Elevated  json.RawMessage `json:"elevated,omitempty"`
-	Sandbox   json.RawMessage `json:"sandbox,omitempty"`
+	Sandbox   *Sandbox        `json:"sandbox,omitempty"`
 	Quotas    *Quotas         `json:"quotas,omitempty"`
 	Approvals json.RawMessage `json:"approvals,omitempty"`
 }
@@ -251,7 +251,7 @@ func (e Exec) validate(prefix string) error {
 }
 
 func (c *Config) validate() error {
-	errs := []error{c.Tools.Exec.validate("tools.exec"), oneOf("ledger.scope", c.Ledger.Scope, "all", "gated")}
+	errs := []error{c.Tools.Exec.validate("tools.exec"), oneOf("ledger.scope", c.Ledger.Scope, "all", "gated"), c.Sandbox.validate("sandbox")}
 	for _, d := range c.Tools.Deny {
 		if strings.TrimSpace(d) == "" {
 			errs = append(errs, errors.New("tools.deny: empty entry"))
@@ -261,6 +261,9 @@ func (c *Config) validate() error {
 	for id, a := range c.Agents {
 		if !ValidAgent(id) {
 			errs = append(errs, fmt.Errorf("agents: invalid agent id %q", id))
+		}
+		if a.Sandbox != nil {
+			errs = append(errs, a.Sandbox.validate("agents."+id+".sandbox"))
 		}
 		if a.Tools != nil {
 			errs = append(errs, a.Tools.Exec.validate("agents."+id+".tools.exec"))

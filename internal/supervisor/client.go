@@ -28,6 +28,8 @@ type Handle struct {
 	Events <-chan Event
 	// Close stops the delivery of Events (the supervisor is untouched).
 	Close func()
+	// Warnings name sandbox limits the supervisor could not enforce.
+	Warnings []string
 }
 
 // Spare is a supervisor process started ahead of need: it has paid the
@@ -125,7 +127,7 @@ func (sp *Spare) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) 
 	events := make(chan Event, 16)
 	go decodeEvents(br, sp.readyR, events)
 	readyR := sp.readyR
-	return &Handle{PID: res.r.PID, SupervisorPID: sp.cmd.Process.Pid, Events: events, Close: func() { readyR.Close() }}, nil
+	return &Handle{PID: res.r.PID, SupervisorPID: sp.cmd.Process.Pid, Events: events, Close: func() { readyR.Close() }, Warnings: res.r.Warnings}, nil
 }
 
 // Launch starts a supervisor for spec and waits for its report: StartSpare

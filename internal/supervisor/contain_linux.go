@@ -25,6 +25,9 @@ type containment struct {
 	// v1 is the session's cgroup v1 directory in the pids (or freezer)
 	// hierarchy, or "", and v1ctl names that controller.
 	v1, v1ctl string
+	// limits are the v1 cgroups created only to enforce sandbox limits
+	// (controller → directory).
+	limits map[string]string
 }
 
 // newCgroup creates the session cgroup conch-<name> under the supervisor's
@@ -102,7 +105,7 @@ func cgroupMounts() map[string]string {
 			}
 		case "cgroup":
 			for _, opt := range strings.Split(qf[2], ",") {
-				if opt == "pids" || opt == "freezer" {
+				if opt == "pids" || opt == "freezer" || opt == "memory" || opt == "cpu" {
 					m[opt] = mnt
 				}
 			}
@@ -228,8 +231,19 @@ func (c *containment) killAll() {
 	}
 }
 
-// remove deletes the session cgroup; it must be empty.
+// remove deletes the session cgroups; they must be empty.
 func (c *containment) remove() {
+	for _, dir := range c.limits {
+		if dir == c.v1 {
+			continue
+		}
+		for i := 0; i < 20; i++ {
+			if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	if dir := c.cgroupDir(); dir != "" {
 		for i := 0; i < 20; i++ {
 			if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
@@ -392,4 +406,94 @@ func CgroupAvailable() bool {
 	ok := c.cgroupDir() != ""
 	c.remove()
 	return ok
+}
+
+// setLimits prepares the sandbox limits of hosts.md §7.3 for the session
+// cgroup name: in the v2 session cgroup when it has the controller, else
+// in a conch-<name> cgroup of the v1 hierarchy holding it. It returns the
+// limits in force and a warning for each that cannot be enforced. The
+// processes are placed later, by place.
+func (c *containment) setLimits(name string, memoryBytes, pids int64, cpus float64) (map[string]float64, []string) {
+	type lim struct {
+		key, ctl      string
+		set           bool
+		v2file, v2val string
+		v1files       []string
+		v1vals        []string
+		value         float64
+	}
+	const period = 100000
+	quota := int64(cpus * period)
+	all := []lim{
+		{"memoryBytes", "memory", memoryBytes > 0, "memory.max", strconv.FormatInt(memoryBytes, 10),
+			[]string{"memory.limit_in_bytes"}, []string{strconv.FormatInt(memoryBytes, 10)}, float64(memoryBytes)},
+		{"pids", "pids", pids > 0, "pids.max", strconv.FormatInt(pids, 10),
+			[]string{"pids.max"}, []string{strconv.FormatInt(pids, 10)}, float64(pids)},
+		{"cpus", "cpu", cpus > 0, "cpu.max", fmt.Sprintf("%d %d", quota, period),
+			[]string{"cpu.cfs_period_us", "cpu.cfs_quota_us"}, []string{strconv.Itoa(period), strconv.FormatInt(quota, 10)}, cpus},
+	}
+	enforced := map[string]float64{}
+	var warns []string
+	var mounts, own map[string]string
+	for _, l := range all {
+		if !l.set {
+			continue
+		}
+		if c.v2 != "" {
+			if os.WriteFile(filepath.Join(c.v2, l.v2file), []byte(l.v2val), 0) == nil {
+				enforced[l.key] = l.value
+				continue
+			}
+		}
+		if mounts == nil {
+			mounts, own = cgroupMounts(), ownCgroups()
+		}
+		reason := "no writable cgroup holds the " + l.ctl + " controller"
+		if mnt, ok := mounts[l.ctl]; ok {
+			dir := c.limits[l.ctl]
+			if dir == "" && c.v1 != "" && c.v1ctl == l.ctl {
+				dir = c.v1
+			}
+			if dir == "" {
+				d := filepath.Join(mnt, own[l.ctl], "conch-"+name)
+				if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+					reason = fmt.Sprintf("cannot create a %s cgroup: %v", l.ctl, err)
+				} else {
+					dir = d
+				}
+			}
+			if dir != "" {
+				if c.limits == nil {
+					c.limits = map[string]string{}
+				}
+				c.limits[l.ctl] = dir
+				var err error
+				for i, f := range l.v1files {
+					if err = os.WriteFile(filepath.Join(dir, f), []byte(l.v1vals[i]), 0); err != nil {
+						break
+					}
+				}
+				if err == nil {
+					enforced[l.key] = l.value
+					continue
+				}
+				reason = fmt.Sprintf("cannot set %s: %v", l.v1files[0], err)
+			}
+		}
+		warns = append(warns, fmt.Sprintf("Warning: sandbox.limits.%s is not enforced (%s).", l.key, reason))
+	}
+	return enforced, warns
+}
+
+// place moves pids into every v1 limit cgroup.
+func (c *containment) place(pids []int) error {
+	var errs []error
+	for _, dir := range c.limits {
+		for _, pid := range pids {
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

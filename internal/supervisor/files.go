@@ -66,37 +66,72 @@ type Spec struct {
 	IdempotencyKey string   `json:"idempotencyKey,omitempty"`
 	Fingerprint    string   `json:"fingerprint,omitempty"`
 	EnvKeys        []string `json:"envKeys,omitempty"`
+
+	// Sandbox is set for host=sandbox runs: Argv already wraps the
+	// command in the backend (bwrap …, sandbox-init …).
+	Sandbox *SandboxSpec `json:"sandbox,omitempty"`
+}
+
+// SandboxSpec is the supervisor's part of a sandboxed run (hosts.md §3,
+// §7.3).
+type SandboxSpec struct {
+	Backend string   `json:"backend"`
+	Scope   string   `json:"scope"`
+	Layers  []string `json:"layers,omitempty"`
+	// Limits (0: unset), applied through the session cgroups.
+	MemoryBytes int64   `json:"memoryBytes,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	// BlockFD: the child waits on fd 3 until the supervisor has placed
+	// its whole tree in the limit cgroups.
+	BlockFD bool `json:"blockFd,omitempty"`
+	// CttyInside: with a PTY, the supervisor does not make the terminal
+	// the child's controlling terminal; the in-sandbox init claims it in
+	// the sandbox's own session.
+	CttyInside bool `json:"cttyInside,omitempty"`
+}
+
+// SandboxMeta is meta.json's sandbox record.
+type SandboxMeta struct {
+	Backend string   `json:"backend"`
+	Scope   string   `json:"scope"`
+	Layers  []string `json:"layers,omitempty"`
+	// Limits lists the enforced limits (memoryBytes, pids, cpus) and
+	// Unenforced the warnings for the others.
+	Limits     map[string]float64 `json:"limits,omitempty"`
+	Unenforced []string           `json:"unenforced,omitempty"`
 }
 
 // Meta is meta.json, written by the supervisor (hosts.md §7.4).
 type Meta struct {
-	V                   int      `json:"v"`
-	ID                  string   `json:"id"`
-	Agent               string   `json:"agent"`
-	Name                string   `json:"name"`
-	Command             string   `json:"command"`
-	Argv                []string `json:"argv"`
-	Cwd                 string   `json:"cwd"`
-	Host                string   `json:"host"`
-	HostReason          string   `json:"hostReason,omitempty"`
-	PTY                 bool     `json:"pty"`
-	Cols                int      `json:"cols,omitempty"`
-	Rows                int      `json:"rows,omitempty"`
-	Stdin               string   `json:"stdin"`
-	State               string   `json:"state"` // starting | running
-	StartedAt           int64    `json:"startedAt"`
-	PID                 int      `json:"pid"`
-	PGID                int      `json:"pgid"`
-	PIDStartTime        uint64   `json:"pidStartTime"`
-	Cgroup              *Cgroup  `json:"cgroup,omitempty"`
-	SupervisorPID       int      `json:"supervisorPid"`
-	SupervisorStartTime uint64   `json:"supervisorStartTime"`
-	Socket              string   `json:"socket"`
-	TimeoutAt           int64    `json:"timeoutAt,omitempty"`
-	KillGraceMs         int64    `json:"killGraceMs"`
-	IdempotencyKey      string   `json:"idempotencyKey,omitempty"`
-	Fingerprint         string   `json:"fingerprint,omitempty"`
-	EnvKeys             []string `json:"envKeys,omitempty"`
+	V                   int          `json:"v"`
+	ID                  string       `json:"id"`
+	Agent               string       `json:"agent"`
+	Name                string       `json:"name"`
+	Command             string       `json:"command"`
+	Argv                []string     `json:"argv"`
+	Cwd                 string       `json:"cwd"`
+	Host                string       `json:"host"`
+	HostReason          string       `json:"hostReason,omitempty"`
+	PTY                 bool         `json:"pty"`
+	Cols                int          `json:"cols,omitempty"`
+	Rows                int          `json:"rows,omitempty"`
+	Stdin               string       `json:"stdin"`
+	State               string       `json:"state"` // starting | running
+	StartedAt           int64        `json:"startedAt"`
+	PID                 int          `json:"pid"`
+	PGID                int          `json:"pgid"`
+	PIDStartTime        uint64       `json:"pidStartTime"`
+	Cgroup              *Cgroup      `json:"cgroup,omitempty"`
+	SupervisorPID       int          `json:"supervisorPid"`
+	SupervisorStartTime uint64       `json:"supervisorStartTime"`
+	Socket              string       `json:"socket"`
+	TimeoutAt           int64        `json:"timeoutAt,omitempty"`
+	KillGraceMs         int64        `json:"killGraceMs"`
+	IdempotencyKey      string       `json:"idempotencyKey,omitempty"`
+	Fingerprint         string       `json:"fingerprint,omitempty"`
+	EnvKeys             []string     `json:"envKeys,omitempty"`
+	Sandbox             *SandboxMeta `json:"sandbox,omitempty"`
 }
 
 // Cgroup records the cgroups a session uses.

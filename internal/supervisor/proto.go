@@ -58,4 +58,6 @@ type ready struct {
 	OK    bool   `json:"ok"`
 	PID   int    `json:"pid,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Warnings are sandbox limits that could not be enforced.
+	Warnings []string `json:"warnings,omitempty"`
 }

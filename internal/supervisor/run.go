@@ -78,7 +78,7 @@ func Main(args []string) int {
 	}
 	// fd 4 stays open as the first subscriber: the engine that spawned
 	// this supervisor learns cursors and the end state without dialling.
-	if err := json.NewEncoder(readyOut).Encode(ready{OK: true, PID: s.cmd.Process.Pid}); err == nil {
+	if err := json.NewEncoder(readyOut).Encode(ready{OK: true, PID: s.cmd.Process.Pid, Warnings: s.warnings}); err == nil {
 		s.addSubscriber(readyOut)
 	} else {
 		readyOut.Close()
@@ -95,6 +95,8 @@ type sup struct {
 	cmd     *exec.Cmd
 	cont    *containment
 	started time.Time
+	// warnings are sandbox limits that are not enforced.
+	warnings []string
 
 	jmu sync.Mutex // guards j and sum
 	j   *journal.Writer
@@ -169,6 +171,17 @@ func (s *sup) launch() error {
 		// with the supervisor's pid, which is unique while it lives.
 		s.cont = newCgroup(fmt.Sprintf("%s-%d", spec.ID, os.Getpid()))
 	}
+	var sbMeta *SandboxMeta
+	var blockW *os.File
+	if sb := spec.Sandbox; sb != nil {
+		sbMeta = &SandboxMeta{Backend: sb.Backend, Scope: sb.Scope, Layers: sb.Layers}
+		if !spec.NoCgroup {
+			sbMeta.Limits, s.warnings = s.cont.setLimits(fmt.Sprintf("%s-%d", spec.ID, os.Getpid()), sb.MemoryBytes, sb.Pids, sb.CPUs)
+		} else if sb.MemoryBytes > 0 || sb.Pids > 0 || sb.CPUs > 0 {
+			s.warnings = append(s.warnings, "Warning: sandbox.limits are not enforced (cgroups are disabled for this session).")
+		}
+		sbMeta.Unenforced = s.warnings
+	}
 
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Env = spec.Env
@@ -196,6 +209,9 @@ func (s *sup) launch() error {
 		pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		if spec.Sandbox != nil && spec.Sandbox.CttyInside {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		}
 		s.ptmx = ptmx
 		s.term = vt.New(cols, rows)
 		s.stdinState = "pty"
@@ -231,6 +247,20 @@ func (s *sup) launch() error {
 			s.stdinState = "closed"
 		}
 	}
+	if spec.Sandbox != nil && spec.Sandbox.BlockFD {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("pipe: %w", err)
+		}
+		cmd.ExtraFiles = []*os.File{r}
+		childEnds = append(childEnds, r)
+		blockW = w
+		defer func() {
+			if blockW != nil {
+				blockW.Close()
+			}
+		}()
+	}
 	if fd := s.cont.cgroupFD(); fd >= 0 {
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = fd
@@ -253,6 +283,7 @@ func (s *sup) launch() error {
 		retry.Path, retry.Err = cmd.Path, nil
 		retry.Env, retry.Dir = cmd.Env, cmd.Dir
 		retry.Stdin, retry.Stdout, retry.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
+		retry.ExtraFiles = cmd.ExtraFiles
 		attr := *cmd.SysProcAttr
 		attr.UseCgroupFD = false
 		retry.SysProcAttr = &attr
@@ -273,6 +304,16 @@ func (s *sup) launch() error {
 	pid := cmd.Process.Pid
 	s.cont.pgid = pid
 	s.cont.adopt(pid)
+	if blockW != nil {
+		// The child waits on fd 3: put its whole tree (bwrap may have
+		// forked already) into the limit cgroups, then let it go.
+		if err := s.cont.place(append(s.cont.members(), pid)); err != nil {
+			s.logf("place in limit cgroups: %v", err)
+		}
+		blockW.Write([]byte{1})
+		blockW.Close()
+		blockW = nil
+	}
 
 	go s.reap(chld)
 	if s.ptmx != nil {
@@ -293,7 +334,7 @@ func (s *sup) launch() error {
 		StartedAt: s.started.UnixMilli(), PID: pid, PGID: pid, PIDStartTime: StartTime(pid),
 		Cgroup: s.cont.describe(), SupervisorPID: os.Getpid(), SupervisorStartTime: StartTime(os.Getpid()),
 		Socket: spec.Socket, KillGraceMs: spec.KillGraceMs, IdempotencyKey: spec.IdempotencyKey,
-		Fingerprint: spec.Fingerprint, EnvKeys: spec.EnvKeys,
+		Fingerprint: spec.Fingerprint, EnvKeys: spec.EnvKeys, Sandbox: sbMeta,
 	}
 	if spec.TimeoutMs > 0 {
 		meta.TimeoutAt = s.started.UnixMilli() + spec.TimeoutMs
@@ -426,6 +467,11 @@ func (s *sup) run() {
 	s.mu.Unlock()
 	left := 0
 	if !killing {
+		if s.spec.Sandbox != nil {
+			// bwrap's own processes (the monitor, the namespace's init)
+			// end right after the command: they are not leftovers.
+			s.waitTreeGone(200 * time.Millisecond)
+		}
 		left = len(s.cont.members())
 		if left > 0 {
 			s.treeKill(s.grace())

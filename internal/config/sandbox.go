@@ -1,0 +1,271 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+)
+
+// Sandbox is the "sandbox" section and agents.<id>.sandbox (hosts.md §2).
+// Every field is optional; an agent's section overrides the global one key
+// by key (lists and maps are replaced whole).
+type Sandbox struct {
+	Mode            string            `json:"mode,omitempty"`
+	Backend         string            `json:"backend,omitempty"`
+	Scope           string            `json:"scope,omitempty"`
+	WorkspaceAccess string            `json:"workspaceAccess,omitempty"`
+	WorkspacePath   string            `json:"workspacePath,omitempty"`
+	Network         string            `json:"network,omitempty"`
+	ProtectPaths    []string          `json:"protectPaths,omitempty"`
+	Env             map[string]string `json:"env,omitempty"`
+	Bwrap           *SandboxBwrap     `json:"bwrap,omitempty"`
+	Limits          *SandboxLimits    `json:"limits,omitempty"`
+	Docker          *SandboxDocker    `json:"docker,omitempty"`
+}
+
+// SandboxBwrap is sandbox.bwrap. Binds are "SRC" or "SRC:DST".
+type SandboxBwrap struct {
+	Path    string   `json:"path,omitempty"`
+	ROBinds []string `json:"roBinds,omitempty"`
+	Binds   []string `json:"binds,omitempty"`
+}
+
+// SandboxLimits is sandbox.limits; nil fields are unset.
+type SandboxLimits struct {
+	MemoryBytes *int64   `json:"memoryBytes,omitempty"`
+	Pids        *int64   `json:"pids,omitempty"`
+	CPUs        *float64 `json:"cpus,omitempty"`
+}
+
+// SandboxDocker is sandbox.docker (hosts.md §3.3).
+type SandboxDocker struct {
+	Image        string            `json:"image,omitempty"`
+	Network      string            `json:"network,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	Binds        []string          `json:"binds,omitempty"`
+	Ulimits      []string          `json:"ulimits,omitempty"`
+	SetupCommand string            `json:"setupCommand,omitempty"`
+	Prune        *SandboxPrune     `json:"prune,omitempty"`
+}
+
+// SandboxPrune is sandbox.docker.prune.
+type SandboxPrune struct {
+	IdleHours  *float64 `json:"idleHours,omitempty"`
+	MaxAgeDays *float64 `json:"maxAgeDays,omitempty"`
+}
+
+// SandboxSettings are an agent's resolved sandbox settings, defaults
+// applied and enumerations lower-cased.
+type SandboxSettings struct {
+	Mode            string // off | all | non-main
+	On              bool   // sandboxing is on for this agent
+	Backend         string // auto | bwrap | docker | landlock
+	Scope           string // agent-<id> | shared (the directory name)
+	WorkspaceAccess string // rw | ro | none
+	WorkspacePath   string // same | /workspace
+	Network         string // none | open
+	ProtectPaths    []string
+	Env             map[string]string
+	BwrapPath       string
+	ROBinds         []string
+	Binds           []string
+	MemoryBytes     int64   // 0: unset
+	Pids            int64   // 0: unset
+	CPUs            float64 // 0: unset
+	Docker          DockerSettings
+}
+
+// DockerSettings are the resolved sandbox.docker values.
+type DockerSettings struct {
+	Image        string
+	Network      string
+	Env          map[string]string
+	Binds        []string
+	Ulimits      []string
+	SetupCommand string
+	IdleHours    float64
+	MaxAgeDays   float64
+}
+
+// DefaultProtectPaths is sandbox.protectPaths' default.
+var DefaultProtectPaths = []string{".git/hooks", ".git/config", ".conch"}
+
+func (s *Sandbox) validate(prefix string) error {
+	if s == nil {
+		return nil
+	}
+	errs := []error{
+		oneOf(prefix+".mode", s.Mode, "off", "all", "non-main"),
+		oneOf(prefix+".backend", s.Backend, "auto", "bwrap", "docker", "landlock"),
+		oneOf(prefix+".scope", s.Scope, "agent", "shared"),
+		oneOf(prefix+".workspaceAccess", s.WorkspaceAccess, "rw", "ro", "none"),
+		oneOf(prefix+".network", s.Network, "none", "open"),
+	}
+	if s.WorkspacePath != "" && s.WorkspacePath != "same" && s.WorkspacePath != "/workspace" {
+		errs = append(errs, fmt.Errorf("%s.workspacePath: invalid value %q (want same or /workspace)", prefix, s.WorkspacePath))
+	}
+	for _, p := range s.ProtectPaths {
+		if p == "" || strings.HasPrefix(p, "/") || strings.Contains("/"+p+"/", "/../") {
+			errs = append(errs, fmt.Errorf("%s.protectPaths: %q must be a relative path inside the workspace", prefix, p))
+		}
+	}
+	for k := range s.Env {
+		if !envName(k) {
+			errs = append(errs, fmt.Errorf("%s.env: invalid variable name %q", prefix, k))
+		}
+	}
+	if b := s.Bwrap; b != nil {
+		for _, l := range [][]string{b.ROBinds, b.Binds} {
+			for _, x := range l {
+				if err := checkBindSyntax(x); err != nil {
+					errs = append(errs, fmt.Errorf("%s.bwrap: %w", prefix, err))
+				}
+			}
+		}
+	}
+	if l := s.Limits; l != nil {
+		if l.MemoryBytes != nil && *l.MemoryBytes < 1<<20 {
+			errs = append(errs, fmt.Errorf("%s.limits.memoryBytes: %d is below 1 MiB", prefix, *l.MemoryBytes))
+		}
+		if l.Pids != nil && *l.Pids < 0 {
+			errs = append(errs, fmt.Errorf("%s.limits.pids: %d is negative (0 means no limit)", prefix, *l.Pids))
+		}
+		if l.CPUs != nil && (*l.CPUs < 0 || *l.CPUs > 1024) {
+			errs = append(errs, fmt.Errorf("%s.limits.cpus: %v is out of range (0 means no limit)", prefix, *l.CPUs))
+		}
+	}
+	if d := s.Docker; d != nil {
+		for _, x := range d.Binds {
+			if err := checkBindSyntax(strings.TrimSuffix(strings.TrimSuffix(x, ":ro"), ":rw")); err != nil {
+				errs = append(errs, fmt.Errorf("%s.docker: %w", prefix, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func envName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, c := range k {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// SplitBind splits "SRC" or "SRC:DST" into source and destination.
+func SplitBind(b string) (src, dst string) {
+	src, dst, ok := strings.Cut(b, ":")
+	if !ok {
+		dst = src
+	}
+	return src, dst
+}
+
+func checkBindSyntax(b string) error {
+	src, dst := SplitBind(b)
+	if !strings.HasPrefix(src, "/") || !strings.HasPrefix(dst, "/") {
+		return fmt.Errorf("bind %q: source and destination must be absolute paths (SRC or SRC:DST)", b)
+	}
+	return nil
+}
+
+// SandboxFor resolves agent's sandbox settings: agents.<id>.sandbox key by
+// key over the global section over the defaults of hosts.md §2.
+func (c *Config) SandboxFor(agent string) SandboxSettings {
+	s := SandboxSettings{
+		Mode: "off", Backend: "auto", Scope: "agent", WorkspaceAccess: "rw", WorkspacePath: "same",
+		Network: "none", ProtectPaths: DefaultProtectPaths, Env: map[string]string{"LANG": "C.UTF-8"},
+		BwrapPath: "bwrap", Pids: 512,
+		Docker: DockerSettings{Image: "debian:bookworm-slim", Network: "bridge", IdleHours: 24, MaxAgeDays: 7},
+	}
+	apply := func(x *Sandbox) {
+		if x == nil {
+			return
+		}
+		str := func(dst *string, v string) {
+			if v != "" {
+				*dst = strings.ToLower(v)
+			}
+		}
+		str(&s.Mode, x.Mode)
+		str(&s.Backend, x.Backend)
+		str(&s.Scope, x.Scope)
+		str(&s.WorkspaceAccess, x.WorkspaceAccess)
+		str(&s.Network, x.Network)
+		if x.WorkspacePath != "" {
+			s.WorkspacePath = x.WorkspacePath
+		}
+		if x.ProtectPaths != nil {
+			s.ProtectPaths = x.ProtectPaths
+		}
+		if x.Env != nil {
+			s.Env = maps.Clone(x.Env)
+		}
+		if b := x.Bwrap; b != nil {
+			if b.Path != "" {
+				s.BwrapPath = b.Path
+			}
+			if b.ROBinds != nil {
+				s.ROBinds = b.ROBinds
+			}
+			if b.Binds != nil {
+				s.Binds = b.Binds
+			}
+		}
+		if l := x.Limits; l != nil {
+			if l.MemoryBytes != nil {
+				s.MemoryBytes = *l.MemoryBytes
+			}
+			if l.Pids != nil {
+				s.Pids = *l.Pids
+			}
+			if l.CPUs != nil {
+				s.CPUs = *l.CPUs
+			}
+		}
+		if d := x.Docker; d != nil {
+			if d.Image != "" {
+				s.Docker.Image = d.Image
+			}
+			if d.Network != "" {
+				s.Docker.Network = d.Network
+			}
+			if d.Env != nil {
+				s.Docker.Env = d.Env
+			}
+			if d.Binds != nil {
+				s.Docker.Binds = d.Binds
+			}
+			if d.Ulimits != nil {
+				s.Docker.Ulimits = d.Ulimits
+			}
+			if d.SetupCommand != "" {
+				s.Docker.SetupCommand = d.SetupCommand
+			}
+			if p := d.Prune; p != nil {
+				if p.IdleHours != nil {
+					s.Docker.IdleHours = *p.IdleHours
+				}
+				if p.MaxAgeDays != nil {
+					s.Docker.MaxAgeDays = *p.MaxAgeDays
+				}
+			}
+		}
+	}
+	apply(&c.Sandbox)
+	if a, ok := c.Agents[agent]; ok {
+		apply(a.Sandbox)
+	}
+	s.On = s.Mode == "all" || s.Mode == "non-main" && agent != "main"
+	if s.Scope == "shared" {
+		s.Scope = "shared"
+	} else {
+		s.Scope = "agent-" + agent
+	}
+	return s
+}

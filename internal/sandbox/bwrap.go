@@ -1,0 +1,160 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Bwrap is the bubblewrap backend (hosts.md §3.2).
+type Bwrap struct {
+	Path  string // "bwrap" (looked up on PATH) or an absolute path
+	probe probe
+	bin   string
+}
+
+// Name implements Backend.
+func (b *Bwrap) Name() string { return "bwrap" }
+
+// ErrNoBwrap explains a missing bubblewrap.
+var ErrNoBwrap = errors.New("bubblewrap (bwrap) is not installed or not on PATH; install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) or set sandbox.bwrap.path")
+
+// Available finds bwrap and runs a trial sandbox.
+func (b *Bwrap) Available(ctx context.Context) error {
+	return b.probe.get(func() error {
+		p := b.Path
+		if p == "" {
+			p = "bwrap"
+		}
+		bin, err := exec.LookPath(p)
+		if err != nil {
+			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+				return ErrNoBwrap
+			}
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bin, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("bwrap trial run failed (%v): %s (are unprivileged user namespaces enabled? sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)", err, strings.TrimSpace(string(out)))
+		}
+		b.bin = bin
+		return nil
+	})
+}
+
+// Prepare makes the scope home.
+func (b *Bwrap) Prepare(ctx context.Context, r *Run) error {
+	return os.MkdirAll(filepath.Join(ScopeDir(r.Home, r.Settings.Scope), "home"), 0o700)
+}
+
+// Remove has nothing to remove for bwrap.
+func (b *Bwrap) Remove(ctx context.Context, scope string) error { return nil }
+
+// Layers implements Backend.
+func (b *Bwrap) Layers(r *Run) []string {
+	l := []string{"bwrap", "userns", "pidns", "ipcns", "utsns", "cgroupns", "mountns"}
+	if r.Settings.Network != "open" {
+		l = append(l, "netns")
+	}
+	return l
+}
+
+// systemRO are the read-only system binds of hosts.md §3.2.
+var systemRO = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix/store"}
+
+// Command builds the bwrap argv. It always asks bwrap to wait on fd 3
+// (--block-fd) so the supervisor can put the whole tree into its limit
+// cgroups before anything runs.
+func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
+	bin := b.bin
+	if bin == "" {
+		if err := b.Available(context.Background()); err != nil {
+			return nil, nil, err
+		}
+		bin = b.bin
+	}
+	s := r.Settings
+	view := NewView(r.Workspace, s, "bwrap")
+	cwd, ok := view.MapIn(r.Cwd)
+	if !ok {
+		cwd = view.Inside
+	}
+	a := []string{bin, "--unshare-all"}
+	if s.Network == "open" {
+		a = append(a, "--share-net")
+	}
+	a = append(a, "--die-with-parent", "--new-session", "--hostname", "conch-sandbox")
+	a = append(a, "--ro-bind", "/usr", "/usr")
+	for _, d := range systemRO[1:] {
+		a = append(a, "--ro-bind-try", d, d)
+	}
+	for _, x := range s.ROBinds {
+		src, dst := splitBind(x)
+		if err := CheckBind(r.Home, src); err != nil {
+			return nil, nil, err
+		}
+		a = append(a, "--ro-bind", src, dst)
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run")
+	if s.Network == "open" {
+		a = append(a, "--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve")
+	}
+	// The user's home and the conch home must stay out of sight even when
+	// they lie below a directory bound above (/opt/…, /usr/…).
+	uh, _ := os.UserHomeDir()
+	for _, p := range []string{uh, r.Home} {
+		if p != "" && underAny(p, systemRO) {
+			a = append(a, "--tmpfs", p)
+		}
+	}
+	a = append(a, "--bind", filepath.Join(ScopeDir(r.Home, s.Scope), "home"), InsideHome)
+	mode := "--bind"
+	if s.WorkspaceAccess == "ro" {
+		mode = "--ro-bind"
+	}
+	a = append(a, mode, r.Workspace, view.Inside)
+	for _, p := range s.ProtectPaths {
+		a = append(a, "--ro-bind-try", filepath.Join(r.Workspace, p), filepath.Join(view.Inside, p))
+	}
+	for _, x := range s.Binds {
+		src, dst := splitBind(x)
+		if err := CheckBind(r.Home, src); err != nil {
+			return nil, nil, err
+		}
+		a = append(a, "--bind", src, dst)
+	}
+	a = append(a, "--ro-bind", r.Exe, InsideExe, "--chdir", cwd, "--block-fd", "3", "--cap-drop", "ALL", "--")
+	if r.PTY {
+		// bwrap's --new-session leaves the command without a controlling
+		// terminal; the init claims the session's PTY (fd 0) before it
+		// execs the shell, so job control works inside.
+		a = append(a, InsideExe, "sandbox-init", "--ctty", "--")
+	}
+	a = append(a, "/bin/sh", "-lc", r.Command)
+	return a, r.Env, nil
+}
+
+func splitBind(b string) (string, string) {
+	src, dst, ok := strings.Cut(b, ":")
+	if !ok {
+		dst = src
+	}
+	return src, dst
+}
+
+func underAny(p string, roots []string) bool {
+	for _, r := range roots {
+		src, _ := splitBind(r)
+		if _, ok := within(src, p); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,164 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// Landlock is the daemon-less fallback (hosts.md §3.5): `conch
+// sandbox-init --landlock` applies a Landlock ruleset and a seccomp filter
+// to itself, then execs the shell. Paths are the host's.
+type Landlock struct {
+	probe probe
+}
+
+// Name implements Backend.
+func (l *Landlock) Name() string { return "landlock" }
+
+// LandlockABI returns the kernel's Landlock ABI version (0: none).
+func LandlockABI() int {
+	v, err := llsys.LandlockGetABIVersion()
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// Available checks for Landlock ABI >= 1 and seccomp filter support.
+func (l *Landlock) Available(ctx context.Context) error {
+	return l.probe.get(func() error {
+		if LandlockABI() < 1 {
+			return errors.New("the kernel does not offer Landlock (needs Linux >= 5.13 with landlock in the lsm= list)")
+		}
+		if !seccomp.Supported() {
+			return errors.New("the kernel does not support seccomp filters")
+		}
+		return nil
+	})
+}
+
+// Prepare makes the scope home and temp directory.
+func (l *Landlock) Prepare(ctx context.Context, r *Run) error {
+	for _, d := range []string{"home", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(ScopeDir(r.Home, r.Settings.Scope), d), 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove has nothing to remove.
+func (l *Landlock) Remove(ctx context.Context, scope string) error { return nil }
+
+// Layers implements Backend.
+func (l *Landlock) Layers(r *Run) []string {
+	abi := LandlockABI()
+	out := []string{fmt.Sprintf("landlock-abi-%d", abi), "landlock-fs"}
+	if r.Settings.Network != "open" {
+		if abi >= 4 {
+			out = append(out, "landlock-tcp")
+		}
+	}
+	if abi >= 6 {
+		out = append(out, "landlock-scope-signal", "landlock-scope-abstract-unix")
+	}
+	out = append(out, "seccomp", "no-new-privs")
+	return out
+}
+
+// Policy is what `sandbox-init --landlock` enforces.
+type Policy struct {
+	RO      []string `json:"ro"`
+	RW      []string `json:"rw"`
+	Network bool     `json:"network"` // network=open
+}
+
+// Command runs the init with the encoded policy.
+func (l *Landlock) Command(r *Run) ([]string, []string, error) {
+	s := r.Settings
+	scope := ScopeDir(r.Home, s.Scope)
+	p := Policy{Network: s.Network == "open"}
+	p.RO = append([]string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix/store", "/proc"}, nil...)
+	for _, x := range s.ROBinds {
+		src, _ := splitBind(x)
+		if err := CheckBind(r.Home, src); err != nil {
+			return nil, nil, err
+		}
+		p.RO = append(p.RO, src)
+	}
+	if s.WorkspaceAccess == "ro" {
+		p.RO = append(p.RO, r.Workspace)
+	} else {
+		p.RW = append(p.RW, r.Workspace)
+	}
+	p.RW = append(p.RW, filepath.Join(scope, "home"), filepath.Join(scope, "tmp"))
+	for _, x := range s.Binds {
+		src, _ := splitBind(x)
+		if err := CheckBind(r.Home, src); err != nil {
+			return nil, nil, err
+		}
+		p.RW = append(p.RW, src)
+	}
+	b, _ := json.Marshal(p)
+	env := append([]string{}, r.Env...)
+	env = setEnv(env, "HOME", filepath.Join(scope, "home"))
+	env = setEnv(env, "TMPDIR", filepath.Join(scope, "tmp"))
+	argv := []string{r.Exe, "sandbox-init", "--landlock", base64.StdEncoding.EncodeToString(b), "--block-fd", "3", "--", "/bin/sh", "-lc", r.Command}
+	return argv, env, nil
+}
+
+func setEnv(env []string, k, v string) []string {
+	for i, kv := range env {
+		if len(kv) > len(k) && kv[:len(k)+1] == k+"=" {
+			env[i] = k + "=" + v
+			return env
+		}
+	}
+	return append(env, k+"="+v)
+}
+
+// applyLandlock restricts this process (and everything it execs) to p.
+func applyLandlock(p Policy) error {
+	cfg := landlock.V11.BestEffort()
+	if p.Network {
+		cfg = landlock.Config{HandledAccessFS: landlock.V11.HandledAccessFS, Scoped: landlock.V11.Scoped}.BestEffort()
+	}
+	rules := []landlock.Rule{
+		landlock.RODirs(p.RO...).IgnoreIfMissing(),
+		landlock.RWDirs(p.RW...).IgnoreIfMissing(),
+		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom").IgnoreIfMissing(),
+		landlock.RWFiles("/dev/tty", "/dev/ptmx").WithIoctlDev().IgnoreIfMissing(),
+		landlock.RWDirs("/dev/pts").WithIoctlDev().IgnoreIfMissing(),
+	}
+	return cfg.Restrict(rules...)
+}
+
+// applySeccomp loads the filter of hosts.md §3.5.
+func applySeccomp(network bool) error {
+	deny := []string{"ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root", "unshare", "setns",
+		"bpf", "perf_event_open", "keyctl", "add_key", "request_key", "open_by_handle_at", "kexec_load", "init_module",
+		"finit_module", "reboot", "swapon", "swapoff"}
+	groups := []seccomp.SyscallGroup{{Action: seccomp.ActionErrno, Names: deny}}
+	if !network {
+		var conds []seccomp.NameWithConditions
+		for _, af := range []uint64{unix.AF_INET, unix.AF_INET6, unix.AF_PACKET} {
+			conds = append(conds, seccomp.NameWithConditions{Name: "socket", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: af}}})
+		}
+		groups = append(groups, seccomp.SyscallGroup{Action: seccomp.ActionErrno, NamesWithCondtions: conds})
+	}
+	return seccomp.LoadFilter(seccomp.Filter{
+		NoNewPrivs: true,
+		Flag:       seccomp.FilterFlagTSync,
+		Policy:     seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups},
+	})
+}

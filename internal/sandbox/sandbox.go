@@ -1,0 +1,256 @@
+// Package sandbox builds the isolated environments behind exec
+// host=sandbox (hosts.md §2–§3): the bubblewrap backend (namespaces and
+// mounts, no daemon), the Landlock + seccomp fallback applied by a
+// re-exec'd `conch sandbox-init`, and the docker backend. A backend only
+// builds the argv the session supervisor runs; the supervisor keeps doing
+// what it does for every session (PTY, journal, cgroup containment,
+// timeouts, kill), so every exec and process feature works the same
+// inside a sandbox.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/conchsh/conch/internal/config"
+)
+
+// InsideHome is the scope home as seen inside bwrap and docker sandboxes.
+const InsideHome = "/home/conch"
+
+// InsideExe is where the conch binary is mounted inside bwrap and docker
+// sandboxes.
+const InsideExe = "/run/conch/conch"
+
+// DefaultPath is the PATH inside a sandbox when the gateway has none.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Run is one sandboxed run, fully resolved.
+type Run struct {
+	Home      string // conch home (host path)
+	Exe       string // the conch executable (host path)
+	Settings  config.SandboxSettings
+	Workspace string // the workspace on the host (the real one, or the private one for access none)
+	Cwd       string // the working directory, host path inside Workspace
+	Command   string // shell command text (PATH prefix included)
+	Env       []string
+	PTY       bool
+}
+
+// Backend is one way of isolating a run (hosts.md §3.1).
+type Backend interface {
+	// Name is bwrap, landlock or docker.
+	Name() string
+	// Available reports why the backend cannot be used, or nil.
+	Available(ctx context.Context) error
+	// Prepare makes the scope's directories (docker: the container).
+	Prepare(ctx context.Context, r *Run) error
+	// Command returns the argv and environment the supervisor runs.
+	Command(r *Run) (argv, env []string, err error)
+	// Layers names the isolation layers in force (bwrap: namespaces,
+	// mounts; landlock: landlock-abi-N, seccomp, …).
+	Layers(r *Run) []string
+	// Remove deletes per-scope state (docker: the container).
+	Remove(ctx context.Context, scope string) error
+}
+
+// ScopeDir is $CONCH_HOME/sandboxes/<scope>.
+func ScopeDir(home, scope string) string { return filepath.Join(home, "sandboxes", scope) }
+
+// View maps paths between the host and the sandbox for one backend and
+// settings (hosts.md §2 workspacePath, §3.3).
+type View struct {
+	Host   string // the workspace on the host
+	Inside string // where it is mounted inside
+}
+
+// NewView returns the mapping for settings and backend name.
+func NewView(workspace string, s config.SandboxSettings, backend string) View {
+	v := View{Host: workspace, Inside: workspace}
+	if backend == "docker" || backend == "bwrap" && s.WorkspacePath == "/workspace" {
+		v.Inside = "/workspace"
+	}
+	return v
+}
+
+// MapIn maps a host path to the sandbox's view; ok is false outside the
+// workspace.
+func (v View) MapIn(host string) (string, bool) {
+	rel, ok := within(v.Host, host)
+	if !ok {
+		return "", false
+	}
+	return filepath.Join(v.Inside, rel), true
+}
+
+// MapOut maps a sandbox path back to the host; ok is false outside the
+// workspace.
+func (v View) MapOut(inside string) (string, bool) {
+	rel, ok := within(v.Inside, inside)
+	if !ok {
+		return "", false
+	}
+	return filepath.Join(v.Host, rel), true
+}
+
+func within(root, p string) (string, bool) {
+	rel, err := filepath.Rel(filepath.Clean(root), filepath.Clean(p))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return "", false
+	}
+	return rel, true
+}
+
+// Workspace resolves the workspace a run mounts: the real one, checked
+// against the unsafe cases of hosts.md §2, or the private per-scope one
+// for workspaceAccess=none.
+func Workspace(home, workspace string, s config.SandboxSettings) (string, error) {
+	if s.WorkspaceAccess == "none" {
+		d := filepath.Join(ScopeDir(home, s.Scope), "workspace")
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", err
+		}
+		return d, nil
+	}
+	if err := WorkspaceSafe(home, workspace); err != nil {
+		return "", err
+	}
+	return workspace, nil
+}
+
+// WorkspaceSafe refuses a workspace that is /, $HOME or an ancestor of
+// $HOME or the conch home (hosts.md §2).
+func WorkspaceSafe(home, workspace string) error {
+	ws := realpath(workspace)
+	if ws == "/" {
+		return errors.New("the workspace is /")
+	}
+	uh, _ := os.UserHomeDir()
+	for _, p := range []string{uh, home} {
+		if p == "" {
+			continue
+		}
+		if _, ok := within(ws, realpath(p)); ok {
+			return fmt.Errorf("the workspace %s is or contains %s", workspace, p)
+		}
+	}
+	return nil
+}
+
+// CheckBind refuses configured bind sources that would open the boundary
+// (hosts.md §2).
+func CheckBind(home, src string) error {
+	s := realpath(src)
+	uh, _ := os.UserHomeDir()
+	refused := []string{"/", "/etc", "/proc", "/sys", "/dev", "/run", "/var/run/docker.sock", "/run/docker.sock"}
+	if slices.Contains(refused, s) || s == realpath(uh) || s == realpath(home) {
+		return fmt.Errorf("bind source %s is refused", src)
+	}
+	for _, p := range []string{uh, home} {
+		if _, ok := within(s, realpath(p)); ok && p != "" {
+			return fmt.Errorf("bind source %s contains %s", src, p)
+		}
+	}
+	return nil
+}
+
+func realpath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return filepath.Clean(p)
+}
+
+// probe caches an availability probe; failures are re-probed at most
+// every 60 s (hosts.md §3.1).
+type probe struct {
+	mu   sync.Mutex
+	done bool
+	err  error
+	at   time.Time
+}
+
+func (p *probe) get(f func() error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done && (p.err == nil || time.Since(p.at) < 60*time.Second) {
+		return p.err
+	}
+	p.err, p.done, p.at = f(), true, time.Now()
+	return p.err
+}
+
+var (
+	bmu      sync.Mutex
+	backends = map[string]Backend{}
+)
+
+// For returns the backend for settings: the configured one, or for auto
+// the first available of bwrap, docker, landlock. The error explains why
+// none is usable.
+func For(ctx context.Context, s config.SandboxSettings) (Backend, error) {
+	get := func(name string) Backend {
+		bmu.Lock()
+		defer bmu.Unlock()
+		key := name
+		if name == "bwrap" {
+			key += ":" + s.BwrapPath
+		}
+		if b, ok := backends[key]; ok {
+			return b
+		}
+		var b Backend
+		switch name {
+		case "bwrap":
+			b = &Bwrap{Path: s.BwrapPath}
+		case "docker":
+			b = &Docker{}
+		case "landlock":
+			b = &Landlock{}
+		}
+		backends[key] = b
+		return b
+	}
+	if s.Backend != "auto" {
+		b := get(s.Backend)
+		if b == nil {
+			return nil, fmt.Errorf("unknown sandbox backend %q", s.Backend)
+		}
+		if err := b.Available(ctx); err != nil {
+			return nil, fmt.Errorf("sandbox backend %s: %w", s.Backend, err)
+		}
+		return b, nil
+	}
+	var why []string
+	for _, n := range []string{"bwrap", "docker", "landlock"} {
+		b := get(n)
+		err := b.Available(ctx)
+		if err == nil {
+			return b, nil
+		}
+		why = append(why, n+": "+err.Error())
+	}
+	return nil, errors.New("no sandbox backend is usable (" + strings.Join(why, "; ") + ")")
+}
+
+// Env builds the sandbox environment of exec.md §5.2: PATH, HOME, LANG,
+// the non-interactive defaults, sandbox.env, the request env, the markers.
+func Env(home, path string, nonInteractive, sandboxEnv, request map[string]string) map[string]string {
+	if path == "" {
+		path = DefaultPath
+	}
+	env := map[string]string{"PATH": path, "HOME": home, "LANG": "C.UTF-8"}
+	for _, m := range []map[string]string{nonInteractive, sandboxEnv, request} {
+		for k, v := range m {
+			env[k] = v
+		}
+	}
+	return env
+}
