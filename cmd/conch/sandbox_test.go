@@ -2,11 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // needBwrap skips when bubblewrap or user namespaces are missing.
@@ -60,5 +65,317 @@ func TestSandboxBasics(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(se.ws, "f930")); err != nil {
 		t.Fatalf("write inside the workspace did not reach the host: %v", err)
+	}
+}
+
+// TestSandboxEscapes runs attempts that must fail from inside the bwrap
+// sandbox (issue 7's proof list).
+func TestSandboxEscapes(t *testing.T) {
+	needBwrap(t)
+	t.Parallel()
+	se := newSandbox(t, nil)
+	outside := filepath.Join(filepath.Dir(se.ws), "outside930")
+
+	// A host listener on loopback that must never see a connection.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+
+	// A host process that must stay invisible and unsignalable.
+	host := exec.Command("sleep", "930.1")
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { host.Process.Kill(); host.Wait() }()
+	hostPid := host.Process.Pid
+
+	cases := []struct {
+		name, cmd string
+		check    func(r result) string
+	}{
+		{"write outside the workspace", "echo pwned > " + outside + "; echo pwned > /usr/pwned930; echo pwned > " + filepath.Join(se.home, "pwned930"), func(r result) string {
+			for _, p := range []string{outside, "/usr/pwned930", filepath.Join(se.home, "pwned930")} {
+				if _, err := os.Stat(p); err == nil {
+					os.Remove(p)
+					return p + " was written"
+				}
+			}
+			return ""
+		}},
+		{"read ~/.ssh", "cat " + filepath.Join(se.userHome, ".ssh", "id_ed25519") + "; test -d " + filepath.Join(se.userHome, ".ssh") + " && echo SSH-DIR-VISIBLE", func(r result) string {
+			if strings.Contains(r.Text, "SECRET-KEY-930") || strings.Contains(r.Text, "SSH-DIR-VISIBLE") {
+				return "the user's ~/.ssh is readable"
+			}
+			return ""
+		}},
+		{"read the conch home", "cat " + filepath.Join(se.home, "secret.txt") + " " + filepath.Join(se.home, "config.json") + "; test -e " + filepath.Join(se.home, "sessions") + " && echo CONCH-HOME-VISIBLE", func(r result) string {
+			if strings.Contains(r.Text, "CONCH-HOME-SECRET") || strings.Contains(r.Text, "\"mode\"") || strings.Contains(r.Text, "CONCH-HOME-VISIBLE") {
+				return "the conch home is readable"
+			}
+			return ""
+		}},
+		{"reach host loopback", fmt.Sprintf("bash -c 'echo hi > /dev/tcp/127.0.0.1/%d' && echo CONNECTED", port), func(r result) string {
+			if strings.Contains(r.Text, "CONNECTED") {
+				return "connected to the host's loopback"
+			}
+			return ""
+		}},
+		{"reach the network", "bash -c 'echo > /dev/tcp/1.1.1.1/53' && echo CONNECTED; ip -o link 2>/dev/null | grep -v ' lo:' | grep -c link/ether", func(r result) string {
+			if strings.Contains(r.Text, "CONNECTED") {
+				return "reached the network"
+			}
+			return ""
+		}},
+		{"see host processes", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo; ls /proc | grep -c '^[0-9]'", func(r result) string {
+			if strings.Contains(r.Text, "930.1") || strings.Contains(r.Text, "conch mcp") {
+				return "host processes are visible"
+			}
+			return ""
+		}},
+		{"signal a host process", fmt.Sprintf("kill -9 %d", hostPid), func(r result) string {
+			time.Sleep(100 * time.Millisecond)
+			if host.ProcessState != nil || syscall.Kill(hostPid, 0) != nil || isZombie(hostPid) {
+				return "the host process was killed"
+			}
+			return ""
+		}},
+		{"fill the host /tmp", "dd if=/dev/zero of=/tmp/fill930 bs=1M count=8 2>&1; ls -la /tmp", func(r result) string {
+			if _, err := os.Stat("/tmp/fill930"); err == nil {
+				os.Remove("/tmp/fill930")
+				return "wrote to the host /tmp"
+			}
+			return ""
+		}},
+		{"host sockets", "ls /run /var/run /tmp/.X11-unix 2>&1; ls /run/conch", func(r result) string {
+			if strings.Contains(r.Text, "docker.sock") || strings.Contains(r.Text, "dbus") || strings.Contains(r.Text, ".sock") {
+				return "host sockets are visible"
+			}
+			return ""
+		}},
+	}
+	for _, tc := range cases {
+		r := se.c.exec(map[string]any{"command": tc.cmd})
+		if r.str("host") != "sandbox" {
+			t.Fatalf("%s: not sandboxed: %s %v", tc.name, r.Text, r.D)
+		}
+		if msg := tc.check(r); msg != "" {
+			t.Errorf("%s: %s\n%s", tc.name, msg, r.Text)
+		}
+		t.Logf("%s:\n%s", tc.name, r.Text)
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("the host listener accepted %d connections from the sandbox", n)
+	}
+}
+
+// TestSandboxKillTakesEverything: a daemonised child (setsid, nohup,
+// double fork) inside the sandbox dies with the session.
+func TestSandboxKillTakesEverything(t *testing.T) {
+	needBwrap(t)
+	t.Parallel()
+	se := newSandbox(t, nil)
+	r := se.c.exec(map[string]any{"command": "(setsid nohup sh -c 'sleep 931.1' >/dev/null 2>&1 &); sleep 931.2", "background": true})
+	id := r.str("sessionId")
+	if id == "" || r.str("host") != "sandbox" {
+		t.Fatalf("background: %s %v", r.Text, r.D)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if len(pgrep("^sleep 931.1")) == 0 || len(pgrep("^sleep 931.2")) == 0 {
+			return "sleeps not started"
+		}
+		return ""
+	})
+	k := se.c.process(map[string]any{"action": "kill", "sessionId": id})
+	t.Log(k.Text)
+	end := se.c.waitEnd(id, 15*time.Second)
+	if end.str("state") != "killed" {
+		t.Fatalf("state: %s %v", end.Text, end.D)
+	}
+	eventually(t, 5*time.Second, func() string {
+		if p := pgrep("^sleep 931"); len(p) != 0 {
+			return fmt.Sprintf("still alive after kill: %v", p)
+		}
+		if p := pgrep("bwrap .*931"); len(p) != 0 {
+			return fmt.Sprintf("bwrap still alive after kill: %v", p)
+		}
+		return ""
+	})
+}
+
+// TestSandboxPTYJobControl: a PTY session inside bwrap has a controlling
+// terminal (bwrap's --new-session does not take it away), so an
+// interactive bash gets job control.
+func TestSandboxPTYJobControl(t *testing.T) {
+	needBwrap(t)
+	t.Parallel()
+	se := newSandbox(t, nil)
+	r := se.c.exec(map[string]any{"command": "test -t 0 && test -t 1 && stty size && echo $TERM && ps -o stat= -p $$", "pty": true})
+	if r.str("status") != "completed" || !strings.Contains(r.Text, "30 120") || !strings.Contains(r.Text, "+") {
+		t.Fatalf("pty in sandbox: %q %v", r.Text, r.D)
+	}
+	r = se.c.exec(map[string]any{"command": "bash --norc -i", "pty": true, "background": true})
+	id := r.str("sessionId")
+	if id == "" {
+		t.Fatalf("background pty: %s", r.Text)
+	}
+	se.c.process(map[string]any{"action": "write", "sessionId": id, "data": "sleep 932.1 &\njobs; echo JOBS-DONE\n"})
+	eventually(t, 10*time.Second, func() string {
+		l := se.c.process(map[string]any{"action": "log", "sessionId": id})
+		if !strings.Contains(l.Text, "Running") || !strings.Contains(l.Text, "JOBS-DONE\n") {
+			return "jobs: " + l.Text
+		}
+		if strings.Contains(l.Text, "no job control") || strings.Contains(l.Text, "cannot set terminal process group") {
+			t.Fatalf("no job control inside the sandbox: %s", l.Text)
+		}
+		return ""
+	})
+	// C-c reaches the foreground job through the terminal.
+	se.c.process(map[string]any{"action": "write", "sessionId": id, "data": "sleep 932.2\n"})
+	eventually(t, 10*time.Second, func() string {
+		if len(pgrep("^sleep 932.2")) == 0 {
+			return "sleep 932.2 not started"
+		}
+		return ""
+	})
+	se.c.process(map[string]any{"action": "send-keys", "sessionId": id, "keys": []any{"C-c"}})
+	eventually(t, 10*time.Second, func() string {
+		if len(pgrep("^sleep 932.2")) != 0 {
+			return "sleep 932.2 survived C-c"
+		}
+		return ""
+	})
+	se.c.process(map[string]any{"action": "write", "sessionId": id, "data": "echo AFTER-$?\n"})
+	eventually(t, 10*time.Second, func() string {
+		if l := se.c.process(map[string]any{"action": "log", "sessionId": id}); !strings.Contains(l.Text, "AFTER-130") {
+			return "C-c: " + l.Text
+		}
+		return ""
+	})
+	sc := se.c.process(map[string]any{"action": "screen", "sessionId": id})
+	if !strings.Contains(sc.Text, "AFTER-130") {
+		t.Errorf("screen: %s", sc.Text)
+	}
+	se.c.process(map[string]any{"action": "kill", "sessionId": id})
+	se.c.waitEnd(id, 10*time.Second)
+	eventually(t, 5*time.Second, func() string {
+		if p := pgrep("^sleep 932"); len(p) != 0 {
+			return fmt.Sprintf("left: %v", p)
+		}
+		return ""
+	})
+}
+
+// TestSandboxProcessActions: background sessions inside the sandbox take
+// every process action; timeouts apply.
+func TestSandboxProcessActions(t *testing.T) {
+	needBwrap(t)
+	t.Parallel()
+	se := newSandbox(t, nil)
+	c := se.c
+	r := c.exec(map[string]any{"command": "echo ready; while read l; do echo got:$l; done; echo bye; exit 3", "background": true})
+	id := r.str("sessionId")
+	if id == "" || r.str("host") != "sandbox" {
+		t.Fatalf("background: %s %v", r.Text, r.D)
+	}
+	c.process(map[string]any{"action": "write", "sessionId": id, "data": "one\ntwo\n"})
+	eventually(t, 5*time.Second, func() string {
+		if l := c.process(map[string]any{"action": "log", "sessionId": id}); l.Text != "ready\ngot:one\ngot:two" {
+			return "log: " + l.Text
+		}
+		return ""
+	})
+	if s := c.process(map[string]any{"action": "search", "sessionId": id, "pattern": "got:t"}); !strings.Contains(s.Text, "got:two") {
+		t.Fatalf("search: %s", s.Text)
+	}
+	if ls := c.process(map[string]any{"action": "list"}); !strings.Contains(ls.Text, id) {
+		t.Fatalf("list: %s", ls.Text)
+	}
+	c.process(map[string]any{"action": "write", "sessionId": id, "data": "three\n", "eof": true})
+	w := c.process(map[string]any{"action": "wait", "sessionId": id, "timeout": 10000})
+	if !strings.Contains(w.Text, "got:three") && w.num("exitCode") != 3 {
+		t.Logf("wait: %s %v", w.Text, w.D)
+	}
+	p := c.waitEnd(id, 10*time.Second)
+	if p.num("exitCode") != 3 {
+		t.Fatalf("end: %s %v", p.Text, p.D)
+	}
+	// Timeout.
+	tr := c.exec(map[string]any{"command": "sleep 933.1", "timeout": 1})
+	if tr.str("status") != "failed" || !strings.Contains(tr.Text, "timed out") {
+		t.Fatalf("timeout: %s %v", tr.Text, tr.D)
+	}
+	if p := pgrep("^sleep 933.1"); len(p) != 0 {
+		t.Fatalf("left after timeout: %v", p)
+	}
+}
+
+// TestSandboxRestartSurvival: a sandboxed session outlives conch and is
+// killed completely after the restart.
+func TestSandboxRestartSurvival(t *testing.T) {
+	needBwrap(t)
+	t.Parallel()
+	se := newSandbox(t, nil)
+	r := se.c.exec(map[string]any{"command": "echo up; sleep 934.1 & sleep 934.2", "background": true})
+	id := r.str("sessionId")
+	eventually(t, 10*time.Second, func() string {
+		if len(pgrep("^sleep 934.2")) == 0 {
+			return "not started"
+		}
+		return ""
+	})
+	se.c.kill9()
+	c := startConchEnv(t, se.home, []string{"HOME=" + se.userHome})
+	if l := c.process(map[string]any{"action": "log", "sessionId": id}); l.Text != "up" || l.str("status") != "running" {
+		t.Fatalf("after restart: %q %v", l.Text, l.D)
+	}
+	c.process(map[string]any{"action": "kill", "sessionId": id})
+	c.waitEnd(id, 10*time.Second)
+	eventually(t, 5*time.Second, func() string {
+		if p := pgrep("^sleep 934"); len(p) != 0 {
+			return fmt.Sprintf("left: %v", p)
+		}
+		return ""
+	})
+}
+
+// TestSandboxLimits: pids and memory limits apply through the session
+// cgroups and are reported in the result.
+func TestSandboxLimits(t *testing.T) {
+	needBwrap(t)
+	t.Parallel()
+	se := newSandbox(t, map[string]any{"limits": map[string]any{"pids": 16, "memoryBytes": 64 << 20, "cpus": 0.5}})
+	r := se.c.exec(map[string]any{"command": "for i in $(seq 40); do sleep 935.1 & done; wait; echo done"})
+	sb, _ := r.D["sandbox"].(map[string]any)
+	lim, _ := sb["limits"].(map[string]any)
+	warn, _ := r.D["warnings"].([]any)
+	if lim["pids"] == nil {
+		if len(warn) == 0 {
+			t.Fatalf("pids limit neither enforced nor reported: %v", r.D)
+		}
+		t.Skipf("limits unavailable here: %v", warn)
+	}
+	if !strings.Contains(strings.ToLower(r.Text), "fork") && !strings.Contains(r.Text, "Resource temporarily unavailable") {
+		t.Fatalf("pids limit 16 allowed 40 processes: %s", r.Text)
+	}
+	if lim["memoryBytes"] != nil {
+		// tail must hold the whole 200 MB line; killed, it passes nothing on.
+		m := se.c.exec(map[string]any{"command": "head -c 200000000 /dev/zero | tail -n 1 | wc -c"})
+		if strings.Contains(m.Text, "200000000") {
+			t.Fatalf("memory limit 64 MiB let tail hold 200 MB: %s", m.Text)
+		}
 	}
 }
