@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // needBwrap skips when bubblewrap or user namespaces are missing.
@@ -105,7 +107,7 @@ func TestSandboxEscapes(t *testing.T) {
 
 	cases := []struct {
 		name, cmd string
-		check    func(r result) string
+		check     func(r result) string
 	}{
 		{"write outside the workspace", "echo pwned > " + outside + "; echo pwned > /usr/pwned930; echo pwned > " + filepath.Join(se.home, "pwned930"), func(r result) string {
 			for _, p := range []string{outside, "/usr/pwned930", filepath.Join(se.home, "pwned930")} {
@@ -378,4 +380,204 @@ func TestSandboxLimits(t *testing.T) {
 			t.Fatalf("memory limit 64 MiB let tail hold 200 MB: %s", m.Text)
 		}
 	}
+}
+
+// TestSandboxHostSelection covers hosts.md §1 with sandboxing on, off and
+// unusable.
+func TestSandboxHostSelection(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	errCode := func(r result) string {
+		e, _ := r.D["error"].(map[string]any)
+		s, _ := e["code"].(string)
+		return s
+	}
+	// Sandboxing off: implicit host runs on the gateway (marked), an
+	// explicit host=sandbox fails closed.
+	c := startConch(t, newHome(t, `{"agents":{"main":{"workspace":"`+ws+`"}}}`))
+	if r := c.exec(map[string]any{"command": "echo x"}); r.str("hostReason") != "implicit-sandbox-off" {
+		t.Fatalf("implicit: %v", r.D)
+	}
+	if r := c.exec(map[string]any{"command": "echo x", "host": "sandbox"}); errCode(r) != "sandbox_unavailable" {
+		t.Fatalf("explicit sandbox with sandboxing off: %s %v", r.Text, r.D)
+	}
+	// Sandboxing on, backend unusable (bwrap missing): fail closed with
+	// the reason, even for the implicit host.
+	c = startConch(t, newHome(t, `{"sandbox":{"mode":"all","backend":"bwrap","bwrap":{"path":"/nonexistent/bwrap930"}},"agents":{"main":{"workspace":"`+ws+`"}}}`))
+	r := c.exec(map[string]any{"command": "echo x"})
+	if errCode(r) != "sandbox_unavailable" || !strings.Contains(r.Text, "bubblewrap (bwrap) is not installed") {
+		t.Fatalf("missing bwrap: %s %v", r.Text, r.D)
+	}
+	// non-main: the main agent is not sandboxed.
+	c = startConch(t, newHome(t, `{"sandbox":{"mode":"non-main","backend":"bwrap","bwrap":{"path":"/nonexistent/bwrap930"}},"agents":{"main":{"workspace":"`+ws+`"}}}`))
+	if r := c.exec(map[string]any{"command": "echo x"}); r.str("status") != "completed" || r.str("hostReason") != "implicit-sandbox-off" {
+		t.Fatalf("non-main, agent main: %s %v", r.Text, r.D)
+	}
+	needBwrap(t)
+	// Sandboxing on: host=gateway is not allowed unless configured.
+	c = startConch(t, newHome(t, `{"sandbox":{"mode":"all","backend":"bwrap"},"agents":{"main":{"workspace":"`+ws+`"}}}`))
+	if r := c.exec(map[string]any{"command": "echo x", "host": "gateway"}); errCode(r) != "host_not_allowed" {
+		t.Fatalf("gateway while sandboxed: %s %v", r.Text, r.D)
+	}
+	if r := c.exec(map[string]any{"command": "echo x", "host": "sandbox"}); r.str("host") != "sandbox" || r.Text != "x" {
+		t.Fatalf("explicit sandbox: %s %v", r.Text, r.D)
+	}
+	// A workspace that contains the conch home is never mounted.
+	root := t.TempDir()
+	home := filepath.Join(root, "home")
+	os.MkdirAll(home, 0o700)
+	os.WriteFile(filepath.Join(home, "config.json"), []byte(`{"sandbox":{"mode":"all","backend":"bwrap"},"agents":{"main":{"workspace":"`+root+`"}}}`), 0o600)
+	t.Cleanup(func() { killLeftovers(t, home) })
+	c = startConch(t, home)
+	if r := c.exec(map[string]any{"command": "echo x"}); errCode(r) != "sandbox_unavailable" || !strings.Contains(r.Text, "contains") {
+		t.Fatalf("unsafe workspace: %s %v", r.Text, r.D)
+	}
+}
+
+// TestSandboxWorkspaceModes: ro refuses writes, none gives a private
+// workspace, /workspace maps paths, protectPaths are read-only, network
+// open reaches the host loopback.
+func TestSandboxWorkspaceModes(t *testing.T) {
+	needBwrap(t)
+	t.Parallel()
+	ro := newSandbox(t, map[string]any{"workspaceAccess": "ro"})
+	os.WriteFile(filepath.Join(ro.ws, "in.txt"), []byte("visible\n"), 0o644)
+	if r := ro.c.exec(map[string]any{"command": "cat in.txt; echo x > out.txt"}); !strings.Contains(r.Text, "visible") || !strings.Contains(r.Text, "Read-only") {
+		t.Fatalf("ro: %s", r.Text)
+	}
+	none := newSandbox(t, map[string]any{"workspaceAccess": "none"})
+	os.WriteFile(filepath.Join(none.ws, "in.txt"), []byte("visible\n"), 0o644)
+	r := none.c.exec(map[string]any{"command": "ls; echo private > p.txt; pwd"})
+	if strings.Contains(r.Text, "in.txt") || !strings.Contains(r.Text, filepath.Join("sandboxes", "agent-main", "workspace")) {
+		t.Fatalf("none: %s", r.Text)
+	}
+	mapped := newSandbox(t, map[string]any{"workspacePath": "/workspace", "network": "open"})
+	os.MkdirAll(filepath.Join(mapped.ws, "sub", ".git", "hooks"), 0o755)
+	os.MkdirAll(filepath.Join(mapped.ws, ".git", "hooks"), 0o755)
+	r = mapped.c.exec(map[string]any{"command": "pwd; echo x > .git/hooks/pre-commit; echo y > ok.txt", "workdir": "/workspace"})
+	sb, _ := r.D["sandbox"].(map[string]any)
+	if !strings.HasPrefix(r.Text, "/workspace\n") || !strings.Contains(r.Text, "Read-only") || sb["workspace"] != "/workspace" || sb["hostWorkspace"] != mapped.ws {
+		t.Fatalf("workspacePath /workspace: %s %v", r.Text, r.D)
+	}
+	if _, err := os.Stat(filepath.Join(mapped.ws, "ok.txt")); err != nil {
+		t.Fatalf("write through /workspace: %v", err)
+	}
+	if r := mapped.c.exec(map[string]any{"command": "pwd", "workdir": "/workspace/sub"}); r.Text != "/workspace/sub" {
+		t.Fatalf("mapped workdir: %s", r.Text)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Write([]byte("HELLO-930\n"))
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	if r := mapped.c.exec(map[string]any{"command": fmt.Sprintf("bash -c 'cat < /dev/tcp/127.0.0.1/%d'", port)}); !strings.Contains(r.Text, "HELLO-930") {
+		t.Fatalf("network open: %s", r.Text)
+	}
+}
+
+// needLandlock skips when the kernel offers no Landlock: the probe is
+// landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION), which
+// returns the ABI version (securityfs and /sys/kernel/security/lsm are
+// not always mounted).
+func needLandlock(t *testing.T) {
+	t.Helper()
+	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1)
+	if errno != 0 || int(abi) < 1 {
+		t.Skipf("the kernel offers no Landlock (landlock_create_ruleset: %v)", errno)
+	}
+}
+
+// TestSandboxLandlock runs the escape attempts against the daemon-less
+// fallback (Landlock + seccomp applied by sandbox-init).
+func TestSandboxLandlock(t *testing.T) {
+	needLandlock(t)
+	t.Parallel()
+	se := newSandbox(t, map[string]any{"backend": "landlock"})
+	outside := filepath.Join(filepath.Dir(se.ws), "outside930")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	host := exec.Command("sleep", "936.1")
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { host.Process.Kill(); host.Wait() }()
+
+	r := se.c.exec(map[string]any{"command": "echo inside > ok.txt && cat ok.txt; echo $HOME; touch $HOME/h && echo home-ok; touch $TMPDIR/t && echo tmp-ok"})
+	sb, _ := r.D["sandbox"].(map[string]any)
+	if r.str("host") != "sandbox" || sb["backend"] != "landlock" || !strings.Contains(r.Text, "inside") || !strings.Contains(r.Text, "home-ok") || !strings.Contains(r.Text, "tmp-ok") {
+		t.Fatalf("landlock run: %s %v", r.Text, r.D)
+	}
+	t.Logf("layers: %v", sb["layers"])
+	cmd := strings.Join([]string{
+		"echo pwned > " + outside,
+		"echo pwned > /tmp/fill936",
+		"cat " + filepath.Join(se.userHome, ".ssh", "id_ed25519"),
+		"cat " + filepath.Join(se.home, "secret.txt"),
+		fmt.Sprintf("bash -c 'echo > /dev/tcp/127.0.0.1/%d' && echo CONNECTED", port),
+		fmt.Sprintf("kill -9 %d && echo SIGNALLED", host.Process.Pid),
+		"echo done",
+	}, "; ")
+	r = se.c.exec(map[string]any{"command": cmd})
+	t.Log(r.Text)
+	for _, p := range []string{outside, "/tmp/fill936"} {
+		if _, err := os.Stat(p); err == nil {
+			os.Remove(p)
+			t.Errorf("%s was written from the landlock sandbox", p)
+		}
+	}
+	if strings.Contains(r.Text, "SECRET-KEY-930") || strings.Contains(r.Text, "CONCH-HOME-SECRET") {
+		t.Errorf("secrets readable: %s", r.Text)
+	}
+	if strings.Contains(r.Text, "CONNECTED") || accepted.Load() != 0 {
+		t.Errorf("connected to the host loopback: %s", r.Text)
+	}
+	abi, _ := sb["layers"].([]any)
+	if fmt.Sprint(abi) != "" && strings.Contains(fmt.Sprint(abi), "landlock-scope-signal") {
+		time.Sleep(100 * time.Millisecond)
+		if syscall.Kill(host.Process.Pid, 0) != nil || isZombie(host.Process.Pid) {
+			t.Errorf("signalled a host process (ABI >= 6 scopes signals): %s", r.Text)
+		}
+	}
+	// PTY and kill of a daemonised child work under landlock too.
+	if p := se.c.exec(map[string]any{"command": "test -t 0 && stty size", "pty": true}); !strings.Contains(p.Text, "30 120") {
+		t.Errorf("pty under landlock: %s", p.Text)
+	}
+	b := se.c.exec(map[string]any{"command": "(setsid sh -c 'sleep 937.1' &); sleep 937.2", "background": true})
+	id := b.str("sessionId")
+	eventually(t, 10*time.Second, func() string {
+		if len(pgrep("^sleep 937.1")) == 0 {
+			return "not started"
+		}
+		return ""
+	})
+	se.c.process(map[string]any{"action": "kill", "sessionId": id})
+	se.c.waitEnd(id, 10*time.Second)
+	eventually(t, 5*time.Second, func() string {
+		if p := pgrep("^sleep 937"); len(p) != 0 {
+			return fmt.Sprintf("left: %v", p)
+		}
+		return ""
+	})
 }
