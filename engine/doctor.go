@@ -1,16 +1,19 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"syscall"
 
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/supervisor"
 	"github.com/conchsh/conch/policy"
 )
@@ -86,16 +89,26 @@ func Doctor(home string) []Finding {
 	e := &Engine{home: home}
 	e.cfgp.Store(cfg)
 	implicit := false
+	sandboxed := false
+	var limitAgent config.SandboxSettings
 	for _, agent := range agents {
 		set := cfg.Exec(agent)
 		host := strings.ToLower(set.Host)
 		if d := e.execDefaults(agent); d.Host != "" {
 			host = d.Host
 		}
-		switch host {
-		case "":
+		sb := cfg.SandboxFor(agent)
+		switch {
+		case host != "" && host != "sandbox":
+		case sb.On:
+			sandboxed = true
+			if sb.MemoryBytes > 0 || sb.Pids > 0 || sb.CPUs > 0 {
+				limitAgent = sb
+			}
+			doctorSandbox(add, home, agent, set.Workspace, sb)
+		case host == "":
 			implicit = true
-		case "sandbox":
+		default:
 			add("exec.host_sandbox_no_sandbox", "warn", "agent %s: host=sandbox is configured while sandboxing is off: every exec fails", agent)
 		}
 		if ferr == nil {
@@ -131,6 +144,26 @@ func Doctor(home string) []Finding {
 	if implicit {
 		add("exec.implicit_host_unsandboxed", "info", "the built-in host sandbox with sandboxing off: commands run on this machine without approvals (set tools.exec.host=gateway to gate them)")
 	}
+	if abi := sandbox.LandlockABI(); abi > 0 {
+		add("sandbox.landlock", "info", "Landlock ABI %d and seccomp are available: the landlock backend (the fallback without bwrap) is usable", abi)
+	} else {
+		add("sandbox.landlock", "info", "the kernel offers no Landlock: the landlock backend is unavailable")
+	}
+	if sandboxed {
+		l := limitAgent
+		enforced, warns := supervisor.ProbeLimits(l.MemoryBytes, l.Pids, l.CPUs)
+		if len(enforced) > 0 {
+			keys := make([]string, 0, len(enforced))
+			for k := range enforced {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			add("containment.limits", "info", "sandbox limits are enforced through cgroups: %s", strings.Join(keys, ", "))
+		}
+		for _, w := range warns {
+			add("containment.limits", "warn", "%s", strings.TrimPrefix(w, "Warning: "))
+		}
+	}
 	if !supervisor.CgroupAvailable() {
 		add("containment.no_cgroup", "info", "no writable cgroup: sessions are contained by process groups and the supervisor as subreaper")
 	}
@@ -150,6 +183,26 @@ func Doctor(home string) []Finding {
 		add("ledger.broken", "error", "%s", rep.String())
 	}
 	return out
+}
+
+// doctorSandbox reports an agent's sandbox: backend and layers, or why it
+// is unusable, and an unsafe workspace.
+func doctorSandbox(add func(id, level, format string, args ...any), home, agent, workspace string, sb config.SandboxSettings) {
+	b, err := sandbox.For(context.Background(), sb)
+	if err != nil {
+		add("sandbox.unavailable", "error", "agent %s: sandboxing is on but %v: every exec fails with sandbox_unavailable", agent, err)
+		return
+	}
+	r := &sandbox.Run{Settings: sb}
+	add("sandbox.layers", "info", "agent %s: sandbox backend %s, layers %s, workspace access %s, network %s", agent, b.Name(), strings.Join(b.Layers(r), ","), sb.WorkspaceAccess, sb.Network)
+	if b.Name() == "landlock" {
+		add("sandbox.weaker", "warn", "agent %s: the landlock backend has no PID, UTS or mount namespace: host processes stay visible in /proc (install bubblewrap for the full boundary)", agent)
+	}
+	if workspace != "" && sb.WorkspaceAccess != "none" {
+		if err := sandbox.WorkspaceSafe(home, workspace); err != nil {
+			add("sandbox.workspace_unsafe", "error", "agent %s: %v: sandboxed runs fail (sandbox_unavailable)", agent, err)
+		}
+	}
 }
 
 func contains(list []string, s string) bool {

@@ -60,6 +60,8 @@ Usage:
   conch agents defaults NAME [k=v…] [--clear]              per-agent exec defaults (host, security, ask, node)
   conch doctor [--json]                                    audit the home, the policy and the machine
   conch ui [--print]                                       one-time login link for the control UI of conch serve
+  conch sandbox status | list | recreate (--agent A|--all) | prune
+                                                           sandbox backend and layers per agent; docker sandboxes
   conch version                                            print version information
 
 Environment: CONCH_HOME (default ~/.conch), CONCH_AGENT (default main).
@@ -77,6 +79,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runServe(args[1:], stdout, stderr)
 	case "supervise":
 		return supervisor.Main(args[1:])
+	case "sandbox":
+		return runSandbox(args[1:], stdout, stderr)
 	case "sandbox-init":
 		return sandbox.InitMain(args[1:])
 	case "approvals":

@@ -581,3 +581,81 @@ func TestSandboxLandlock(t *testing.T) {
 		return ""
 	})
 }
+
+// TestSandboxStatusCommandsAndAPI: `conch sandbox`, `conch doctor` and
+// /v1/sandbox report backend and layers; docker actions say why they
+// cannot run where no engine answers.
+func TestSandboxStatusCommandsAndAPI(t *testing.T) {
+	needBwrap(t)
+	t.Parallel()
+	ws := t.TempDir()
+	home := newHome(t, `{"sandbox":{"mode":"non-main","limits":{"memoryBytes":104857600}},"agents":{"build":{"workspace":"`+ws+`"},"lock":{"sandbox":{"backend":"landlock","network":"open"}}}}`)
+	out, err := exec.Command(conchBin, "sandbox", "status", "--home", home).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "main: sandboxing off") || !strings.Contains(string(out), "build: backend bwrap") || !strings.Contains(string(out), "netns") {
+		t.Fatalf("sandbox status: %v\n%s", err, out)
+	}
+	if abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1); errno == 0 && abi > 0 {
+		if !strings.Contains(string(out), "lock: backend landlock") || !strings.Contains(string(out), "seccomp") {
+			t.Fatalf("landlock agent: %s", out)
+		}
+	}
+	doc, _ := exec.Command(conchBin, "doctor", "--home", home).CombinedOutput()
+	if !strings.Contains(string(doc), "sandbox.layers: agent build: sandbox backend bwrap") || !strings.Contains(string(doc), "containment.limits") {
+		t.Fatalf("doctor: %s", doc)
+	}
+	g := startGateway(t, home)
+	code, body := g.do("GET", "/v1/sandbox", g.operator, nil, nil)
+	if code != 200 || fmt.Sprint(body["agents"]) == "" || body["containers"] == nil {
+		t.Fatalf("GET /v1/sandbox: %d %v", code, body)
+	}
+	if code, _ := g.do("GET", "/v1/sandbox", g.token, nil, nil); code != 403 {
+		t.Fatalf("GET /v1/sandbox as an agent: %d", code)
+	}
+	if code, body := g.do("POST", "/v1/sandbox/recreate", g.operator, map[string]any{}, nil); code != 400 {
+		t.Fatalf("recreate without agent: %d %v", code, body)
+	}
+	if _, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").Output(); err == nil {
+		t.Log("a docker engine answers: recreate/prune are exercised by TestSandboxDocker")
+		return
+	}
+	code, body = g.do("POST", "/v1/sandbox/prune", g.operator, map[string]any{}, nil)
+	if code != 503 || !strings.Contains(fmt.Sprint(body), "docker") {
+		t.Fatalf("prune without docker: %d %v", code, body)
+	}
+	code, body = g.do("POST", "/v1/sandbox/recreate", g.operator, map[string]any{"all": true}, nil)
+	if code != 503 {
+		t.Fatalf("recreate without docker: %d %v", code, body)
+	}
+}
+
+// TestSandboxDocker runs the docker backend where an engine exists.
+func TestSandboxDocker(t *testing.T) {
+	if _, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").Output(); err != nil {
+		t.Skip("no docker engine answers here (docker version failed); the docker backend is only tested where one exists")
+	}
+	if _, err := exec.Command("docker", "image", "inspect", "debian:bookworm-slim").Output(); err != nil {
+		t.Skip("image debian:bookworm-slim is not present locally (the test does not pull)")
+	}
+	se := newSandbox(t, map[string]any{"backend": "docker"})
+	r := se.c.exec(map[string]any{"command": "pwd; echo hi > f.txt; id -u"})
+	if r.str("host") != "sandbox" || !strings.HasPrefix(r.Text, "/workspace\n") {
+		t.Fatalf("docker run: %s %v", r.Text, r.D)
+	}
+	if _, err := os.Stat(filepath.Join(se.ws, "f.txt")); err != nil {
+		t.Fatal(err)
+	}
+	b := se.c.exec(map[string]any{"command": "sleep 938.1 & sleep 938.2", "background": true})
+	id := b.str("sessionId")
+	se.c.process(map[string]any{"action": "kill", "sessionId": id})
+	se.c.waitEnd(id, 20*time.Second)
+	eventually(t, 10*time.Second, func() string {
+		if p := pgrep("^sleep 938"); len(p) != 0 {
+			return fmt.Sprintf("left inside the container: %v", p)
+		}
+		return ""
+	})
+	out, err := exec.Command(conchBin, "sandbox", "recreate", "--all", "--home", se.home).CombinedOutput()
+	if err != nil {
+		t.Fatalf("recreate: %v %s", err, out)
+	}
+}

@@ -90,7 +90,39 @@ func (s *Server) routes() {
 			writeError(w, http.StatusNotFound, "not_found", "the control UI is disabled on this gateway (conch serve --no-ui, or server.ui false)")
 		})
 	}
-	for _, p := range []string{"/v1/nodes", "/v1/nodes/", "/v1/sandbox", "/v1/sandbox/", "/v1/approvals-file/import"} {
+	m.HandleFunc("GET /v1/sandbox", s.operator(func(w http.ResponseWriter, r *http.Request) {
+		st, err := engine.SandboxStatusOf(r.Context(), s.opt.Home)
+		if err != nil {
+			writeError(w, 400, "invalid_argument", err.Error())
+			return
+		}
+		writeJSON(w, 200, st)
+	}))
+	m.HandleFunc("POST /v1/sandbox/recreate", s.operator(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Agent string `json:"agent"`
+			All   bool   `json:"all"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || (req.Agent == "") == !req.All {
+			writeError(w, 400, "invalid_argument", "want {\"agent\": ID} or {\"all\": true}")
+			return
+		}
+		removed, err := engine.SandboxRecreate(r.Context(), s.opt.Home, req.Agent, req.All)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "sandbox_unavailable", err.Error())
+			return
+		}
+		writeJSON(w, 200, map[string]any{"removed": removed})
+	}))
+	m.HandleFunc("POST /v1/sandbox/prune", s.operator(func(w http.ResponseWriter, r *http.Request) {
+		removed, err := engine.SandboxPrune(r.Context(), s.opt.Home)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "sandbox_unavailable", err.Error())
+			return
+		}
+		writeJSON(w, 200, map[string]any{"removed": removed})
+	}))
+	for _, p := range []string{"/v1/nodes", "/v1/nodes/", "/v1/approvals-file/import"} {
 		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "not available in this build of conch")
 		})

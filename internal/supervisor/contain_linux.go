@@ -497,3 +497,12 @@ func (c *containment) place(pids []int) error {
 	}
 	return errors.Join(errs...)
 }
+
+// ProbeLimits reports which sandbox limits a session could enforce here:
+// it creates a throw-away session cgroup, sets the limits and removes it.
+func ProbeLimits(memoryBytes, pids int64, cpus float64) (map[string]float64, []string) {
+	name := fmt.Sprintf("probe-%d", os.Getpid())
+	c := newCgroup(name)
+	defer c.remove()
+	return c.setLimits(name, memoryBytes, pids, cpus)
+}
