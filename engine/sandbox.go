@@ -127,9 +127,11 @@ func (e *Engine) planSandbox(pl *plan, p apitype.ExecParams, sb config.SandboxSe
 		BlockFD:    backend.Name() != "docker",
 		CttyInside: backend.Name() == "bwrap" && pl.pty,
 	}
-	if backend.Name() == "docker" {
-		// Docker enforces the limits on the container.
+	if d, ok := backend.(*sandbox.Docker); ok {
+		// Docker enforces the limits on the container; its processes are
+		// outside the session cgroup, so the kill runs inside too.
 		pl.sandbox.MemoryBytes, pl.sandbox.Pids, pl.sandbox.CPUs = 0, 0, 0
+		pl.sandbox.KillArgv = d.KillArgv(run)
 	}
 	inCwd, _ := view.MapIn(pl.cwd)
 	pl.sbInfo = &apitype.SandboxInfo{Backend: backend.Name(), Scope: sb.Scope, Layers: layers,
@@ -249,4 +251,33 @@ func SandboxPrune(ctx context.Context, home string) ([]string, error) {
 		gone = []string{}
 	}
 	return gone, err
+}
+
+// sandboxInnerPID returns a process inside a running bwrap session's
+// namespaces (for wait probes), or 0 for every other session.
+func (e *Engine) sandboxInnerPID(s *session) int {
+	s.mu.Lock()
+	m := s.meta
+	s.mu.Unlock()
+	if m.Sandbox == nil || m.Sandbox.Backend != "bwrap" {
+		return 0
+	}
+	return sandbox.InnerPID(supervisor.CgroupPids(m))
+}
+
+// sandboxCwd is the working directory inside a bwrap session (its
+// --chdir).
+func (e *Engine) sandboxCwd(s *session) string {
+	s.mu.Lock()
+	m := s.meta
+	s.mu.Unlock()
+	for i, a := range m.Argv {
+		if a == "--chdir" && i+1 < len(m.Argv) {
+			return m.Argv[i+1]
+		}
+		if a == "--" {
+			break
+		}
+	}
+	return m.Cwd
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/render"
+	"github.com/conchsh/conch/internal/sandbox"
 )
 
 // WaitDetails is the details object of wait (process.md §5.1).
@@ -207,19 +208,37 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 					return result("met", "regex", hit)
 				}
 			}
-			if has("port") && probePort(waitHost(p.Host), int(*p.Port)) {
-				return result("met", "port", nil)
+			inner := 0
+			if (has("port") || has("http") || has("file")) && !ended {
+				inner = e.sandboxInnerPID(s)
 			}
-			if has("http") && probeHTTP(ctx, p.URL) {
-				return result("met", "http", nil)
-			}
-			if has("file") {
-				path := p.Path
-				if !filepath.IsAbs(path) {
-					path = filepath.Join(st.Cwd, path)
+			switch {
+			case inner > 0:
+				// Probe the sandbox's own network and filesystem.
+				if has("port") && sandbox.ProbeNet(inner, "port", net.JoinHostPort(waitHost(p.Host), strconv.Itoa(int(*p.Port)))) {
+					return result("met", "port", nil)
 				}
-				if _, err := os.Stat(path); err == nil {
+				if has("http") && sandbox.ProbeNet(inner, "http", p.URL) {
+					return result("met", "http", nil)
+				}
+				if has("file") && sandbox.ProbeFile(inner, e.sandboxCwd(s), p.Path) {
 					return result("met", "file", nil)
+				}
+			default:
+				if has("port") && probePort(waitHost(p.Host), int(*p.Port)) {
+					return result("met", "port", nil)
+				}
+				if has("http") && probeHTTP(ctx, p.URL) {
+					return result("met", "http", nil)
+				}
+				if has("file") {
+					path := p.Path
+					if !filepath.IsAbs(path) {
+						path = filepath.Join(st.Cwd, path)
+					}
+					if _, err := os.Stat(path); err == nil {
+						return result("met", "file", nil)
+					}
 				}
 			}
 			if has("idle") && !ended {

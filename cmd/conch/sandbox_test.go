@@ -659,3 +659,89 @@ func TestSandboxDocker(t *testing.T) {
 		t.Fatalf("recreate: %v %s", err, out)
 	}
 }
+
+// TestSandboxInitDockerParts exercises the parts of sandbox-init that the
+// docker backend relies on, without docker: the PTY it allocates inside
+// (docker exec has none) and the kill of every process of a session by
+// its CONCH_SESSION_ID marker, setsid escapees included.
+func TestSandboxInitDockerParts(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(conchBin, "sandbox-init", "--pty", "--", "/bin/sh", "-c", "test -t 0 && test -t 1 && stty size && echo TTY-OK; exit 4")
+	cmd.Stdin = strings.NewReader("")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 4 || !strings.Contains(string(out), "30 120") || !strings.Contains(string(out), "TTY-OK") {
+		t.Fatalf("sandbox-init --pty: %v %q", err, out)
+	}
+	id := fmt.Sprintf("zz939-%d", os.Getpid())
+	run := exec.Command("/bin/sh", "-c", "sleep 939.1 & setsid sleep 939.2 & wait")
+	run.Env = append(os.Environ(), "CONCH_SESSION_ID="+id)
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	other := exec.Command("sleep", "939.3")
+	other.Env = append(os.Environ(), "CONCH_SESSION_ID="+id+"x")
+	other.Start()
+	defer func() { other.Process.Kill(); other.Wait() }()
+	eventually(t, 5*time.Second, func() string {
+		if len(pgrep("^sleep 939.[12]")) != 2 {
+			return "not started"
+		}
+		return ""
+	})
+	out, err = exec.Command(conchBin, "sandbox-init", "--kill-session", id, "--grace-ms", "200").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "killed 3") {
+		t.Fatalf("kill-session: %v %s", err, out)
+	}
+	run.Wait()
+	eventually(t, 5*time.Second, func() string {
+		if p := pgrep("^sleep 939.[12]"); len(p) != 0 {
+			return fmt.Sprintf("left: %v", p)
+		}
+		return ""
+	})
+	if len(pgrep("^sleep 939.3")) != 1 {
+		t.Fatal("a process of another session was killed")
+	}
+}
+
+// TestSandboxWaitProbes: wait until=port|http|file look inside the
+// sandbox (its own loopback and /tmp), not at the host.
+func TestSandboxWaitProbes(t *testing.T) {
+	needBwrap(t)
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("/usr/bin/python3 is needed for a server inside the sandbox")
+	}
+	t.Parallel()
+	se := newSandbox(t, nil)
+	// A port that is free on the host: only the sandbox's server holds it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	r := se.c.exec(map[string]any{"command": fmt.Sprintf("sleep 0.3; touch /tmp/ready940; exec /usr/bin/python3 -m http.server --bind 127.0.0.1 %d", port), "background": true})
+	id := r.str("sessionId")
+	w := se.c.process(map[string]any{"action": "wait", "sessionId": id, "until": "file", "path": "/tmp/ready940", "timeout": 10000})
+	if w.str("outcome") != "met" || w.str("fired") != "file" {
+		t.Fatalf("wait file inside: %s %v", w.Text, w.D)
+	}
+	if _, err := os.Stat("/tmp/ready940"); err == nil {
+		t.Fatal("the file probe target exists on the host /tmp")
+	}
+	w = se.c.process(map[string]any{"action": "wait", "sessionId": id, "until": "port", "port": port, "timeout": 10000})
+	if w.str("outcome") != "met" || w.str("fired") != "port" {
+		t.Fatalf("wait port inside: %s %v", w.Text, w.D)
+	}
+	w = se.c.process(map[string]any{"action": "wait", "sessionId": id, "until": "http", "url": fmt.Sprintf("http://127.0.0.1:%d/", port), "timeout": 10000})
+	if w.str("outcome") != "met" || w.str("fired") != "http" {
+		t.Fatalf("wait http inside: %s %v", w.Text, w.D)
+	}
+	// The host does not see the sandbox server.
+	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
+		c.Close()
+		t.Fatal("the sandbox's server is reachable from the host")
+	}
+	se.c.process(map[string]any{"action": "kill", "sessionId": id})
+	se.c.waitEnd(id, 10*time.Second)
+}

@@ -264,6 +264,20 @@ func (d *Docker) Command(r *Run) ([]string, []string, error) {
 			a = append(a, "-e", kv)
 		}
 	}
-	a = append(a, ContainerName(r.Settings.Scope), InsideExe, "sandbox-init", "--", "/bin/sh", "-lc", r.Command)
+	a = append(a, ContainerName(r.Settings.Scope), InsideExe, "sandbox-init")
+	if r.PTY {
+		// Never `docker exec -t`: the init allocates the PTY inside.
+		a = append(a, "--pty")
+	}
+	a = append(a, "--", "/bin/sh", "-lc", r.Command)
 	return a, []string{"PATH=" + DefaultPath}, nil
+}
+
+// KillArgv is the prefix of the in-container kill the supervisor runs.
+func (d *Docker) KillArgv(r *Run) []string {
+	bin, err := exec.LookPath("docker")
+	if err != nil {
+		bin = "docker"
+	}
+	return []string{bin, "exec", ContainerName(r.Settings.Scope), InsideExe, "sandbox-init"}
 }

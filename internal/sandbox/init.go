@@ -1,13 +1,18 @@
 package sandbox
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
+	"time"
+
+	"github.com/creack/pty"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,14 +25,36 @@ import (
 // execs ARGV in place, so the supervisor keeps owning the process
 // directly: its PTY, its process group and its cgroup.
 func InitMain(args []string) int {
-	var ctty bool
-	var policy string
+	var ctty, withPTY bool
+	var policy, killSession string
+	graceMs := 3000
 	block := -1
 	i := 0
 	for ; i < len(args); i++ {
 		switch args[i] {
 		case "--ctty":
 			ctty = true
+		case "--pty":
+			withPTY = true
+		case "--probe":
+			// --probe KIND ARG: exit 0 when the probe succeeds here.
+			if i+2 >= len(args) {
+				return initFail("--probe needs a kind and an argument")
+			}
+			if probeDirect(args[i+1], args[i+2]) {
+				return 0
+			}
+			return 1
+		case "--kill-session", "--grace-ms":
+			if i+1 >= len(args) {
+				return initFail(args[i] + " needs a value")
+			}
+			if args[i] == "--kill-session" {
+				killSession = args[i+1]
+			} else if n, err := strconv.Atoi(args[i+1]); err == nil && n >= 0 {
+				graceMs = n
+			}
+			i++
 		case "--landlock":
 			if i+1 >= len(args) {
 				return initFail("--landlock needs a value")
@@ -52,6 +79,11 @@ func InitMain(args []string) int {
 		}
 	}
 run:
+	if killSession != "" {
+		n := KillSession(killSession, time.Duration(graceMs)*time.Millisecond)
+		fmt.Printf("killed %d\n", n)
+		return 0
+	}
 	argv := args[i:]
 	if len(argv) == 0 {
 		return initFail("usage: conch sandbox-init [--ctty] [--landlock POLICY] [--block-fd N] -- COMMAND [ARG...] (internal)")
@@ -90,6 +122,9 @@ run:
 			return initFail("seccomp: " + err.Error())
 		}
 	}
+	if withPTY {
+		return runOnPTY(argv)
+	}
 	path := argv[0]
 	if lp, err := exec.LookPath(path); err == nil {
 		path = lp
@@ -105,4 +140,80 @@ run:
 func initFail(msg string) int {
 	fmt.Fprintln(os.Stderr, "conch sandbox-init: "+msg)
 	return 125
+}
+
+// runOnPTY runs argv on a PTY the init allocates itself (docker exec has
+// no terminal of its own without -t) and relays it to stdin/stdout. The
+// command gets its own session with the PTY as controlling terminal. The
+// init stays as child subreaper and returns the command's exit code.
+func runOnPTY(argv []string) int {
+	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = os.Environ()
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 120, Rows: 30})
+	if err != nil {
+		return initFail("pty: " + err.Error())
+	}
+	go io.Copy(ptmx, os.Stdin)
+	done := make(chan struct{})
+	go func() { io.Copy(os.Stdout, ptmx); close(done) }()
+	err = cmd.Wait()
+	select {
+	case <-done:
+	case <-time.After(500 * time.Millisecond):
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return 126
+	}
+	return 0
+}
+
+// KillSession ends, inside a container, every process whose environment
+// carries CONCH_SESSION_ID=id (every descendant of a run inherits it):
+// SIGTERM, then SIGKILL after grace. It returns how many it found. This is
+// the in-container kill of hosts.md §3.4: killing the `docker exec`
+// client alone leaves the container's processes running.
+func KillSession(id string, grace time.Duration) int {
+	marker := []byte("CONCH_SESSION_ID=" + id + "\x00")
+	inner := append([]byte{0}, marker...)
+	find := func() []int {
+		ents, _ := os.ReadDir("/proc")
+		var out []int
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+			if err == nil && (bytes.HasPrefix(b, marker) || bytes.Contains(b, inner)) {
+				out = append(out, pid)
+			}
+		}
+		return out
+	}
+	pids := find()
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(grace)
+	for len(find()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := 0; i < 50; i++ {
+		left := find()
+		if len(left) == 0 {
+			break
+		}
+		for _, p := range left {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return len(pids)
 }

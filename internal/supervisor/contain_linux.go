@@ -506,3 +506,18 @@ func ProbeLimits(memoryBytes, pids int64, cpus float64) (map[string]float64, []s
 	defer c.remove()
 	return c.setLimits(name, memoryBytes, pids, cpus)
 }
+
+// CgroupPids lists the processes of a session's cgroup (v2, else one of
+// its v1 cgroups).
+func CgroupPids(m Meta) []int {
+	if m.Cgroup == nil {
+		return nil
+	}
+	if m.Cgroup.V2 != "" {
+		return readPids(filepath.Join(m.Cgroup.V2, "cgroup.procs"))
+	}
+	for _, dir := range m.Cgroup.V1 {
+		return readPids(filepath.Join(dir, "cgroup.procs"))
+	}
+	return nil
+}

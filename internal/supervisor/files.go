@@ -89,6 +89,11 @@ type SandboxSpec struct {
 	// the child's controlling terminal; the in-sandbox init claims it in
 	// the sandbox's own session.
 	CttyInside bool `json:"cttyInside,omitempty"`
+	// KillArgv, when set, is run by the kill sequence (and after the
+	// command ended, for leftovers) with "--kill-session <id> --grace-ms
+	// <ms>" appended: the in-sandbox kill of backends whose processes are
+	// outside the session cgroup (docker).
+	KillArgv []string `json:"killArgv,omitempty"`
 }
 
 // SandboxMeta is meta.json's sandbox record.

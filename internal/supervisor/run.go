@@ -475,6 +475,8 @@ func (s *sup) run() {
 		left = len(s.cont.members())
 		if left > 0 {
 			s.treeKill(s.grace())
+		} else {
+			s.killInside(s.grace())
 		}
 	} else {
 		s.waitTreeGone(s.grace() + 2*time.Second)
@@ -631,6 +633,7 @@ func (s *sup) treeKill(grace time.Duration) {
 		s.killCount = n
 	}
 	s.mu.Unlock()
+	s.killInside(grace)
 	s.cont.signal(syscall.SIGTERM)
 	if s.ptmx != nil {
 		// A shell on a PTY also expects SIGHUP when its terminal goes.
@@ -639,6 +642,33 @@ func (s *sup) treeKill(grace time.Duration) {
 	if !s.waitTreeGone(grace) {
 		s.cont.killAll()
 		s.waitTreeGone(2 * time.Second)
+	}
+}
+
+// killInside runs the sandbox's in-sandbox kill (docker), if any, and
+// waits for it up to grace + 10 s.
+func (s *sup) killInside(grace time.Duration) {
+	sb := s.spec.Sandbox
+	if sb == nil || len(sb.KillArgv) == 0 {
+		return
+	}
+	argv := append(append([]string{}, sb.KillArgv...), "--kill-session", s.spec.ID, "--grace-ms", fmt.Sprint(grace.Milliseconds()))
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	if err := cmd.Start(); err != nil {
+		s.logf("in-sandbox kill: %v", err)
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			s.logf("in-sandbox kill: %v", err)
+		}
+	case <-time.After(grace + 10*time.Second):
+		cmd.Process.Kill()
+		s.logf("in-sandbox kill did not finish in time")
 	}
 }
 

@@ -1,0 +1,171 @@
+package sandbox
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Wait probes (process wait until=port|http|file) of a sandboxed session
+// must look at the sandbox's own network and filesystem, not the host's
+// (hosts.md §3.4). For bwrap the engine finds a process inside the
+// sandbox's namespaces and probes through them: files through
+// /proc/<pid>/root, ports and URLs from a thread that joined the
+// sandbox's network namespace (or, without the privilege for that,
+// through `nsenter --user --net` running `conch sandbox-init --probe`).
+
+// InnerPID returns a pid among pids whose mount namespace differs from
+// this process's (a process inside a bwrap sandbox), or 0.
+func InnerPID(pids []int) int {
+	self, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		return 0
+	}
+	for _, pid := range pids {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && l != self {
+			return pid
+		}
+	}
+	return 0
+}
+
+// ProbeFile reports whether path (as seen inside, relative paths against
+// cwd inside) exists in the sandbox of pid.
+func ProbeFile(pid int, cwd, path string) bool {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(cwd, path)
+	}
+	_, err := os.Stat(filepath.Join(fmt.Sprintf("/proc/%d/root", pid), path))
+	return err == nil
+}
+
+// ProbeNet runs a port or http probe inside pid's network namespace.
+func ProbeNet(pid int, kind, arg string) bool {
+	ok, err := inNetns(pid, func() bool { return probeDirect(kind, arg) })
+	if err == nil {
+		return ok
+	}
+	exe, xerr := os.Executable()
+	if xerr != nil {
+		return false
+	}
+	ns, nerr := exec.LookPath("nsenter")
+	if nerr != nil {
+		return false
+	}
+	cmd := exec.Command(ns, "--target", strconv.Itoa(pid), "--user", "--net", "--preserve-credentials", "--", exe, "sandbox-init", "--probe", kind, arg)
+	return cmd.Run() == nil
+}
+
+// inNetns runs f on an OS thread that joined pid's network namespace. A
+// thread that cannot return to ours stays locked and ends with its
+// goroutine.
+func inNetns(pid int, f func() bool) (bool, error) {
+	target, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(target)
+	type res struct {
+		ok  bool
+		err error
+	}
+	out := make(chan res, 1)
+	go func() {
+		runtime.LockOSThread()
+		self, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			out <- res{err: err}
+			return
+		}
+		defer unix.Close(self)
+		if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			out <- res{err: err}
+			return
+		}
+		ok := f()
+		if unix.Setns(self, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		out <- res{ok: ok}
+	}()
+	r := <-out
+	return r.ok, r.err
+}
+
+// probeDirect dials from the calling thread only (no resolver or
+// transport goroutines, which could run in another namespace): kind port
+// takes "host:port", kind http a URL.
+func probeDirect(kind, arg string) bool {
+	switch kind {
+	case "port":
+		c, err := dialHere(arg)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	case "http":
+		u, err := url.Parse(arg)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			return false
+		}
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		c, err := dialHere(net.JoinHostPort(u.Hostname(), port))
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		if u.Scheme == "https" {
+			tc := tls.Client(c, &tls.Config{ServerName: u.Hostname()})
+			if tc.Handshake() != nil {
+				return false
+			}
+			c = tc
+		}
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		p := u.RequestURI()
+		fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: %s\r\nUser-Agent: conch-wait\r\n\r\n", p, u.Host)
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return false
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			return false
+		}
+		code, _ := strconv.Atoi(f[1])
+		return code >= 200 && code < 400
+	}
+	return false
+}
+
+func dialHere(hostport string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return nil, err
+	}
+	if host == "localhost" || host == "" {
+		host = "127.0.0.1"
+	}
+	if net.ParseIP(host) == nil {
+		return nil, fmt.Errorf("probe inside a sandbox needs an IP address or localhost, not %q", host)
+	}
+	return net.DialTimeout("tcp", net.JoinHostPort(host, port), time.Second)
+}
