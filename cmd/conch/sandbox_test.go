@@ -360,7 +360,7 @@ func TestSandboxLimits(t *testing.T) {
 	needBwrap(t)
 	t.Parallel()
 	se := newSandbox(t, map[string]any{"limits": map[string]any{"pids": 16, "memoryBytes": 64 << 20, "cpus": 0.5}})
-	r := se.c.exec(map[string]any{"command": "for i in $(seq 40); do sleep 935.1 & done; wait; echo done"})
+	r := se.c.exec(map[string]any{"command": "for i in $(seq 40); do sleep 0.5 & done; wait; echo done", "timeout": 20})
 	sb, _ := r.D["sandbox"].(map[string]any)
 	lim, _ := sb["limits"].(map[string]any)
 	warn, _ := r.D["warnings"].([]any)
@@ -456,7 +456,7 @@ func TestSandboxWorkspaceModes(t *testing.T) {
 	os.MkdirAll(filepath.Join(mapped.ws, ".git", "hooks"), 0o755)
 	r = mapped.c.exec(map[string]any{"command": "pwd; echo x > .git/hooks/pre-commit; echo y > ok.txt", "workdir": "/workspace"})
 	sb, _ := r.D["sandbox"].(map[string]any)
-	if !strings.HasPrefix(r.Text, "/workspace\n") || !strings.Contains(r.Text, "Read-only") || sb["workspace"] != "/workspace" || sb["hostWorkspace"] != mapped.ws {
+	if !strings.Contains("\n"+r.Text+"\n", "\n/workspace\n") || !strings.Contains(r.Text, "Read-only") || sb["workspace"] != "/workspace" || sb["hostWorkspace"] != mapped.ws {
 		t.Fatalf("workspacePath /workspace: %s %v", r.Text, r.D)
 	}
 	if _, err := os.Stat(filepath.Join(mapped.ws, "ok.txt")); err != nil {
@@ -638,7 +638,7 @@ func TestSandboxDocker(t *testing.T) {
 	}
 	se := newSandbox(t, map[string]any{"backend": "docker"})
 	r := se.c.exec(map[string]any{"command": "pwd; echo hi > f.txt; id -u"})
-	if r.str("host") != "sandbox" || !strings.HasPrefix(r.Text, "/workspace\n") {
+	if r.str("host") != "sandbox" || !strings.Contains("\n"+r.Text+"\n", "\n/workspace\n") {
 		t.Fatalf("docker run: %s %v", r.Text, r.D)
 	}
 	if _, err := os.Stat(filepath.Join(se.ws, "f.txt")); err != nil {

@@ -307,8 +307,25 @@ func (s *sup) launch() error {
 	if blockW != nil {
 		// The child waits on fd 3: put its whole tree (bwrap may have
 		// forked already) into the limit cgroups, then let it go.
-		if err := s.cont.place(append(s.cont.members(), pid)); err != nil {
-			s.logf("place in limit cgroups: %v", err)
+		// A fork racing with a move can leave the child behind: list
+		// again until a listing holds only processes moved before it.
+		moved := map[int]bool{}
+		for i := 0; i < 100; i++ {
+			var fresh []int
+			for _, p := range append(s.cont.members(), pid) {
+				if !moved[p] {
+					fresh = append(fresh, p)
+				}
+			}
+			if len(fresh) == 0 {
+				break
+			}
+			if err := s.cont.place(fresh); err != nil {
+				s.logf("place in limit cgroups: %v", err)
+			}
+			for _, p := range fresh {
+				moved[p] = true
+			}
 		}
 		blockW.Write([]byte{1})
 		blockW.Close()
