@@ -76,23 +76,24 @@ type options struct {
 
 // report is everything one run measured; --json prints it as is.
 type report struct {
-	Conch       string     `json:"conch"`
-	Version     string     `json:"version"`
-	GoVersion   string     `json:"goVersion"`
-	Platform    string     `json:"platform"`
-	CPUs        int        `json:"cpus"`
-	StartedAt   time.Time  `json:"startedAt"`
-	LoadBefore  string     `json:"loadAverageBefore"`
-	LoadAfter   string     `json:"loadAverageAfter"`
-	WallSeconds float64    `json:"wallSeconds"`
-	RoundTrip   *roundTrip `json:"roundTrip,omitempty"`
-	Capture     *capture   `json:"capture,omitempty"`
-	Big         *bigOutput `json:"bigOutput,omitempty"`
-	Sessions    *sessions  `json:"sessions,omitempty"`
-	Notes       []string   `json:"notes,omitempty"`
-	Warnings    []string   `json:"warnings,omitempty"`
-	Failures    []string   `json:"failures"`
-	OK          bool       `json:"ok"`
+	Conch       string           `json:"conch"`
+	Version     string           `json:"version"`
+	GoVersion   string           `json:"goVersion"`
+	Platform    string           `json:"platform"`
+	CPUs        int              `json:"cpus"`
+	StartedAt   time.Time        `json:"startedAt"`
+	LoadBefore  string           `json:"loadAverageBefore"`
+	LoadAfter   string           `json:"loadAverageAfter"`
+	WallSeconds float64          `json:"wallSeconds"`
+	RoundTrip   *roundTrip       `json:"roundTrip,omitempty"`
+	Capture     *capture         `json:"capture,omitempty"`
+	Big         *bigOutput       `json:"bigOutput,omitempty"`
+	Sessions    *sessions        `json:"sessions,omitempty"`
+	Sandbox     *sandboxOverhead `json:"sandbox,omitempty"`
+	Notes       []string         `json:"notes,omitempty"`
+	Warnings    []string         `json:"warnings,omitempty"`
+	Failures    []string         `json:"failures"`
+	OK          bool             `json:"ok"`
 }
 
 // run collects failures from the measurements; it is safe for
@@ -158,12 +159,12 @@ func main() {
 	flag.IntVar(&o.lines, "lines", 50, "lines each background session prints, 0.1 s apart")
 	flag.StringVar(&o.timeBin, "time", defaultTimeBin, "GNU time used for the -big step (\"\" to skip it)")
 	flag.BoolVar(&o.json, "json", false, "print the report as JSON")
-	steps := flag.String("steps", "roundtrip,capture,big,sessions", "comma-separated steps to run (big also needs -big)")
+	steps := flag.String("steps", "roundtrip,capture,big,sessions,sandbox", "comma-separated steps to run (big also needs -big)")
 	flag.Parse()
 	o.steps = map[string]bool{}
 	for _, st := range strings.Split(*steps, ",") {
 		switch st = strings.TrimSpace(st); st {
-		case "roundtrip", "capture", "big", "sessions":
+		case "roundtrip", "capture", "big", "sessions", "sandbox":
 			o.steps[st] = true
 		default:
 			fmt.Fprintf(os.Stderr, "conchbench: unknown step %q in -steps\n", st)
@@ -226,6 +227,7 @@ func measure(ctx context.Context, o options) *report {
 		{"capture", func() { rep.Capture = r.capture() }},
 		{"big", func() { rep.Big = r.bigOutput() }},
 		{"sessions", func() { rep.Sessions = r.sessions() }},
+		{"sandbox", func() { rep.Sandbox = r.sandboxOverhead() }},
 	}
 	for _, st := range steps {
 		if !o.steps[st.name] || st.name == "big" && !o.big {

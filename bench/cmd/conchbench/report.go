@@ -72,6 +72,10 @@ func printReport(w io.Writer, rep *report, o options) {
 		fmt.Fprintf(w, "     conch mcp USS %.1f MiB\n", s.ConchUSSMiB)
 	}
 
+	if so := rep.Sandbox; so != nil {
+		printSandbox(w, so)
+	}
+
 	if len(rep.Notes) > 0 {
 		fmt.Fprintf(w, "\nNotes:\n")
 		for _, n := range rep.Notes {
