@@ -142,7 +142,22 @@ func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*pl
 	if sb.On && (configured == "" || configured == "sandbox") {
 		backend, sbErr = sandbox.For(context.Background(), sb)
 	}
+	// Elevated (policy.md §9): only with sandboxing on; it forces the
+	// gateway host.
+	level := ""
+	if sb.On {
+		var aerr *apitype.Error
+		if level, aerr = e.elevatedLevel(agent, p.Elevated); aerr != nil {
+			return nil, aerr
+		}
+	}
 	switch {
+	case level == "ask":
+		pl.host = "gateway"
+	case level == "full":
+		// Gateway host, security full, ask off: no approval gate, still
+		// journalled and ledgered.
+		pl.host, pl.hostReason = "gateway", "elevated-full"
 	case p.Host == "node" || configured == "node":
 		return nil, apitype.Errorf(apitype.CodeNodeUnavailable, "exec host=node: no node is available (no node host is paired with this gateway).")
 	case configured == "gateway" && p.Host != "" && p.Host != "gateway":

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -280,4 +281,54 @@ func (e *Engine) sandboxCwd(s *session) string {
 		}
 	}
 	return m.Cwd
+}
+
+// elevatedLevel resolves policy.md §9 for an agent whose sandboxing is
+// on: "" (off), "ask" or "full", or the error for a request that is not
+// allowed.
+func (e *Engine) elevatedLevel(agent string, req *bool) (string, *apitype.Error) {
+	cfg := e.conf()
+	enabled := true
+	var glob struct {
+		Enabled *bool `json:"enabled"`
+	}
+	if len(cfg.Tools.Elevated) > 0 && json.Unmarshal(cfg.Tools.Elevated, &glob) == nil && glob.Enabled != nil {
+		enabled = *glob.Enabled
+	}
+	var ag struct {
+		Allow   *bool  `json:"allow"`
+		Default string `json:"default"`
+	}
+	if a, ok := cfg.Agents[agent]; ok && len(a.Elevated) > 0 {
+		json.Unmarshal(a.Elevated, &ag)
+	}
+	allow := ag.Allow != nil && *ag.Allow
+	def := strings.ToLower(ag.Default)
+	if def != "ask" && def != "full" {
+		def = "off"
+	}
+	switch {
+	case req == nil:
+		if enabled && allow && def != "off" {
+			return def, nil
+		}
+		return "", nil
+	case !*req:
+		return "", nil
+	}
+	if !enabled || !allow {
+		var gates []string
+		if !enabled {
+			gates = append(gates, "enabled (tools.elevated.enabled=false)")
+		}
+		if !allow {
+			gates = append(gates, fmt.Sprintf("allowFrom (agents.%s.elevated.allow=false)", agent))
+		}
+		return "", apitype.Errorf(apitype.CodeElevatedUnavail, "elevated is not available right now (runtime=sandboxed).\nFailing gates: %s\nContext: agent=%s\nFix-it keys: tools.elevated.enabled, agents.%s.elevated.allow, agents.%s.elevated.default",
+			strings.Join(gates, ", "), agent, agent, agent)
+	}
+	if def == "full" {
+		return "full", nil
+	}
+	return "ask", nil
 }

@@ -422,6 +422,18 @@ func TestSandboxHostSelection(t *testing.T) {
 	if r := c.exec(map[string]any{"command": "echo x", "host": "sandbox"}); r.str("host") != "sandbox" || r.Text != "x" {
 		t.Fatalf("explicit sandbox: %s %v", r.Text, r.D)
 	}
+	// Elevated (policy.md §9) is refused unless allowed; allowed with
+	// default full it runs on the gateway without the gate.
+	if r := c.exec(map[string]any{"command": "echo x", "elevated": true}); errCode(r) != "elevated_unavailable" || !strings.Contains(r.Text, "runtime=sandboxed") {
+		t.Fatalf("elevated not allowed: %s %v", r.Text, r.D)
+	}
+	c = startConch(t, newHome(t, `{"sandbox":{"mode":"all","backend":"bwrap"},"agents":{"main":{"workspace":"`+ws+`","elevated":{"allow":true,"default":"full"}}}}`))
+	if r := c.exec(map[string]any{"command": "hostname", "elevated": true}); r.str("host") != "gateway" || r.str("hostReason") != "elevated-full" || r.Text == "conch-sandbox" {
+		t.Fatalf("elevated full: %s %v", r.Text, r.D)
+	}
+	if r := c.exec(map[string]any{"command": "hostname", "elevated": false}); r.str("host") != "sandbox" || r.Text != "conch-sandbox" {
+		t.Fatalf("elevated false: %s %v", r.Text, r.D)
+	}
 	// A workspace that contains the conch home is never mounted.
 	root := t.TempDir()
 	home := filepath.Join(root, "home")
