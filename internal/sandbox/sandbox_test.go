@@ -1,0 +1,100 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/conchsh/conch/internal/config"
+)
+
+func TestViewMapping(t *testing.T) {
+	s := (&config.Config{}).SandboxFor("main")
+	v := NewView("/srv/proj", s, "bwrap")
+	if in, ok := v.MapIn("/srv/proj/a/b"); !ok || in != "/srv/proj/a/b" {
+		t.Fatalf("same: %q %v", in, ok)
+	}
+	s.WorkspacePath = "/workspace"
+	v = NewView("/srv/proj", s, "bwrap")
+	if in, ok := v.MapIn("/srv/proj/a"); !ok || in != "/workspace/a" {
+		t.Fatalf("mapped in: %q %v", in, ok)
+	}
+	if out, ok := v.MapOut("/workspace/a"); !ok || out != "/srv/proj/a" {
+		t.Fatalf("mapped out: %q %v", out, ok)
+	}
+	for _, p := range []string{"/srv/project", "/srv", "/workspace/../etc"} {
+		if _, ok := v.MapIn(p); ok {
+			t.Errorf("%s mapped in", p)
+		}
+		if _, ok := v.MapOut(p); ok {
+			t.Errorf("%s mapped out", p)
+		}
+	}
+	if NewView("/srv/proj", (&config.Config{}).SandboxFor("m"), "docker").Inside != "/workspace" {
+		t.Fatal("docker always mounts /workspace")
+	}
+}
+
+func TestUnsafeWorkspaceAndBinds(t *testing.T) {
+	root := t.TempDir()
+	home := filepath.Join(root, "conch")
+	os.MkdirAll(home, 0o700)
+	uh, _ := os.UserHomeDir()
+	for _, ws := range []string{"/", root, home, uh} {
+		if err := WorkspaceSafe(home, ws); err == nil {
+			t.Errorf("workspace %s accepted", ws)
+		}
+	}
+	if err := WorkspaceSafe(home, t.TempDir()); err != nil {
+		t.Errorf("a plain directory refused: %v", err)
+	}
+	for _, b := range []string{"/", "/etc", "/proc", "/sys", "/dev", "/run", "/var/run/docker.sock", uh, home, root} {
+		if err := CheckBind(home, b); err == nil {
+			t.Errorf("bind %s accepted", b)
+		}
+	}
+	if err := CheckBind(home, "/usr/share"); err != nil {
+		t.Errorf("bind /usr/share refused: %v", err)
+	}
+}
+
+func TestBwrapArgv(t *testing.T) {
+	s := (&config.Config{}).SandboxFor("main")
+	s.On = true
+	b := &Bwrap{bin: "/usr/bin/bwrap"}
+	b.probe.done = true
+	ws := t.TempDir()
+	r := &Run{Home: "/h", Exe: "/x/conch", Settings: s, Workspace: ws, Cwd: filepath.Join(ws, "sub"), Command: "echo hi", PTY: true}
+	argv, _, err := b.Command(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := strings.Join(argv, " ")
+	for _, want := range []string{"--unshare-all --die-with-parent --new-session", "--ro-bind /usr /usr", "--tmpfs /tmp",
+		"--bind /h/sandboxes/agent-main/home /home/conch", "--bind " + ws + " " + ws, "--ro-bind-try " + ws + "/.git/hooks " + ws + "/.git/hooks",
+		"--ro-bind /x/conch /run/conch/conch", "--chdir " + ws + "/sub", "--block-fd 3", "--cap-drop ALL",
+		"-- /run/conch/conch sandbox-init --ctty -- /bin/sh -lc echo hi"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("argv lacks %q:\n%s", want, a)
+		}
+	}
+	if slices.Contains(argv, "--share-net") {
+		t.Error("network shared by default")
+	}
+	s.Network, s.WorkspaceAccess, s.WorkspacePath = "open", "ro", "/workspace"
+	s.Binds = []string{"/etc:/x"}
+	r.Settings, r.PTY = s, false
+	if _, _, err := b.Command(r); err == nil {
+		t.Fatal("refused bind accepted")
+	}
+	s.Binds = nil
+	r.Settings = s
+	argv, _, _ = b.Command(r)
+	a = strings.Join(argv, " ")
+	if !strings.Contains(a, "--share-net") || !strings.Contains(a, "--ro-bind "+ws+" /workspace") || strings.Contains(a, "sandbox-init") ||
+		strings.Index(a, "--tmpfs /run") > strings.Index(a, "/run/systemd/resolve") {
+		t.Fatalf("open/ro/workspace argv: %s", a)
+	}
+}
