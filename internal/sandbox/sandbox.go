@@ -141,6 +141,12 @@ func WorkspaceSafe(home, workspace string) error {
 			return fmt.Errorf("the workspace %s is or contains %s", workspace, p)
 		}
 	}
+	// Inside the conch home only the per-scope directories may be shown.
+	if _, ok := within(realpath(home), ws); ok {
+		if _, ok := within(filepath.Join(realpath(home), "sandboxes"), ws); !ok {
+			return fmt.Errorf("the workspace %s lies inside the conch home %s", workspace, home)
+		}
+	}
 	return nil
 }
 

@@ -76,6 +76,12 @@ func (c *containment) describe() *Cgroup {
 	if c.v1 != "" {
 		cg.V1 = map[string]string{c.v1ctl: c.v1}
 	}
+	for ctl, dir := range c.limits {
+		if cg.V1 == nil {
+			cg.V1 = map[string]string{}
+		}
+		cg.V1[ctl] = dir
+	}
 	return cg
 }
 
@@ -231,23 +237,22 @@ func (c *containment) killAll() {
 	}
 }
 
-// remove deletes the session cgroups; they must be empty.
+// remove deletes the session cgroups (tracking and limits); they must be
+// empty.
 func (c *containment) remove() {
-	for _, dir := range c.limits {
-		if dir == c.v1 {
+	dirs := []string{c.v2, c.v1}
+	for _, d := range c.limits {
+		dirs = append(dirs, d)
+	}
+	seen := map[string]bool{}
+	for _, dir := range dirs {
+		if dir == "" || seen[dir] {
 			continue
 		}
+		seen[dir] = true
 		for i := 0; i < 20; i++ {
 			if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
 				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	if dir := c.cgroupDir(); dir != "" {
-		for i := 0; i < 20; i++ {
-			if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
-				return
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -365,8 +370,27 @@ func Sweep(m Meta) int {
 	c := &containment{pgid: m.PGID}
 	if m.Cgroup != nil {
 		c.v2 = m.Cgroup.V2
+		// The tracking cgroup is pids (else freezer); the others only
+		// carry sandbox limits and are removed too.
+		for _, ctl := range []string{"pids", "freezer"} {
+			if dir, ok := m.Cgroup.V1[ctl]; ok && c.v1 == "" {
+				c.v1, c.v1ctl = dir, ctl
+			}
+		}
 		for ctl, dir := range m.Cgroup.V1 {
-			c.v1, c.v1ctl = dir, ctl
+			if dir != c.v1 {
+				if c.limits == nil {
+					c.limits = map[string]string{}
+				}
+				c.limits[ctl] = dir
+			}
+		}
+		if c.v1 == "" && c.v2 == "" {
+			for ctl, dir := range c.limits {
+				c.v1, c.v1ctl = dir, ctl
+				delete(c.limits, ctl)
+				break
+			}
 		}
 	}
 	var found []int
