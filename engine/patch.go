@@ -98,11 +98,14 @@ func (e *Engine) applyPatch(ctx context.Context, agent string, p apitype.PatchPa
 	case "sandbox", "":
 		var target PatchTarget
 		ok := false
+		var err *apitype.Error
 		if e.opt.PatchSandbox != nil {
-			var err *apitype.Error
-			if target, ok, err = e.opt.PatchSandbox(agent); err != nil {
-				return patchError(err)
-			}
+			target, ok, err = e.opt.PatchSandbox(agent)
+		} else {
+			target, ok, err = e.sandboxPatchTarget(ctx, agent)
+		}
+		if err != nil {
+			return patchError(err)
 		}
 		if ok {
 			if target.ReadOnly {

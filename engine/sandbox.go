@@ -332,3 +332,35 @@ func (e *Engine) elevatedLevel(agent string, req *bool) (string, *apitype.Error)
 	}
 	return "ask", nil
 }
+
+// sandboxPatchTarget says where apply_patch applies for an agent whose
+// effective host is the sandbox: the host directory bound as the
+// sandbox's workspace (apply-patch.md §1). ok is false when sandboxing is
+// off for the agent; an unusable backend or an unsafe workspace fails
+// closed.
+func (e *Engine) sandboxPatchTarget(ctx context.Context, agent string) (PatchTarget, bool, *apitype.Error) {
+	sb := e.conf().SandboxFor(agent)
+	if !sb.On {
+		return PatchTarget{}, false, nil
+	}
+	backend, err := sandbox.For(ctx, sb)
+	if err != nil {
+		return PatchTarget{}, false, sandboxUnavailable(err)
+	}
+	def := e.workspace(ctx, agent)
+	if abs, err := filepath.Abs(def); err == nil {
+		def = abs
+	}
+	ws, err := sandbox.Workspace(e.home, def, sb)
+	if err != nil {
+		return PatchTarget{}, false, sandboxUnavailable(err)
+	}
+	t := PatchTarget{Workspace: ws, ReadOnly: sb.WorkspaceAccess == "ro"}
+	if v := sandbox.NewView(ws, sb, backend.Name()); v.Inside != ws {
+		t.ViewRoot = v.Inside
+	}
+	for _, p := range sb.ProtectPaths {
+		t.Protected = append(t.Protected, filepath.Join(ws, p))
+	}
+	return t, true, nil
+}

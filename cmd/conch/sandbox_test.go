@@ -757,3 +757,40 @@ func TestSandboxWaitProbes(t *testing.T) {
 	se.c.process(map[string]any{"action": "kill", "sessionId": id})
 	se.c.waitEnd(id, 10*time.Second)
 }
+
+// TestSandboxApplyPatch: apply_patch for a sandboxed agent writes the
+// host side of the sandbox's workspace, takes paths as the sandbox sees
+// them (/workspace/…), keeps protectPaths read-only, and refuses a
+// read-only workspace.
+func TestSandboxApplyPatch(t *testing.T) {
+	needBwrap(t)
+	t.Parallel()
+	se := newSandbox(t, map[string]any{"workspacePath": "/workspace"})
+	// newSandbox's config has no applyPatch: start another conch with it.
+	se.c.close()
+	conf, _ := os.ReadFile(filepath.Join(se.home, "config.json"))
+	var m map[string]any
+	json.Unmarshal(conf, &m)
+	m["tools"] = map[string]any{"exec": map[string]any{"applyPatch": map[string]any{"enabled": true}}}
+	b, _ := json.Marshal(m)
+	os.WriteFile(filepath.Join(se.home, "config.json"), b, 0o600)
+	os.MkdirAll(filepath.Join(se.ws, ".git", "hooks"), 0o755)
+	c := startConchEnv(t, se.home, []string{"HOME=" + se.userHome})
+	r := c.call("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: /workspace/sub/new940.txt\n+from-patch\n*** End Patch"})
+	if r.IsError {
+		t.Fatalf("apply in sandbox: %s %v", r.Text, r.D)
+	}
+	if b, err := os.ReadFile(filepath.Join(se.ws, "sub", "new940.txt")); err != nil || string(b) != "from-patch\n" {
+		t.Fatalf("host side: %q %v", b, err)
+	}
+	if x := c.exec(map[string]any{"command": "cat /workspace/sub/new940.txt"}); x.Text != "from-patch" || x.str("host") != "sandbox" {
+		t.Fatalf("seen inside: %s %v", x.Text, x.D)
+	}
+	r = c.call("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: .git/hooks/pre-commit\n+evil\n*** End Patch"})
+	if !r.IsError || !strings.Contains(r.Text, "protected") {
+		t.Fatalf("protected path: %s %v", r.Text, r.D)
+	}
+	if _, err := os.Stat(filepath.Join(se.ws, ".git", "hooks", "pre-commit")); err == nil {
+		t.Fatal("a protected path was written")
+	}
+}
