@@ -49,7 +49,7 @@ func newSandbox(t *testing.T, sandboxConf map[string]any) *sandboxEnv {
 	conf, _ := json.Marshal(map[string]any{"sandbox": sb, "agents": map[string]any{"main": map[string]any{"workspace": se.ws}}})
 	se.home = newHome(t, string(conf))
 	os.WriteFile(filepath.Join(se.home, "secret.txt"), []byte("CONCH-HOME-SECRET\n"), 0o600)
-	se.c = startConchEnv(t, se.home, []string{"HOME=" + se.userHome})
+	se.c = startConchEnv(t, se.home, []string{"HOME=" + se.userHome, "LEAK930=gateway-env"})
 	return se
 }
 
@@ -67,6 +67,13 @@ func TestSandboxBasics(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(se.ws, "f930")); err != nil {
 		t.Fatalf("write inside the workspace did not reach the host: %v", err)
+	}
+	// Environment (exec.md §5.2 sandbox): request env as given, PATH
+	// through CONCH_PREPEND_PATH, nothing of the gateway's environment.
+	r = se.c.exec(map[string]any{"command": `echo "P=$PATH"; echo "F=$FOO930 N=$NODE_OPTIONS C=$CONCH_PREPEND_PATH S=$CONCH_SHELL"; env | grep -c LEAK930 || true`,
+		"env": map[string]any{"FOO930": "bar", "NODE_OPTIONS": "--x930", "PATH": "/opt/p930"}})
+	if !strings.HasPrefix(r.Text, "P=/opt/p930:") || r.Text[strings.Index(r.Text, "\n"):] != "\nF=bar N=--x930 C= S=exec\n0" {
+		t.Fatalf("sandbox environment: %q", r.Text)
 	}
 }
 
@@ -570,6 +577,16 @@ func TestSandboxLandlock(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		if syscall.Kill(host.Process.Pid, 0) != nil || isZombie(host.Process.Pid) {
 			t.Errorf("signalled a host process (ABI >= 6 scopes signals): %s", r.Text)
+		}
+	}
+	// backend auto without bwrap (and without a docker engine) falls
+	// back to landlock.
+	if _, err := exec.Command("docker", "version", "--format", "{{.Server.Version}}").Output(); err != nil {
+		auto := newSandbox(t, map[string]any{"backend": "auto", "bwrap": map[string]any{"path": "/nonexistent/bwrap936"}})
+		a := auto.c.exec(map[string]any{"command": "echo ok"})
+		asb, _ := a.D["sandbox"].(map[string]any)
+		if a.Text != "ok" || asb["backend"] != "landlock" {
+			t.Fatalf("auto fallback: %s %v", a.Text, a.D)
 		}
 	}
 	// PTY and kill of a daemonised child work under landlock too.
