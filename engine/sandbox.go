@@ -263,7 +263,7 @@ func (e *Engine) sandboxInnerPID(s *session) int {
 	if m.Sandbox == nil || m.Sandbox.Backend != "bwrap" {
 		return 0
 	}
-	return sandbox.InnerPID(supervisor.CgroupPids(m))
+	return sandbox.InnerPID(supervisor.SessionPids(m))
 }
 
 // sandboxCwd is the working directory inside a bwrap session (its

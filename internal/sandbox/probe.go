@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -22,8 +21,8 @@ import (
 // (hosts.md §3.4). For bwrap the engine finds a process inside the
 // sandbox's namespaces and probes through them: files through
 // /proc/<pid>/root, ports and URLs from a thread that joined the
-// sandbox's network namespace (or, without the privilege for that,
-// through `nsenter --user --net` running `conch sandbox-init --probe`).
+// sandbox's network namespace (or, without the privilege for that, from
+// the sandbox's socket table).
 
 // InnerPID returns a pid among pids whose mount namespace differs from
 // this process's (a process inside a bwrap sandbox), or 0.
@@ -51,21 +50,89 @@ func ProbeFile(pid int, cwd, path string) bool {
 }
 
 // ProbeNet runs a port or http probe inside pid's network namespace.
+// Joining it needs CAP_SYS_ADMIN (root); without it the probe reads the
+// sandbox's socket table instead (/proc/<pid>/net/tcp, tcp6): the port
+// (or the URL's port) must be listening on the address or a wildcard. No
+// HTTP request is made then.
 func ProbeNet(pid int, kind, arg string) bool {
 	ok, err := inNetns(pid, func() bool { return probeDirect(kind, arg) })
 	if err == nil {
 		return ok
 	}
-	exe, xerr := os.Executable()
-	if xerr != nil {
+	hostport := arg
+	if kind == "http" {
+		u, err := url.Parse(arg)
+		if err != nil {
+			return false
+		}
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		hostport = net.JoinHostPort(u.Hostname(), port)
+	}
+	return Listening(pid, hostport)
+}
+
+// Listening reports whether a TCP socket in pid's network namespace
+// listens on hostport (or on the wildcard address of that port).
+func Listening(pid int, hostport string) bool {
+	host, ps, err := net.SplitHostPort(hostport)
+	if err != nil {
 		return false
 	}
-	ns, nerr := exec.LookPath("nsenter")
-	if nerr != nil {
+	port, err := strconv.Atoi(ps)
+	if err != nil {
 		return false
 	}
-	cmd := exec.Command(ns, "--target", strconv.Itoa(pid), "--user", "--net", "--preserve-credentials", "--", exe, "sandbox-init", "--probe", kind, arg)
-	return cmd.Run() == nil
+	if host == "" || host == "localhost" {
+		host = "127.0.0.1"
+	}
+	want := net.ParseIP(host)
+	for _, f := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 4 || fs[3] != "0A" { // TCP_LISTEN
+				continue
+			}
+			a, p, ok := strings.Cut(fs[1], ":")
+			if !ok {
+				continue
+			}
+			if lp, err := strconv.ParseUint(p, 16, 16); err != nil || int(lp) != port {
+				continue
+			}
+			ip := procIP(a)
+			if ip == nil || ip.IsUnspecified() || want == nil || ip.Equal(want) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// procIP decodes an address of /proc/net/tcp{,6}: 32-bit words in host
+// (little-endian here) byte order.
+func procIP(h string) net.IP {
+	b := make([]byte, len(h)/2)
+	for i := range b {
+		v, err := strconv.ParseUint(h[2*i:2*i+2], 16, 8)
+		if err != nil {
+			return nil
+		}
+		b[i] = byte(v)
+	}
+	for i := 0; i+4 <= len(b); i += 4 {
+		b[i], b[i+1], b[i+2], b[i+3] = b[i+3], b[i+2], b[i+1], b[i]
+	}
+	if len(b) != 4 && len(b) != 16 {
+		return nil
+	}
+	return net.IP(b)
 }
 
 // inNetns runs f on an OS thread that joined pid's network namespace. A

@@ -545,3 +545,15 @@ func CgroupPids(m Meta) []int {
 	}
 	return nil
 }
+
+// SessionPids lists a session's processes: its cgroup's members, or
+// without a cgroup the main process and its descendants.
+func SessionPids(m Meta) []int {
+	if pids := CgroupPids(m); len(pids) > 0 {
+		return pids
+	}
+	if m.PID <= 0 || !Alive(m.PID, m.PIDStartTime) {
+		return nil
+	}
+	return append([]int{m.PID}, descendants(m.PID)...)
+}
