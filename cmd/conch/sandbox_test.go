@@ -518,7 +518,7 @@ func needLandlock(t *testing.T) {
 func TestSandboxLandlock(t *testing.T) {
 	needLandlock(t)
 	t.Parallel()
-	se := newSandbox(t, map[string]any{"backend": "landlock"})
+	se := newSandbox(t, map[string]any{"backend": "landlock", "limits": map[string]any{"pids": 16}})
 	outside := filepath.Join(filepath.Dir(se.ws), "outside930")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -549,6 +549,12 @@ func TestSandboxLandlock(t *testing.T) {
 		t.Fatalf("landlock run: %s %v", r.Text, r.D)
 	}
 	t.Logf("layers: %v", sb["layers"])
+	if lim, _ := sb["limits"].(map[string]any); lim["pids"] != nil {
+		f := se.c.exec(map[string]any{"command": "for i in $(seq 40); do sleep 0.5 & done; wait; echo done", "timeout": 20})
+		if !strings.Contains(strings.ToLower(f.Text), "fork") {
+			t.Errorf("pids limit 16 under landlock allowed 40 processes: %s", f.Text)
+		}
+	}
 	cmd := strings.Join([]string{
 		"echo pwned > " + outside,
 		"echo pwned > /tmp/fill936",
