@@ -154,9 +154,12 @@ func TestIdempotencyKey(t *testing.T) {
 	if bg2.str("status") != "running" || bg2.str("sessionId") != bg.str("sessionId") {
 		t.Fatalf("background replay: %v vs %v", bg2.D, bg.D)
 	}
-	if n := len(pgrepHome("^sleep 919.1", c.home)); n != 1 {
-		t.Fatalf("%d processes for one key", n)
-	}
+	eventually(t, 5*time.Second, func() string {
+		if n := len(pgrepHome("^sleep 919.1", c.home)); n != 1 {
+			return fmt.Sprintf("%d processes for one key", n)
+		}
+		return ""
+	})
 	c.process(map[string]any{"action": "kill", "sessionId": bg.str("sessionId")})
 }
 
