@@ -114,6 +114,7 @@ type ExecDetails struct {
 	SessionID         string   `json:"sessionId,omitempty"`
 	Host              string   `json:"host,omitempty"`
 	HostReason        string   `json:"hostReason,omitempty"`
+	NodeID            string   `json:"nodeId,omitempty"`
 	Warnings          []string `json:"warnings,omitempty"`
 	ExitCode          *int     `json:"exitCode"`
 	Signal            *string  `json:"signal"`

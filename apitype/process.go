@@ -194,6 +194,7 @@ type SessionEntry struct {
 	Reason            string    `json:"reason,omitempty"`
 	AwaitingInput     *Awaiting `json:"awaitingInput,omitempty"`
 	Host              string    `json:"host"`
+	NodeID            string    `json:"nodeId,omitempty"`
 	PTY               bool      `json:"pty"`
 	Backgrounded      bool      `json:"backgrounded"`
 	Cursor            int64     `json:"cursor"`

@@ -71,7 +71,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	script := scriptOperand(g.decision, pl.cwd)
 	req, err := e.store.Create(approvals.Request{
 		Script: script,
-		Agent:  agent, SessionID: id, RequestID: g.requestID, Host: pl.host, Command: pl.command, Argv: pl.argv,
+		Agent:  agent, SessionID: id, RequestID: g.requestID, Host: pl.host, NodeID: nodeIDOf(pl), Plan: nodePlanJSON(pl), Command: pl.command, Argv: pl.argv,
 		Cwd: pl.cwd, CwdIdentity: dirIdentity(pl.cwd), EnvKeys: nonNil(pl.envKeys), EnvHash: pl.envHash,
 		Segments: segs, Reason: reason, Security: string(g.eff.Security), Ask: string(g.eff.Ask),
 		AskFallback: string(g.eff.AskFallback), Persist: g.decision.Persist,

@@ -75,6 +75,9 @@ type Options struct {
 	// system.patch.apply (apply-patch.md §1); the engine records the
 	// ledger entry of a successful answer. Unset: no node host.
 	PatchNode func(ctx context.Context, agent, input string) (NodePatch, *apitype.Error)
+	// Nodes, if set, runs host=node calls on node hosts (the gateway's
+	// node hub); nil means no node is available.
+	Nodes Nodes
 }
 
 // Event is an engine event for SSE subscribers. Agent is the owner of the
@@ -152,6 +155,7 @@ type Engine struct {
 	ledgerDone   chan struct{}
 
 	store *approvals.Store // pending approvals
+	nodes nodePlans        // run plans prepared for a gateway (node side)
 	limit limiter          // exec rate limits
 
 	wg     sync.WaitGroup // trackers and the sweeper

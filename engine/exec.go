@@ -63,6 +63,7 @@ type plan struct {
 	envHash    string // of the request's env overrides
 	sandbox    *supervisor.SandboxSpec
 	sbInfo     *apitype.SandboxInfo
+	node       *nodeTarget // host=node only (node.go)
 }
 
 func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) apitype.Result {
@@ -86,6 +87,11 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 		// Host execution passes the policy gate; the implicit-sandbox
 		// fallback does not (hosts.md §1).
 		g = e.gate(agent, p, pl)
+		if !g.run {
+			return g.result
+		}
+	} else if pl.node != nil {
+		g = e.nodeGate(agent, p, pl)
 		if !g.run {
 			return g.result
 		}
@@ -158,8 +164,11 @@ func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*pl
 		// Gateway host, security full, ask off: no approval gate, still
 		// journalled and ledgered.
 		pl.host, pl.hostReason = "gateway", "elevated-full"
-	case p.Host == "node" || configured == "node":
-		return nil, apitype.Errorf(apitype.CodeNodeUnavailable, "exec host=node: no node is available (no node host is paired with this gateway).")
+	case configured == "node" && p.Host != "" && p.Host != "node",
+		configured != "node" && p.Host == "node":
+		return nil, apitype.Errorf(apitype.CodeHostNotAllowed, "exec host not allowed (requested %s; configure tools.exec.host=%s to allow).", p.Host, p.Host)
+	case configured == "node":
+		pl.host = "node"
 	case configured == "gateway" && p.Host != "" && p.Host != "gateway":
 		return nil, apitype.Errorf(apitype.CodeHostNotAllowed, "exec host not allowed (requested %s; configure tools.exec.host=%s to allow).", p.Host, p.Host)
 	case configured == "gateway":
@@ -221,6 +230,15 @@ func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*pl
 		pl.stdin = "open"
 	default:
 		pl.stdin = "closed"
+	}
+	if pl.host == "node" {
+		if aerr := e.planNode(agent, p, pl); aerr != nil {
+			return nil, aerr
+		}
+		if !pl.pty && pl.stdin == "pty" {
+			pl.stdin = "open"
+		}
+		return pl, nil
 	}
 
 	// Workdir (exec.md §4.3).
@@ -397,7 +415,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 	s.st = state{
 		Agent: pl.agent, Command: pl.command, Name: deriveName(pl.command), Cwd: pl.cwd, Host: pl.host,
 		PTY: pl.pty, CreatedAt: time.Now().UnixMilli(), TimeoutSec: pl.timeout.Seconds(),
-		Gated: pl.hostReason == "" && pl.host == "gateway",
+		Gated: pl.hostReason == "" && pl.host == "gateway", NodeID: nodeIDOf(pl),
 	}
 	if err := s.saveLocked(); err != nil {
 		s.remove()
@@ -434,13 +452,13 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		JournalHeadBytes: headBytes(pl.set.JournalHeadBytes), Socket: e.socketPath(id), EnvKeys: pl.envKeys,
 		Fingerprint: fingerprint(p), IdempotencyKey: p.IdempotencyKey, Sandbox: pl.sandbox,
 	}
-	h, err := e.commit(spec)
+	h, err := e.start(spec, pl, requestID, approvalID)
 	if err != nil && pl.pty && strings.HasPrefix(err.Error(), "open pty") {
 		pl.warnings = append(pl.warnings, fmt.Sprintf("Warning: PTY spawn failed (%v); retrying without PTY for `%s`.", err, pl.command))
 		pl.pty, pl.stdin = false, "open"
 		spec.PTY, spec.Stdin = false, "open"
 		s.update(func(st *state) { st.PTY = false })
-		h, err = e.commit(spec)
+		h, err = e.start(spec, pl, requestID, approvalID)
 	}
 	if err != nil {
 		return err
@@ -473,6 +491,22 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 	e.wg.Add(1)
 	go e.track(s, h.Events, h.Close)
 	return nil
+}
+
+// start starts spec on its host: through the node hub for a gateway's
+// host=node run, else under a local supervisor.
+func (e *Engine) start(spec supervisor.Spec, pl *plan, requestID, approvalID string) (*supervisor.Handle, error) {
+	if pl.node != nil {
+		return e.startNode(spec, pl, requestID, approvalID)
+	}
+	return e.commit(spec)
+}
+
+func nodeIDOf(pl *plan) string {
+	if pl.node == nil {
+		return ""
+	}
+	return pl.node.ref.ID
 }
 
 // commit starts spec under a supervisor: the warm spare when there is one
@@ -598,7 +632,7 @@ func (e *Engine) background(s *session, pl *plan) apitype.Result {
 	d := &apitype.ExecDetails{
 		Status: "running", SessionID: s.id, PID: &pid, StartedAt: s.start.UnixMilli(), Cwd: pl.cwd,
 		Tail: &tail, Cursor: cursor, Name: st.Name, PTY: &pl.pty, Host: pl.host, HostReason: pl.hostReason,
-		Stdin: pl.stdin, Warnings: pl.warnings, Sandbox: pl.sbInfo,
+		Stdin: pl.stdin, Warnings: pl.warnings, Sandbox: pl.sbInfo, NodeID: nodeIDOf(pl),
 	}
 	text := fmt.Sprintf("Command still running (session %s, pid %d). Use process (list/poll/log/wait/write/kill/clear/remove) for follow-up.", s.id, pid)
 	if tail != "" {
@@ -624,7 +658,7 @@ func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
 	}
 	res := endResult(s, *ex, out, pl.set)
 	d := res.Details.(*apitype.ExecDetails)
-	d.Host, d.HostReason, d.Warnings, d.Sandbox = pl.host, pl.hostReason, pl.warnings, pl.sbInfo
+	d.Host, d.HostReason, d.Warnings, d.Sandbox, d.NodeID = pl.host, pl.hostReason, pl.warnings, pl.sbInfo, nodeIDOf(pl)
 	if !out.truncated {
 		d.SessionID = ""
 	}

@@ -235,7 +235,7 @@ func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) 
 	s.mu.Unlock()
 	en := apitype.SessionEntry{
 		SessionID: s.id, Agent: s.agent, Status: listStatus(ex), State: "running", PID: &pid, StartedAt: s.start.UnixMilli(),
-		Cwd: st.Cwd, Command: st.Command, Name: st.Name, Tail: tail, Host: st.Host, PTY: st.PTY,
+		Cwd: st.Cwd, Command: st.Command, Name: st.Name, Tail: tail, Host: st.Host, NodeID: st.NodeID, PTY: st.PTY,
 		Backgrounded: st.Backgrounded, Cursor: cursor,
 	}
 	en.RuntimeMs = time.Since(s.start).Milliseconds()

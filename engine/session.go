@@ -17,6 +17,7 @@ type state struct {
 	Name         string           `json:"name"`
 	Cwd          string           `json:"cwd"`
 	Host         string           `json:"host"`
+	NodeID       string           `json:"nodeId,omitempty"`
 	PTY          bool             `json:"pty"`
 	CreatedAt    int64            `json:"createdAt"`
 	TimeoutSec   float64          `json:"timeoutSec,omitempty"`

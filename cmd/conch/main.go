@@ -50,6 +50,10 @@ const usage = `conch: a shell-execution gateway for AI agents
 Usage:
   conch serve [--listen ADDR] [--home DIR] [--no-ui]       run the gateway: MCP at /mcp, HTTP API at /v1, events, control UI at /
   conch mcp [--home DIR] [--agent NAME] [--workdir DIR]   serve the exec and process tools (and apply_patch when enabled) over MCP stdio
+  conch node --gateway URL --token T [--name N] [--ca FILE] [--home DIR]
+                                                           run a node host that dials out to a gateway
+  conch nodes list | invite [--ttl 24h] [--once] | approve ID | rename ID NAME | remove ID
+                                                           pair and manage node hosts
   conch approvals pending                                  list approval requests waiting for a decision
   conch approvals approve ID [--always] | deny ID          decide one (ID = id or slug)
   conch approvals decide ID DECISION                       allow-once | allow-always | deny (and aliases)
@@ -83,6 +87,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runSandbox(args[1:], stdout, stderr)
 	case "sandbox-init":
 		return sandbox.InitMain(args[1:])
+	case "node":
+		return runNode(args[1:], stdout, stderr)
+	case "nodes":
+		return runNodes(args[1:], stdout, stderr)
 	case "approvals":
 		return runApprovals(args[1:], stdout, stderr)
 	case "policy":

@@ -20,6 +20,7 @@ import (
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/httpapi"
+	"github.com/conchsh/conch/internal/nodehub"
 )
 
 // runServe is `conch serve`: the gateway (interfaces.md §4).
@@ -65,8 +66,20 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 
 	agents := auth.Open(*home)
 	var srv *httpapi.Server
+	// The node hub restores the mirrors of node sessions before the engine
+	// reattaches them (hosts.md §5.5).
+	hub, err := nodehub.New(nodehub.Options{Home: *home, Logger: log, Ping: nodePing(), Events: func(typ string, data any) {
+		if srv != nil {
+			srv.Publish(engine.Event{Type: typ, Data: data})
+		}
+	}})
+	if err != nil {
+		fmt.Fprintf(stderr, "conch serve: node hub: %v\n", err)
+		return exitUnavailable
+	}
+	defer hub.Close()
 	eng, err := engine.New(engine.Options{
-		Home: *home, Mode: "serve", Logger: log,
+		Home: *home, Mode: "serve", Logger: log, Nodes: hub,
 		Events: func(ev engine.Event) {
 			if srv != nil {
 				srv.Publish(ev)
@@ -125,7 +138,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	srv = httpapi.New(httpapi.Options{
 		Engine: eng, Home: eng.Home(), Agents: agents, OperatorToken: opTok, Listen: *listen,
 		AllowedHosts: serverList(eng.Config(), "allowedHosts"), AllowedOrigins: serverList(eng.Config(), "allowedOrigins"),
-		Version: version(), Logger: log, UI: ui, PublicURL: linkBase,
+		Version: version(), Logger: log, UI: ui, PublicURL: linkBase, Nodes: hub,
 	})
 	if !agents.Exists() {
 		tok, err := agents.Add("main", "")

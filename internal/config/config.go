@@ -311,6 +311,7 @@ func (c *Config) InlineEvents() bool { return c.MCP.InlineEvents == nil || *c.MC
 // defaults and clamps applied (exec.md §1, §7; process.md §2).
 type ExecSettings struct {
 	Host                     string // "" = implicit (sandbox)
+	Node                     string // node binding (agent > global), "" = none
 	Yield                    time.Duration
 	Timeout                  time.Duration // 0 = none
 	BackgroundTimeout        time.Duration // 0 = none
@@ -407,6 +408,10 @@ func (c *Config) Exec(agent string) ExecSettings {
 	}
 	s := ExecSettings{Workspace: ac.Workspace}
 	s.Host = g.Host
+	s.Node = g.Node
+	if a.Node != "" {
+		s.Node = a.Node
+	}
 	if a.Host != "" {
 		s.Host = a.Host
 	}

@@ -122,7 +122,18 @@ func (s *Server) routes() {
 		}
 		writeJSON(w, 200, map[string]any{"removed": removed})
 	}))
-	for _, p := range []string{"/v1/nodes", "/v1/nodes/", "/v1/approvals-file/import"} {
+	if s.opt.Nodes != nil {
+		nh := s.opt.Nodes.Handler()
+		m.Handle("/v1/nodes", s.operator(nh.ServeHTTP))
+		m.Handle("/v1/nodes/", s.operator(nh.ServeHTTP))
+	} else {
+		for _, p := range []string{"/v1/nodes", "/v1/nodes/"} {
+			m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+				writeError(w, http.StatusServiceUnavailable, "unavailable", "node hosts are served by conch serve")
+			})
+		}
+	}
+	for _, p := range []string{"/v1/approvals-file/import"} {
 		m.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "not available in this build of conch")
 		})
@@ -422,7 +433,11 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "conch_approvals_pending %d\n", st.Pending)
 	fmt.Fprintln(w, "# HELP conch_nodes_connected Connected node hosts.")
 	fmt.Fprintln(w, "# TYPE conch_nodes_connected gauge")
-	fmt.Fprintln(w, "conch_nodes_connected 0")
+	connected := 0
+	if s.opt.Nodes != nil {
+		connected = s.opt.Nodes.Connected()
+	}
+	fmt.Fprintf(w, "conch_nodes_connected %d\n", connected)
 }
 
 func (s *Server) store(w http.ResponseWriter) *approvals.Store {

@@ -27,6 +27,7 @@ import (
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/mcpserver"
+	"github.com/conchsh/conch/internal/nodehub"
 	"github.com/conchsh/conch/internal/ui"
 )
 
@@ -59,6 +60,9 @@ type Options struct {
 	// PublicURL is the base of the login links (e.g.
 	// "http://127.0.0.1:7878"); default "http://" + Listen.
 	PublicURL string
+	// Nodes, if set, is the node hub: /v1/nodes/connect for nodes and the
+	// operator routes under /v1/nodes.
+	Nodes *nodehub.Hub
 }
 
 // Server serves the gateway. Create it with New; it is safe for
@@ -154,6 +158,16 @@ func (s *Server) wrap(socket bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rid := newRequestID()
 		w.Header().Set("X-Request-Id", rid)
+		if r.URL.Path == "/v1/nodes/connect" && !socket {
+			// Nodes authenticate with their own tokens and may dial any
+			// name of the gateway (hosts.md §5.1).
+			if s.opt.Nodes == nil {
+				writeError(w, http.StatusServiceUnavailable, "unavailable", "node hosts are served by conch serve")
+				return
+			}
+			s.opt.Nodes.ServeConnect(w, r)
+			return
+		}
 		if !socket {
 			if !s.hostAllowed(r.Host) {
 				writeError(w, http.StatusForbidden, "forbidden", "Host header not allowed")

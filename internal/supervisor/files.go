@@ -118,6 +118,7 @@ type Meta struct {
 	Cwd                 string       `json:"cwd"`
 	Host                string       `json:"host"`
 	HostReason          string       `json:"hostReason,omitempty"`
+	NodeID              string       `json:"nodeId,omitempty"`
 	PTY                 bool         `json:"pty"`
 	Cols                int          `json:"cols,omitempty"`
 	Rows                int          `json:"rows,omitempty"`

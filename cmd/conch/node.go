@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/nodehost"
+	"github.com/conchsh/conch/internal/nodehub"
+)
+
+// nodePing is the keepalive interval of both ends of a node connection:
+// 30 s (hosts.md §5.1), or CONCH_NODE_PING_MS for tests and links that
+// need faster failure detection.
+func nodePing() time.Duration {
+	if v, err := strconv.Atoi(os.Getenv("CONCH_NODE_PING_MS")); err == nil && v > 0 {
+		return time.Duration(v) * time.Millisecond
+	}
+	return 30 * time.Second
+}
+
+// runNode is `conch node`: a node host dialling out to a gateway
+// (hosts.md §5).
+func runNode(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := homeFlag(fs)
+	gateway := fs.String("gateway", "", "gateway URL (https://host:7878; http:// only on trusted links)")
+	token := fs.String("token", "", "join token cnj_… (first run) or node token")
+	name := fs.String("name", "", "node name (default: the host name)")
+	ca := fs.String("ca", "", "PEM file: CA bundle, or the gateway's certificate (pinned)")
+	logLevel := fs.String("log-level", envOr("CONCH_LOG", "info"), "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "conch node: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "conch node: bad --log-level %q\n", *logLevel)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	eng, err := engine.New(engine.Options{Home: *home, Mode: "node", Logger: log})
+	if err != nil {
+		fmt.Fprintf(stderr, "conch node: %v\n", err)
+		if errors.Is(err, engine.ErrHomeLocked) || errors.Is(err, engine.ErrHomeNotWritable) {
+			return exitUnavailable
+		}
+		return exitFailed
+	}
+	defer eng.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err = nodehost.Run(ctx, nodehost.Options{
+		Engine: eng, Home: eng.Home(), Gateway: *gateway, Token: *token, Name: *name, CA: *ca,
+		Version: version(), Ping: nodePing(), Logger: log, Out: stdout,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "conch node: %v\n", strings.TrimPrefix(err.Error(), "fatal: "))
+		return exitFailed
+	}
+	return exitOK
+}
+
+// runNodes is `conch nodes list|approve|rename|remove|invite`: through the
+// gateway's engine socket when it runs (so a connected node gets its token
+// or its disconnection at once), else on the home's files.
+func runNodes(args []string, stdout, stderr io.Writer) int {
+	const use = "usage: conch nodes list | invite [--ttl 24h] [--once] | approve ID | rename ID NAME | remove ID [--home DIR] [--json]"
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, use)
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("nodes "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := homeFlag(fs)
+	ttl := fs.Duration("ttl", 24*time.Hour, "invite: validity")
+	once := fs.Bool("once", false, "invite: usable by one node only")
+	asJSON := fs.Bool("json", false, "print JSON")
+	sub := args[0]
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return exitUsage
+	}
+	want := map[string]int{"list": 0, "invite": 0, "approve": 1, "remove": 1, "rename": 2}
+	n, ok := want[sub]
+	if !ok || len(pos) != n {
+		fmt.Fprintln(stderr, use)
+		return exitUsage
+	}
+	var api func(method, path string, body any) (json.RawMessage, int, error)
+	if sock := socketPath(*home); socketAlive(sock) {
+		hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+		api = func(method, path string, body any) (json.RawMessage, int, error) {
+			var rd io.Reader
+			if body != nil {
+				b, _ := json.Marshal(body)
+				rd = bytes.NewReader(b)
+			}
+			req, _ := http.NewRequest(method, "http://conch"+path, rd)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := hc.Do(req)
+			if err != nil {
+				return nil, 0, err
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode >= 300 {
+				var e struct {
+					Error struct{ Message string } `json:"error"`
+				}
+				json.Unmarshal(b, &e)
+				return nil, resp.StatusCode, errors.New(e.Error.Message)
+			}
+			return b, resp.StatusCode, nil
+		}
+	} else {
+		// No gateway: the same operations on the files.
+		hub, err := nodehub.New(nodehub.Options{Home: *home})
+		if err != nil {
+			fmt.Fprintf(stderr, "conch nodes: %v\n", err)
+			return exitFailed
+		}
+		api = func(method, path string, body any) (json.RawMessage, int, error) {
+			return nodehub.LocalAPI(hub, method, path, body)
+		}
+	}
+	fail := func(err error, status int) int {
+		fmt.Fprintf(stderr, "conch nodes %s: %v\n", sub, err)
+		switch status {
+		case 404:
+			return exitNotFound
+		case 409:
+			return exitConflict
+		}
+		return exitFailed
+	}
+	switch sub {
+	case "list":
+		b, st, err := api("GET", "/v1/nodes", nil)
+		if err != nil {
+			return fail(err, st)
+		}
+		if *asJSON {
+			stdout.Write(b)
+			fmt.Fprintln(stdout)
+			return exitOK
+		}
+		var res struct{ Nodes []nodehub.Node }
+		json.Unmarshal(b, &res)
+		if len(res.Nodes) == 0 {
+			fmt.Fprintln(stdout, "No nodes. Create an invite with: conch nodes invite")
+			return exitOK
+		}
+		for _, n := range res.Nodes {
+			fmt.Fprintf(stdout, "%s  %-9s  %-16s  %s/%s  %s\n", n.NodeID, n.Status, n.Name, n.Platform, n.Arch, n.RemoteIP)
+		}
+	case "invite":
+		b, st, err := api("POST", "/v1/nodes/invites", map[string]any{"ttl": ttl.String(), "once": *once})
+		if err != nil {
+			return fail(err, st)
+		}
+		var res struct {
+			Token       string
+			ExpiresAtMs int64
+		}
+		json.Unmarshal(b, &res)
+		if *asJSON {
+			stdout.Write(b)
+			fmt.Fprintln(stdout)
+			return exitOK
+		}
+		fmt.Fprintf(stdout, "%s\n\nOn the node machine run:\n  conch node --gateway <URL> --token %s [--name NAME]\n(valid until %s)\n",
+			res.Token, res.Token, time.UnixMilli(res.ExpiresAtMs).UTC().Format(time.RFC3339))
+	case "approve":
+		b, st, err := api("POST", "/v1/nodes/"+url.PathEscape(pos[0])+"/approve", nil)
+		if err != nil {
+			return fail(err, st)
+		}
+		var p nodehub.Paired
+		json.Unmarshal(b, &p)
+		fmt.Fprintf(stdout, "Approved node %s (%s).\n", p.NodeID, p.Name)
+	case "remove":
+		b, st, err := api("DELETE", "/v1/nodes/"+url.PathEscape(pos[0]), nil)
+		if err != nil {
+			return fail(err, st)
+		}
+		var r struct{ NodeID string }
+		json.Unmarshal(b, &r)
+		fmt.Fprintf(stdout, "Removed node %s.\n", r.NodeID)
+	case "rename":
+		b, st, err := api("PATCH", "/v1/nodes/"+url.PathEscape(pos[0]), map[string]string{"name": pos[1]})
+		if err != nil {
+			return fail(err, st)
+		}
+		var p nodehub.Paired
+		json.Unmarshal(b, &p)
+		fmt.Fprintf(stdout, "Renamed node %s to %s.\n", p.NodeID, p.Name)
+	}
+	return exitOK
+}

@@ -1,0 +1,469 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/policy"
+)
+
+// Node hosts (hosts.md §5). The gateway side: a run with host=node is
+// planned here, prepared and started on the node through Options.Nodes,
+// and mirrored into a local session whose journal the hub feeds. The node
+// side: NodePrepare and NodeRun run a gateway's request on this engine's
+// own home, under this home's policy.
+
+// Nodes is the gateway's node hub as the engine uses it.
+type Nodes interface {
+	// Select picks a paired node for query ("" = the only connected one),
+	// hosts.md §5.2.
+	Select(query string) (NodeRef, *apitype.Error)
+	// Prepare sends system.run.prepare to the node.
+	Prepare(ctx context.Context, nodeID string, p apitype.NodePrepareParams) (apitype.NodePrepareReply, *apitype.Error)
+	// Start mirrors spec.ID into the local session directory and sends
+	// system.run; the handle behaves like a local supervisor's.
+	Start(nodeID string, spec supervisor.Spec, run apitype.NodeRunParams) (*supervisor.Handle, error)
+}
+
+// NodeRef names a selected node.
+type NodeRef struct {
+	ID   string
+	Name string
+	Caps []string
+}
+
+// nodeTarget is the node part of a gateway plan.
+type nodeTarget struct {
+	ref     NodeRef
+	query   string
+	workdir string // only an explicitly passed workdir (exec.md §4.3)
+	params  map[string]string
+	prep    apitype.NodePrepareReply
+}
+
+// planNode selects the node of a host=node run (hosts.md §5.2) and fills
+// the parts of the plan that differ from a gateway run.
+func (e *Engine) planNode(agent string, p apitype.ExecParams, pl *plan) *apitype.Error {
+	if e.opt.Nodes == nil {
+		return apitype.Errorf(apitype.CodeNodeUnavailable, "exec host=node requires a paired node (none available). This requires a node host (conch node).")
+	}
+	binding := firstNonEmpty(e.execDefaults(agent).Node, pl.set.Node)
+	query := p.Node
+	if binding != "" {
+		if p.Node != "" && !strings.EqualFold(p.Node, binding) {
+			return apitype.Errorf(apitype.CodeNodeNotAllowed, "exec node not allowed (bound to %s)", binding)
+		}
+		query = binding
+	}
+	ref, aerr := e.opt.Nodes.Select(query)
+	if aerr != nil {
+		return aerr
+	}
+	if pl.pty && !slices.Contains(ref.Caps, "pty") {
+		pl.warnings = append(pl.warnings, "Warning: this node does not support PTY; running without it.")
+		pl.pty = false
+	}
+	if msg := hostenv.Validate(p.Env); msg != "" {
+		return apitype.Errorf(apitype.CodeSecurity, "%s", msg)
+	}
+	if len(pl.set.PathPrepend) > 0 {
+		pl.warnings = append(pl.warnings, "Warning: tools.exec.pathPrepend is ignored for host=node. Configure PATH on the node host/service instead.")
+	}
+	pl.host = "node"
+	pl.node = &nodeTarget{ref: ref, query: query, workdir: p.Workdir, params: p.Env}
+	pl.cwd = p.Workdir
+	for k := range p.Env {
+		pl.envKeys = append(pl.envKeys, k)
+	}
+	sort.Strings(pl.envKeys)
+	pl.envHash = envHash(p.Env)
+	pl.argv = []string{"/bin/sh", "-lc", p.Command}
+	return nil
+}
+
+// nodeError maps a node or hub error to the exec error of hosts.md §5.3.
+func nodeError(err *apitype.Error) *apitype.Error {
+	switch err.Code {
+	case apitype.NodeRunDenied, apitype.NodeRunDisabled:
+		return apitype.Errorf("denied", "%s", err.Message)
+	case apitype.NodeInvalidRequest:
+		return apitype.Errorf(apitype.CodeInvalidArgument, "%s", err.Message)
+	case apitype.NodeUnavailable:
+		return apitype.Errorf(apitype.CodeNodeUnavailable, "%s", err.Message)
+	}
+	return err
+}
+
+// nodeGate is the policy gate of a node run: the gateway's own settings
+// (which may only tighten) travel with system.run.prepare; the node's
+// verdict is authoritative (hosts.md §5.7). A run the node wants approved
+// is prompted on the gateway like a gateway run.
+func (e *Engine) nodeGate(agent string, p apitype.ExecParams, pl *plan) gateResult {
+	eff := e.EffectivePolicy(agent, p.Security, p.Ask, pl.command, pl.cwd, "")
+	g := gateResult{requestID: newUUID(), eff: eff}
+	if eff.Security == policy.SecurityDeny {
+		g.result = execError(apitype.Errorf("denied", "exec denied: host=node security=deny"))
+		return g
+	}
+	var pp apitype.NodePrepareParams
+	pp.Command, pp.RawCommand, pp.Cwd, pp.AgentID, pp.EnvHash = pl.argv, pl.command, pl.node.workdir, agent, pl.envHash
+	pp.Tool.Security, pp.Tool.Ask = string(eff.Security), string(eff.Ask)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	rep, aerr := e.opt.Nodes.Prepare(ctx, pl.node.ref.ID, pp)
+	if aerr != nil {
+		g.result = execError(nodeError(aerr))
+		return g
+	}
+	pl.node.prep = rep
+	pl.cwd = rep.Plan.Cwd
+	if !rep.Verdict.RequiresApproval {
+		g.run = true
+		return g
+	}
+	g.decision = policy.Decision{Reason: rep.Verdict.Reason}
+	g.result = e.requestApproval(agent, p, pl, g)
+	return g
+}
+
+// startNode starts a planned node run through the hub.
+func (e *Engine) startNode(spec supervisor.Spec, pl *plan, requestID, approvalID string) (*supervisor.Handle, error) {
+	spec.Host = "node"
+	run := apitype.NodeRunParams{
+		PlanID: pl.node.prep.PlanID, Command: pl.argv, RawCommand: pl.command, Cwd: pl.cwd, Env: pl.node.params,
+		TimeoutMs: pl.timeout.Milliseconds(), AgentID: pl.agent, RunID: requestID, SessionID: spec.ID,
+		Approved: approvalID != "", Stream: true, PTY: pl.pty, Cols: spec.Cols, Rows: spec.Rows, Stdin: pl.stdin,
+	}
+	if approvalID != "" {
+		run.RunID, run.ApprovalDecision = approvalID, "allow-once"
+	}
+	return e.opt.Nodes.Start(pl.node.ref.ID, spec, run)
+}
+
+// Node side.
+
+// nodePlan is a prepared run plan kept by a node until used or expired.
+type nodePlan struct {
+	plan     apitype.NodePlan
+	verdict  apitype.NodeVerdict
+	pinned   string // the pinned command text, if the policy pinned it
+	used     bool
+	expireAt time.Time
+}
+
+// nodePlans holds a node's prepared plans; guarded by its mutex.
+type nodePlans struct {
+	mu sync.Mutex
+	m  map[string]*nodePlan
+}
+
+func nodeErr(code, text string) *apitype.Error {
+	return &apitype.Error{Code: code, Message: code + ": " + text}
+}
+
+// NodePrepare is system.run.prepare on a node host (hosts.md §5.4): it
+// canonicalises the cwd, pins the executables and the script operand,
+// evaluates this home's policy, and keeps the single-use plan.
+func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareReply, *apitype.Error) {
+	var rep apitype.NodePrepareReply
+	if !config.ValidAgent(p.AgentID) {
+		return rep, nodeErr(apitype.NodeInvalidRequest, "invalid agentId")
+	}
+	script, ok := shellScript(p.Command)
+	if !ok {
+		script = strings.Join(p.Command, " ")
+	}
+	if len(p.Command) == 0 || p.RawCommand != script {
+		return rep, nodeErr(apitype.NodeInvalidRequest, "rawCommand does not match command")
+	}
+	set := e.conf().Exec(p.AgentID)
+	cwd := p.Cwd
+	if cwd == "" {
+		cwd = firstNonEmpty(set.Workspace)
+		if cwd == "" {
+			cwd = e.cwd
+		}
+	}
+	canon, err := filepath.EvalSymlinks(cwd)
+	if err == nil {
+		canon, err = filepath.Abs(canon)
+	}
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = os.Stat(canon)
+	}
+	if err != nil || !fi.IsDir() {
+		return rep, nodeErr(apitype.NodeRunDenied, "approval requires an existing canonical cwd")
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	env := e.nodeEnv(set, nil)
+	eff := e.EffectivePolicy(p.AgentID, p.Tool.Security, p.Tool.Ask, p.RawCommand, canon, envValue(env, "PATH"))
+	if eff.FileErr != nil {
+		return rep, nodeErr(apitype.NodeRunDenied, "exec approvals file unusable: "+eff.FileErr.Error())
+	}
+	if eff.Security == policy.SecurityDeny {
+		return rep, nodeErr(apitype.NodeRunDisabled, "security=deny")
+	}
+	d := policy.Evaluate(eff.Request)
+	plan := apitype.NodePlan{
+		PlanID: newUUID(), Argv: p.Command, RawCommand: p.RawCommand, Cwd: canon,
+		CwdIdentity: [2]uint64{uint64(st.Dev), st.Ino}, EnvHash: p.EnvHash, AgentID: p.AgentID,
+		ExpiresAtMs: time.Now().Add(e.conf().ApprovalTimeout() + 60*time.Second).UnixMilli(),
+	}
+	verdict := apitype.NodeVerdict{Segments: []string{}}
+	unpinned := false
+	walkSegments(d.Analysis.Parts, func(s policy.Segment) {
+		verdict.Segments = append(verdict.Segments, s.Text)
+		if s.RealPath == "" {
+			unpinned = true
+			return
+		}
+		plan.Exes = append(plan.Exes, apitype.NodePlanExe{Path: s.RealPath, SHA256: fileSHA256(s.RealPath)})
+	})
+	if sc := scriptOperand(d, canon); sc != nil {
+		plan.Script = &apitype.NodePlanExe{Path: sc.Path, SHA256: sc.SHA256}
+	}
+	switch d.Outcome {
+	case policy.OutcomeDeny:
+		reason := d.Reason
+		if reason == "" || strings.Contains(reason, "allowlist miss") {
+			reason = "allowlist miss"
+		}
+		return rep, nodeErr(apitype.NodeRunDenied, strings.TrimPrefix(reason, "exec denied: "))
+	case policy.OutcomeRun:
+	default:
+		verdict.RequiresApproval = true
+		verdict.Reason = d.Reason
+		if verdict.Reason == "" {
+			verdict.Reason = "allowlist miss"
+		}
+		if unpinned {
+			return rep, nodeErr(apitype.NodeRunDenied, "approval requires a stable executable path")
+		}
+	}
+	np := &nodePlan{plan: plan, verdict: verdict, expireAt: time.UnixMilli(plan.ExpiresAtMs)}
+	if d.Outcome == policy.OutcomeRun && d.Pinned != "" && eff.Security == policy.SecurityAllowlist {
+		np.pinned = d.Pinned
+	}
+	e.nodes.mu.Lock()
+	if e.nodes.m == nil {
+		e.nodes.m = map[string]*nodePlan{}
+	}
+	now := time.Now()
+	for id, x := range e.nodes.m {
+		if now.After(x.expireAt) {
+			delete(e.nodes.m, id)
+		}
+	}
+	e.nodes.m[plan.PlanID] = np
+	e.nodes.mu.Unlock()
+	b, _ := json.Marshal(plan)
+	sum := sha256.Sum256(b)
+	return apitype.NodePrepareReply{PlanID: plan.PlanID, CmdText: p.RawCommand, Plan: plan, PlanHash: hex.EncodeToString(sum[:]), Verdict: verdict}, nil
+}
+
+// shellScript returns the inline script of a shell-wrapper argv.
+func shellScript(argv []string) (string, bool) {
+	if len(argv) == 3 && (argv[1] == "-lc" || argv[1] == "-c") {
+		switch filepath.Base(argv[0]) {
+		case "sh", "bash", "dash", "zsh":
+			return argv[2], true
+		}
+	}
+	return "", false
+}
+
+// nodeEnv is the environment of a node run: this host's sanitised
+// environment, its nonInteractiveEnv and login PATH, then the request's
+// overrides (already validated) and the markers (hosts.md §5.7).
+func (e *Engine) nodeEnv(set config.ExecSettings, overrides map[string]string) []string {
+	env := map[string]string{}
+	for _, kv := range hostenv.Inherit(os.Environ()) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	for k, v := range set.NonInteractiveEnv {
+		env[k] = v
+	}
+	if lp, err := hostenv.LoginPATH(); err == nil && lp != "" {
+		env["PATH"] = hostenv.MergePATH(lp, env["PATH"])
+	}
+	for k, v := range overrides {
+		env[k] = v
+	}
+	env["CONCH_SHELL"] = "exec"
+	env["OPENCLAW_SHELL"] = "exec"
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var nodeSessionID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
+
+// NodeRun is a streamed system.run on a node host: the plan is re-checked
+// just before the spawn (hosts.md §5.4) and the run becomes a supervised
+// session of this home under the gateway's session id.
+func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apitype.Error) {
+	var rep apitype.NodeRunReply
+	if e.isClosed() {
+		return rep, nodeErr(apitype.NodeUnavailable, "node is shutting down")
+	}
+	if !nodeSessionID.MatchString(p.SessionID) {
+		return rep, nodeErr(apitype.NodeInvalidRequest, "invalid sessionId")
+	}
+	e.nodes.mu.Lock()
+	np := e.nodes.m[p.PlanID]
+	usable := np != nil && !np.used && time.Now().Before(np.expireAt)
+	if usable {
+		np.used = true // single use, whatever follows
+	}
+	e.nodes.mu.Unlock()
+	if !usable {
+		return rep, nodeErr(apitype.NodeRunDenied, "execution plan mismatch")
+	}
+	pl := np.plan
+	if !slices.Equal(pl.Argv, p.Command) || pl.RawCommand != p.RawCommand || pl.Cwd != p.Cwd ||
+		pl.EnvHash != envHash(p.Env) || pl.AgentID != p.AgentID {
+		return rep, nodeErr(apitype.NodeRunDenied, "execution plan mismatch")
+	}
+	if np.verdict.RequiresApproval && !p.Approved {
+		return rep, nodeErr(apitype.NodeRunDenied, "approval required")
+	}
+	if id := dirIdentity(pl.Cwd); id == nil || id.Device != pl.CwdIdentity[0] || id.Inode != pl.CwdIdentity[1] {
+		return rep, nodeErr(apitype.NodeRunDenied, "approval cwd changed before execution")
+	}
+	if pl.Script != nil && hashFile(pl.Script.Path) != pl.Script.SHA256 {
+		return rep, nodeErr(apitype.NodeRunDenied, "approval script operand changed before execution")
+	}
+	for _, x := range pl.Exes {
+		if hashFile(x.Path) != x.SHA256 {
+			return rep, nodeErr(apitype.NodeRunDenied, "approval executable changed before execution")
+		}
+	}
+	if msg := hostenv.Validate(p.Env); msg != "" {
+		return rep, nodeErr(apitype.NodeInvalidRequest, msg)
+	}
+	set := e.conf().Exec(p.AgentID)
+	dir := supervisor.SessionDir(e.home, p.SessionID)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if os.IsExist(err) {
+			return rep, nodeErr(apitype.NodeInvalidRequest, "session id in use")
+		}
+		return rep, nodeErr(apitype.NodeUnavailable, fmt.Sprintf("conch home %s is not writable (%v)", e.home, err))
+	}
+	stdin := p.Stdin
+	switch {
+	case p.PTY:
+		stdin = "pty"
+	case stdin != "open":
+		stdin = "closed"
+	}
+	env := e.nodeEnv(set, p.Env)
+	if p.PTY {
+		env = append(env, "TERM=xterm-256color")
+	}
+	argv := pl.Argv
+	if np.pinned != "" {
+		argv = []string{argv[0], argv[1], np.pinned}
+	}
+	var keys []string
+	for k := range p.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	run := &plan{
+		agent: p.AgentID, command: p.RawCommand, argv: argv, env: env, envKeys: keys, cwd: pl.Cwd, host: "node",
+		pty: p.PTY, stdin: stdin, timeout: time.Duration(max(p.TimeoutMs, 0)) * time.Millisecond, set: set, envHash: pl.EnvHash,
+	}
+	s := newSession(p.SessionID, dir, p.AgentID)
+	s.st = state{
+		Agent: p.AgentID, Command: p.RawCommand, Name: deriveName(p.RawCommand), Cwd: pl.Cwd, Host: "node",
+		PTY: p.PTY, CreatedAt: time.Now().UnixMilli(), TimeoutSec: run.timeout.Seconds(), Backgrounded: true,
+		Gated: true, Notice: noticeState{Queued: true}, // the gateway tells its agent
+	}
+	if err := s.saveLocked(); err != nil {
+		s.remove()
+		return rep, nodeErr(apitype.NodeUnavailable, err.Error())
+	}
+	approvalID := ""
+	if p.Approved {
+		approvalID = p.RunID
+	}
+	if err := e.launch(s, run, apitype.ExecParams{Command: p.RawCommand, Env: p.Env}, p.RunID, approvalID, np.pinned != ""); err != nil {
+		s.remove()
+		return rep, nodeErr(apitype.NodeUnavailable, "spawn failed: "+err.Error())
+	}
+	s.mu.Lock()
+	pid := s.pid
+	s.mu.Unlock()
+	return apitype.NodeRunReply{SessionID: s.id, PID: pid, Cwd: pl.Cwd}, nil
+}
+
+// NodeSession returns the directory of session id on this home and a
+// channel closed at its next change; ok is false for an unknown id.
+func (e *Engine) NodeSession(id string) (dir string, changed <-chan struct{}, ok bool) {
+	e.mu.Lock()
+	s := e.sessions[id]
+	e.mu.Unlock()
+	if s == nil {
+		if !nodeSessionID.MatchString(id) {
+			return "", nil, false
+		}
+		// Finished and swept from the registry, or never known: the
+		// files tell.
+		d := supervisor.SessionDir(e.home, id)
+		if _, err := os.Stat(d); err != nil {
+			return "", nil, false
+		}
+		c := make(chan struct{})
+		close(c)
+		return d, c, true
+	}
+	return s.dir, s.changed(), true
+}
+
+// NodeCall forwards a control request of the gateway to the supervisor of
+// session id (system.session.*).
+func (e *Engine) NodeCall(id string, req supervisor.Request) (supervisor.Reply, error) {
+	e.mu.Lock()
+	s := e.sessions[id]
+	e.mu.Unlock()
+	if s == nil {
+		return supervisor.Reply{}, fmt.Errorf("No session found for %s", id)
+	}
+	if !s.running() {
+		return supervisor.Reply{}, fmt.Errorf("No active session found for %s", id)
+	}
+	if req.Op == "kill" {
+		s.update(func(st *state) { st.AgentEnded = true })
+	}
+	return supervisor.Call(s.socket, req)
+}
+
+// nodePlanJSON is the run plan recorded with a node run's approval.
+func nodePlanJSON(pl *plan) json.RawMessage {
+	if pl.node == nil {
+		return nil
+	}
+	b, _ := json.Marshal(map[string]any{"plan": pl.node.prep.Plan, "planHash": pl.node.prep.PlanHash})
+	return b
+}

@@ -1,0 +1,654 @@
+// Package nodehost is the node side of node hosts (hosts.md §5): the
+// identity and token files, the outbound WebSocket to the gateway with
+// reconnection, and the handlers of the gateway's requests over a local
+// engine whose home (policy, journals, supervisors) is the node's own.
+package nodehost
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/supervisor"
+)
+
+// Options configure Run.
+type Options struct {
+	Engine  *engine.Engine
+	Home    string
+	Gateway string // http(s):// or ws(s):// base URL; "" = the one in node.json
+	Token   string // join token (first run) or node token
+	Name    string
+	CA      string // PEM: a CA bundle, or the gateway's certificate (pinned)
+	Version string
+	// Ping is the keepalive interval (default 30 s).
+	Ping   time.Duration
+	Logger *slog.Logger
+	// Out receives the messages for the operator (pairing progress).
+	Out io.Writer
+}
+
+// ErrFatal wraps errors after which reconnecting is pointless.
+var ErrFatal = errors.New("fatal")
+
+// State is node/node.json.
+type State struct {
+	Gateway   string `json:"gateway"`
+	NodeID    string `json:"nodeId"`
+	Name      string `json:"name,omitempty"`
+	NodeToken string `json:"nodeToken,omitempty"`
+}
+
+func statePath(home string) string { return filepath.Join(home, "node", "node.json") }
+
+// LoadIdentity reads (or creates, 0600) the node's Ed25519 key.
+func LoadIdentity(home string) (ed25519.PrivateKey, error) {
+	path := filepath.Join(home, "node", "identity.key")
+	if b, err := os.ReadFile(path); err == nil {
+		blk, _ := pem.Decode(b)
+		if blk == nil {
+			return nil, fmt.Errorf("%s: not PEM", path)
+		}
+		k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		pk, ok := k.(ed25519.PrivateKey)
+		if !ok {
+			return nil, fmt.Errorf("%s: not an Ed25519 key", path)
+		}
+		return pk, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	_, pk, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(pk)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der}); err != nil {
+		return nil, err
+	}
+	return pk, f.Sync()
+}
+
+func loadState(home string) State {
+	var st State
+	supervisor.ReadJSON(statePath(home), &st)
+	return st
+}
+
+func saveState(home string, st State) error {
+	if err := os.MkdirAll(filepath.Dir(statePath(home)), 0o700); err != nil {
+		return err
+	}
+	return supervisor.WriteJSONDurable(statePath(home), st)
+}
+
+// connectURL turns a gateway base URL into the WebSocket URL.
+func connectURL(base string) (string, bool, error) {
+	u, err := url.Parse(strings.TrimRight(base, "/"))
+	if err != nil || u.Host == "" {
+		return "", false, fmt.Errorf("bad --gateway %q", base)
+	}
+	tlsOn := false
+	switch u.Scheme {
+	case "http", "ws":
+		u.Scheme = "ws"
+	case "https", "wss":
+		u.Scheme, tlsOn = "wss", true
+	default:
+		return "", false, fmt.Errorf("bad --gateway %q: use http://, https://, ws:// or wss://", base)
+	}
+	u.Path += "/v1/nodes/connect"
+	return u.String(), tlsOn, nil
+}
+
+// TLSConfig builds the client TLS configuration of --ca: a CA bundle, or
+// a single non-CA certificate which is then pinned.
+func TLSConfig(caFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile == "" {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	var certs []*x509.Certificate
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", caFile, err)
+		}
+		certs = append(certs, c)
+	}
+	if len(certs) == 0 {
+		return nil, fmt.Errorf("%s: no PEM certificate", caFile)
+	}
+	if len(certs) == 1 && !certs[0].IsCA {
+		pinned := certs[0].Raw
+		cfg.InsecureSkipVerify = true // replaced by the pin check below
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || string(cs.PeerCertificates[0].Raw) != string(pinned) {
+				return errors.New("gateway certificate does not match the pinned certificate")
+			}
+			return nil
+		}
+		return cfg, nil
+	}
+	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
+	}
+	cfg.RootCAs = pool
+	return cfg, nil
+}
+
+// Run connects to the gateway and serves it until ctx ends or a fatal
+// error (token refused, node removed), reconnecting with backoff.
+func Run(ctx context.Context, opt Options) error {
+	if opt.Ping <= 0 {
+		opt.Ping = 30 * time.Second
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Out == nil {
+		opt.Out = io.Discard
+	}
+	key, err := LoadIdentity(opt.Home)
+	if err != nil {
+		return fmt.Errorf("%w: node identity: %v", ErrFatal, err)
+	}
+	st := loadState(opt.Home)
+	pub := key.Public().(ed25519.PublicKey)
+	st.NodeID = apitype.NodeIDOf(pub)
+	if opt.Gateway != "" && opt.Gateway != st.Gateway {
+		if st.Gateway != "" && opt.Token == "" {
+			return fmt.Errorf("%w: node is paired with %s; pass --token to pair with %s", ErrFatal, st.Gateway, opt.Gateway)
+		}
+		if st.Gateway != "" {
+			st.NodeToken = ""
+		}
+		st.Gateway = opt.Gateway
+	}
+	if strings.HasPrefix(opt.Token, "cnt_") {
+		st.NodeToken = opt.Token
+	}
+	if opt.Name != "" {
+		st.Name = opt.Name
+	}
+	if st.Name == "" {
+		st.Name, _ = os.Hostname()
+	}
+	if st.Gateway == "" {
+		return fmt.Errorf("%w: no gateway: pass --gateway URL", ErrFatal)
+	}
+	if st.NodeToken == "" && !strings.HasPrefix(opt.Token, "cnj_") {
+		return fmt.Errorf("%w: not paired yet: pass --token cnj_… (from conch nodes invite)", ErrFatal)
+	}
+	if err := saveState(opt.Home, st); err != nil {
+		return fmt.Errorf("%w: %v", ErrFatal, err)
+	}
+	wsURL, tlsOn, err := connectURL(st.Gateway)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrFatal, err)
+	}
+	var tcfg *tls.Config
+	if tlsOn {
+		if tcfg, err = TLSConfig(opt.CA); err != nil {
+			return fmt.Errorf("%w: --ca: %v", ErrFatal, err)
+		}
+	}
+	n := &node{opt: opt, key: key, pub: pub, st: st, wsURL: wsURL, tls: tcfg, streams: map[string]context.CancelFunc{}}
+	backoff := time.Second
+	for {
+		ok, err := n.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrFatal) {
+			return err
+		}
+		if ok {
+			backoff = time.Second
+		}
+		opt.Logger.Info("gateway connection ended; reconnecting", "err", err, "in", backoff)
+		d := backoff + time.Duration(mrand.Int64N(int64(backoff/4)+1))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+type node struct {
+	opt   Options
+	key   ed25519.PrivateKey
+	pub   ed25519.PublicKey
+	st    State
+	wsURL string
+	tls   *tls.Config
+
+	smu     sync.Mutex // guards streams
+	streams map[string]context.CancelFunc
+}
+
+// link is one connection to the gateway.
+type link struct {
+	ws  *websocket.Conn
+	ctx context.Context
+	wmu sync.Mutex
+}
+
+func (l *link) send(f apitype.Frame) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.ws.Write(l.ctx, websocket.MessageText, b)
+}
+
+func (l *link) event(name string, payload any) error {
+	b, _ := json.Marshal(payload)
+	return l.send(apitype.Frame{Type: "event", Event: name, Payload: b})
+}
+
+func (l *link) reply(id string, payload any, aerr *apitype.Error) error {
+	if aerr != nil {
+		return l.send(apitype.Frame{Type: "res", ID: id, Error: aerr})
+	}
+	b, _ := json.Marshal(payload)
+	return l.send(apitype.Frame{Type: "res", ID: id, OK: true, Payload: b})
+}
+
+var caps = []string{"system.run", "system.run.stream", "pty", "system.session", "system.which", "system.execApprovals"}
+
+// session runs one connection; ok reports that the hello succeeded.
+func (n *node) session(ctx context.Context) (ok bool, err error) {
+	tok := n.st.NodeToken
+	if tok == "" {
+		tok = n.opt.Token
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: n.tls, Proxy: http.ProxyFromEnvironment}}
+	dctx, dcancel := context.WithTimeout(ctx, 15*time.Second)
+	ws, resp, err := websocket.Dial(dctx, n.wsURL, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+	dcancel()
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+			if strings.HasPrefix(tok, "cnt_") {
+				return false, fmt.Errorf("%w: the gateway refused this node's token (was the node removed?)", ErrFatal)
+			}
+			return false, fmt.Errorf("%w: the gateway refused the join token (unknown, expired or already used)", ErrFatal)
+		}
+		return false, err
+	}
+	ws.SetReadLimit(8 << 20)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	l := &link{ws: ws, ctx: cctx}
+	defer ws.CloseNow()
+	defer n.stopStreams()
+	fatalClose := func(err error) error {
+		switch websocket.CloseStatus(err) {
+		case 4401:
+			return fmt.Errorf("%w: the gateway refused this node's identity (%v)", ErrFatal, err)
+		case 4403:
+			return fmt.Errorf("%w: this node was removed or its pairing rejected by the gateway", ErrFatal)
+		}
+		return err
+	}
+	read := func() (apitype.Frame, error) {
+		var f apitype.Frame
+		_, b, err := ws.Read(cctx)
+		if err != nil {
+			return f, fatalClose(err)
+		}
+		return f, json.Unmarshal(b, &f)
+	}
+	f, err := read()
+	if err != nil {
+		return false, err
+	}
+	var ch struct{ Nonce string }
+	if f.Event != "connect.challenge" || json.Unmarshal(f.Payload, &ch) != nil {
+		return false, errors.New("expected connect.challenge")
+	}
+	hello := apitype.NodeHello{
+		NodeID: n.st.NodeID, PublicKey: base64.StdEncoding.EncodeToString(n.pub),
+		Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(n.key, apitype.NodeHelloMessage(ch.Nonce))),
+		Name:      n.st.Name, Platform: runtime.GOOS, Arch: runtime.GOARCH, Version: n.opt.Version, Caps: caps,
+	}
+	hb, _ := json.Marshal(hello)
+	if err := l.send(apitype.Frame{Type: "req", ID: "hello", Method: "node.hello", Params: hb}); err != nil {
+		return false, err
+	}
+	if f, err = read(); err != nil {
+		return false, err
+	}
+	if !f.OK {
+		msg := "hello refused"
+		if f.Error != nil {
+			msg = f.Error.Message
+		}
+		return false, fmt.Errorf("%w: %s", ErrFatal, msg)
+	}
+	var hr apitype.NodeHelloReply
+	json.Unmarshal(f.Payload, &hr)
+	handle := func(f apitype.Frame) bool {
+		switch {
+		case f.Type == "event" && f.Event == "node.paired":
+			var p struct{ NodeToken string }
+			json.Unmarshal(f.Payload, &p)
+			if p.NodeToken != "" {
+				n.st.NodeToken = p.NodeToken
+				if err := saveState(n.opt.Home, n.st); err != nil {
+					n.opt.Logger.Error("save node token", "err", err)
+				}
+				fmt.Fprintf(n.opt.Out, "conch node: paired as %s (%s)\n", n.st.NodeID, n.st.Name)
+			}
+			return true
+		case f.Type == "event" && f.Event == "node.rejected":
+			return false
+		}
+		return true
+	}
+	if hr.Status == "pending" {
+		fmt.Fprintf(n.opt.Out, "conch node: pairing requested (node %s, request %s); approve it on the gateway: conch nodes approve %s\n", n.st.NodeID, hr.RequestID, n.st.NodeID)
+		for n.st.NodeToken == "" || !strings.HasPrefix(n.st.NodeToken, "cnt_") {
+			f, err := read()
+			if err != nil {
+				return false, err
+			}
+			if !handle(f) {
+				return false, fmt.Errorf("%w: the gateway rejected the pairing request", ErrFatal)
+			}
+		}
+	}
+	fmt.Fprintf(n.opt.Out, "conch node: connected to %s as %s\n", n.st.Gateway, n.st.NodeID)
+	go n.keepalive(cctx, cancel, ws)
+	for {
+		_, b, err := ws.Read(cctx)
+		if err != nil {
+			return true, fatalClose(err)
+		}
+		var f apitype.Frame
+		if json.Unmarshal(b, &f) != nil {
+			continue
+		}
+		if f.Type == "event" {
+			if !handle(f) {
+				return true, fmt.Errorf("%w: rejected", ErrFatal)
+			}
+			continue
+		}
+		if f.Type == "req" {
+			go n.request(l, f)
+		}
+	}
+}
+
+func (n *node) keepalive(ctx context.Context, cancel context.CancelFunc, ws *websocket.Conn) {
+	t := time.NewTicker(n.opt.Ping)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 3*n.opt.Ping)
+		err := ws.Ping(pctx)
+		pcancel()
+		if err != nil {
+			n.opt.Logger.Info("gateway keepalive failed", "err", err)
+			cancel()
+			ws.CloseNow()
+			return
+		}
+	}
+}
+
+func invalid(msg string) *apitype.Error {
+	return &apitype.Error{Code: apitype.NodeInvalidRequest, Message: apitype.NodeInvalidRequest + ": " + msg}
+}
+
+// request handles one gateway request.
+func (n *node) request(l *link, f apitype.Frame) {
+	eng := n.opt.Engine
+	switch {
+	case f.Method == "system.run.prepare":
+		var p apitype.NodePrepareParams
+		if json.Unmarshal(f.Params, &p) != nil {
+			l.reply(f.ID, nil, invalid("bad params"))
+			return
+		}
+		rep, aerr := eng.NodePrepare(p)
+		l.reply(f.ID, rep, aerr)
+	case f.Method == "system.run":
+		var p apitype.NodeRunParams
+		if json.Unmarshal(f.Params, &p) != nil {
+			l.reply(f.ID, nil, invalid("bad params"))
+			return
+		}
+		if !p.Stream {
+			l.reply(f.ID, nil, invalid("this node runs streamed sessions only (stream:true)"))
+			return
+		}
+		rep, aerr := eng.NodeRun(p)
+		if l.reply(f.ID, rep, aerr) != nil || aerr != nil {
+			return
+		}
+		n.stream(l, p.SessionID, p.RunID, p.RawCommand, 0)
+	case f.Method == "system.session.read":
+		var p apitype.NodeSessionParams
+		if json.Unmarshal(f.Params, &p) != nil {
+			l.reply(f.ID, nil, invalid("bad params"))
+			return
+		}
+		if _, _, ok := eng.NodeSession(p.SessionID); !ok {
+			l.reply(f.ID, nil, invalid("No session found for "+p.SessionID))
+			return
+		}
+		if l.reply(f.ID, map[string]any{"sessionId": p.SessionID}, nil) != nil {
+			return
+		}
+		n.stream(l, p.SessionID, "", "", p.Since)
+	case strings.HasPrefix(f.Method, "system.session."):
+		var p apitype.NodeSessionParams
+		var req supervisor.Request
+		if json.Unmarshal(f.Params, &p) != nil || json.Unmarshal(p.Request, &req) != nil {
+			l.reply(f.ID, nil, invalid("bad params"))
+			return
+		}
+		req.Op = strings.TrimPrefix(f.Method, "system.session.")
+		rep, err := eng.NodeCall(p.SessionID, req)
+		if err != nil {
+			rep = supervisor.Reply{Error: err.Error()}
+		}
+		l.reply(f.ID, rep, nil)
+	case f.Method == "system.which":
+		var p struct{ Names []string }
+		json.Unmarshal(f.Params, &p)
+		paths := map[string]any{}
+		for _, name := range p.Names {
+			if pth, err := exec.LookPath(name); err == nil {
+				paths[name] = pth
+			} else {
+				paths[name] = nil
+			}
+		}
+		l.reply(f.ID, map[string]any{"paths": paths}, nil)
+	case f.Method == "system.execApprovals.get":
+		af, err := approvals.Load(n.opt.Home)
+		if err != nil {
+			l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeInvalidRequest, Message: err.Error()})
+			return
+		}
+		b, _ := json.Marshal(af)
+		l.reply(f.ID, apitype.NodeApprovalsFile{Path: approvals.Path(n.opt.Home), Exists: af.Exists(), Hash: af.Hash(), File: b}, nil)
+	case f.Method == "system.execApprovals.set":
+		var p apitype.NodeApprovalsSet
+		if json.Unmarshal(f.Params, &p) != nil {
+			l.reply(f.ID, nil, invalid("bad params"))
+			return
+		}
+		nf, err := approvals.Parse(p.File)
+		if err != nil {
+			l.reply(f.ID, nil, invalid(err.Error()))
+			return
+		}
+		old, _ := approvals.Load(n.opt.Home)
+		if err := approvals.Save(n.opt.Home, nf, p.BaseHash); err != nil {
+			if errors.Is(err, approvals.ErrConflict) {
+				l.reply(f.ID, nil, invalid("exec approvals changed; reload and retry"))
+				return
+			}
+			l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeUnavailable, Message: err.Error()})
+			return
+		}
+		engine.RecordPolicyChange(n.opt.Home, old, nf, "gateway")
+		l.reply(f.ID, map[string]string{"hash": nf.Hash()}, nil)
+	default:
+		l.reply(f.ID, nil, invalid("unknown method "+f.Method))
+	}
+}
+
+func (n *node) stopStreams() {
+	n.smu.Lock()
+	for id, c := range n.streams {
+		c()
+		delete(n.streams, id)
+	}
+	n.smu.Unlock()
+}
+
+// stream sends a session's journal from since as exec.output events and,
+// once the session has ended and everything was sent, exec.finished. One
+// stream per session: a new one (a resync) replaces the old.
+func (n *node) stream(l *link, id, runID, command string, since int64) {
+	ctx, cancel := context.WithCancel(l.ctx)
+	n.smu.Lock()
+	if old := n.streams[id]; old != nil {
+		old()
+	}
+	n.streams[id] = cancel
+	n.smu.Unlock()
+	go func() {
+		defer cancel()
+		cur := since
+		const batch = 256 << 10
+		for {
+			dir, changed, ok := n.opt.Engine.NodeSession(id)
+			if !ok {
+				return
+			}
+			ex, ended, _ := supervisor.ReadExit(dir)
+			ended = ended && ex.Final
+			var buf []byte
+			bufStream := ""
+			flush := func() error {
+				if len(buf) == 0 {
+					return nil
+				}
+				err := l.event("exec.output", apitype.NodeOutput{RunID: runID, SessionID: id, Stream: bufStream, Cursor: cur, Data: buf})
+				buf = buf[:0]
+				return err
+			}
+			end, err := journal.Read(supervisor.JournalDir(dir), cur, func(c journal.Chunk) error {
+				s := c.Stream.String()
+				if c.Cursor != cur || s != bufStream || len(buf)+len(c.Data) > batch {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+				bufStream = s
+				buf = append(buf, c.Data...)
+				cur = c.End()
+				return ctx.Err()
+			})
+			if err == nil {
+				err = flush()
+			}
+			if err != nil && ctx.Err() != nil {
+				return
+			}
+			if end > cur {
+				cur = end
+			}
+			if ended {
+				raw, _ := json.Marshal(ex)
+				if command == "" {
+					var meta supervisor.Meta
+					supervisor.ReadJSON(supervisor.MetaPath(dir), &meta)
+					command = meta.Command
+				}
+				success := ex.State == supervisor.StateExited && ex.ExitCode != nil && *ex.ExitCode == 0
+				l.event("exec.finished", apitype.NodeFinished{RunID: runID, SessionID: id, Host: "node", Command: command,
+					ExitCode: ex.ExitCode, TimedOut: ex.TimedOut, Success: success, State: ex.State, Signal: ex.Signal,
+					KilledBy: ex.KilledBy, Cursor: cur, Exit: raw})
+				n.smu.Lock()
+				if n.streams[id] != nil {
+					delete(n.streams, id)
+				}
+				n.smu.Unlock()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+}

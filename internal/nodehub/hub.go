@@ -1,0 +1,805 @@
+package nodehub
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/engine"
+)
+
+// MaxFrame is the largest frame either side accepts (hosts.md §5.3).
+const MaxFrame = 4 << 20
+
+// Close codes.
+const (
+	CloseAuth    websocket.StatusCode = 4401
+	CloseRevoked websocket.StatusCode = 4403
+)
+
+// Options configure a Hub.
+type Options struct {
+	Home string
+	// Events receives node.* events for SSE (operators only).
+	Events func(typ string, data any)
+	// Ping is the keepalive interval (default 30 s); a peer that does not
+	// answer within 3 pings is disconnected.
+	Ping   time.Duration
+	Logger *slog.Logger
+}
+
+// Hub accepts node connections and runs requests on them. It is safe for
+// concurrent use.
+type Hub struct {
+	opt   Options
+	store *Store
+	log   *slog.Logger
+
+	mu      sync.Mutex         // guards the maps
+	conns   map[string]*conn   // paired, connected nodes by id
+	waiting map[string]*conn   // connections of pending pairing requests
+	mirrors map[string]*mirror // mirrored sessions by id
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+var _ engine.Nodes = (*Hub)(nil)
+
+// New opens the hub of opt.Home and restores the mirrors of sessions that
+// were running on nodes when the gateway stopped. Call it before the
+// engine reattaches its sessions.
+func New(opt Options) (*Hub, error) {
+	st, err := OpenStore(opt.Home)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Ping <= 0 {
+		opt.Ping = 30 * time.Second
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Hub{opt: opt, store: st, log: log, conns: map[string]*conn{}, waiting: map[string]*conn{}, mirrors: map[string]*mirror{}}
+	h.restore()
+	return h, nil
+}
+
+// Store returns the pairing store.
+func (h *Hub) Store() *Store { return h.store }
+
+func (h *Hub) emit(typ string, data any) {
+	if h.opt.Events != nil {
+		h.opt.Events(typ, data)
+	}
+}
+
+// Close disconnects every node and stops the mirrors (their sessions keep
+// running on the nodes).
+func (h *Hub) Close() {
+	h.mu.Lock()
+	h.closed = true
+	var cs []*conn
+	for _, c := range h.conns {
+		cs = append(cs, c)
+	}
+	for _, c := range h.waiting {
+		cs = append(cs, c)
+	}
+	ms := make([]*mirror, 0, len(h.mirrors))
+	for _, m := range h.mirrors {
+		ms = append(ms, m)
+	}
+	h.mu.Unlock()
+	for _, c := range cs {
+		c.ws.Close(websocket.StatusGoingAway, "gateway shutting down")
+	}
+	for _, m := range ms {
+		m.stop()
+	}
+	h.wg.Wait()
+}
+
+// Connected counts connected paired nodes.
+func (h *Hub) Connected() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.conns)
+}
+
+// conn is one node connection.
+type conn struct {
+	h        *Hub
+	ws       *websocket.Conn
+	ctx      context.Context
+	cancel   context.CancelFunc
+	hello    apitype.NodeHello
+	remoteIP string
+	wmu      sync.Mutex // serialises writes
+	next     atomic.Int64
+	cmu      sync.Mutex // guards calls
+	calls    map[string]chan apitype.Frame
+}
+
+func (c *conn) send(f apitype.Frame) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	return c.ws.Write(ctx, websocket.MessageText, b)
+}
+
+func (c *conn) event(name string, payload any) error {
+	b, _ := json.Marshal(payload)
+	return c.send(apitype.Frame{Type: "event", Event: name, Payload: b})
+}
+
+// call sends a request and waits for its response.
+func (c *conn) call(ctx context.Context, method string, params any, timeout time.Duration) (json.RawMessage, *apitype.Error) {
+	id := fmt.Sprintf("g%d", c.next.Add(1))
+	ch := make(chan apitype.Frame, 1)
+	c.cmu.Lock()
+	if c.calls == nil {
+		c.cmu.Unlock()
+		return nil, apitype.Errorf(apitype.NodeUnavailable, "node %s disconnected", c.hello.NodeID)
+	}
+	c.calls[id] = ch
+	c.cmu.Unlock()
+	defer func() {
+		c.cmu.Lock()
+		if c.calls != nil {
+			delete(c.calls, id)
+		}
+		c.cmu.Unlock()
+	}()
+	b, _ := json.Marshal(params)
+	if err := c.send(apitype.Frame{Type: "req", ID: id, Method: method, Params: b}); err != nil {
+		return nil, apitype.Errorf(apitype.NodeUnavailable, "node %s: %v", c.hello.NodeID, err)
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case f, ok := <-ch:
+		if !ok {
+			return nil, apitype.Errorf(apitype.NodeUnavailable, "node %s disconnected", c.hello.NodeID)
+		}
+		if !f.OK {
+			if f.Error == nil {
+				f.Error = apitype.Errorf(apitype.NodeUnavailable, "node error")
+			}
+			return nil, f.Error
+		}
+		return f.Payload, nil
+	case <-t.C:
+		return nil, apitype.Errorf(apitype.NodeUnavailable, "node %s: %s timed out", c.hello.NodeID, method)
+	case <-ctx.Done():
+		return nil, apitype.Errorf(apitype.NodeUnavailable, "node %s: %v", c.hello.NodeID, ctx.Err())
+	}
+}
+
+func (c *conn) failCalls() {
+	c.cmu.Lock()
+	for _, ch := range c.calls {
+		close(ch)
+	}
+	c.calls = nil
+	c.cmu.Unlock()
+}
+
+// ServeConnect is GET /v1/nodes/connect (hosts.md §5.1): it authenticates
+// the bearer (a node token or a join token), upgrades to WebSocket, checks
+// the signed hello and serves the connection until it ends.
+func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	tok = strings.TrimSpace(tok)
+	st, err := h.store.Read()
+	if err != nil {
+		http.Error(w, "pairing state unreadable", http.StatusServiceUnavailable)
+		return
+	}
+	hash := TokenHash(tok)
+	var paired *Paired
+	var invite *Invite
+	now := time.Now().UnixMilli()
+	switch {
+	case strings.HasPrefix(tok, "cnt_"):
+		for i := range st.Paired {
+			if st.Paired[i].TokenHash == hash {
+				paired = &st.Paired[i]
+			}
+		}
+	case strings.HasPrefix(tok, "cnj_"):
+		for i := range st.Invites {
+			in := &st.Invites[i]
+			if in.Hash != hash || in.ExpiresAtMs <= now {
+				continue
+			}
+			if in.Used && !inviteHeld(st, hash) {
+				continue
+			}
+			invite = in
+		}
+	}
+	if paired == nil && invite == nil {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		http.Error(w, "invalid node token", http.StatusUnauthorized)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		return
+	}
+	ws.SetReadLimit(MaxFrame + 4096)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ip, _, _ := net.SplitHostPort(r.RemoteAddr)
+	c := &conn{h: h, ws: ws, ctx: ctx, cancel: cancel, remoteIP: ip, calls: map[string]chan apitype.Frame{}}
+	defer c.failCalls()
+	nonce := make([]byte, 24)
+	rand.Read(nonce)
+	n := hex.EncodeToString(nonce)
+	if c.event("connect.challenge", map[string]string{"nonce": n}) != nil {
+		return
+	}
+	hctx, hcancel := context.WithTimeout(ctx, 15*time.Second)
+	_, b, err := ws.Read(hctx)
+	hcancel()
+	if err != nil {
+		ws.CloseNow()
+		return
+	}
+	var f apitype.Frame
+	if json.Unmarshal(b, &f) != nil || f.Type != "req" || f.Method != "node.hello" || json.Unmarshal(f.Params, &c.hello) != nil {
+		ws.Close(CloseAuth, "expected node.hello")
+		return
+	}
+	hello := c.hello
+	pub, err1 := base64.StdEncoding.DecodeString(hello.PublicKey)
+	sig, err2 := base64.StdEncoding.DecodeString(hello.Signature)
+	if err1 != nil || err2 != nil || len(pub) != ed25519.PublicKeySize || apitype.NodeIDOf(pub) != hello.NodeID ||
+		!ed25519.Verify(pub, apitype.NodeHelloMessage(n), sig) {
+		ws.Close(CloseAuth, "node identity check failed")
+		return
+	}
+	reply := func(v any) error {
+		b, _ := json.Marshal(v)
+		return c.send(apitype.Frame{Type: "res", ID: f.ID, OK: true, Payload: b})
+	}
+	if paired != nil {
+		if paired.NodeID != hello.NodeID || paired.PublicKey != hello.PublicKey {
+			ws.Close(CloseAuth, "node token does not belong to this node")
+			return
+		}
+		if reply(apitype.NodeHelloReply{Status: "paired", NodeID: hello.NodeID}) != nil {
+			return
+		}
+		h.online(c)
+		return
+	}
+	// A join token: a node approved while offline gets its token now;
+	// others become (or stay) a pairing request.
+	var token string
+	var reqID string
+	err = h.store.Update(func(st *State) error {
+		for i := range st.Paired {
+			p := &st.Paired[i]
+			if p.NodeID != hello.NodeID {
+				continue
+			}
+			if p.Undelivered && p.InviteHash == hash && p.PublicKey == hello.PublicKey {
+				token = NewToken("cnt_")
+				p.TokenHash, p.Undelivered = TokenHash(token), false
+				return nil
+			}
+			return errors.New("node is already paired; it must connect with its node token")
+		}
+		for _, p := range st.Pending {
+			if p.NodeID == hello.NodeID && p.PublicKey == hello.PublicKey {
+				reqID = p.RequestID
+				return nil
+			}
+		}
+		for i := range st.Invites {
+			in := &st.Invites[i]
+			if in.Hash != hash {
+				continue
+			}
+			if in.Used {
+				return errors.New("join token already used")
+			}
+			if in.Once {
+				in.Used = true
+			}
+		}
+		reqID = newID()
+		st.Pending = append(st.Pending, Pending{RequestID: reqID, NodeID: hello.NodeID, PublicKey: hello.PublicKey,
+			Name: hello.Name, Platform: hello.Platform, Arch: hello.Arch, Version: hello.Version, Caps: hello.Caps,
+			RemoteIP: ip, InviteHash: hash, CreatedAtMs: time.Now().UnixMilli(), ExpiresAtMs: time.Now().Add(24 * time.Hour).UnixMilli()})
+		return nil
+	})
+	if err != nil {
+		b, _ := json.Marshal(map[string]any{})
+		c.send(apitype.Frame{Type: "res", ID: f.ID, Payload: b, Error: apitype.Errorf("UNAUTHORIZED", "%v", err)})
+		ws.Close(CloseAuth, err.Error())
+		return
+	}
+	if token != "" {
+		if reply(apitype.NodeHelloReply{Status: "paired", NodeID: hello.NodeID}) != nil {
+			return
+		}
+		if c.event("node.paired", map[string]string{"nodeToken": token, "nodeId": hello.NodeID}) != nil {
+			return
+		}
+		h.online(c)
+		return
+	}
+	if reply(apitype.NodeHelloReply{Status: "pending", RequestID: reqID, NodeID: hello.NodeID}) != nil {
+		return
+	}
+	h.emit("node.pairing.requested", map[string]any{"nodeId": hello.NodeID, "name": hello.Name, "platform": hello.Platform, "remoteIp": ip, "requestId": reqID})
+	h.mu.Lock()
+	if old := h.waiting[hello.NodeID]; old != nil {
+		old.ws.Close(websocket.StatusPolicyViolation, "replaced by a newer connection")
+	}
+	h.waiting[hello.NodeID] = c
+	h.mu.Unlock()
+	h.readLoop(c)
+	h.mu.Lock()
+	promoted := h.conns[hello.NodeID] == c
+	if h.waiting[hello.NodeID] == c {
+		delete(h.waiting, hello.NodeID)
+	}
+	h.mu.Unlock()
+	if promoted {
+		h.offline(c)
+	}
+}
+
+func inviteHeld(st *State, hash string) bool {
+	for _, p := range st.Pending {
+		if p.InviteHash == hash {
+			return true
+		}
+	}
+	for _, p := range st.Paired {
+		if p.Undelivered && p.InviteHash == hash {
+			return true
+		}
+	}
+	return false
+}
+
+func newID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// online registers a paired connection and serves it until it ends.
+func (h *Hub) online(c *conn) {
+	h.promote(c)
+	h.readLoop(c)
+	h.offline(c)
+}
+
+// promote makes c the node's live connection and resynchronises its
+// mirrored sessions.
+func (h *Hub) promote(c *conn) {
+	id := c.hello.NodeID
+	h.mu.Lock()
+	old := h.conns[id]
+	h.conns[id] = c
+	var ms []*mirror
+	for _, m := range h.mirrors {
+		if m.nodeID == id {
+			ms = append(ms, m)
+		}
+	}
+	h.mu.Unlock()
+	if old != nil && old != c {
+		old.ws.Close(websocket.StatusPolicyViolation, "replaced by a newer connection")
+	}
+	name := ""
+	h.store.Update(func(st *State) error {
+		for i := range st.Paired {
+			p := &st.Paired[i]
+			if p.NodeID == id {
+				p.Platform, p.Arch, p.Version, p.Caps = c.hello.Platform, c.hello.Arch, c.hello.Version, c.hello.Caps
+				p.RemoteIP, p.LastSeen = c.remoteIP, time.Now().UnixMilli()
+				name = p.Name
+			}
+		}
+		return nil
+	})
+	h.log.Info("node connected", "node", id, "name", name, "remote", c.remoteIP)
+	h.emit("node.connected", map[string]any{"nodeId": id, "name": name, "platform": c.hello.Platform, "remoteIp": c.remoteIP})
+	for _, m := range ms {
+		h.wg.Add(1)
+		go func() { defer h.wg.Done(); m.resume(c) }()
+	}
+	h.wg.Add(1)
+	go func() { defer h.wg.Done(); h.keepalive(c) }()
+}
+
+func (h *Hub) offline(c *conn) {
+	id := c.hello.NodeID
+	h.mu.Lock()
+	was := h.conns[id] == c
+	if was {
+		delete(h.conns, id)
+	}
+	h.mu.Unlock()
+	c.cancel()
+	c.failCalls()
+	if was {
+		h.store.Update(func(st *State) error {
+			for i := range st.Paired {
+				if st.Paired[i].NodeID == id {
+					st.Paired[i].LastSeen = time.Now().UnixMilli()
+				}
+			}
+			return nil
+		})
+		h.log.Info("node disconnected", "node", id)
+		h.emit("node.disconnected", map[string]any{"nodeId": id, "name": h.nameOf(id), "platform": c.hello.Platform, "remoteIp": c.remoteIP})
+	}
+}
+
+func (h *Hub) nameOf(id string) string {
+	st, _ := h.store.Read()
+	if st != nil {
+		for _, p := range st.Paired {
+			if p.NodeID == id {
+				return p.Name
+			}
+		}
+	}
+	return ""
+}
+
+// keepalive pings c; no pong within three intervals ends the connection.
+func (h *Hub) keepalive(c *conn) {
+	t := time.NewTicker(h.opt.Ping)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, 3*h.opt.Ping)
+		err := c.ws.Ping(ctx)
+		cancel()
+		if err != nil {
+			if c.ctx.Err() == nil {
+				h.log.Info("node keepalive failed", "node", c.hello.NodeID, "err", err)
+			}
+			c.ws.CloseNow()
+			return
+		}
+	}
+}
+
+// readLoop reads frames until the connection ends.
+func (h *Hub) readLoop(c *conn) {
+	defer c.cancel()
+	for {
+		_, b, err := c.ws.Read(c.ctx)
+		if err != nil {
+			return
+		}
+		var f apitype.Frame
+		if json.Unmarshal(b, &f) != nil {
+			continue
+		}
+		switch f.Type {
+		case "res":
+			c.cmu.Lock()
+			ch := c.calls[f.ID]
+			c.cmu.Unlock()
+			if ch != nil {
+				select {
+				case ch <- f:
+				default:
+				}
+			}
+		case "event":
+			h.nodeEvent(c, f)
+		case "req":
+			eb, _ := json.Marshal(map[string]any{})
+			c.send(apitype.Frame{Type: "res", ID: f.ID, Payload: eb, Error: apitype.Errorf(apitype.NodeInvalidRequest, "INVALID_REQUEST: unknown method %s", f.Method)})
+		}
+	}
+}
+
+func (h *Hub) nodeEvent(c *conn, f apitype.Frame) {
+	switch f.Event {
+	case "exec.output":
+		var o apitype.NodeOutput
+		if json.Unmarshal(f.Payload, &o) != nil {
+			return
+		}
+		if m := h.mirror(o.SessionID, c.hello.NodeID); m != nil {
+			m.output(o)
+		}
+	case "exec.finished":
+		var fin apitype.NodeFinished
+		if json.Unmarshal(f.Payload, &fin) != nil {
+			return
+		}
+		if m := h.mirror(fin.SessionID, c.hello.NodeID); m != nil {
+			m.finished(fin)
+		}
+	}
+}
+
+func (h *Hub) mirror(id, nodeID string) *mirror {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.mirrors[id]
+	if m == nil || m.nodeID != nodeID {
+		return nil
+	}
+	return m
+}
+
+// Select picks a paired node (hosts.md §5.2).
+func (h *Hub) Select(query string) (engine.NodeRef, *apitype.Error) {
+	st, err := h.store.Read()
+	if err != nil {
+		return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnavailable, "node pairing state unreadable: %v", err)
+	}
+	h.mu.Lock()
+	connected := map[string]*conn{}
+	for id, c := range h.conns {
+		connected[id] = c
+	}
+	h.mu.Unlock()
+	label := func(p Paired) string { return p.Name }
+	var cands []Paired
+	if query == "" {
+		for _, p := range st.Paired {
+			if c := connected[p.NodeID]; c != nil && slices.Contains(c.hello.Caps, "system.run") {
+				cands = append(cands, p)
+			}
+		}
+		switch len(cands) {
+		case 0:
+			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnavailable, "exec host=node requires a paired node (none available). This requires a node host (conch node).")
+		case 1:
+		default:
+			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeAmbiguous, "exec host=node requires a node id when multiple nodes are available (set tools.exec.node or exec.node).")
+		}
+	} else {
+		for _, p := range st.Paired {
+			if match(query, p.NodeID, p.Name, p.RemoteIP) {
+				cands = append(cands, p)
+			}
+		}
+		if len(cands) > 1 {
+			var on []Paired
+			for _, p := range cands {
+				if connected[p.NodeID] != nil {
+					on = append(on, p)
+				}
+			}
+			if len(on) > 0 {
+				cands = on
+			}
+		}
+		switch {
+		case len(cands) == 0:
+			var known []string
+			for _, p := range st.Paired {
+				known = append(known, label(p))
+			}
+			sort.Strings(known)
+			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnknown, "unknown node: %s (known: %s)", query, strings.Join(known, ", "))
+		case len(cands) > 1:
+			var names []string
+			for _, p := range cands {
+				names = append(names, label(p))
+			}
+			sort.Strings(names)
+			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeAmbiguous, "ambiguous node: %s (matches: %s)", query, strings.Join(names, ", "))
+		}
+	}
+	p := cands[0]
+	c := connected[p.NodeID]
+	if c == nil {
+		return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnavailable, "node %s (%s) is not connected.", p.Name, p.NodeID)
+	}
+	if !slices.Contains(c.hello.Caps, "system.run") {
+		return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnavailable, "exec host=node requires a node that supports system.run (node host).")
+	}
+	return engine.NodeRef{ID: p.NodeID, Name: p.Name, Caps: c.hello.Caps}, nil
+}
+
+func (h *Hub) conn(nodeID string) *conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conns[nodeID]
+}
+
+// Call runs method on a connected node.
+func (h *Hub) Call(ctx context.Context, nodeID, method string, params any, timeout time.Duration) (json.RawMessage, *apitype.Error) {
+	c := h.conn(nodeID)
+	if c == nil {
+		return nil, apitype.Errorf(apitype.NodeUnavailable, "node %s is not connected.", nodeID)
+	}
+	return c.call(ctx, method, params, timeout)
+}
+
+// Prepare sends system.run.prepare.
+func (h *Hub) Prepare(ctx context.Context, nodeID string, p apitype.NodePrepareParams) (apitype.NodePrepareReply, *apitype.Error) {
+	var rep apitype.NodePrepareReply
+	b, aerr := h.Call(ctx, nodeID, "system.run.prepare", p, 15*time.Second)
+	if aerr != nil {
+		return rep, aerr
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return rep, apitype.Errorf(apitype.NodeUnavailable, "node %s: bad prepare reply: %v", nodeID, err)
+	}
+	return rep, nil
+}
+
+// Resolve finds the paired node or pending request matching q.
+func (h *Hub) resolve(st *State, q string) (id string, pending bool, err error) {
+	var ids []string
+	var pend []bool
+	for _, p := range st.Paired {
+		if match(q, p.NodeID, p.Name, p.RemoteIP) {
+			ids, pend = append(ids, p.NodeID), append(pend, false)
+		}
+	}
+	for _, p := range st.Pending {
+		if match(q, p.NodeID, apitype.NormalizeNodeName(p.Name), p.RemoteIP) || q == p.RequestID {
+			ids, pend = append(ids, p.NodeID), append(pend, true)
+		}
+	}
+	switch len(ids) {
+	case 0:
+		return "", false, ErrNotFound
+	case 1:
+		return ids[0], pend[0], nil
+	}
+	return "", false, ErrAmbiguous
+}
+
+// Approve pairs a pending request; a connected requester gets its node
+// token at once.
+func (h *Hub) Approve(q string) (Paired, error) {
+	p, tok, err := h.store.Approve(q)
+	if err != nil {
+		return p, err
+	}
+	h.mu.Lock()
+	c := h.waiting[p.NodeID]
+	delete(h.waiting, p.NodeID)
+	h.mu.Unlock()
+	if c != nil && c.event("node.paired", map[string]string{"nodeToken": tok, "nodeId": p.NodeID}) == nil {
+		h.store.Update(func(st *State) error {
+			for i := range st.Paired {
+				if st.Paired[i].NodeID == p.NodeID {
+					st.Paired[i].Undelivered = false
+				}
+			}
+			return nil
+		})
+		p.Undelivered = false
+		h.promote(c)
+	}
+	return p, nil
+}
+
+// Remove rejects a pending request or revokes a paired node.
+func (h *Hub) Remove(q string) (string, error) {
+	var id string
+	var pending bool
+	err := h.store.Update(func(st *State) error {
+		var err error
+		id, pending, err = h.resolve(st, q)
+		if err != nil {
+			return err
+		}
+		st.Pending = filter(st.Pending, func(p Pending) bool { return p.NodeID != id })
+		if !pending {
+			st.Paired = filter(st.Paired, func(p Paired) bool { return p.NodeID != id })
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	h.mu.Lock()
+	c, w := h.conns[id], h.waiting[id]
+	h.mu.Unlock()
+	if w != nil {
+		w.event("node.rejected", map[string]string{"nodeId": id})
+		w.ws.Close(CloseRevoked, "pairing rejected")
+	}
+	if c != nil && !pending {
+		c.ws.Close(CloseRevoked, "node removed")
+	}
+	h.emit("node.removed", map[string]any{"nodeId": id})
+	return id, nil
+}
+
+// Rename gives a paired node a new (normalised, unique) name.
+func (h *Hub) Rename(q, name string) (Paired, error) {
+	var out Paired
+	n := apitype.NormalizeNodeName(name)
+	if n == "" {
+		return out, errors.New("invalid node name")
+	}
+	err := h.store.Update(func(st *State) error {
+		id, pending, err := h.resolve(st, q)
+		if err != nil {
+			return err
+		}
+		if pending {
+			return ErrNotFound
+		}
+		for _, p := range st.Paired {
+			if p.Name == n && p.NodeID != id {
+				return ErrNameTaken
+			}
+		}
+		for i := range st.Paired {
+			if st.Paired[i].NodeID == id {
+				st.Paired[i].Name = n
+				out = st.Paired[i]
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		h.emit("node.renamed", map[string]any{"nodeId": out.NodeID, "name": out.Name})
+	}
+	return out, err
+}
+
+// List returns paired nodes and pending requests.
+func (h *Hub) List() ([]Node, error) {
+	st, err := h.store.Read()
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := []Node{}
+	for _, p := range st.Paired {
+		n := Node{NodeID: p.NodeID, Name: p.Name, Status: "offline", Platform: p.Platform, Arch: p.Arch, Version: p.Version,
+			Caps: p.Caps, RemoteIP: p.RemoteIP, PairedAtMs: p.PairedAt, LastSeenMs: p.LastSeen}
+		if h.conns[p.NodeID] != nil {
+			n.Status = "connected"
+		}
+		out = append(out, n)
+	}
+	for _, p := range st.Pending {
+		out = append(out, Node{NodeID: p.NodeID, Name: p.Name, Status: "pending", Platform: p.Platform, Arch: p.Arch,
+			Version: p.Version, Caps: p.Caps, RemoteIP: p.RemoteIP, RequestID: p.RequestID, ExpiresAtMs: p.ExpiresAtMs})
+	}
+	return out, nil
+}

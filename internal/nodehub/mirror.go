@@ -1,0 +1,416 @@
+package nodehub
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/supervisor"
+)
+
+// A mirror stands in for the supervisor of a session that runs on a node:
+// it writes the node's output into the local session's journal (so every
+// read action works on the gateway), serves the session's control socket
+// (forwarding input, signals, kills, resizes and screens to the node as
+// system.session.*), and records the end state the node reports. The
+// engine cannot tell it from a local supervisor.
+type mirror struct {
+	h      *Hub
+	id     string
+	nodeID string
+	agent  string
+	dir    string
+
+	mu      sync.Mutex // guards the fields below
+	w       *journal.Writer
+	nodeCur int64 // the node's cursor of the last byte mirrored
+	offset  int64 // node cursor minus local cursor
+	final   *supervisor.Exit
+	subs    map[chan struct{}]struct{}
+	ln      net.Listener
+	stopped bool
+}
+
+func (m *mirror) kick() {
+	for ch := range m.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Start mirrors spec.ID and sends system.run (hosts.md §5.5).
+func (h *Hub) Start(nodeID string, spec supervisor.Spec, run apitype.NodeRunParams) (*supervisor.Handle, error) {
+	dir := supervisor.SessionDir(h.opt.Home, spec.ID)
+	w, err := journal.Create(supervisor.JournalDir(dir), journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes})
+	if err != nil {
+		return nil, err
+	}
+	m := &mirror{h: h, id: spec.ID, nodeID: nodeID, agent: spec.Agent, dir: dir, w: w, subs: map[chan struct{}]struct{}{}}
+	meta := supervisor.Meta{
+		V: supervisor.ProtocolVersion, ID: spec.ID, Agent: spec.Agent, Name: spec.Name, Command: spec.Command, Argv: spec.Argv,
+		Cwd: run.Cwd, Host: "node", NodeID: nodeID, PTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, Stdin: spec.Stdin,
+		State: "starting", StartedAt: time.Now().UnixMilli(), SupervisorPID: os.Getpid(),
+		SupervisorStartTime: supervisor.StartTime(os.Getpid()), Socket: spec.Socket, KillGraceMs: spec.KillGraceMs,
+		IdempotencyKey: spec.IdempotencyKey, Fingerprint: spec.Fingerprint, EnvKeys: spec.EnvKeys,
+	}
+	if spec.TimeoutMs > 0 {
+		meta.TimeoutAt = meta.StartedAt + spec.TimeoutMs
+	}
+	if err := m.listen(spec.Socket); err != nil {
+		w.Close()
+		return nil, err
+	}
+	if err := h.store.Update(func(st *State) error {
+		st.Routes[spec.ID] = Route{NodeID: nodeID, Agent: spec.Agent}
+		return nil
+	}); err != nil {
+		m.stop()
+		return nil, err
+	}
+	h.mu.Lock()
+	h.mirrors[spec.ID] = m
+	h.mu.Unlock()
+	fail := func(err error) (*supervisor.Handle, error) {
+		m.stop()
+		h.dropMirror(m)
+		return nil, err
+	}
+	// Subscribe before the run starts: no event can be missed.
+	events, closeEvents := m.subscribe()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, aerr := h.Call(ctx, nodeID, "system.run", run, 15*time.Second)
+	if aerr != nil {
+		closeEvents()
+		return fail(aerr)
+	}
+	var rep apitype.NodeRunReply
+	json.Unmarshal(b, &rep)
+	meta.State, meta.PID = "running", rep.PID
+	if err := supervisor.WriteJSON(supervisor.MetaPath(dir), meta); err != nil {
+		closeEvents()
+		return fail(err)
+	}
+	return &supervisor.Handle{PID: rep.PID, SupervisorPID: os.Getpid(), Events: events, Close: closeEvents}, nil
+}
+
+func (h *Hub) dropMirror(m *mirror) {
+	h.mu.Lock()
+	if h.mirrors[m.id] == m {
+		delete(h.mirrors, m.id)
+	}
+	h.mu.Unlock()
+	h.store.Update(func(st *State) error {
+		delete(st.Routes, m.id)
+		return nil
+	})
+}
+
+// restore re-creates the mirrors of sessions still running on nodes.
+func (h *Hub) restore() {
+	st, err := h.store.Read()
+	if err != nil {
+		h.log.Warn("read node routes", "err", err)
+		return
+	}
+	var gone []string
+	for id, r := range st.Routes {
+		dir := supervisor.SessionDir(h.opt.Home, id)
+		if ex, ok, _ := supervisor.ReadExit(dir); ok && ex.Final {
+			gone = append(gone, id)
+			continue
+		}
+		var meta supervisor.Meta
+		if err := supervisor.ReadJSON(supervisor.MetaPath(dir), &meta); err != nil {
+			gone = append(gone, id)
+			continue
+		}
+		w, err := journal.Create(supervisor.JournalDir(dir), journal.Options{})
+		if err != nil {
+			h.log.Warn("reopen node session journal", "session", id, "err", err)
+			continue
+		}
+		m := &mirror{h: h, id: id, nodeID: r.NodeID, agent: r.Agent, dir: dir, w: w, offset: r.Offset, subs: map[chan struct{}]struct{}{}}
+		m.nodeCur = w.Cursor() + r.Offset
+		if err := m.listen(meta.Socket); err != nil {
+			w.Close()
+			h.log.Warn("node session socket", "session", id, "err", err)
+			continue
+		}
+		meta.SupervisorPID, meta.SupervisorStartTime = os.Getpid(), supervisor.StartTime(os.Getpid())
+		supervisor.WriteJSON(supervisor.MetaPath(dir), meta)
+		h.mirrors[id] = m
+	}
+	if len(gone) > 0 {
+		h.store.Update(func(st *State) error {
+			for _, id := range gone {
+				delete(st.Routes, id)
+			}
+			return nil
+		})
+	}
+}
+
+// subscribe returns a channel of supervisor events: cursor updates and,
+// last, the end state.
+func (m *mirror) subscribe() (<-chan supervisor.Event, func()) {
+	out := make(chan supervisor.Event, 16)
+	wake := make(chan struct{}, 1)
+	done := make(chan struct{})
+	var once sync.Once
+	m.mu.Lock()
+	m.subs[wake] = struct{}{}
+	m.mu.Unlock()
+	wake <- struct{}{}
+	go func() {
+		defer close(out)
+		defer func() {
+			m.mu.Lock()
+			delete(m.subs, wake)
+			m.mu.Unlock()
+		}()
+		last := int64(-1)
+		for {
+			select {
+			case <-wake:
+			case <-done:
+				return
+			}
+			m.mu.Lock()
+			final := m.final
+			cur := m.w.Cursor()
+			stopped := m.stopped
+			m.mu.Unlock()
+			ev := supervisor.Event{Cursor: cur}
+			if final != nil {
+				ev = supervisor.Event{Cursor: final.OutputBytes, Exit: final}
+			} else if cur == last {
+				if stopped {
+					return
+				}
+				continue
+			}
+			select {
+			case out <- ev:
+			case <-done:
+				return
+			}
+			last = cur
+			if final != nil || stopped {
+				return
+			}
+		}
+	}()
+	return out, func() { once.Do(func() { close(done) }) }
+}
+
+// listen serves the session's control socket.
+func (m *mirror) listen(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	os.Remove(path)
+	old := syscall.Umask(0o077)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return err
+	}
+	m.ln = ln
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go m.serve(c)
+		}
+	}()
+	return nil
+}
+
+func (m *mirror) serve(c net.Conn) {
+	defer c.Close()
+	sc := bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 64<<10), 32<<20)
+	enc := json.NewEncoder(c)
+	for sc.Scan() {
+		var req supervisor.Request
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil || req.V != supervisor.ProtocolVersion {
+			enc.Encode(supervisor.Reply{Error: "bad request"})
+			continue
+		}
+		if req.Op == "subscribe" {
+			enc.Encode(supervisor.Reply{OK: true})
+			events, stop := m.subscribe()
+			go func() {
+				// The peer closing ends the subscription.
+				var b [1]byte
+				c.Read(b[:])
+				stop()
+			}()
+			for ev := range events {
+				if enc.Encode(ev) != nil {
+					stop()
+					break
+				}
+			}
+			return
+		}
+		enc.Encode(m.forward(req))
+	}
+}
+
+// forward sends a control request to the node's supervisor.
+func (m *mirror) forward(req supervisor.Request) supervisor.Reply {
+	if req.Op == "hello" {
+		return supervisor.Reply{OK: true}
+	}
+	raw, _ := json.Marshal(req)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
+	defer cancel()
+	b, aerr := m.h.Call(ctx, m.nodeID, "system.session."+req.Op, apitype.NodeSessionParams{SessionID: m.id, Request: raw}, 10*time.Second)
+	if aerr != nil {
+		return supervisor.Reply{Error: aerr.Message}
+	}
+	var rep supervisor.Reply
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return supervisor.Reply{Error: err.Error()}
+	}
+	return rep
+}
+
+// output appends a chunk of the node's journal: duplicates (after a
+// resync) are skipped, a range the node dropped moves the offset.
+func (m *mirror) output(o apitype.NodeOutput) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.final != nil || m.stopped {
+		return
+	}
+	data := o.Data
+	start := o.Cursor - int64(len(data))
+	if o.Cursor <= m.nodeCur {
+		return
+	}
+	if start < m.nodeCur {
+		data = data[m.nodeCur-start:]
+		start = m.nodeCur
+	}
+	if start > m.nodeCur {
+		m.offset += start - m.nodeCur
+		off := m.offset
+		m.h.store.Update(func(st *State) error {
+			r := st.Routes[m.id]
+			r.Offset = off
+			st.Routes[m.id] = r
+			return nil
+		})
+	}
+	stream := journal.Stdout
+	if o.Stream == "stderr" {
+		stream = journal.Stderr
+	}
+	if _, err := m.w.Append(stream, data); err != nil {
+		m.h.log.Warn("mirror journal append", "session", m.id, "err", err)
+		return
+	}
+	m.nodeCur = o.Cursor
+	m.kick()
+}
+
+// finished records the node's end state.
+func (m *mirror) finished(f apitype.NodeFinished) {
+	var ex supervisor.Exit
+	if len(f.Exit) > 0 {
+		json.Unmarshal(f.Exit, &ex)
+	}
+	if ex.State == "" {
+		ex = supervisor.Exit{State: f.State, ExitCode: f.ExitCode, Signal: f.Signal, KilledBy: f.KilledBy, TimedOut: f.TimedOut, EndedAt: time.Now().UnixMilli()}
+	}
+	m.end(ex)
+}
+
+func (m *mirror) end(ex supervisor.Exit) {
+	m.mu.Lock()
+	if m.final != nil || m.stopped {
+		m.mu.Unlock()
+		return
+	}
+	ex.Final = true
+	ex.OutputBytes = m.w.Cursor()
+	ex.OutputSha256 = ""
+	m.w.Sync()
+	if err := supervisor.WriteJSON(supervisor.ExitPath(m.dir), ex); err != nil {
+		m.h.log.Warn("write exit.json of node session", "session", m.id, "err", err)
+	}
+	m.w.Close()
+	m.final = &ex
+	m.kick()
+	ln := m.ln
+	m.mu.Unlock()
+	m.h.dropMirror(m)
+	// Subscribers got the end state; the socket goes a little later so
+	// that a reconnecting engine still finds it.
+	time.AfterFunc(2*time.Second, func() {
+		if ln != nil {
+			ln.Close()
+		}
+	})
+}
+
+// stop closes the mirror without an end state (gateway shutdown): the
+// session goes on on the node and is resumed after a restart.
+func (m *mirror) stop() {
+	m.mu.Lock()
+	if m.stopped {
+		m.mu.Unlock()
+		return
+	}
+	m.stopped = true
+	if m.final == nil {
+		m.w.Sync()
+		m.w.Close()
+	}
+	ln := m.ln
+	m.kick()
+	m.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+}
+
+// resume asks the node to stream the session again from the mirror's
+// cursor after a (re)connection; a node that no longer knows the session
+// ends it as lost.
+func (m *mirror) resume(c *conn) {
+	m.mu.Lock()
+	since := m.nodeCur
+	done := m.final != nil || m.stopped
+	m.mu.Unlock()
+	if done {
+		return
+	}
+	_, aerr := c.call(c.ctx, "system.session.read", apitype.NodeSessionParams{SessionID: m.id, Since: since}, 15*time.Second)
+	if aerr == nil {
+		return
+	}
+	if errors.Is(c.ctx.Err(), context.Canceled) || aerr.Code == apitype.NodeUnavailable {
+		return // the connection went again; the next one resumes
+	}
+	m.h.log.Warn("node lost a session", "session", m.id, "node", m.nodeID, "err", aerr.Message)
+	m.end(supervisor.Exit{State: supervisor.StateLost, EndedAt: time.Now().UnixMilli(),
+		Reason: fmt.Sprintf("Command lost: node %s no longer knows the session (%s).", m.nodeID, aerr.Message)})
+}

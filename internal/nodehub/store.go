@@ -1,0 +1,286 @@
+// Package nodehub is the gateway side of node hosts (hosts.md §5): pairing
+// state on disk, the WebSocket hub nodes dial into, node selection, and
+// the local mirrors of sessions that run on nodes.
+package nodehub
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/supervisor"
+)
+
+// Invite is a join token, stored hashed (nodes/invites.json).
+type Invite struct {
+	Hash        string `json:"hash"`
+	CreatedAtMs int64  `json:"createdAtMs"`
+	ExpiresAtMs int64  `json:"expiresAtMs"`
+	Once        bool   `json:"once"`
+	Used        bool   `json:"used"`
+}
+
+// Pending is a pairing request (nodes/pending.json).
+type Pending struct {
+	RequestID   string   `json:"requestId"`
+	NodeID      string   `json:"nodeId"`
+	PublicKey   string   `json:"publicKey"`
+	Name        string   `json:"name"`
+	Platform    string   `json:"platform"`
+	Arch        string   `json:"arch"`
+	Version     string   `json:"version"`
+	Caps        []string `json:"caps"`
+	RemoteIP    string   `json:"remoteIp"`
+	InviteHash  string   `json:"inviteHash"`
+	CreatedAtMs int64    `json:"createdAtMs"`
+	ExpiresAtMs int64    `json:"expiresAtMs"`
+}
+
+// Paired is a paired node (nodes/paired.json).
+type Paired struct {
+	NodeID    string   `json:"nodeId"`
+	PublicKey string   `json:"publicKey"`
+	Name      string   `json:"name"`
+	TokenHash string   `json:"tokenHash"`
+	Platform  string   `json:"platform"`
+	Arch      string   `json:"arch"`
+	Version   string   `json:"version"`
+	Caps      []string `json:"caps"`
+	RemoteIP  string   `json:"remoteIp"`
+	PairedAt  int64    `json:"pairedAtMs"`
+	LastSeen  int64    `json:"lastSeenMs"`
+	// Undelivered is set when the node was approved while it was not
+	// connected: its token is minted again at its next hello with the
+	// invite it paired with (InviteHash).
+	Undelivered bool   `json:"undelivered,omitempty"`
+	InviteHash  string `json:"inviteHash,omitempty"`
+}
+
+// Route records which node runs a mirrored session (nodes/sessions.json),
+// so that a restarted gateway still routes it.
+type Route struct {
+	NodeID string `json:"nodeId"`
+	Agent  string `json:"agent"`
+	// Offset is the node's cursor minus the mirror's: it grows when the
+	// node's journal dropped a range the mirror never saw.
+	Offset int64 `json:"offset,omitempty"`
+}
+
+// State is the whole pairing state.
+type State struct {
+	Invites []Invite
+	Pending []Pending
+	Paired  []Paired
+	Routes  map[string]Route
+}
+
+// Store is the pairing state in $CONCH_HOME/nodes, shared by the gateway
+// and offline CLI commands through a lock file.
+type Store struct{ dir string }
+
+// OpenStore returns the store of home (the directory is created 0700).
+func OpenStore(home string) (*Store, error) {
+	dir := filepath.Join(home, "nodes")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return &Store{dir: dir}, nil
+}
+
+func (s *Store) path(name string) string { return filepath.Join(s.dir, name) }
+
+// Update runs f on the current state under the lock and saves it when f
+// returns nil.
+func (s *Store) Update(f func(*State) error) error {
+	lf, err := os.OpenFile(s.path("lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	st, err := s.load()
+	if err != nil {
+		return err
+	}
+	now := time.Now().UnixMilli()
+	// Expired pairing requests and invites are dropped.
+	st.Pending = filter(st.Pending, func(p Pending) bool { return p.ExpiresAtMs > now })
+	st.Invites = filter(st.Invites, func(i Invite) bool { return i.ExpiresAtMs > now-24*3600*1000 })
+	if err := f(st); err != nil {
+		return err
+	}
+	for name, v := range map[string]any{"invites.json": st.Invites, "pending.json": st.Pending, "paired.json": st.Paired, "sessions.json": st.Routes} {
+		if err := supervisor.WriteJSON(s.path(name), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Read returns the current state.
+func (s *Store) Read() (*State, error) {
+	var out *State
+	err := s.Update(func(st *State) error { out = st; return errStop })
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return out, err
+}
+
+var errStop = errors.New("read only")
+
+func (s *Store) load() (*State, error) {
+	st := &State{Routes: map[string]Route{}}
+	for name, v := range map[string]any{"invites.json": &st.Invites, "pending.json": &st.Pending, "paired.json": &st.Paired, "sessions.json": &st.Routes} {
+		b, err := os.ReadFile(s.path(name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			return nil, fmt.Errorf("nodes/%s: %w", name, err)
+		}
+	}
+	if st.Routes == nil {
+		st.Routes = map[string]Route{}
+	}
+	return st, nil
+}
+
+func filter[T any](xs []T, keep func(T) bool) []T {
+	out := xs[:0:0]
+	for _, x := range xs {
+		if keep(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// NewToken returns a random token with prefix (cnj_, cnt_).
+func NewToken(prefix string) string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// TokenHash is how tokens are stored.
+func TokenHash(tok string) string {
+	sum := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(sum[:])
+}
+
+// CreateInvite stores a new join token valid for ttl and returns it.
+func (s *Store) CreateInvite(ttl time.Duration, once bool) (string, int64, error) {
+	if ttl <= 0 {
+		ttl = 24 * time.Hour
+	}
+	tok := NewToken("cnj_")
+	now := time.Now()
+	exp := now.Add(ttl).UnixMilli()
+	err := s.Update(func(st *State) error {
+		st.Invites = append(st.Invites, Invite{Hash: TokenHash(tok), CreatedAtMs: now.UnixMilli(), ExpiresAtMs: exp, Once: once})
+		return nil
+	})
+	return tok, exp, err
+}
+
+// Node is a node as listed to operators (GET /v1/nodes).
+type Node struct {
+	NodeID      string   `json:"nodeId"`
+	Name        string   `json:"name"`
+	Status      string   `json:"status"` // connected | offline | pending
+	Platform    string   `json:"platform"`
+	Arch        string   `json:"arch"`
+	Version     string   `json:"version"`
+	Caps        []string `json:"caps"`
+	RemoteIP    string   `json:"remoteIp"`
+	PairedAtMs  int64    `json:"pairedAtMs,omitempty"`
+	LastSeenMs  int64    `json:"lastSeenMs,omitempty"`
+	RequestID   string   `json:"requestId,omitempty"`
+	ExpiresAtMs int64    `json:"expiresAtMs,omitempty"`
+}
+
+// match finds the entries whose id, normalised name, remote IP or id
+// prefix (≥ 6 chars) match q (hosts.md §5.2).
+func match(q, id, name, ip string) bool {
+	ql := strings.ToLower(strings.TrimSpace(q))
+	switch {
+	case ql == "":
+		return false
+	case ql == id, ql == ip && ip != "", apitype.NormalizeNodeName(q) == name && name != "":
+		return true
+	case len(ql) >= 6 && strings.HasPrefix(id, ql):
+		return true
+	}
+	return false
+}
+
+// Errors of operator actions.
+var (
+	ErrNotFound  = errors.New("no such node or pairing request")
+	ErrAmbiguous = errors.New("ambiguous node")
+	ErrNameTaken = errors.New("node name already in use")
+)
+
+// Approve pairs the pending request matching q and returns the paired
+// record and its new node token.
+func (s *Store) Approve(q string) (Paired, string, error) {
+	var out Paired
+	tok := NewToken("cnt_")
+	err := s.Update(func(st *State) error {
+		idx := -1
+		for i, p := range st.Pending {
+			if match(q, p.NodeID, apitype.NormalizeNodeName(p.Name), p.RemoteIP) || q == p.RequestID {
+				if idx >= 0 {
+					return ErrAmbiguous
+				}
+				idx = i
+			}
+		}
+		if idx < 0 {
+			return ErrNotFound
+		}
+		p := st.Pending[idx]
+		st.Pending = append(st.Pending[:idx:idx], st.Pending[idx+1:]...)
+		name := uniqueName(st, apitype.NormalizeNodeName(p.Name), p.NodeID)
+		out = Paired{NodeID: p.NodeID, PublicKey: p.PublicKey, Name: name, TokenHash: TokenHash(tok),
+			Platform: p.Platform, Arch: p.Arch, Version: p.Version, Caps: p.Caps, RemoteIP: p.RemoteIP,
+			PairedAt: time.Now().UnixMilli(), InviteHash: p.InviteHash, Undelivered: true}
+		st.Paired = filter(st.Paired, func(x Paired) bool { return x.NodeID != p.NodeID })
+		st.Paired = append(st.Paired, out)
+		return nil
+	})
+	return out, tok, err
+}
+
+func uniqueName(st *State, name, id string) string {
+	if name == "" {
+		name = "node-" + id[:6]
+	}
+	taken := func(n string) bool {
+		for _, x := range st.Paired {
+			if x.Name == n && x.NodeID != id {
+				return true
+			}
+		}
+		return false
+	}
+	if !taken(name) {
+		return name
+	}
+	return name + "-" + id[:6]
+}
