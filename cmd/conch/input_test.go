@@ -30,7 +30,7 @@ func TestBadInput(t *testing.T) {
 		{"exec", map[string]any{"command": "true", "yieldMs": "soon"}, "invalid_argument", `Invalid parameter "yieldMs": expected a number.`},
 		{"exec", map[string]any{"command": "true", "host": "mars"}, "invalid_argument", `Invalid host "mars": expected one of sandbox, gateway, node.`},
 		{"exec", map[string]any{"command": "true", "host": "sandbox"}, "sandbox_unavailable", "exec host=sandbox is configured, but sandbox runtime is unavailable for this session.\nEnable sandboxing (sandbox.mode) with an available backend (bwrap, docker or landlock), or use host=gateway with approvals."},
-		{"exec", map[string]any{"command": "true", "host": "NODE"}, "node_unavailable", "exec host=node: no node is available (no node host is paired with this gateway)."},
+		{"exec", map[string]any{"command": "true", "host": "NODE"}, "host_not_allowed", "exec host not allowed (requested node; configure tools.exec.host=node to allow)."},
 		{"exec", map[string]any{"command": "true", "env": map[string]any{"PATH": "/tmp"}}, "security_violation", "Security Violation: Custom 'PATH' variable is forbidden during host execution."},
 		{"exec", map[string]any{"command": "true", "env": map[string]any{"LD_PRELOAD": "x", "NODE_OPTIONS": "y"}}, "security_violation", "Security Violation: Environment variables 'LD_PRELOAD', 'NODE_OPTIONS' are forbidden during host execution."},
 		{"exec", map[string]any{"command": "true", "idempotencyKey": "has space"}, "invalid_argument", "Invalid idempotencyKey: use 1-128 characters of [A-Za-z0-9._:-]."},

@@ -246,7 +246,10 @@ func Run(ctx context.Context, opt Options) error {
 		}
 	}
 	n := &node{opt: opt, key: key, pub: pub, st: st, wsURL: wsURL, tls: tcfg, streams: map[string]context.CancelFunc{}}
-	backoff := time.Second
+	// Backoff 1 s doubling to 30 s; a short keepalive (tests, fast
+	// links) starts it lower.
+	first := min(time.Second, max(opt.Ping, 100*time.Millisecond))
+	backoff := first
 	for {
 		ok, err := n.session(ctx)
 		if ctx.Err() != nil {
@@ -256,7 +259,7 @@ func Run(ctx context.Context, opt Options) error {
 			return err
 		}
 		if ok {
-			backoff = time.Second
+			backoff = first
 		}
 		opt.Logger.Info("gateway connection ended; reconnecting", "err", err, "in", backoff)
 		d := backoff + time.Duration(mrand.Int64N(int64(backoff/4)+1))
@@ -320,7 +323,7 @@ func (n *node) session(ctx context.Context) (ok bool, err error) {
 		tok = n.opt.Token
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: n.tls, Proxy: http.ProxyFromEnvironment}}
-	dctx, dcancel := context.WithTimeout(ctx, 15*time.Second)
+	dctx, dcancel := context.WithTimeout(ctx, min(15*time.Second, max(2*time.Second, 3*n.opt.Ping)))
 	ws, resp, err := websocket.Dial(dctx, n.wsURL, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
 	dcancel()
 	if err != nil {

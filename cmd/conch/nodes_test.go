@@ -1,0 +1,583 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Node host tests (hosts.md §5): real `conch serve` and `conch node`
+// processes on one machine, talking over real sockets.
+
+const nodeTestPing = "300" // CONCH_NODE_PING_MS: keepalive for fast failure detection
+
+var anyListenRE = regexp.MustCompile(`listening on (http://[0-9.]+:\d+)`)
+
+// startNodeGateway runs `conch serve` for node tests on listen.
+func startNodeGateway(t *testing.T, home, listen string, extra ...string) *gateway {
+	t.Helper()
+	g := &gateway{t: t, home: home}
+	args := append([]string{"serve", "--home", home, "--listen", listen, "--log-level", "warn"}, extra...)
+	cmd := exec.Command(conchBin, args...)
+	cmd.Env = append(os.Environ(), "CONCH_NODE_PING_MS="+nodeTestPing)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	g.cmd = cmd
+	t.Cleanup(func() { g.stop() })
+	sc := bufio.NewScanner(out)
+	deadline := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
+	defer deadline.Stop()
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(strings.TrimSpace(line), "cat_") && g.token == "" {
+			g.token = strings.TrimSpace(line)
+		}
+		if m := anyListenRE.FindStringSubmatch(line); m != nil {
+			g.base = m[1]
+			break
+		}
+	}
+	go io.Copy(io.Discard, out)
+	if g.base == "" {
+		t.Fatal("conch serve did not start")
+	}
+	b, err := os.ReadFile(filepath.Join(home, "operator.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.operator = strings.TrimSpace(string(b))
+	return g
+}
+
+// restart stops the gateway and starts it again on the same address.
+func (g *gateway) restartOn(listen string) *gateway {
+	g.t.Helper()
+	g.stop()
+	ng := startNodeGateway(g.t, g.home, listen)
+	ng.token = g.token
+	return ng
+}
+
+// nodeProc is a running `conch node`.
+type nodeProc struct {
+	t    *testing.T
+	home string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+}
+
+type lockedWriter struct{ n *nodeProc }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	return w.n.out.Write(p)
+}
+
+// startNode runs `conch node` with args; prefix (e.g. ip netns exec) is
+// put in front of the binary.
+func startNode(t *testing.T, home string, prefix []string, args ...string) *nodeProc {
+	t.Helper()
+	n := &nodeProc{t: t, home: home, done: make(chan struct{})}
+	argv := append(append(append([]string{}, prefix...), conchBin, "node", "--home", home, "--log-level", "warn"), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "CONCH_NODE_PING_MS="+nodeTestPing)
+	cmd.Stdout, cmd.Stderr = lockedWriter{n}, lockedWriter{n}
+	cmd.Dir = home
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.cmd = cmd
+	go func() { cmd.Wait(); close(n.done) }()
+	t.Cleanup(func() {
+		n.stop()
+		// Supervisors end their sessions on SIGTERM.
+		exec.Command("pkill", "-TERM", "-f", "supervise --home "+home).Run()
+	})
+	return n
+}
+
+func (n *nodeProc) output() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.out.String()
+}
+
+func (n *nodeProc) stop() {
+	select {
+	case <-n.done:
+		return
+	default:
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(10 * time.Second):
+		n.cmd.Process.Kill()
+		<-n.done
+	}
+}
+
+// exited waits for the node to exit and returns its code and output.
+func (n *nodeProc) exited(d time.Duration) (int, string) {
+	n.t.Helper()
+	select {
+	case <-n.done:
+	case <-time.After(d):
+		n.t.Fatalf("conch node still running after %v: %s", d, n.output())
+	}
+	return n.cmd.ProcessState.ExitCode(), n.output()
+}
+
+// invite creates a join token through the API.
+func (g *gateway) invite(ttl string, once bool) string {
+	g.t.Helper()
+	code, m := g.do("POST", "/v1/nodes/invites", g.operator, map[string]any{"ttl": ttl, "once": once}, nil)
+	tok, _ := m["token"].(string)
+	if code != 200 || !strings.HasPrefix(tok, "cnj_") {
+		g.t.Fatalf("invite: %d %v", code, m)
+	}
+	return tok
+}
+
+// nodeStatus returns the status of the node named name ("" if unknown)
+// and its id.
+func (g *gateway) nodeStatus(name string) (string, string) {
+	g.t.Helper()
+	code, m := g.do("GET", "/v1/nodes", g.operator, nil, nil)
+	if code != 200 {
+		g.t.Fatalf("GET /v1/nodes: %d %v", code, m)
+	}
+	list, _ := m["nodes"].([]any)
+	for _, x := range list {
+		n := x.(map[string]any)
+		if n["name"] == name {
+			return n["status"].(string), n["nodeId"].(string)
+		}
+	}
+	return "", ""
+}
+
+func (g *gateway) waitNode(name, status string) string {
+	g.t.Helper()
+	var id string
+	eventually(g.t, 15*time.Second, func() string {
+		var st string
+		st, id = g.nodeStatus(name)
+		if st != status {
+			return fmt.Sprintf("node %s is %q, want %q", name, st, status)
+		}
+		return ""
+	})
+	return id
+}
+
+// pairNode starts a node with a fresh invite and approves it through the
+// API; it returns the node process and its id.
+func pairNode(t *testing.T, g *gateway, name, config string, prefix ...string) (*nodeProc, string) {
+	t.Helper()
+	home := newHome(t, config)
+	n := startNode(t, home, prefix, "--gateway", g.base, "--token", g.invite("1h", true), "--name", name)
+	id := g.waitNode(name, "pending")
+	if code, m := g.do("POST", "/v1/nodes/"+id+"/approve", g.operator, nil, nil); code != 200 {
+		t.Fatalf("approve: %d %v", code, m)
+	}
+	g.waitNode(name, "connected")
+	return n, id
+}
+
+// api runs a tool through the HTTP API as agent main.
+func (g *gateway) tool(name string, args map[string]any) (int, map[string]any) {
+	g.t.Helper()
+	return g.do("POST", "/v1/"+name, g.token, args, nil)
+}
+
+func details(m map[string]any) map[string]any {
+	d, _ := m["details"].(map[string]any)
+	return d
+}
+
+func errCode(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+func errText(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["message"].(string)
+	return c
+}
+
+const nodeGatewayConfig = `{"tools":{"exec":{"host":"node","security":"full","ask":"off"}}}`
+const nodeFullConfig = `{"tools":{"exec":{"security":"full","ask":"off"}}}`
+
+func TestNodePairing(t *testing.T) {
+	t.Parallel()
+	gh := newHome(t, nodeGatewayConfig)
+	g := startNodeGateway(t, gh, "127.0.0.1:0")
+
+	// The CLI talks to the running gateway through its engine socket.
+	out, err := exec.Command(conchBin, "nodes", "invite", "--home", gh, "--once", "--json").Output()
+	if err != nil {
+		t.Fatalf("conch nodes invite: %v", err)
+	}
+	var inv struct{ Token string }
+	json.Unmarshal(out, &inv)
+	if !strings.HasPrefix(inv.Token, "cnj_") {
+		t.Fatalf("invite output: %s", out)
+	}
+	b, _ := os.ReadFile(filepath.Join(gh, "nodes", "invites.json"))
+	if bytes.Contains(b, []byte(inv.Token)) {
+		t.Fatal("join token stored in clear")
+	}
+
+	ah := newHome(t, nodeFullConfig)
+	a := startNode(t, ah, nil, "--gateway", g.base, "--token", inv.Token, "--name", "Build 1")
+	id := g.waitNode("Build 1", "pending")
+	if len(id) != 24 {
+		t.Fatalf("node id %q", id)
+	}
+	// No exec before approval.
+	if code, m := g.tool("exec", map[string]any{"command": "echo hi"}); errCode(m) != "node_unavailable" {
+		t.Fatalf("exec before approval: %d %v", code, m)
+	}
+	// The once-token is used: a second node is refused.
+	bh := newHome(t, nodeFullConfig)
+	bnode := startNode(t, bh, nil, "--gateway", g.base, "--token", inv.Token, "--name", "intruder")
+	if code, text := bnode.exited(10 * time.Second); code == 0 || !strings.Contains(text, "join token already used") {
+		t.Fatalf("reused join token: exit %d: %s", code, text)
+	}
+	// An expired and an unknown token are refused.
+	exp := g.invite("1ms", false)
+	time.Sleep(20 * time.Millisecond)
+	for _, tok := range []string{exp, "cnj_nosuchtoken"} {
+		ch := newHome(t, nodeFullConfig)
+		c := startNode(t, ch, nil, "--gateway", g.base, "--token", tok)
+		if code, text := c.exited(10 * time.Second); code == 0 || !strings.Contains(text, "refused the join token") {
+			t.Fatalf("token %s: exit %d: %s", tok, code, text)
+		}
+	}
+
+	out, err = exec.Command(conchBin, "nodes", "approve", "build-1", "--home", gh).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Approved node "+id) {
+		t.Fatalf("conch nodes approve: %v %s", err, out)
+	}
+	g.waitNode("build-1", "connected")
+	eventually(t, 5*time.Second, func() string {
+		if !strings.Contains(a.output(), "paired as "+id) {
+			return "node did not report pairing: " + a.output()
+		}
+		return ""
+	})
+	fi, err := os.Stat(filepath.Join(ah, "node", "node.json"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("node.json: %v %v", err, fi)
+	}
+	if fi, err := os.Stat(filepath.Join(ah, "node", "identity.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("identity.key: %v", err)
+	}
+	nj, _ := os.ReadFile(filepath.Join(ah, "node", "node.json"))
+	if !bytes.Contains(nj, []byte(`"nodeToken": "cnt_`)) && !bytes.Contains(nj, []byte(`"nodeToken":"cnt_`)) {
+		t.Fatalf("node.json has no node token: %s", nj)
+	}
+	// Metrics and listing.
+	req := map[string]string{}
+	_ = req
+	code, m := g.do("GET", "/v1/nodes", g.operator, nil, nil)
+	if code != 200 || m["connected"] != float64(1) {
+		t.Fatalf("GET /v1/nodes: %d %v", code, m)
+	}
+	if code, _ := g.do("GET", "/v1/nodes", g.token, nil, nil); code != 403 {
+		t.Fatalf("agent token on /v1/nodes: %d", code)
+	}
+
+	// The node token survives a node restart (no invite needed).
+	a.stop()
+	g.waitNode("build-1", "offline")
+	a = startNode(t, ah, nil)
+	g.waitNode("build-1", "connected")
+	if r := execOK(t, g, map[string]any{"command": "echo via-node"}); !strings.Contains(r["text"].(string), "via-node") {
+		t.Fatalf("exec: %v", r)
+	}
+
+	// Rename, then remove: the node is told and stops.
+	if code, m := g.do("PATCH", "/v1/nodes/"+id[:8], g.operator, map[string]any{"name": "Renamed Box"}, nil); code != 200 || m["name"] != "renamed-box" {
+		t.Fatalf("rename: %d %v", code, m)
+	}
+	out, err = exec.Command(conchBin, "nodes", "remove", "renamed-box", "--home", gh).CombinedOutput()
+	if err != nil {
+		t.Fatalf("conch nodes remove: %v %s", err, out)
+	}
+	if code, text := a.exited(10 * time.Second); code == 0 || !strings.Contains(text, "removed") {
+		t.Fatalf("removed node: exit %d: %s", code, text)
+	}
+	if st, _ := g.nodeStatus("renamed-box"); st != "" {
+		t.Fatalf("removed node still listed: %s", st)
+	}
+	// Its token no longer works.
+	a = startNode(t, ah, nil)
+	if code, text := a.exited(10 * time.Second); code == 0 || !strings.Contains(text, "refused this node's token") {
+		t.Fatalf("revoked token: exit %d: %s", code, text)
+	}
+}
+
+// execOK runs exec through the API and fails the test on an error.
+func execOK(t *testing.T, g *gateway, args map[string]any) map[string]any {
+	t.Helper()
+	code, m := g.tool("exec", args)
+	if code != 200 {
+		t.Fatalf("exec %v: %d %v", args, code, m)
+	}
+	return m
+}
+
+func TestNodeExecAndProcess(t *testing.T) {
+	t.Parallel()
+	gh := newHome(t, nodeGatewayConfig)
+	g := startNodeGateway(t, gh, "127.0.0.1:0")
+	_, id1 := pairNode(t, g, "alpha", nodeFullConfig)
+	n2, id2 := pairNode(t, g, "beta", nodeFullConfig)
+
+	// Selection (hosts.md §5.2).
+	if _, m := g.tool("exec", map[string]any{"command": "true"}); errCode(m) != "node_ambiguous" ||
+		errText(m) != "exec host=node requires a node id when multiple nodes are available (set tools.exec.node or exec.node)." {
+		t.Fatalf("two nodes, no query: %v", m)
+	}
+	if _, m := g.tool("exec", map[string]any{"command": "true", "node": "gamma"}); errCode(m) != "node_unknown" ||
+		errText(m) != "unknown node: gamma (known: alpha, beta)" {
+		t.Fatalf("unknown node: %v", m)
+	}
+	if _, m := g.tool("exec", map[string]any{"command": "true", "host": "gateway"}); errCode(m) != "host_not_allowed" {
+		t.Fatalf("host=gateway on a node-configured gateway: %v", m)
+	}
+
+	// Foreground on alpha by name, beta by id prefix.
+	wd := t.TempDir()
+	r := execOK(t, g, map[string]any{"command": "echo out; echo err >&2; pwd; exit 3", "node": "ALPHA", "workdir": wd})
+	d := details(r)
+	if d["status"] != "completed" || d["exitCode"] != float64(3) || d["host"] != "node" || d["nodeId"] != id1 ||
+		!strings.Contains(r["text"].(string), "out\n") || !strings.Contains(r["text"].(string), "err\n") || !strings.Contains(r["text"].(string), wd+"\n") {
+		t.Fatalf("foreground on alpha: %v", r)
+	}
+	r = execOK(t, g, map[string]any{"command": "echo $CONCH_SHELL $OPENCLAW_SHELL $FOO", "node": id2[:7], "env": map[string]any{"FOO": "bar"}})
+	if d := details(r); d["nodeId"] != id2 || !strings.Contains(r["text"].(string), "exec exec bar") {
+		t.Fatalf("foreground on beta: %v", r)
+	}
+	if _, m := g.tool("exec", map[string]any{"command": "true", "node": "beta", "env": map[string]any{"PATH": "/x"}}); errCode(m) != "security_violation" {
+		t.Fatalf("PATH override: %v", m)
+	}
+
+	// Background with input, poll, log, search, kill.
+	r = execOK(t, g, map[string]any{"command": "echo ready; read x; echo got $x; exec sleep 970.1", "node": "beta", "background": true})
+	sid := details(r)["sessionId"].(string)
+	if details(r)["nodeId"] != id2 || details(r)["status"] != "running" {
+		t.Fatalf("background: %v", r)
+	}
+	proc := func(args map[string]any) map[string]any {
+		args["sessionId"] = sid
+		_, m := g.tool("process", args)
+		return m
+	}
+	eventually(t, 10*time.Second, func() string {
+		if m := proc(map[string]any{"action": "log"}); !strings.Contains(m["text"].(string), "ready") {
+			return "no ready: " + m["text"].(string)
+		}
+		return ""
+	})
+	if m := proc(map[string]any{"action": "write", "data": "hello\n"}); details(m)["status"] != "running" {
+		t.Fatalf("write: %v", m)
+	}
+	if m := proc(map[string]any{"action": "wait", "until": "regex", "pattern": "got hello", "timeout": 10000}); !strings.Contains(m["text"].(string), "got hello") {
+		t.Fatalf("wait pattern: %v", m)
+	}
+	if m := proc(map[string]any{"action": "search", "pattern": "got h"}); !strings.Contains(m["text"].(string), "got hello") {
+		t.Fatalf("search: %v", m)
+	}
+	eventually(t, 5*time.Second, func() string {
+		if len(pgrep("^sleep 970.1")) != 1 {
+			out, _ := exec.Command("sh", "-c", "ps -eo pid,args | grep 970").Output(); return "sleep 970.1 not running: " + string(out)
+		}
+		return ""
+	})
+	_, lm := g.tool("process", map[string]any{"action": "list"})
+	found := false
+	for _, x := range details(lm)["sessions"].([]any) {
+		e := x.(map[string]any)
+		if e["sessionId"] == sid && e["nodeId"] == id2 && e["host"] == "node" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("list: %v", lm)
+	}
+	if m := proc(map[string]any{"action": "kill"}); !strings.Contains(m["text"].(string), "Killed session") {
+		t.Fatalf("kill: %v", m)
+	}
+	eventually(t, 5*time.Second, func() string {
+		if p := pgrep("^sleep 970.1"); len(p) > 0 {
+			return "sleep 970.1 survived the kill: " + strings.Join(p, " ")
+		}
+		return ""
+	})
+	if m := proc(map[string]any{"action": "poll"}); details(m)["state"] != "killed" {
+		t.Fatalf("poll after kill: %v", m)
+	}
+
+	// Timeout kills the whole tree on the node.
+	r = execOK(t, g, map[string]any{"command": "sleep 970.2 & sleep 970.3; echo never", "node": "alpha", "timeout": 1})
+	if d := details(r); d["status"] != "failed" || d["timedOut"] != true {
+		t.Fatalf("timeout: %v", r)
+	}
+	eventually(t, 5*time.Second, func() string {
+		if p := pgrep("^sleep 970.[23]"); len(p) > 0 {
+			return "tree survived the timeout: " + strings.Join(p, " ")
+		}
+		return ""
+	})
+
+	// PTY: the node's supervisor keeps the screen.
+	r = execOK(t, g, map[string]any{"command": `printf '\033[2J\033[HNODE-PTY %s\n' "$(tty | cut -c1-8)"; sleep 970.4`, "node": "alpha", "pty": true, "background": true})
+	psid := details(r)["sessionId"].(string)
+	eventually(t, 10*time.Second, func() string {
+		_, m := g.tool("process", map[string]any{"action": "screen", "sessionId": psid})
+		if !strings.Contains(m["text"].(string), "NODE-PTY /dev/pts") {
+			return "screen: " + m["text"].(string)
+		}
+		return ""
+	})
+	g.tool("process", map[string]any{"action": "kill", "sessionId": psid})
+
+	// Per-agent binding: bound to alpha, a call for beta is refused.
+	if code, m := g.do("PUT", "/v1/agents/main/exec-defaults", g.operator, map[string]any{"node": "alpha"}, nil); code != 200 {
+		t.Fatalf("exec-defaults: %d %v", code, m)
+	}
+	if _, m := g.tool("exec", map[string]any{"command": "true", "node": "beta"}); errCode(m) != "node_not_allowed" || errText(m) != "exec node not allowed (bound to alpha)" {
+		t.Fatalf("binding: %v", m)
+	}
+	if r := execOK(t, g, map[string]any{"command": "echo bound"}); details(r)["nodeId"] != id1 {
+		t.Fatalf("bound run: %v", r)
+	}
+	g.do("DELETE", "/v1/agents/main/exec-defaults", g.operator, nil, nil)
+
+	// An offline node is named in the error.
+	n2.stop()
+	g.waitNode("beta", "offline")
+	if _, m := g.tool("exec", map[string]any{"command": "true", "node": "beta"}); errCode(m) != "node_unavailable" ||
+		errText(m) != fmt.Sprintf("node beta (%s) is not connected.", id2) {
+		t.Fatalf("offline node: %v", m)
+	}
+	code, mt := g.do("GET", "/metrics", g.operator, nil, nil)
+	_ = mt
+	if code != 200 {
+		t.Fatalf("metrics: %d", code)
+	}
+}
+
+func TestNodePolicy(t *testing.T) {
+	t.Parallel()
+	gh := newHome(t, nodeGatewayConfig)
+	g := startNodeGateway(t, gh, "127.0.0.1:0")
+	// The gateway allows everything; the nodes' own policy decides.
+	pairNode(t, g, "locked", `{"tools":{"exec":{"security":"deny"}}}`)
+	pairNode(t, g, "strict", `{"tools":{"exec":{"security":"allowlist","ask":"off"}}}`)
+	pairNode(t, g, "asking", `{"tools":{"exec":{"security":"allowlist","ask":"on-miss"}}}`)
+
+	if code, m := g.tool("exec", map[string]any{"command": "echo hi", "node": "locked"}); errCode(m) != "denied" || errText(m) != "SYSTEM_RUN_DISABLED: security=deny" {
+		t.Fatalf("node security=deny: %d %v", code, m)
+	}
+	if code, m := g.tool("exec", map[string]any{"command": "touch /tmp/x-conch", "node": "strict"}); errCode(m) != "denied" || !strings.HasPrefix(errText(m), "SYSTEM_RUN_DENIED: ") {
+		t.Fatalf("node allowlist miss: %d %v", code, m)
+	}
+
+	// allow-once: approved once, consumed; the next identical run asks again.
+	wd := t.TempDir()
+	run := map[string]any{"command": "printf once-ok", "node": "asking", "workdir": wd}
+	r := execOK(t, g, run)
+	d := details(r)
+	if d["status"] != "approval-pending" {
+		t.Fatalf("want approval-pending: %v", r)
+	}
+	aid, sid := d["approvalId"].(string), d["sessionId"].(string)
+	code, ap := g.do("GET", "/v1/approvals/"+aid, g.operator, nil, nil)
+	if code != 200 || !strings.Contains(fmt.Sprint(ap), "node") {
+		t.Fatalf("approval record: %d %v", code, ap)
+	}
+	if code, m := g.do("POST", "/v1/approvals/"+aid+"/decision", g.operator, map[string]any{"decision": "allow-once"}, nil); code != 200 {
+		t.Fatalf("decide: %d %v", code, m)
+	}
+	eventually(t, 10*time.Second, func() string {
+		_, m := g.tool("process", map[string]any{"action": "poll", "sessionId": sid})
+		if !strings.Contains(m["text"].(string), "once-ok") || details(m)["status"] != "completed" {
+			return "approved run: " + fmt.Sprint(m)
+		}
+		return ""
+	})
+	// The approval cannot be used again.
+	if code, m := g.do("POST", "/v1/approvals/"+aid+"/decision", g.operator, map[string]any{"decision": "allow-once"}, nil); code != 409 {
+		t.Fatalf("second decision: %d %v", code, m)
+	}
+	r = execOK(t, g, run)
+	if d := details(r); d["status"] != "approval-pending" || d["approvalId"] == aid {
+		t.Fatalf("allow-once was not consumed: %v", r)
+	}
+	g.do("POST", "/v1/approvals/"+details(r)["approvalId"].(string)+"/decision", g.operator, map[string]any{"decision": "deny"}, nil)
+}
+
+func TestNodeGatewayRestartResync(t *testing.T) {
+	t.Parallel()
+	gh := newHome(t, nodeGatewayConfig)
+	g := startNodeGateway(t, gh, "127.0.0.1:0")
+	n, _ := pairNode(t, g, "survivor", nodeFullConfig)
+	r := execOK(t, g, map[string]any{"command": "for i in $(seq 1 30); do echo line $i; sleep 0.1; done; sleep 0.2", "background": true})
+	sid := details(r)["sessionId"].(string)
+	time.Sleep(500 * time.Millisecond)
+	addr := strings.TrimPrefix(g.base, "http://")
+	g.stop()
+	time.Sleep(time.Second) // the node goes on writing its journal meanwhile
+	g = g.restartOn(addr)
+	g.waitNode("survivor", "connected")
+	var text string
+	eventually(t, 15*time.Second, func() string {
+		_, m := g.tool("process", map[string]any{"action": "poll", "sessionId": sid, "timeout": 500})
+		if details(m)["status"] == "running" {
+			return "still running"
+		}
+		_, lm := g.tool("process", map[string]any{"action": "log", "sessionId": sid})
+		text = lm["text"].(string)
+		return ""
+	})
+	checkLines(t, text, 30)
+	_ = n
+}
+
+// checkLines checks that text is exactly "line 1" … "line n".
+func checkLines(t *testing.T, text string, n int) {
+	t.Helper()
+	var want []string
+	for i := 1; i <= n; i++ {
+		want = append(want, fmt.Sprintf("line %d", i))
+	}
+	if got := strings.TrimSpace(text); got != strings.Join(want, "\n") {
+		t.Fatalf("output after resync is not complete and in order:\n%s", got)
+	}
+}
