@@ -415,7 +415,8 @@ func TestNodeExecAndProcess(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, func() string {
 		if len(pgrep("^sleep 970.1")) != 1 {
-			out, _ := exec.Command("sh", "-c", "ps -eo pid,args | grep 970").Output(); return "sleep 970.1 not running: " + string(out)
+			out, _ := exec.Command("sh", "-c", "ps -eo pid,args | grep 970").Output()
+			return "sleep 970.1 not running: " + string(out)
 		}
 		return ""
 	})
