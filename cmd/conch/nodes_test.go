@@ -582,3 +582,95 @@ func checkLines(t *testing.T, text string, n int) {
 		t.Fatalf("output after resync is not complete and in order:\n%s", got)
 	}
 }
+
+// TestNodeNetnsLinkCut puts a node in its own network namespace, joined
+// to the gateway by a veth pair on a private /30, cuts the link while a
+// run prints, restores it, and checks that the gateway's copy of the
+// output is complete once the node has reconnected and resynchronised.
+func TestNodeNetnsLinkCut(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for ip netns and veth")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("ip (iproute2) is not installed")
+	}
+	id := os.Getpid() % 100000
+	ns := fmt.Sprintf("conch-t%d", id)
+	vh, vn := fmt.Sprintf("cvh%d", id), fmt.Sprintf("cvn%d", id)
+	hostIP, nodeIP := fmt.Sprintf("10.231.%d.1", id%250+1), fmt.Sprintf("10.231.%d.2", id%250+1)
+	ip := func(args ...string) error {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if err := ip("netns", "add", ns); err != nil {
+		t.Skipf("cannot create a network namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		ip("link", "del", vh)
+		ip("netns", "del", ns)
+	})
+	for _, args := range [][]string{
+		{"link", "add", vh, "type", "veth", "peer", "name", vn, "netns", ns},
+		{"addr", "add", hostIP + "/30", "dev", vh},
+		{"link", "set", vh, "up"},
+		{"-n", ns, "addr", "add", nodeIP + "/30", "dev", vn},
+		{"-n", ns, "link", "set", vn, "up"},
+		{"-n", ns, "link", "set", "lo", "up"},
+	} {
+		if err := ip(args...); err != nil {
+			t.Skipf("cannot set up the veth link: %v", err)
+		}
+	}
+	gh := newHome(t, nodeGatewayConfig)
+	g := startNodeGateway(t, gh, hostIP+":0", "--insecure-listen")
+	_, nid := pairNode(t, g, "isolated", nodeFullConfig, "ip", "netns", "exec", ns)
+	_, m := g.do("GET", "/v1/nodes", g.operator, nil, nil)
+	if !strings.Contains(fmt.Sprint(m), "remoteIp:"+nodeIP) {
+		t.Fatalf("node did not connect over the veth link: %v", m)
+	}
+	r := execOK(t, g, map[string]any{"command": "for i in $(seq 1 50); do echo line $i; sleep 0.1; done", "background": true})
+	sid := details(r)["sessionId"].(string)
+	if details(r)["nodeId"] != nid {
+		t.Fatalf("run not on the isolated node: %v", r)
+	}
+	logText := func() string {
+		_, m := g.tool("process", map[string]any{"action": "log", "sessionId": sid})
+		s, _ := m["text"].(string)
+		return s
+	}
+	eventually(t, 10*time.Second, func() string {
+		if !strings.Contains(logText(), "line 3\n") {
+			return "no output yet: " + logText()
+		}
+		return ""
+	})
+	if err := ip("-n", ns, "link", "set", vn, "down"); err != nil {
+		t.Fatal(err)
+	}
+	cutAt := strings.Count(logText(), "\n")
+	g.waitNode("isolated", "offline")
+	time.Sleep(time.Second)
+	during := strings.Count(logText(), "\n")
+	if err := ip("-n", ns, "link", "set", vn, "up"); err != nil {
+		t.Fatal(err)
+	}
+	g.waitNode("isolated", "connected")
+	var text string
+	eventually(t, 15*time.Second, func() string {
+		_, m := g.tool("process", map[string]any{"action": "poll", "sessionId": sid, "timeout": 500})
+		if details(m)["status"] != "completed" {
+			return "not completed: " + fmt.Sprint(details(m))
+		}
+		text = logText()
+		return ""
+	})
+	t.Logf("lines mirrored at the cut: %d, while offline: %d", cutAt, during)
+	if during >= 49 {
+		t.Fatalf("the run ended before the link came back (%d lines while offline): the test proves nothing", during)
+	}
+	checkLines(t, text, 50)
+}
