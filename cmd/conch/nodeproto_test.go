@@ -2,13 +2,22 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -159,5 +168,84 @@ func TestNodePlanBinding(t *testing.T) {
 	wantErr(run(p, "pb-seven", true, nil), "INVALID_REQUEST: session id in use")
 	if !strings.HasPrefix(p.Plan.Cwd, "/") {
 		t.Fatalf("cwd not canonical: %s", p.Plan.Cwd)
+	}
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 and its key.
+func writeCert(t *testing.T, dir, name string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	return certFile, keyFile
+}
+
+// TestNodeTLSPinned pairs a node over TLS with the gateway's certificate
+// pinned (--ca with a leaf certificate); a node pinning another
+// certificate never connects.
+func TestNodeTLSPinned(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cert, key := writeCert(t, dir, "gateway")
+	other, _ := writeCert(t, dir, "other")
+	gh := newHome(t, nodeGatewayConfig)
+	g := startNodeGateway(t, gh, "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key)
+	if !strings.HasPrefix(g.base, "https://") {
+		t.Fatalf("gateway base %s", g.base)
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		argv := append(args, "--home", gh)
+		if args[0] == "exec" {
+			argv = append([]string{"exec", "--home", gh}, args[1:]...)
+		}
+		out, err := exec.Command(conchBin, argv...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("conch %v: %v %s", args, err, out)
+		}
+		return string(out)
+	}
+	var inv struct{ Token string }
+	json.Unmarshal([]byte(cli("nodes", "invite", "--json")), &inv)
+
+	bad := startNode(t, newHome(t, nodeFullConfig), nil, "--gateway", g.base, "--token", inv.Token, "--name", "wrong-pin", "--ca", other)
+	nh := newHome(t, nodeFullConfig)
+	startNode(t, nh, nil, "--gateway", strings.Replace(g.base, "https://", "wss://", 1), "--token", inv.Token, "--name", "tls-node", "--ca", cert)
+	eventually(t, 15*time.Second, func() string {
+		if out := cli("nodes", "list"); !strings.Contains(out, "pending    tls-node") {
+			return "no pairing request: " + out
+		}
+		return ""
+	})
+	cli("nodes", "approve", "tls-node")
+	eventually(t, 15*time.Second, func() string {
+		if out := cli("nodes", "list"); !strings.Contains(out, "connected  tls-node") {
+			return "not connected: " + out
+		}
+		return ""
+	})
+	if out := cli("exec", "--", "echo over-tls"); !strings.Contains(out, "over-tls") {
+		t.Fatalf("exec over TLS: %s", out)
+	}
+	if out := cli("nodes", "list"); strings.Contains(out, "wrong-pin") {
+		t.Fatalf("a node pinning another certificate got through: %s", out)
+	}
+	if !strings.Contains(bad.output(), "pinned certificate") {
+		t.Fatalf("wrong pin not reported: %s", bad.output())
 	}
 }

@@ -22,7 +22,7 @@ import (
 
 const nodeTestPing = "300" // CONCH_NODE_PING_MS: keepalive for fast failure detection
 
-var anyListenRE = regexp.MustCompile(`listening on (http://[0-9.]+:\d+)`)
+var anyListenRE = regexp.MustCompile(`listening on (https?://[0-9.]+:\d+)`)
 
 // startNodeGateway runs `conch serve` for node tests on listen.
 func startNodeGateway(t *testing.T, home, listen string, extra ...string) *gateway {

@@ -261,7 +261,7 @@ func Run(ctx context.Context, opt Options) error {
 		if ok {
 			backoff = first
 		}
-		opt.Logger.Info("gateway connection ended; reconnecting", "err", err, "in", backoff)
+		opt.Logger.Warn("gateway connection ended; reconnecting", "err", err, "in", backoff)
 		d := backoff + time.Duration(mrand.Int64N(int64(backoff/4)+1))
 		select {
 		case <-ctx.Done():
