@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,11 +66,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 
 	agents := auth.Open(*home)
-	var srv *httpapi.Server
+	// srv is set once the engine is up; engine and hub callbacks may run
+	// before (reattached sessions), hence the atomic.
+	var srvp atomic.Pointer[httpapi.Server]
 	// The node hub restores the mirrors of node sessions before the engine
 	// reattaches them (hosts.md §5.5).
 	hub, err := nodehub.New(nodehub.Options{Home: *home, Logger: log, Ping: nodePing(), Events: func(typ string, data any) {
-		if srv != nil {
+		if srv := srvp.Load(); srv != nil {
 			srv.Publish(engine.Event{Type: typ, Data: data})
 		}
 	}})
@@ -81,12 +84,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	eng, err := engine.New(engine.Options{
 		Home: *home, Mode: "serve", Logger: log, Nodes: hub,
 		Events: func(ev engine.Event) {
-			if srv != nil {
+			if srv := srvp.Load(); srv != nil {
 				srv.Publish(ev)
 			}
 		},
 		Notify: func(agent string, n engine.Notice) {
-			if srv != nil {
+			if srv := srvp.Load(); srv != nil {
 				srv.Notify(agent, n)
 			}
 		},
@@ -135,7 +138,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
 		linkBase = fmt.Sprintf("%s://%s", scheme, net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port)))
 	}
-	srv = httpapi.New(httpapi.Options{
+	srv := httpapi.New(httpapi.Options{
 		Engine: eng, Home: eng.Home(), Agents: agents, OperatorToken: opTok, Listen: *listen,
 		AllowedHosts: serverList(eng.Config(), "allowedHosts"), AllowedOrigins: serverList(eng.Config(), "allowedOrigins"),
 		Version: version(), Logger: log, UI: ui, PublicURL: linkBase, Nodes: hub,
@@ -157,6 +160,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		log.Warn("engine socket unavailable", "err", err)
 	}
+	srvp.Store(srv)
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(h, slog.LevelDebug)}
 	ss := &http.Server{Handler: srv.SocketHandler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)

@@ -197,7 +197,9 @@ func TestServeAuthAndBrowserChecks(t *testing.T) {
 		{"operator token on /mcp", "POST", "/mcp", g.operator, nil, map[string]any{}, 403},
 		{"unknown field", "POST", "/v1/exec", g.token, nil, map[string]any{"command": "true", "cwd": "/"}, 400},
 		{"not found", "POST", "/v1/sessions/nope/kill", g.token, nil, map[string]any{}, 404},
-		{"nodes are not in this build", "GET", "/v1/nodes", g.operator, nil, nil, 503},
+		{"nodes need operator", "GET", "/v1/nodes", g.token, nil, nil, 403},
+		{"nodes list", "GET", "/v1/nodes", g.operator, nil, nil, 200},
+		{"node connect needs a node token", "GET", "/v1/nodes/connect", g.token, nil, nil, 401},
 	}
 	for _, c := range cases {
 		if code, m := g.do(c.method, c.path, c.token, c.body, c.hdr); code != c.want {
