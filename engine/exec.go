@@ -421,7 +421,22 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		s.remove()
 		return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
 	}
-	if err := e.launch(s, pl, p, g.requestID, "", g.pinned); err != nil {
+	err = e.launch(s, pl, p, g.requestID, "", g.pinned)
+	if err != nil && pl.node != nil && strings.Contains(err.Error(), "session id in use") {
+		// The node still keeps a session of that name: once more with a
+		// fresh id (hosts.md §5.5).
+		s.remove()
+		if id, dir, err = e.newID(); err != nil {
+			return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
+		}
+		st := s.st
+		s = newSession(id, dir, pl.agent)
+		s.st = st
+		if err = s.saveLocked(); err == nil {
+			err = e.launch(s, pl, p, g.requestID, "", g.pinned)
+		}
+	}
+	if err != nil {
 		// A supervisor killed for not reporting in time may have started
 		// the command already: end its tree before forgetting it.
 		var meta supervisor.Meta

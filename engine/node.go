@@ -330,6 +330,21 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 	if !nodeSessionID.MatchString(p.SessionID) {
 		return rep, nodeErr(apitype.NodeInvalidRequest, "invalid sessionId")
 	}
+	// The session id first: a clash (the gateway retries with a fresh
+	// id) must not use up the plan.
+	dir := supervisor.SessionDir(e.home, p.SessionID)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if os.IsExist(err) {
+			return rep, nodeErr(apitype.NodeInvalidRequest, "session id in use")
+		}
+		return rep, nodeErr(apitype.NodeUnavailable, fmt.Sprintf("conch home %s is not writable (%v)", e.home, err))
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(dir)
+		}
+	}()
 	e.nodes.mu.Lock()
 	np := e.nodes.m[p.PlanID]
 	usable := np != nil && !np.used && time.Now().Before(np.expireAt)
@@ -363,13 +378,6 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 		return rep, nodeErr(apitype.NodeInvalidRequest, msg)
 	}
 	set := e.conf().Exec(p.AgentID)
-	dir := supervisor.SessionDir(e.home, p.SessionID)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		if os.IsExist(err) {
-			return rep, nodeErr(apitype.NodeInvalidRequest, "session id in use")
-		}
-		return rep, nodeErr(apitype.NodeUnavailable, fmt.Sprintf("conch home %s is not writable (%v)", e.home, err))
-	}
 	stdin := p.Stdin
 	switch {
 	case p.PTY:
@@ -401,7 +409,6 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 		Gated: true, Notice: noticeState{Queued: true}, // the gateway tells its agent
 	}
 	if err := s.saveLocked(); err != nil {
-		s.remove()
 		return rep, nodeErr(apitype.NodeUnavailable, err.Error())
 	}
 	approvalID := ""
@@ -412,6 +419,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 		s.remove()
 		return rep, nodeErr(apitype.NodeUnavailable, "spawn failed: "+err.Error())
 	}
+	ok = true
 	s.mu.Lock()
 	pid := s.pid
 	s.mu.Unlock()

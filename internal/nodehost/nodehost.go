@@ -301,6 +301,14 @@ func (l *link) send(f apitype.Frame) error {
 	return l.ws.Write(l.ctx, websocket.MessageText, b)
 }
 
+// output sends an exec.output event as a binary message.
+func (l *link) output(o apitype.NodeOutput) error {
+	b := apitype.EncodeNodeOutput(o)
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.ws.Write(l.ctx, websocket.MessageBinary, b)
+}
+
 func (l *link) event(name string, payload any) error {
 	b, _ := json.Marshal(payload)
 	return l.send(apitype.Frame{Type: "event", Event: name, Payload: b})
@@ -589,7 +597,7 @@ func (n *node) stream(l *link, id, runID, command string, since int64) {
 	go func() {
 		defer cancel()
 		cur := since
-		const batch = 256 << 10
+		const batch = 1 << 20
 		for {
 			dir, changed, ok := n.opt.Engine.NodeSession(id)
 			if !ok {
@@ -603,7 +611,7 @@ func (n *node) stream(l *link, id, runID, command string, since int64) {
 				if len(buf) == 0 {
 					return nil
 				}
-				err := l.event("exec.output", apitype.NodeOutput{RunID: runID, SessionID: id, Stream: bufStream, Cursor: cur, Data: buf})
+				err := l.output(apitype.NodeOutput{RunID: runID, SessionID: id, Stream: bufStream, Cursor: cur, Data: buf})
 				buf = buf[:0]
 				return err
 			}

@@ -505,9 +505,20 @@ func (h *Hub) keepalive(c *conn) {
 func (h *Hub) readLoop(c *conn) {
 	defer c.cancel()
 	for {
-		_, b, err := c.ws.Read(c.ctx)
+		typ, b, err := c.ws.Read(c.ctx)
 		if err != nil {
 			return
+		}
+		if typ == websocket.MessageBinary {
+			// exec.output in binary form (apitype.EncodeNodeOutput).
+			o, err := apitype.DecodeNodeOutput(b)
+			if err != nil {
+				continue
+			}
+			if m := h.mirror(o.SessionID, c.hello.NodeID); m != nil {
+				m.output(o)
+			}
+			continue
 		}
 		var f apitype.Frame
 		if json.Unmarshal(b, &f) != nil {
