@@ -4,6 +4,7 @@
 package nodehub
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -113,6 +114,10 @@ func (s *Store) Update(f func(*State) error) error {
 	if err != nil {
 		return err
 	}
+	before := map[string][]byte{}
+	for name, v := range st.files() {
+		before[name], _ = json.Marshal(v)
+	}
 	now := time.Now().UnixMilli()
 	// Expired pairing requests and invites are dropped.
 	st.Pending = filter(st.Pending, func(p Pending) bool { return p.ExpiresAtMs > now })
@@ -120,12 +125,20 @@ func (s *Store) Update(f func(*State) error) error {
 	if err := f(st); err != nil {
 		return err
 	}
-	for name, v := range map[string]any{"invites.json": st.Invites, "pending.json": st.Pending, "paired.json": st.Paired, "sessions.json": st.Routes} {
+	// Only the files that changed are rewritten.
+	for name, v := range st.files() {
+		if b, _ := json.Marshal(v); bytes.Equal(b, before[name]) {
+			continue
+		}
 		if err := supervisor.WriteJSON(s.path(name), v); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (st *State) files() map[string]any {
+	return map[string]any{"invites.json": st.Invites, "pending.json": st.Pending, "paired.json": st.Paired, "sessions.json": st.Routes}
 }
 
 // Read returns the current state.
