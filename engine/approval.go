@@ -243,7 +243,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	var persisted []string
 	note := ""
 	if decision == string(approvals.AllowAlways) {
-		if pr != nil && pr.gate.eff.Security == policy.SecurityAllowlist && len(req.Persist) > 0 {
+		if pr != nil && pr.plan.node == nil && pr.gate.eff.Security == policy.SecurityAllowlist && len(req.Persist) > 0 {
 			before, _ := approvals.Load(e.home)
 			added, err := approvals.AddAllow(e.home, s.agent, req.Persist, req.Command)
 			if err != nil {
@@ -257,7 +257,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 				e.appendLedger(ledger.Record{Type: ledger.TypePolicy, Agent: s.agent, Fields: policyFields(before, after, decidedBy)}, true)
 			}
 		}
-		if len(persisted) == 0 {
+		if len(persisted) == 0 && (pr == nil || pr.plan.node == nil) {
 			why := "no executable to persist"
 			if pr != nil && pr.gate.eff.Security != policy.SecurityAllowlist {
 				why = "security is not allowlist"
@@ -284,6 +284,9 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 		return
 	}
 	pl := pr.plan
+	if pl.node != nil {
+		pl.node.decision = decision // the node persists allow-always itself
+	}
 	// Approved runs: backgrounded, no exit notice, the effective timeout
 	// (explicit, else timeoutSec) with no background exemption.
 	if pr.params.Timeout == nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/supervisor"
@@ -50,11 +51,12 @@ type NodeRef struct {
 
 // nodeTarget is the node part of a gateway plan.
 type nodeTarget struct {
-	ref     NodeRef
-	query   string
-	workdir string // only an explicitly passed workdir (exec.md §4.3)
-	params  map[string]string
-	prep    apitype.NodePrepareReply
+	ref      NodeRef
+	query    string
+	workdir  string // only an explicitly passed workdir (exec.md §4.3)
+	params   map[string]string
+	prep     apitype.NodePrepareReply
+	decision string // of the approval, when approved
 }
 
 // planNode selects the node of a host=node run (hosts.md §5.2) and fills
@@ -151,7 +153,7 @@ func (e *Engine) startNode(spec supervisor.Spec, pl *plan, requestID, approvalID
 		Approved: approvalID != "", Stream: true, PTY: pl.pty, Cols: spec.Cols, Rows: spec.Rows, Stdin: pl.stdin,
 	}
 	if approvalID != "" {
-		run.RunID, run.ApprovalDecision = approvalID, "allow-once"
+		run.RunID, run.ApprovalDecision = approvalID, pl.node.decision
 	}
 	return e.opt.Nodes.Start(pl.node.ref.ID, spec, run)
 }
@@ -162,7 +164,9 @@ func (e *Engine) startNode(spec supervisor.Spec, pl *plan, requestID, approvalID
 type nodePlan struct {
 	plan     apitype.NodePlan
 	verdict  apitype.NodeVerdict
-	pinned   string // the pinned command text, if the policy pinned it
+	pinned   string   // the pinned command text, if the policy pinned it
+	persist  []string // what allow-always adds to this node's allowlist
+	security policy.Security
 	used     bool
 	expireAt time.Time
 }
@@ -257,7 +261,7 @@ func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareRe
 			return rep, nodeErr(apitype.NodeRunDenied, "approval requires a stable executable path")
 		}
 	}
-	np := &nodePlan{plan: plan, verdict: verdict, expireAt: time.UnixMilli(plan.ExpiresAtMs)}
+	np := &nodePlan{plan: plan, verdict: verdict, expireAt: time.UnixMilli(plan.ExpiresAtMs), persist: d.Persist, security: eff.Security}
 	if d.Outcome == policy.OutcomeRun && d.Pinned != "" && eff.Security == policy.SecurityAllowlist {
 		np.pinned = d.Pinned
 	}
@@ -376,6 +380,17 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 	}
 	if msg := hostenv.Validate(p.Env); msg != "" {
 		return rep, nodeErr(apitype.NodeInvalidRequest, msg)
+	}
+	if p.Approved && p.ApprovalDecision == "allow-always" && np.security == policy.SecurityAllowlist && len(np.persist) > 0 {
+		// allow-always is persisted in this node's own file (hosts.md §5.7).
+		before, _ := approvals.Load(e.home)
+		if added, err := approvals.AddAllow(e.home, p.AgentID, np.persist, p.RawCommand); err != nil {
+			e.log.Warn("persist allow-always", "err", err)
+		} else if len(added) > 0 {
+			if after, err := approvals.Load(e.home); err == nil {
+				RecordPolicyChange(e.home, before, after, "gateway:"+p.RunID)
+			}
+		}
 	}
 	set := e.conf().Exec(p.AgentID)
 	stdin := p.Stdin

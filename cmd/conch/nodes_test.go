@@ -501,7 +501,7 @@ func TestNodePolicy(t *testing.T) {
 	// The gateway allows everything; the nodes' own policy decides.
 	pairNode(t, g, "locked", `{"tools":{"exec":{"security":"deny"}}}`)
 	pairNode(t, g, "strict", `{"tools":{"exec":{"security":"allowlist","ask":"off"}}}`)
-	pairNode(t, g, "asking", `{"tools":{"exec":{"security":"allowlist","ask":"on-miss"}}}`)
+	asking, _ := pairNode(t, g, "asking", `{"tools":{"exec":{"security":"allowlist","ask":"on-miss"}}}`)
 
 	if code, m := g.tool("exec", map[string]any{"command": "echo hi", "node": "locked"}); errCode(m) != "denied" || errText(m) != "SYSTEM_RUN_DISABLED: security=deny" {
 		t.Fatalf("node security=deny: %d %v", code, m)
@@ -542,6 +542,34 @@ func TestNodePolicy(t *testing.T) {
 		t.Fatalf("allow-once was not consumed: %v", r)
 	}
 	g.do("POST", "/v1/approvals/"+details(r)["approvalId"].(string)+"/decision", g.operator, map[string]any{"decision": "deny"}, nil)
+
+	// allow-always is persisted in the node's own approvals file; the next
+	// run needs no approval.
+	run = map[string]any{"command": "printf always-ok", "node": "asking", "workdir": wd}
+	r = execOK(t, g, run)
+	if details(r)["status"] != "approval-pending" {
+		t.Fatalf("want approval-pending: %v", r)
+	}
+	aid, sid = details(r)["approvalId"].(string), details(r)["sessionId"].(string)
+	if code, m := g.do("POST", "/v1/approvals/"+aid+"/decision", g.operator, map[string]any{"decision": "allow-always"}, nil); code != 200 {
+		t.Fatalf("decide: %d %v", code, m)
+	}
+	eventually(t, 10*time.Second, func() string {
+		_, m := g.tool("process", map[string]any{"action": "poll", "sessionId": sid})
+		if !strings.Contains(m["text"].(string), "always-ok") {
+			return "approved run: " + fmt.Sprint(m)
+		}
+		return ""
+	})
+	if b, _ := os.ReadFile(filepath.Join(asking.home, "exec-approvals.json")); !bytes.Contains(b, []byte("printf")) {
+		t.Fatalf("node file has no printf entry: %s", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(gh, "exec-approvals.json")); bytes.Contains(b, []byte("printf")) {
+		t.Fatalf("gateway file changed: %s", b)
+	}
+	if r := execOK(t, g, run); details(r)["status"] != "completed" || !strings.Contains(r["text"].(string), "always-ok") {
+		t.Fatalf("after allow-always: %v", r)
+	}
 }
 
 func TestNodeGatewayRestartResync(t *testing.T) {
