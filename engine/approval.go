@@ -84,7 +84,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	s := newSession(id, dir, agent)
 	s.st = state{
 		Agent: agent, Command: pl.command, Name: deriveName(pl.command), Cwd: pl.cwd, Host: pl.host, PTY: pl.pty,
-		CreatedAt: time.Now().UnixMilli(), Backgrounded: true, PendingApprovalID: req.ID, Gated: true,
+		CreatedAt: time.Now().UnixMilli(), Backgrounded: true, PendingApprovalID: req.ID, Gated: true, NodeID: nodeIDOf(pl),
 	}
 	s.start = time.UnixMilli(s.st.CreatedAt)
 	s.approval = req
@@ -228,7 +228,7 @@ func (e *Engine) deny(s *session, reason, how string) {
 	st, _, _ := s.snapshot()
 	if how != "withdrawn" && !st.Hidden && req != nil {
 		e.queueNotice(s, Notice{Kind: "denied", SessionID: s.id, ApprovalID: req.ID,
-			Text: fmt.Sprintf("Exec denied (gateway id=%s, %s): %s", req.ID, reason, st.Command)})
+			Text: fmt.Sprintf("Exec denied (%s id=%s, %s): %s", noticeHost(s), req.ID, reason, st.Command)})
 	}
 	e.ended(s, ex)
 }
@@ -310,7 +310,11 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 		e.queueNotice(s, Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID, Text: note})
 	}
 	if err := e.launch(s, pl, pr.params, pr.gate.requestID, req.ID, pr.gate.pinned); err != nil {
-		e.deny(s, "spawn-failed", "")
+		reason := "spawn-failed"
+		if pl.node != nil {
+			reason = err.Error() // the node's refusal (hosts.md §5.4)
+		}
+		e.deny(s, reason, "")
 		return
 	}
 	if st, _, _ := s.snapshot(); st.Hidden {
@@ -328,7 +332,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 			case <-time.After(n):
 				secs := max(1, int((n+500*time.Millisecond)/time.Second))
 				e.queueNotice(s, Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID,
-					Text: fmt.Sprintf("Exec running (gateway id=%s, session=%s, >%ds): %s", req.ID, s.id, secs, req.Command)})
+					Text: fmt.Sprintf("Exec running (%s id=%s, session=%s, >%ds): %s", noticeHost(s), req.ID, s.id, secs, req.Command)})
 			}
 		}()
 	}
@@ -415,7 +419,7 @@ func (e *Engine) finishedNotice(s *session, ex supervisor.Exit) {
 	if ex.TimedOut {
 		end = "timeout"
 	}
-	text := fmt.Sprintf("Exec finished (gateway id=%s, session=%s, %s)", aid, s.id, end)
+	text := fmt.Sprintf("Exec finished (%s id=%s, session=%s, %s)", noticeHost(s), aid, s.id, end)
 	tail, _ := e.tail(s, 400)
 	if sn := render.Snippet(tail); sn != "" {
 		text += "\n" + sn

@@ -490,3 +490,14 @@ func nodePlanJSON(pl *plan) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{"plan": pl.node.prep.Plan, "planHash": pl.node.prep.PlanHash})
 	return b
 }
+
+// noticeHost is the host part of the approval events of exec.md §12.2:
+// "gateway", or "node=<nodeId>" (hosts.md §5.6).
+func noticeHost(s *session) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st.NodeID != "" {
+		return "node=" + s.st.NodeID
+	}
+	return "gateway"
+}

@@ -501,7 +501,7 @@ func TestNodePolicy(t *testing.T) {
 	// The gateway allows everything; the nodes' own policy decides.
 	pairNode(t, g, "locked", `{"tools":{"exec":{"security":"deny"}}}`)
 	pairNode(t, g, "strict", `{"tools":{"exec":{"security":"allowlist","ask":"off"}}}`)
-	asking, _ := pairNode(t, g, "asking", `{"tools":{"exec":{"security":"allowlist","ask":"on-miss"}}}`)
+	asking, askingID := pairNode(t, g, "asking", `{"tools":{"exec":{"security":"allowlist","ask":"on-miss"}}}`)
 
 	if code, m := g.tool("exec", map[string]any{"command": "echo hi", "node": "locked"}); errCode(m) != "denied" || errText(m) != "SYSTEM_RUN_DISABLED: security=deny" {
 		t.Fatalf("node security=deny: %d %v", code, m)
@@ -526,10 +526,20 @@ func TestNodePolicy(t *testing.T) {
 	if code, m := g.do("POST", "/v1/approvals/"+aid+"/decision", g.operator, map[string]any{"decision": "allow-once"}, nil); code != 200 {
 		t.Fatalf("decide: %d %v", code, m)
 	}
+	var seen strings.Builder
 	eventually(t, 10*time.Second, func() string {
 		_, m := g.tool("process", map[string]any{"action": "poll", "sessionId": sid})
+		seen.WriteString(m["text"].(string))
 		if !strings.Contains(m["text"].(string), "once-ok") || details(m)["status"] != "completed" {
 			return "approved run: " + fmt.Sprint(m)
+		}
+		return ""
+	})
+	eventually(t, 5*time.Second, func() string {
+		_, m := g.tool("process", map[string]any{"action": "list"})
+		seen.WriteString(m["text"].(string))
+		if want := fmt.Sprintf("Exec finished (node=%s id=%s, session=%s, code 0)", askingID, aid, sid); !strings.Contains(seen.String(), want) {
+			return "no " + want + " in " + seen.String()
 		}
 		return ""
 	})
