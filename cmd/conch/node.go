@@ -109,35 +109,8 @@ func runNodes(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, use)
 		return exitUsage
 	}
-	var api func(method, path string, body any) (json.RawMessage, int, error)
-	if sock := socketPath(*home); socketAlive(sock) {
-		hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-		}}}
-		api = func(method, path string, body any) (json.RawMessage, int, error) {
-			var rd io.Reader
-			if body != nil {
-				b, _ := json.Marshal(body)
-				rd = bytes.NewReader(b)
-			}
-			req, _ := http.NewRequest(method, "http://conch"+path, rd)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := hc.Do(req)
-			if err != nil {
-				return nil, 0, err
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode >= 300 {
-				var e struct {
-					Error struct{ Message string } `json:"error"`
-				}
-				json.Unmarshal(b, &e)
-				return nil, resp.StatusCode, errors.New(e.Error.Message)
-			}
-			return b, resp.StatusCode, nil
-		}
-	} else {
+	api := socketAPI(*home)
+	if api == nil {
 		// No gateway: the same operations on the files.
 		hub, err := nodehub.New(nodehub.Options{Home: *home})
 		if err != nil {
@@ -221,4 +194,111 @@ func runNodes(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Renamed node %s to %s.\n", p.NodeID, p.Name)
 	}
 	return exitOK
+}
+
+// socketAPI returns a caller of the HTTP API on the home's engine socket
+// (operator rights), or nil when no engine serves it.
+func socketAPI(home string) func(method, path string, body any) (json.RawMessage, int, error) {
+	sock := socketPath(home)
+	if !socketAlive(sock) {
+		return nil
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	return func(method, path string, body any) (json.RawMessage, int, error) {
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequest(method, "http://conch"+path, rd)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, 0, err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode >= 300 {
+			var e struct {
+				Error struct{ Message string } `json:"error"`
+			}
+			json.Unmarshal(b, &e)
+			return nil, resp.StatusCode, errors.New(e.Error.Message)
+		}
+		return b, resp.StatusCode, nil
+	}
+}
+
+// nodeApprovalsFile is `conch approvals get|set --node N`: the node's own
+// approvals file, through the gateway (hosts.md §5.7).
+func nodeApprovalsFile(sub, home, node string, pos []string, baseHash string, force bool, stdout, stderr io.Writer) int {
+	api := socketAPI(home)
+	if api == nil {
+		fmt.Fprintf(stderr, "conch approvals %s --node: no gateway running on %s (start conch serve)\n", sub, home)
+		return exitUnavailable
+	}
+	path := "/v1/approvals-file?node=" + url.QueryEscape(node)
+	fail := func(err error, status int) int {
+		fmt.Fprintf(stderr, "conch approvals %s: %v\n", sub, err)
+		switch status {
+		case 404:
+			return exitNotFound
+		case 409:
+			return exitConflict
+		case 503:
+			return exitUnavailable
+		}
+		return exitFailed
+	}
+	switch sub {
+	case "get":
+		b, st, err := api("GET", path, nil)
+		if err != nil {
+			return fail(err, st)
+		}
+		stdout.Write(b)
+		if !bytes.HasSuffix(b, []byte("\n")) {
+			fmt.Fprintln(stdout)
+		}
+		return exitOK
+	case "set":
+		if len(pos) != 1 {
+			fmt.Fprintln(stderr, "usage: conch approvals set FILE|- --node N (--base-hash H | --force)")
+			return exitUsage
+		}
+		var b []byte
+		var err error
+		if pos[0] == "-" {
+			b, err = io.ReadAll(os.Stdin)
+		} else {
+			b, err = os.ReadFile(pos[0])
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "conch approvals set: %v\n", err)
+			return exitFailed
+		}
+		if !json.Valid(b) {
+			fmt.Fprintln(stderr, "conch approvals set: the file is not JSON")
+			return exitUsage
+		}
+		if force {
+			cur, st, err := api("GET", path, nil)
+			if err != nil {
+				return fail(err, st)
+			}
+			var c struct{ Hash string }
+			json.Unmarshal(cur, &c)
+			baseHash = c.Hash
+		}
+		out, st, err := api("PUT", path, map[string]any{"file": json.RawMessage(b), "baseHash": baseHash})
+		if err != nil {
+			return fail(err, st)
+		}
+		stdout.Write(out)
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "conch approvals: --node works with get and set only")
+	return exitUsage
 }

@@ -500,14 +500,44 @@ func TestNodePolicy(t *testing.T) {
 	g := startNodeGateway(t, gh, "127.0.0.1:0")
 	// The gateway allows everything; the nodes' own policy decides.
 	pairNode(t, g, "locked", `{"tools":{"exec":{"security":"deny"}}}`)
-	pairNode(t, g, "strict", `{"tools":{"exec":{"security":"allowlist","ask":"off"}}}`)
+	strict, _ := pairNode(t, g, "strict", `{"tools":{"exec":{"security":"allowlist","ask":"off"}}}`)
 	asking, askingID := pairNode(t, g, "asking", `{"tools":{"exec":{"security":"allowlist","ask":"on-miss"}}}`)
 
 	if code, m := g.tool("exec", map[string]any{"command": "echo hi", "node": "locked"}); errCode(m) != "denied" || errText(m) != "SYSTEM_RUN_DISABLED: security=deny" {
 		t.Fatalf("node security=deny: %d %v", code, m)
 	}
-	if code, m := g.tool("exec", map[string]any{"command": "touch /tmp/x-conch", "node": "strict"}); errCode(m) != "denied" || !strings.HasPrefix(errText(m), "SYSTEM_RUN_DENIED: ") {
+	made := filepath.Join(t.TempDir(), "made")
+	if code, m := g.tool("exec", map[string]any{"command": "touch " + made, "node": "strict"}); errCode(m) != "denied" || !strings.HasPrefix(errText(m), "SYSTEM_RUN_DENIED: ") {
 		t.Fatalf("node allowlist miss: %d %v", code, m)
+	}
+	// The operator edits the node's own file through the gateway.
+	cli := func(stdin string, args ...string) (string, int) {
+		cmd := exec.Command(conchBin, append(args, "--home", gh)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, _ := cmd.CombinedOutput()
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	out, code := cli("", "approvals", "get", "--node", "strict")
+	var cur struct{ Path, Hash string }
+	if json.Unmarshal([]byte(out), &cur) != nil || code != 0 || cur.Path != filepath.Join(strict.home, "exec-approvals.json") {
+		t.Fatalf("approvals get --node: %d %s", code, out)
+	}
+	touch, _ := exec.LookPath("touch")
+	file := `{"version":1,"agents":{"main":{"allowlist":[{"pattern":"` + touch + `"}]}}}`
+	if out, code := cli(file, "approvals", "set", "-", "--node", "strict", "--base-hash", "stale"); code != 5 {
+		t.Fatalf("stale base hash: %d %s", code, out)
+	}
+	if out, code := cli(file, "approvals", "set", "-", "--node", "strict", "--base-hash", cur.Hash); code != 0 {
+		t.Fatalf("approvals set --node: %d %s", code, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(gh, "exec-approvals.json")); bytes.Contains(b, []byte(touch)) {
+		t.Fatalf("the gateway's file changed: %s", b)
+	}
+	if r := execOK(t, g, map[string]any{"command": "touch " + made, "node": "strict"}); details(r)["status"] != "completed" {
+		t.Fatalf("after the node's allowlist changed: %v", r)
+	}
+	if _, err := os.Stat(made); err != nil {
+		t.Fatal(err)
 	}
 
 	// allow-once: approved once, consumed; the next identical run asks again.

@@ -47,6 +47,7 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 	force := fs.Bool("force", false, "set: replace whatever the current file is")
 	replace := fs.Bool("replace", false, "import: overwrite instead of merging")
 	rf := remoteFlags(fs)
+	node := fs.String("node", "", "get, set: the approvals file of this node host, through the gateway")
 	sub := args[0]
 	// Flags may follow the positional arguments.
 	var pos []string
@@ -60,6 +61,9 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 			pos = append(pos, rest[0])
 			rest = rest[1:]
 		}
+	}
+	if *node != "" {
+		return nodeApprovalsFile(sub, *home, *node, pos, *baseHash, *force, stdout, stderr)
 	}
 	if rf.gateway != "" {
 		c, err := rf.client(*home)

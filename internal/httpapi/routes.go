@@ -517,7 +517,49 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]any{"id": req.ID, "decision": req.Decision, "sessionId": req.SessionID, "persisted": []string{}})
 }
 
+// nodeApprovals runs system.execApprovals.get|set on the node named by
+// the query parameter node (hosts.md §5.7).
+func (s *Server) nodeApprovals(w http.ResponseWriter, r *http.Request, query string, set json.RawMessage) {
+	if s.opt.Nodes == nil {
+		writeError(w, 503, apitype.CodeNodeUnavailable, "node hosts are served by conch serve")
+		return
+	}
+	ref, aerr := s.opt.Nodes.Select(query)
+	if aerr != nil {
+		writeError(w, statusOf(aerr.Code), aerr.Code, aerr.Message)
+		return
+	}
+	method := "system.execApprovals.get"
+	var params any
+	if set != nil {
+		method, params = "system.execApprovals.set", set
+	}
+	b, aerr := s.opt.Nodes.Call(r.Context(), ref.ID, method, params, 10*time.Second)
+	if aerr != nil {
+		switch {
+		case strings.Contains(aerr.Message, "exec approvals changed"):
+			writeError(w, 409, "conflict", aerr.Message)
+		case aerr.Code == apitype.NodeInvalidRequest:
+			writeError(w, 400, "invalid_argument", aerr.Message)
+		default:
+			writeError(w, 503, apitype.CodeNodeUnavailable, aerr.Message)
+		}
+		return
+	}
+	if set != nil {
+		var res struct{ Hash string }
+		json.Unmarshal(b, &res)
+		s.hub.Publish(engine.Event{Type: "policy.changed", Data: map[string]any{"file": approvals.FileName, "nodeId": ref.ID, "newHash": res.Hash, "by": "api:operator"}})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}
+
 func (s *Server) getApprovalsFile(w http.ResponseWriter, r *http.Request) {
+	if n := r.URL.Query().Get("node"); n != "" {
+		s.nodeApprovals(w, r, n, nil)
+		return
+	}
 	f, err := approvals.Load(s.opt.Home)
 	if err != nil {
 		writeError(w, 500, "io_error", err.Error())
@@ -537,6 +579,10 @@ func (s *Server) putApprovalsFile(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := json.Unmarshal(body, &in); err != nil || len(in.File) == 0 {
 		writeError(w, 400, "invalid_argument", "body must be {file, baseHash}")
+		return
+	}
+	if n := r.URL.Query().Get("node"); n != "" {
+		s.nodeApprovals(w, r, n, body)
 		return
 	}
 	f, err := approvals.Parse(in.File)
