@@ -334,6 +334,19 @@ func TestNodePairing(t *testing.T) {
 	if st, _ := g.nodeStatus("renamed-box"); st != "" {
 		t.Fatalf("removed node still listed: %s", st)
 	}
+	// Operators saw the whole life of the node as events (replayed from
+	// the ring).
+	evs := readSSE(t, g.base+"/v1/events", g.operator, nil, func(e sseEvent) bool { return e.event == "node.removed" }, 10*time.Second)
+	var kinds []string
+	for _, e := range evs {
+		if strings.HasPrefix(e.event, "node.") && strings.Contains(e.data, id) {
+			kinds = append(kinds, e.event)
+		}
+	}
+	if got := strings.Join(kinds, ","); !strings.HasPrefix(got, "node.pairing.requested,node.connected,node.disconnected,node.connected,node.renamed,") ||
+		!strings.HasSuffix(got, "node.removed") {
+		t.Fatalf("node events: %s", got)
+	}
 	// Its token no longer works.
 	a = startNode(t, ah, nil)
 	if code, text := a.exited(10 * time.Second); code == 0 || !strings.Contains(text, "refused this node's token") {
