@@ -501,3 +501,9 @@ func noticeHost(s *session) string {
 	}
 	return "gateway"
 }
+
+// NodeBinding is the node agent's host=node calls are bound to (exec
+// defaults > agents.<id>.tools.exec.node > tools.exec.node), or "".
+func (e *Engine) NodeBinding(agent string) string {
+	return firstNonEmpty(e.execDefaults(agent).Node, e.conf().Exec(agent).Node)
+}

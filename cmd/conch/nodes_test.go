@@ -755,3 +755,29 @@ func TestNodeNetnsLinkCut(t *testing.T) {
 	}
 	checkLines(t, text, 50)
 }
+
+// TestNodeApplyPatch applies a patch on the agent's node, in the node's
+// workspace for the agent (apply-patch.md §1).
+func TestNodeApplyPatch(t *testing.T) {
+	t.Parallel()
+	gh := newHome(t, `{"tools":{"exec":{"host":"node","security":"full","ask":"off","applyPatch":{"enabled":true}}}}`)
+	g := startNodeGateway(t, gh, "127.0.0.1:0")
+	ws := t.TempDir()
+	_, id := pairNode(t, g, "patcher", `{"agents":{"main":{"workspace":"`+ws+`"}},"tools":{"exec":{"security":"full","ask":"off"}}}`)
+	code, m := g.tool("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: sub/hello.txt\n+hi from the node\n*** End Patch"})
+	if code != 200 || details(m)["status"] != "completed" {
+		t.Fatalf("apply_patch: %d %v", code, m)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "sub", "hello.txt")); err != nil || string(b) != "hi from the node\n" {
+		t.Fatalf("patched file on the node: %q %v", b, err)
+	}
+	// Outside the node's workspace: refused by the node's own workspaceOnly.
+	code, m = g.tool("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: ../escape.txt\n+x\n*** End Patch"})
+	if code == 200 {
+		t.Fatalf("patch outside the workspace: %d %v", code, m)
+	}
+	out, _ := exec.Command(conchBin, "ledger", "tail", "--home", gh, "--json").Output()
+	if !strings.Contains(string(out), id) {
+		t.Fatalf("no patch record naming the node in the gateway ledger: %s", out)
+	}
+}

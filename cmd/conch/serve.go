@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/config"
@@ -81,8 +82,20 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return exitUnavailable
 	}
 	defer hub.Close()
+	// nodeBinding reads the engine once it exists (apply_patch on a node
+	// is only called after that).
+	var engp atomic.Pointer[engine.Engine]
+	nodeBinding := func(agent string) string {
+		if e := engp.Load(); e != nil {
+			return e.NodeBinding(agent)
+		}
+		return ""
+	}
 	eng, err := engine.New(engine.Options{
 		Home: *home, Mode: "serve", Logger: log, Nodes: hub,
+		PatchNode: func(ctx context.Context, agent, input string) (engine.NodePatch, *apitype.Error) {
+			return hub.PatchApply(ctx, nodeBinding(agent), agent, input)
+		},
 		Events: func(ev engine.Event) {
 			if srv := srvp.Load(); srv != nil {
 				srv.Publish(ev)
@@ -108,6 +121,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailed
 	}
+	engp.Store(eng)
 	closeEngine := func() {
 		if *stopSessions {
 			eng.StopSessions()

@@ -322,7 +322,7 @@ func (l *link) reply(id string, payload any, aerr *apitype.Error) error {
 	return l.send(apitype.Frame{Type: "res", ID: id, OK: true, Payload: b})
 }
 
-var caps = []string{"system.run", "system.run.stream", "pty", "system.session", "system.which", "system.execApprovals"}
+var caps = []string{"system.run", "system.run.stream", "pty", "system.session", "system.which", "system.execApprovals", "system.patch"}
 
 // session runs one connection; ok reports that the hello succeeded.
 func (n *node) session(ctx context.Context) (ok bool, err error) {
@@ -527,6 +527,26 @@ func (n *node) request(l *link, f apitype.Frame) {
 			rep = supervisor.Reply{Error: err.Error()}
 		}
 		l.reply(f.ID, rep, nil)
+	case f.Method == "system.patch.apply":
+		var p struct {
+			AgentID string `json:"agentId"`
+			Input   string `json:"input"`
+		}
+		if json.Unmarshal(f.Params, &p) != nil {
+			l.reply(f.ID, nil, invalid("bad params"))
+			return
+		}
+		// This node's workspace for the agent and its own workspaceOnly
+		// (apply-patch.md §1).
+		cfg := eng.Config()
+		ws := cfg.Exec(p.AgentID).Workspace
+		if ws == "" {
+			ws, _ = os.Getwd()
+		}
+		ctx, cancel := context.WithTimeout(l.ctx, 30*time.Second)
+		res := engine.ApplyPatchLocal(ctx, p.Input, ws, cfg.ApplyPatch(p.AgentID).WorkspaceOnly)
+		cancel()
+		l.reply(f.ID, res, nil)
 	case f.Method == "system.which":
 		var p struct{ Names []string }
 		json.Unmarshal(f.Params, &p)

@@ -814,3 +814,44 @@ func (h *Hub) List() ([]Node, error) {
 	}
 	return out, nil
 }
+
+// PatchApply runs apply_patch on the node query selects (the agent's
+// binding, else the only connected node) through system.patch.apply.
+func (h *Hub) PatchApply(ctx context.Context, query, agent, input string) (engine.NodePatch, *apitype.Error) {
+	var np engine.NodePatch
+	ref, aerr := h.Select(query)
+	if aerr != nil {
+		return np, aerr
+	}
+	np.NodeID, np.NodeName = ref.ID, ref.Name
+	if !slices.Contains(ref.Caps, "system.patch") {
+		return np, apitype.Errorf(apitype.CodeUnavailable, "apply_patch is not available on node %s (%s).", ref.Name, ref.ID)
+	}
+	b, aerr := h.Call(ctx, ref.ID, "system.patch.apply", map[string]string{"agentId": agent, "input": input}, 30*time.Second)
+	if aerr != nil {
+		if aerr.Code == apitype.NodeUnavailable {
+			aerr = apitype.Errorf(apitype.CodeNodeUnavailable, "%s", aerr.Message)
+		}
+		return np, aerr
+	}
+	var raw struct {
+		Text    string          `json:"text"`
+		Details json.RawMessage `json:"details"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return np, apitype.Errorf(apitype.CodeNodeUnavailable, "node %s: bad patch answer: %v", ref.ID, err)
+	}
+	np.Result.Text = raw.Text
+	var status struct{ Status string }
+	json.Unmarshal(raw.Details, &status)
+	if status.Status == "completed" {
+		d := &apitype.PatchDetails{}
+		json.Unmarshal(raw.Details, d)
+		np.Result.Details = d
+	} else {
+		d := &apitype.ErrorDetails{}
+		json.Unmarshal(raw.Details, d)
+		np.Result.Details = d
+	}
+	return np, nil
+}
