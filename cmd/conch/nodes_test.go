@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -500,10 +501,16 @@ func TestNodeExecAndProcess(t *testing.T) {
 		errText(m) != fmt.Sprintf("node beta (%s) is not connected.", id2) {
 		t.Fatalf("offline node: %v", m)
 	}
-	code, mt := g.do("GET", "/metrics", g.operator, nil, nil)
-	_ = mt
-	if code != 200 {
-		t.Fatalf("metrics: %d", code)
+	req, _ := http.NewRequest("GET", g.base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+g.operator)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "\nconch_nodes_connected 1\n") || !strings.Contains(string(body), `host="node"`) {
+		t.Fatalf("metrics: %s", body)
 	}
 }
 

@@ -1,0 +1,101 @@
+package nodehub
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/apitype"
+)
+
+func TestMatch(t *testing.T) {
+	id := "691827582ed53735090f1478"
+	cases := []struct {
+		q    string
+		want bool
+	}{
+		{id, true},
+		{"691827", true},         // prefix of 6
+		{"69182", false},         // too short for a prefix
+		{"Build 1", true},        // normalised name
+		{"build-1", true},        //
+		{"10.0.0.2", true},       // remote IP
+		{"10.0.0.3", false},      //
+		{"", false},              //
+		{"6918275820000", false}, // not a prefix
+	}
+	for _, c := range cases {
+		if got := match(c.q, id, "build-1", "10.0.0.2"); got != c.want {
+			t.Errorf("match(%q) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if n := apitype.NormalizeNodeName("  My__Box (2) "); n != "my-box-2" {
+		t.Errorf("NormalizeNodeName: %q", n)
+	}
+}
+
+func TestStoreInvitesAndApprove(t *testing.T) {
+	home := t.TempDir()
+	s, err := OpenStore(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, exp, err := s.CreateInvite(time.Hour, true)
+	if err != nil || !strings.HasPrefix(tok, "cnj_") || exp <= time.Now().UnixMilli() {
+		t.Fatalf("invite: %q %d %v", tok, exp, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(home, "nodes", "invites.json"))
+	if strings.Contains(string(b), tok) || !strings.Contains(string(b), TokenHash(tok)) {
+		t.Fatalf("invites.json: %s", b)
+	}
+	if fi, _ := os.Stat(filepath.Join(home, "nodes", "invites.json")); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("invites.json mode %v", fi.Mode())
+	}
+	add := func(id, name string) {
+		s.Update(func(st *State) error {
+			st.Pending = append(st.Pending, Pending{RequestID: "r-" + id, NodeID: id, Name: name, ExpiresAtMs: time.Now().Add(time.Hour).UnixMilli()})
+			return nil
+		})
+	}
+	add("aaaaaa111111111111111111", "Twin")
+	add("aaaaaa222222222222222222", "Twin")
+	if _, _, err := s.Approve("twin"); !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("ambiguous name: %v", err)
+	}
+	if _, _, err := s.Approve("nosuch"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown: %v", err)
+	}
+	p, nt, err := s.Approve("aaaaaa1111")
+	if err != nil || p.Name != "twin" || !strings.HasPrefix(nt, "cnt_") || p.TokenHash != TokenHash(nt) {
+		t.Fatalf("approve: %+v %q %v", p, nt, err)
+	}
+	p2, _, err := s.Approve("aaaaaa2222")
+	if err != nil || p2.Name != "twin-aaaaaa" {
+		t.Fatalf("second approve keeps names unique: %+v %v", p2, err)
+	}
+	// Expired requests disappear.
+	s.Update(func(st *State) error {
+		st.Pending = append(st.Pending, Pending{RequestID: "old", NodeID: "bbbbbb", ExpiresAtMs: time.Now().Add(-time.Second).UnixMilli()})
+		return nil
+	})
+	st, _ := s.Read()
+	if len(st.Pending) != 0 || len(st.Paired) != 2 {
+		t.Fatalf("state: %+v", st)
+	}
+}
+
+func TestNodeOutputFrame(t *testing.T) {
+	in := apitype.NodeOutput{RunID: "r", SessionID: "s", Stream: "stderr", Cursor: 42, Data: []byte("a\x00b\nc")}
+	out, err := apitype.DecodeNodeOutput(apitype.EncodeNodeOutput(in))
+	if err != nil || out.RunID != "r" || out.SessionID != "s" || out.Stream != "stderr" || out.Cursor != 42 || string(out.Data) != "a\x00b\nc" {
+		t.Fatalf("round trip: %+v %v", out, err)
+	}
+	for _, bad := range [][]byte{nil, {0, 0}, {0, 0, 0, 9, '{'}, {0, 0, 0, 1, 'x'}} {
+		if _, err := apitype.DecodeNodeOutput(bad); err == nil {
+			t.Errorf("decoded %q", bad)
+		}
+	}
+}
