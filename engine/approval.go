@@ -26,6 +26,8 @@ type ApprovalDetails struct {
 	SessionID    string            `json:"sessionId"`
 	ExpiresAtMs  int64             `json:"expiresAtMs"`
 	Host         string            `json:"host"`
+	NodeID       string            `json:"nodeId,omitempty"`
+	NodeName     string            `json:"nodeName,omitempty"`
 	Command      string            `json:"command"`
 	Cwd          string            `json:"cwd"`
 	Reason       string            `json:"reason"`
@@ -105,7 +107,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	text := fmt.Sprintf("Approval required (id %s). Approve to run; updates will arrive after completion.\nReason: %s\nSession: %s (poll it with process for the outcome)", req.Slug, reason, id)
 	return apitype.Result{Text: withWarnings(pl.warnings, text), Details: &ApprovalDetails{
 		Status: "approval-pending", ApprovalID: req.ID, ApprovalSlug: req.Slug, SessionID: id, ExpiresAtMs: req.ExpiresAtMs,
-		Host: pl.host, Command: pl.command, Cwd: pl.cwd, Reason: reason, Segments: shown, Warnings: pl.warnings,
+		Host: pl.host, NodeID: nodeIDOf(pl), NodeName: nodeNameOf(pl), Command: pl.command, Cwd: pl.cwd, Reason: reason, Segments: shown, Warnings: pl.warnings,
 	}}
 }
 

@@ -507,3 +507,10 @@ func noticeHost(s *session) string {
 func (e *Engine) NodeBinding(agent string) string {
 	return firstNonEmpty(e.execDefaults(agent).Node, e.conf().Exec(agent).Node)
 }
+
+func nodeNameOf(pl *plan) string {
+	if pl.node == nil {
+		return ""
+	}
+	return pl.node.ref.Name
+}

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
@@ -247,5 +249,64 @@ func TestNodeTLSPinned(t *testing.T) {
 	}
 	if !strings.Contains(bad.output(), "pinned certificate") {
 		t.Fatalf("wrong pin not reported: %s", bad.output())
+	}
+}
+
+// TestNodeHelloChecks speaks the node side by hand against a real gateway:
+// a bad signature or a node id that is not the key's is closed with 4401.
+func TestNodeHelloChecks(t *testing.T) {
+	t.Parallel()
+	g := startNodeGateway(t, newHome(t, nodeGatewayConfig), "127.0.0.1:0")
+	tok := g.invite("1h", false)
+	pub, key, _ := ed25519.GenerateKey(rand.Reader)
+	other, _, _ := ed25519.GenerateKey(rand.Reader)
+	try := func(mutate func(h *apitype.NodeHello, nonce string)) websocket.StatusCode {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, _, err := websocket.Dial(ctx, strings.Replace(g.base, "http://", "ws://", 1)+"/v1/nodes/connect",
+			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f apitype.Frame
+		var ch struct{ Nonce string }
+		json.Unmarshal(b, &f)
+		json.Unmarshal(f.Payload, &ch)
+		h := apitype.NodeHello{NodeID: apitype.NodeIDOf(pub), PublicKey: base64.StdEncoding.EncodeToString(pub),
+			Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(key, apitype.NodeHelloMessage(ch.Nonce))), Name: "hand", Caps: []string{"system.run"}}
+		mutate(&h, ch.Nonce)
+		hb, _ := json.Marshal(h)
+		fb, _ := json.Marshal(apitype.Frame{Type: "req", ID: "1", Method: "node.hello", Params: hb})
+		c.Write(ctx, websocket.MessageText, fb)
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				return websocket.CloseStatus(err)
+			}
+			json.Unmarshal(b, &f)
+			if f.Type == "res" && f.OK {
+				return 0 // accepted (a pairing request)
+			}
+		}
+	}
+	if code := try(func(h *apitype.NodeHello, n string) {
+		h.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(key, apitype.NodeHelloMessage(n+"x")))
+	}); code != 4401 {
+		t.Fatalf("bad signature: close %d", code)
+	}
+	if code := try(func(h *apitype.NodeHello, _ string) { h.NodeID = apitype.NodeIDOf(other) }); code != 4401 {
+		t.Fatalf("node id of another key: close %d", code)
+	}
+	if code := try(func(*apitype.NodeHello, string) {}); code != 0 {
+		t.Fatalf("a good hello was refused: %d", code)
+	}
+	if st, id := g.nodeStatus("hand"); st != "pending" || id != apitype.NodeIDOf(pub) {
+		t.Fatalf("pairing request: %s %s", st, id)
 	}
 }

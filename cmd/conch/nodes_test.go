@@ -565,8 +565,8 @@ func TestNodePolicy(t *testing.T) {
 	run := map[string]any{"command": "printf once-ok", "node": "asking", "workdir": wd}
 	r := execOK(t, g, run)
 	d := details(r)
-	if d["status"] != "approval-pending" {
-		t.Fatalf("want approval-pending: %v", r)
+	if d["status"] != "approval-pending" || d["host"] != "node" || d["nodeId"] != askingID || d["nodeName"] != "asking" {
+		t.Fatalf("want approval-pending on the node: %v", r)
 	}
 	aid, sid := d["approvalId"].(string), d["sessionId"].(string)
 	code, ap := g.do("GET", "/v1/approvals/"+aid, g.operator, nil, nil)

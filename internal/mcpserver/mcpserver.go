@@ -114,8 +114,12 @@ func (s *Server) handler(tool string) mcp.ToolHandler {
 // approvalQuestion is the elicitation of interfaces.md §2.4.
 func (s *Server) approvalQuestion(d *engine.ApprovalDetails) *mcp.ElicitParams {
 	left := time.Until(time.UnixMilli(d.ExpiresAtMs))
+	host := d.Host
+	if d.NodeName != "" {
+		host += " node " + d.NodeName
+	}
 	msg := fmt.Sprintf("Approve command for agent %s on %s?\nCommand: %s\nDirectory: %s\nReason: %s\nExpires in %ds (id %s)",
-		s.opt.Agent, d.Host, d.Command, d.Cwd, d.Reason, int(left.Seconds()), d.ApprovalSlug)
+		s.opt.Agent, host, d.Command, d.Cwd, d.Reason, int(left.Seconds()), d.ApprovalSlug)
 	schema := map[string]any{
 		"type": "object", "required": []string{"decision"},
 		"properties": map[string]any{"decision": map[string]any{
