@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
@@ -176,6 +177,22 @@ func Doctor(home string) []Finding {
 	}
 	if lost > 0 {
 		add("sessions.lost", "warn", "%d session(s) in state lost", lost)
+	}
+	var pending []struct {
+		NodeID      string `json:"nodeId"`
+		Name        string `json:"name"`
+		ExpiresAtMs int64  `json:"expiresAtMs"`
+	}
+	if supervisor.ReadJSON(filepath.Join(home, "nodes", "pending.json"), &pending) == nil {
+		waiting := 0
+		for _, p := range pending {
+			if p.ExpiresAtMs > time.Now().UnixMilli() {
+				waiting++
+			}
+		}
+		if waiting > 0 {
+			add("nodes.pending", "info", "%d node pairing request(s) waiting: conch nodes list, conch nodes approve ID", waiting)
+		}
 	}
 	if rep, err := ledger.Verify(home); err != nil {
 		add("ledger.broken", "error", "%v", err)

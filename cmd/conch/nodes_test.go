@@ -258,6 +258,9 @@ func TestNodePairing(t *testing.T) {
 	if len(id) != 24 {
 		t.Fatalf("node id %q", id)
 	}
+	if out, _ := exec.Command(conchBin, "doctor", "--home", gh).CombinedOutput(); !strings.Contains(string(out), "nodes.pending") {
+		t.Fatalf("doctor does not report the pairing request: %s", out)
+	}
 	// No exec before approval.
 	if code, m := g.tool("exec", map[string]any{"command": "echo hi"}); errCode(m) != "node_unavailable" {
 		t.Fatalf("exec before approval: %d %v", code, m)
