@@ -640,13 +640,21 @@ func TestNodeGatewayRestartResync(t *testing.T) {
 	gh := newHome(t, nodeGatewayConfig)
 	g := startNodeGateway(t, gh, "127.0.0.1:0")
 	n, _ := pairNode(t, g, "survivor", nodeFullConfig)
-	r := execOK(t, g, map[string]any{"command": "for i in $(seq 1 30); do echo line $i; sleep 0.1; done; sleep 0.2", "background": true})
+	r := execOK(t, g, map[string]any{"command": "for i in $(seq 1 50); do echo line $i; sleep 0.1; done; sleep 0.2", "background": true})
 	sid := details(r)["sessionId"].(string)
 	time.Sleep(500 * time.Millisecond)
 	addr := strings.TrimPrefix(g.base, "http://")
-	g.stop()
+	// The gateway dies without a chance to clean up.
+	g.cmd.Process.Kill()
+	g.cmd.Wait()
 	time.Sleep(time.Second) // the node goes on writing its journal meanwhile
 	g = g.restartOn(addr)
+	g.waitNode("survivor", "connected")
+	// Then the node restarts too: its supervisors keep the run going.
+	n.stop()
+	g.waitNode("survivor", "offline")
+	time.Sleep(300 * time.Millisecond)
+	n = startNode(t, n.home, nil)
 	g.waitNode("survivor", "connected")
 	var text string
 	eventually(t, 15*time.Second, func() string {
@@ -658,8 +666,7 @@ func TestNodeGatewayRestartResync(t *testing.T) {
 		text = lm["text"].(string)
 		return ""
 	})
-	checkLines(t, text, 30)
-	_ = n
+	checkLines(t, text, 50)
 }
 
 // checkLines checks that text is exactly "line 1" … "line n".
