@@ -108,9 +108,16 @@ func (h *Hub) Close() {
 		ms = append(ms, m)
 	}
 	h.mu.Unlock()
+	// Close handshakes in parallel: a dead link costs its timeout once.
+	var wg sync.WaitGroup
 	for _, c := range cs {
-		c.ws.Close(websocket.StatusGoingAway, "gateway shutting down")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.ws.Close(websocket.StatusGoingAway, "gateway shutting down")
+		}()
 	}
+	wg.Wait()
 	for _, m := range ms {
 		m.stop()
 	}
