@@ -79,7 +79,9 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	if qerr != nil {
 		return execError(qerr)
 	}
-	if msg := preflight(pl.command, pl.cwd); msg != "" {
+	// The script preflight reads files: only where they are (not for a
+	// node, whose files the gateway cannot see).
+	if msg := preflight(pl.command, pl.cwd); pl.node == nil && msg != "" {
 		return execError(apitype.Errorf("preflight", "%s", msg))
 	}
 	var g gateResult
