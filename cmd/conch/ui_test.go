@@ -340,10 +340,10 @@ func TestUIApproveStreamKill(t *testing.T) {
 	b.do("explain", chromedp.SendKeys("#explain-command", "true\r"))
 	b.wait("explain answer", `document.querySelector("#explain-out").textContent.includes("/usr/bin/true")`)
 
-	// Nodes: this gateway has no node hosts (503); the page says so.
+	// Nodes: the gateway's node hub answers; none is paired yet.
 	b.do("nodes page", chromedp.Click(`nav a[data-nav="nodes"]`))
-	b.wait("nodes unavailable", `!!document.querySelector("#nodes-unavailable") && document.querySelector("#bindings").innerText.includes("main")`)
-	b.shot("07-nodes-unavailable")
+	b.wait("nodes list", `document.querySelector("#nodes-body").innerText.includes("Pending pairing (0)") && document.querySelector("#bindings").innerText.includes("main")`)
+	b.shot("07-nodes-empty")
 
 	// Agents: create one (its token is shown once), set its exec defaults.
 	b.do("agents page", chromedp.Click(`nav a[data-nav="agents"]`))
@@ -387,7 +387,7 @@ func TestUIApproveStreamKill(t *testing.T) {
 		{"sessions", "/sessions", `!!document.querySelector("#sessions tbody tr[data-id]")`},
 		{"session", "/sessions/" + sid + "?agent=main", `!!document.querySelector("#output") && document.querySelector("#output").textContent.includes("after-input-950")`},
 		{"policy", "/policy", `document.querySelector("#policy-text").value.length > 0`},
-		{"nodes", "/nodes", `!!document.querySelector("#nodes-unavailable")`},
+		{"nodes", "/nodes", `document.querySelector("#nodes-body").innerText.includes("Pending pairing (0)")`},
 		{"agents", "/agents", `!!document.querySelector('#agents tr[data-agent="ci-950"]')`},
 		{"ledger", "/ledger", `document.querySelectorAll("#ledger tbody tr").length > 3`},
 		{"doctor", "/doctor", `!!document.querySelector("#doctor .finding, #doctor .empty")`},
@@ -513,10 +513,10 @@ func TestServeStreamBytes(t *testing.T) {
 }
 
 // TestUINodesPage drives the Nodes page against answers in the shape of
-// interfaces.md §3.2 and hosts.md §5. This build has no node hosts
-// (/v1/nodes answers 503, which TestUIApproveStreamKill covers), so the
-// browser's requests to /v1/nodes… are answered by the test through the
-// DevTools protocol; the per-agent binding goes to the real gateway.
+// interfaces.md §3.2 and hosts.md §5, with nodes in every state, without
+// running nodes: the browser's requests to /v1/nodes… are answered by the
+// test through the DevTools protocol; the per-agent binding goes to the
+// real gateway. (The real node hub is covered by nodes_test.go.)
 func TestUINodesPage(t *testing.T) {
 	home := newHome(t, "")
 	g := startGateway(t, home)

@@ -21,7 +21,15 @@ func (h *Hub) Handler() http.Handler {
 			writeErr(w, 500, "io_error", err.Error())
 			return
 		}
-		writeJSON(w, 200, map[string]any{"nodes": list, "connected": h.Connected()})
+		paired, pending := []Node{}, []Node{}
+		for _, n := range list {
+			if n.Status == "pending" {
+				pending = append(pending, n)
+			} else {
+				paired = append(paired, n)
+			}
+		}
+		writeJSON(w, 200, map[string]any{"nodes": list, "paired": paired, "pending": pending, "connected": h.Connected()})
 	})
 	m.HandleFunc("POST /v1/nodes/invites", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {

@@ -811,13 +811,13 @@ func (h *Hub) List() ([]Node, error) {
 		n := Node{NodeID: p.NodeID, Name: p.Name, Status: "offline", Platform: p.Platform, Arch: p.Arch, Version: p.Version,
 			Caps: p.Caps, RemoteIP: p.RemoteIP, PairedAtMs: p.PairedAt, LastSeenMs: p.LastSeen}
 		if h.conns[p.NodeID] != nil {
-			n.Status = "connected"
+			n.Status, n.Connected = "connected", true
 		}
 		out = append(out, n)
 	}
 	for _, p := range st.Pending {
 		out = append(out, Node{NodeID: p.NodeID, Name: p.Name, Status: "pending", Platform: p.Platform, Arch: p.Arch,
-			Version: p.Version, Caps: p.Caps, RemoteIP: p.RemoteIP, RequestID: p.RequestID, ExpiresAtMs: p.ExpiresAtMs})
+			Version: p.Version, Caps: p.Caps, RemoteIP: p.RemoteIP, RequestID: p.RequestID, RequestedMs: p.CreatedAtMs, ExpiresAtMs: p.ExpiresAtMs})
 	}
 	return out, nil
 }

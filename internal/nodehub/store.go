@@ -216,14 +216,16 @@ type Node struct {
 	NodeID      string   `json:"nodeId"`
 	Name        string   `json:"name"`
 	Status      string   `json:"status"` // connected | offline | pending
+	Connected   bool     `json:"connected"`
 	Platform    string   `json:"platform"`
 	Arch        string   `json:"arch"`
 	Version     string   `json:"version"`
 	Caps        []string `json:"caps"`
 	RemoteIP    string   `json:"remoteIp"`
 	PairedAtMs  int64    `json:"pairedAtMs,omitempty"`
-	LastSeenMs  int64    `json:"lastSeenMs,omitempty"`
+	LastSeenMs  int64    `json:"lastSeenAtMs,omitempty"`
 	RequestID   string   `json:"requestId,omitempty"`
+	RequestedMs int64    `json:"requestedAtMs,omitempty"`
 	ExpiresAtMs int64    `json:"expiresAtMs,omitempty"`
 }
 
