@@ -798,3 +798,31 @@ func TestNodeApplyPatch(t *testing.T) {
 		t.Fatalf("no patch record naming the node in the gateway ledger: %s", out)
 	}
 }
+
+// TestNodeApprovedOffline approves a pairing request with `conch nodes
+// approve` while no gateway runs (on the files); the node gets its token
+// at its next connection with the same join token.
+func TestNodeApprovedOffline(t *testing.T) {
+	t.Parallel()
+	gh := newHome(t, nodeGatewayConfig)
+	g := startNodeGateway(t, gh, "127.0.0.1:0")
+	n := startNode(t, newHome(t, nodeFullConfig), nil, "--gateway", g.base, "--token", g.invite("1h", true), "--name", "late")
+	id := g.waitNode("late", "pending")
+	addr := strings.TrimPrefix(g.base, "http://")
+	g.stop()
+	out, err := exec.Command(conchBin, "nodes", "approve", id[:8], "--home", gh).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Approved node "+id) {
+		t.Fatalf("offline approve: %v %s", err, out)
+	}
+	g = g.restartOn(addr)
+	g.waitNode("late", "connected")
+	eventually(t, 5*time.Second, func() string {
+		if !strings.Contains(n.output(), "paired as "+id) {
+			return "no token delivered: " + n.output()
+		}
+		return ""
+	})
+	if r := execOK(t, g, map[string]any{"command": "echo late-ok"}); !strings.Contains(r["text"].(string), "late-ok") {
+		t.Fatalf("exec: %v", r)
+	}
+}
