@@ -310,3 +310,56 @@ func TestNodeHelloChecks(t *testing.T) {
 		t.Fatalf("pairing request: %s %s", st, id)
 	}
 }
+
+// TestNodeTLSCA verifies the gateway against a CA bundle given with --ca
+// (the CA signed the gateway's certificate for 127.0.0.1).
+func TestNodeTLSCA(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "conch test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, _ := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "gateway"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, _ := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile, caFile := filepath.Join(dir, "gw.pem"), filepath.Join(dir, "gw.key"), filepath.Join(dir, "ca.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600)
+
+	gh := newHome(t, nodeGatewayConfig)
+	g := startNodeGateway(t, gh, "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile)
+	out, err := exec.Command(conchBin, "nodes", "invite", "--home", gh, "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inv struct{ Token string }
+	json.Unmarshal(out, &inv)
+	// Without --ca the system roots do not know the test CA.
+	bad := startNode(t, newHome(t, nodeFullConfig), nil, "--gateway", g.base, "--token", inv.Token, "--name", "no-ca")
+	n := startNode(t, newHome(t, nodeFullConfig), nil, "--gateway", g.base, "--token", inv.Token, "--name", "with-ca", "--ca", caFile)
+	eventually(t, 15*time.Second, func() string {
+		out, _ := exec.Command(conchBin, "nodes", "list", "--home", gh).CombinedOutput()
+		if !strings.Contains(string(out), "pending    with-ca") {
+			return "no pairing request over TLS: " + string(out) + n.output()
+		}
+		if strings.Contains(string(out), "no-ca") {
+			t.Fatalf("a node without the CA got through: %s", out)
+		}
+		return ""
+	})
+	if !strings.Contains(bad.output(), "certificate signed by unknown authority") {
+		t.Fatalf("untrusted gateway not reported: %s", bad.output())
+	}
+}

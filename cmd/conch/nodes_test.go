@@ -483,7 +483,23 @@ func TestNodeExecAndProcess(t *testing.T) {
 		}
 		return ""
 	})
-	g.tool("process", map[string]any{"action": "kill", "sessionId": psid})
+	// Ctrl-C through the node's PTY ends the run; then clear it.
+	if _, m := g.tool("process", map[string]any{"action": "send-keys", "sessionId": psid, "keys": []string{"C-c"}}); details(m)["status"] != "running" {
+		t.Fatalf("send-keys: %v", m)
+	}
+	eventually(t, 10*time.Second, func() string {
+		_, m := g.tool("process", map[string]any{"action": "poll", "sessionId": psid})
+		if details(m)["status"] == "running" {
+			return "C-c did not end the PTY run: " + fmt.Sprint(m)
+		}
+		return ""
+	})
+	if _, m := g.tool("process", map[string]any{"action": "clear", "sessionId": psid}); !strings.HasPrefix(m["text"].(string), "Cleared session") {
+		t.Fatalf("clear: %v", m)
+	}
+	if len(pgrep("^sleep 970.4")) > 0 {
+		t.Fatal("sleep 970.4 survived C-c")
+	}
 
 	// Per-agent binding: bound to alpha, a call for beta is refused.
 	if code, m := g.do("PUT", "/v1/agents/main/exec-defaults", g.operator, map[string]any{"node": "alpha"}, nil); code != 200 {
