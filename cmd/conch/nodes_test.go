@@ -842,3 +842,39 @@ func TestNodeApprovedOffline(t *testing.T) {
 		t.Fatalf("exec: %v", r)
 	}
 }
+
+// TestNodeKillWhileAway kills a node session while its node is down: the
+// kill is delivered when the node is back.
+func TestNodeKillWhileAway(t *testing.T) {
+	t.Parallel()
+	gh := newHome(t, nodeGatewayConfig)
+	g := startNodeGateway(t, gh, "127.0.0.1:0")
+	n, _ := pairNode(t, g, "away", nodeFullConfig)
+	r := execOK(t, g, map[string]any{"command": "sleep 971.1", "background": true})
+	sid := details(r)["sessionId"].(string)
+	eventually(t, 5*time.Second, func() string {
+		if len(pgrep("^sleep 971.1")) != 1 {
+			return "sleep 971.1 not running"
+		}
+		return ""
+	})
+	n.stop()
+	g.waitNode("away", "offline")
+	if len(pgrep("^sleep 971.1")) != 1 {
+		t.Fatal("the session did not survive its node's restart")
+	}
+	if _, m := g.tool("process", map[string]any{"action": "kill", "sessionId": sid}); !strings.Contains(m["text"].(string), "Termination requested") {
+		t.Fatalf("kill while away: %v", m)
+	}
+	startNode(t, n.home, nil)
+	eventually(t, 15*time.Second, func() string {
+		_, m := g.tool("process", map[string]any{"action": "poll", "sessionId": sid})
+		if details(m)["state"] != "killed" {
+			return "not killed yet: " + fmt.Sprint(details(m))
+		}
+		return ""
+	})
+	if p := pgrep("^sleep 971.1"); len(p) > 0 {
+		t.Fatalf("sleep 971.1 survived: %v", p)
+	}
+}

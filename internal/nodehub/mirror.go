@@ -39,6 +39,9 @@ type mirror struct {
 	subs    map[chan struct{}]struct{}
 	ln      net.Listener
 	stopped bool
+	// pendingKill is a kill asked for while the node was unreachable: it
+	// is delivered when the node is back (resume).
+	pendingKill *supervisor.Request
 }
 
 func (m *mirror) kick() {
@@ -283,6 +286,11 @@ func (m *mirror) forward(req supervisor.Request) supervisor.Reply {
 	defer cancel()
 	b, aerr := m.h.Call(ctx, m.nodeID, "system.session."+req.Op, apitype.NodeSessionParams{SessionID: m.id, Request: raw}, 10*time.Second)
 	if aerr != nil {
+		if req.Op == "kill" && aerr.Code == apitype.NodeUnavailable {
+			m.mu.Lock()
+			m.pendingKill = &req
+			m.mu.Unlock()
+		}
 		return supervisor.Reply{Error: aerr.Message}
 	}
 	var rep supervisor.Reply
@@ -405,6 +413,15 @@ func (m *mirror) resume(c *conn) {
 	}
 	_, aerr := c.call(c.ctx, "system.session.read", apitype.NodeSessionParams{SessionID: m.id, Since: since}, 15*time.Second)
 	if aerr == nil {
+		m.mu.Lock()
+		kill := m.pendingKill
+		m.pendingKill = nil
+		m.mu.Unlock()
+		if kill != nil {
+			if rep := m.forward(*kill); rep.Error != "" {
+				m.h.log.Warn("deliver a kill asked for while the node was away", "session", m.id, "err", rep.Error)
+			}
+		}
 		return
 	}
 	if errors.Is(c.ctx.Err(), context.Canceled) || aerr.Code == apitype.NodeUnavailable {
