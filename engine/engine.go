@@ -256,7 +256,20 @@ func lockHome(home, mode string) (*os.File, error) {
 	if err != nil {
 		return nil, &homeError{ErrHomeNotWritable, fmt.Sprintf("conch home %s is not writable (%v)", home, err)}
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	// A holder that was just killed keeps the lock until its last thread
+	// has exited, a moment after it shows as dead: wait for that, but
+	// never for a live holder.
+	for deadline := time.Now().Add(3 * time.Second); err != nil && time.Now().Before(deadline); {
+		b, _ := os.ReadFile(path)
+		pid, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		if n, perr := strconv.Atoi(pid); perr != nil || processAlive(n) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
+	if err != nil {
 		b, _ := os.ReadFile(path)
 		f.Close()
 		pid, who, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
@@ -271,6 +284,17 @@ func lockHome(home, mode string) (*os.File, error) {
 	f.Truncate(0)
 	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+" "+mode+"\n"), 0)
 	return f, nil
+}
+
+// processAlive reports whether pid runs and is not a zombie (its thread
+// group leader exited).
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil // no /proc: ask the kernel
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
 }
 
 // Config returns the engine's configuration.

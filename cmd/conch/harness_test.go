@@ -125,9 +125,22 @@ func (c *conch) close() {
 
 // kill9 kills the conch process without any chance to clean up.
 func (c *conch) kill9() {
+	pid := c.cmd.Process.Pid
 	c.cmd.Process.Kill()
-	c.cs.Close() // waits for the process
+	c.cs.Close()
 	c.cs = nil
+	// The transport's Close does not always wait for the exit, and until
+	// the process has exited it holds the home's lock: a restart right
+	// away would find the home in use.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if _, rest, _ := strings.Cut(string(b), ") "); err != nil || strings.HasPrefix(rest, "Z") {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.t.Fatalf("conch mcp (pid %d) did not die on SIGKILL", pid)
 }
 
 // result is a decoded tool result.
