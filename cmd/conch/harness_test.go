@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -248,7 +249,40 @@ func eventually(t *testing.T, d time.Duration, f func() string) {
 // unanchored pattern also matches "sh -c sleep ...".
 func pgrep(pattern string) []string {
 	out, _ := exec.Command("pgrep", "-f", pattern).Output()
-	return strings.Fields(string(out))
+	var pids []string
+	for _, pid := range strings.Fields(string(out)) {
+		if startedAfter(pid, runStart) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// runStart is when this test binary started, in clock ticks since boot
+// (the unit of /proc/<pid>/stat's starttime). Processes started before it
+// belong to earlier runs (a failed run on a developer machine) and are not
+// this run's leftovers.
+var runStart = procStart(strconv.Itoa(os.Getpid()))
+
+func procStart(pid string) uint64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[19], 10, 64) // field 22, starttime
+	return n
+}
+
+// startedAfter reports whether pid started at or after ticks; a process
+// whose start cannot be read counts as new.
+func startedAfter(pid string, ticks uint64) bool {
+	st := procStart(pid)
+	return st == 0 || st >= ticks
 }
 
 // pgrepHome is pgrep limited to the commands of one home's sessions: those
