@@ -121,7 +121,13 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 	}
 	a = append(a, mode, r.Workspace, view.Inside)
 	for _, p := range s.ProtectPaths {
-		a = append(a, "--ro-bind-try", filepath.Join(r.Workspace, p), filepath.Join(view.Inside, p))
+		ok, err := protectable(r.Workspace, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			a = append(a, "--ro-bind", filepath.Join(r.Workspace, p), filepath.Join(view.Inside, p))
+		}
 	}
 	for _, x := range s.Binds {
 		src, dst := splitBind(x)
@@ -139,6 +145,27 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 	}
 	a = append(a, "/bin/sh", "-lc", r.Command)
 	return a, r.Env, nil
+}
+
+// protectable reports whether the protected path p exists below
+// workspace. The sandboxed command can write the workspace, so it may
+// have replaced p (or a directory above it) with a symbolic link: bwrap
+// resolves a bind's source on the host and its destination inside the
+// new root, so a link like .conch -> ../../../tmp would show the host's
+// /tmp inside. Such a path fails the run instead (fail closed).
+func protectable(workspace, p string) (bool, error) {
+	cur := workspace
+	for _, part := range strings.Split(filepath.Clean(p), "/") {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return false, nil
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return false, fmt.Errorf("the protected path %s is a symbolic link (%s); remove it on the host", filepath.Join(workspace, p), cur)
+		}
+	}
+	return true, nil
 }
 
 func splitBind(b string) (string, string) {

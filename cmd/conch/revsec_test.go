@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSandboxProtectPathSymlinkEscape: a sandboxed command replaces a
+// protected path (.conch, .git/hooks) with a symlink to a host directory;
+// the next run must not get that directory bound into the sandbox.
+func TestSandboxProtectPathSymlinkEscape(t *testing.T) {
+	needBwrap(t)
+	t.Parallel()
+	se := newSandbox(t, nil)
+	// A relative link resolves on the host and inside bwrap's new root
+	// alike: ws/../../.. is / on the host (so the host /tmp with its sockets shows) and /newroot inside.
+	up := strings.Repeat("../", strings.Count(se.ws, "/"))
+	os.WriteFile("/tmp/revsec990", []byte("HOST-TMP-990\n"), 0o600)
+	defer os.Remove("/tmp/revsec990")
+	r := se.c.exec(map[string]any{"command": fmt.Sprintf("rm -rf .conch .git; mkdir -p .git; ln -s %stmp .conch; ls -la . .git",
+		up)})
+	t.Log(r.Text)
+	r = se.c.exec(map[string]any{"command": "cat .conch/revsec990; ls .conch/; echo end; ls " + filepath.Join(se.userHome, ".ssh")})
+	t.Log(r.Text)
+	// The run fails closed; it neither shows the host /tmp nor runs on
+	// the gateway.
+	if code, _ := r.D["error"].(map[string]any); code["code"] != "sandbox_unavailable" || !strings.Contains(r.Text, "symbolic link") {
+		t.Errorf("want sandbox_unavailable naming the link: %s %v", r.Text, r.D)
+	}
+	if strings.Contains(r.Text, "CONCH-HOME-SECRET") || strings.Contains(r.Text, "SECRET-KEY-930") || strings.Contains(r.Text, "HOST-TMP-990") {
+		t.Fatalf("a protectPaths symlink bound a host directory into the sandbox:\n%s", r.Text)
+	}
+}
+
+// TestSandboxLandlockHostProc: under the landlock backend host processes
+// are visible in /proc, but the gateway's environment, memory and
+// file descriptors must not be readable.
+func TestSandboxLandlockHostProc(t *testing.T) {
+	needLandlock(t)
+	t.Parallel()
+	se := newSandbox(t, map[string]any{"backend": "landlock"})
+	pid := se.c.cmd.Process.Pid
+	r := se.c.exec(map[string]any{"command": "grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status"})
+	t.Log(r.Text)
+	for _, l := range strings.Split(r.Text, "\n") {
+		if f := strings.Fields(l); len(f) == 2 && strings.Trim(f[1], "0") != "" {
+			t.Errorf("the landlock sandbox keeps capabilities: %s", l)
+		}
+	}
+	r = se.c.exec(map[string]any{"command": fmt.Sprintf("tr '\\0' '\\n' < /proc/%d/environ | grep LEAK930; ls -l /proc/%d/fd/ | head; ls /proc/%d/cwd/ | head; head -c 64 /proc/%d/mem | od | head -2; echo end", pid, pid, pid, pid)})
+	t.Log(r.Text)
+	if strings.Contains(r.Text, "gateway-env") || strings.Contains(r.Text, "socket:") {
+		t.Fatalf("the gateway's /proc entries are readable from the landlock sandbox:\n%s", r.Text)
+	}
+}
