@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSandboxProtectPathSymlinkEscape: a sandboxed command replaces a
@@ -54,5 +55,33 @@ func TestSandboxLandlockHostProc(t *testing.T) {
 	t.Log(r.Text)
 	if strings.Contains(r.Text, "gateway-env") || strings.Contains(r.Text, "socket:") {
 		t.Fatalf("the gateway's /proc entries are readable from the landlock sandbox:\n%s", r.Text)
+	}
+}
+
+// TestSandboxLandlockUnixSockets: Landlock below ABI 9 does not cover
+// connect(2) to pathname UNIX sockets, so a landlocked command must not
+// reach the engine socket (operator rights) or any other host socket.
+func TestSandboxLandlockUnixSockets(t *testing.T) {
+	needLandlock(t)
+	t.Parallel()
+	se := newSandbox(t, map[string]any{"backend": "landlock"})
+	sock := filepath.Join(se.home, "run", "engine.sock")
+	eventually(t, 5*time.Second, func() string {
+		if _, err := os.Stat(sock); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	r := se.c.exec(map[string]any{"command": "curl -s -m 5 --unix-socket " + sock + " http://conch/v1/ledger?limit=1 -o /dev/null -w 'HTTP%{http_code}\\n'; echo end"})
+	t.Log(r.Text)
+	if r.str("host") != "sandbox" {
+		t.Fatalf("not sandboxed: %s %v", r.Text, r.D)
+	}
+	if strings.Contains(r.Text, "HTTP200") {
+		t.Fatalf("the landlock sandbox reached the engine socket with operator rights:\n%s", r.Text)
+	}
+	// A socket pair (no path) still works inside.
+	if p := se.c.exec(map[string]any{"command": "python3 -c 'import socket; a,b=socket.socketpair(); a.send(b\"ok\"); print(b.recv(2).decode())' 2>&1 || echo no-python"}); !strings.Contains(p.Text, "ok") && !strings.Contains(p.Text, "no-python") {
+		t.Errorf("socketpair inside the landlock sandbox: %s", p.Text)
 	}
 }

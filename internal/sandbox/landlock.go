@@ -147,11 +147,23 @@ func applyLandlock(p Policy) error {
 func applySeccomp(network bool) error {
 	deny := []string{"ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root", "unshare", "setns",
 		"bpf", "perf_event_open", "keyctl", "add_key", "request_key", "open_by_handle_at", "kexec_load", "init_module",
-		"finit_module", "reboot", "swapon", "swapoff"}
+		"finit_module", "reboot", "swapon", "swapoff",
+		// io_uring runs socket and connect operations past this filter.
+		"io_uring_setup", "io_uring_enter", "io_uring_register"}
 	groups := []seccomp.SyscallGroup{{Action: seccomp.ActionErrno, Names: deny}}
+	var families []uint64
 	if !network {
+		families = append(families, unix.AF_INET, unix.AF_INET6, unix.AF_PACKET)
+	}
+	if LandlockABI() < 9 {
+		// Below ABI 9 Landlock does not restrict connect(2) to pathname
+		// UNIX sockets: the engine socket (operator rights), docker's,
+		// tmux's would all be reachable. socketpair(2) still works.
+		families = append(families, unix.AF_UNIX)
+	}
+	if len(families) > 0 {
 		var conds []seccomp.NameWithConditions
-		for _, af := range []uint64{unix.AF_INET, unix.AF_INET6, unix.AF_PACKET} {
+		for _, af := range families {
 			conds = append(conds, seccomp.NameWithConditions{Name: "socket", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: af}}})
 		}
 		groups = append(groups, seccomp.SyscallGroup{Action: seccomp.ActionErrno, NamesWithCondtions: conds})
