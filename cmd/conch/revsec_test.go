@@ -85,3 +85,27 @@ func TestSandboxLandlockUnixSockets(t *testing.T) {
 		t.Errorf("socketpair inside the landlock sandbox: %s", p.Text)
 	}
 }
+
+// TestSandboxProtectPathsParentRename: renaming the directory above a
+// protected path (.git) must not let the command put its own hooks in
+// place for the host's git.
+func TestSandboxProtectPathsParentRename(t *testing.T) {
+	needBwrap(t)
+	t.Parallel()
+	se := newSandbox(t, nil)
+	hook := filepath.Join(se.ws, ".git", "hooks", "pre-commit")
+	os.MkdirAll(filepath.Dir(hook), 0o755)
+	os.WriteFile(hook, []byte("orig\n"), 0o755)
+	os.WriteFile(filepath.Join(se.ws, ".git", "config"), []byte("[core]\n"), 0o644)
+	r := se.c.exec(map[string]any{"command": "mv .git .git-old; rm -rf .git; mv .git/hooks .git/h2; mkdir -p .git/hooks; echo evil > .git/hooks/pre-commit; echo obj > .git/objfile && echo git-dir-writable"})
+	t.Log(r.Text)
+	if r.str("host") != "sandbox" {
+		t.Fatalf("not sandboxed: %s %v", r.Text, r.D)
+	}
+	if b, _ := os.ReadFile(hook); string(b) != "orig\n" {
+		t.Fatalf("the host's git hook was replaced from the sandbox: %q\n%s", b, r.Text)
+	}
+	if !strings.Contains(r.Text, "git-dir-writable") {
+		t.Errorf("the rest of .git must stay writable: %s", r.Text)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -120,14 +121,36 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 		mode = "--ro-bind"
 	}
 	a = append(a, mode, r.Workspace, view.Inside)
+	// A read-only mount alone does not protect a path: the command could
+	// rename the directory above it (mv .git .git-old) and make a new
+	// one. So every directory between the workspace and a protected path
+	// is bound onto itself first; a mount point cannot be renamed or
+	// removed.
+	var parents, ro []string
 	for _, p := range s.ProtectPaths {
 		ok, err := protectable(r.Workspace, p)
 		if err != nil {
 			return nil, nil, err
 		}
-		if ok {
-			a = append(a, "--ro-bind", filepath.Join(r.Workspace, p), filepath.Join(view.Inside, p))
+		if !ok {
+			continue
 		}
+		ro = append(ro, filepath.Clean(p))
+		for d := filepath.Dir(filepath.Clean(p)); d != "." && d != "/"; d = filepath.Dir(d) {
+			if !slices.Contains(parents, d) {
+				parents = append(parents, d)
+			}
+		}
+	}
+	if s.WorkspaceAccess != "ro" {
+		// Shallow first, so that a deeper bind is not covered.
+		slices.SortFunc(parents, func(x, y string) int { return strings.Count(x, "/") - strings.Count(y, "/") })
+		for _, d := range parents {
+			a = append(a, "--bind", filepath.Join(r.Workspace, d), filepath.Join(view.Inside, d))
+		}
+	}
+	for _, p := range ro {
+		a = append(a, "--ro-bind", filepath.Join(r.Workspace, p), filepath.Join(view.Inside, p))
 	}
 	for _, x := range s.Binds {
 		src, dst := splitBind(x)
