@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 )
 
 // TestSandboxProtectPathSymlinkEscape: a sandboxed command replaces a
@@ -107,5 +109,29 @@ func TestSandboxProtectPathsParentRename(t *testing.T) {
 	}
 	if !strings.Contains(r.Text, "git-dir-writable") {
 		t.Errorf("the rest of .git must stay writable: %s", r.Text)
+	}
+}
+
+// TestSandboxLandlockOtherTerminals: a landlocked command may use its
+// own terminal but not open another one of the same user (another
+// session's PTY: reading it steals that session's input, writing it
+// forges its output).
+func TestSandboxLandlockOtherTerminals(t *testing.T) {
+	needLandlock(t)
+	t.Parallel()
+	se := newSandbox(t, map[string]any{"backend": "landlock"})
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	r := se.c.exec(map[string]any{"command": "echo FORGED992 > " + tty.Name() + " && echo WROTE; test -t 0 && stty size", "pty": true})
+	t.Log(r.Text)
+	if strings.Contains(r.Text, "WROTE") {
+		t.Errorf("the landlock sandbox wrote to another terminal (%s): %s", tty.Name(), r.Text)
+	}
+	if !strings.Contains(r.Text, "30 120") {
+		t.Errorf("the command's own terminal must work: %s", r.Text)
 	}
 }

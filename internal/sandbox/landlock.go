@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -138,9 +140,25 @@ func applyLandlock(p Policy) error {
 		landlock.RWDirs(p.RW...).IgnoreIfMissing(),
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom").IgnoreIfMissing(),
 		landlock.RWFiles("/dev/tty", "/dev/ptmx").WithIoctlDev().IgnoreIfMissing(),
-		landlock.RWDirs("/dev/pts").WithIoctlDev().IgnoreIfMissing(),
+	}
+	// Only the run's own terminal, not all of /dev/pts: the user's other
+	// terminals (other sessions' PTYs) would give their input and output.
+	if own := ownTerminals(); len(own) > 0 {
+		rules = append(rules, landlock.RWFiles(own...).WithIoctlDev().IgnoreIfMissing())
 	}
 	return cfg.Restrict(rules...)
+}
+
+// ownTerminals names the /dev/pts devices on stdin, stdout and stderr.
+func ownTerminals() []string {
+	var out []string
+	for fd := 0; fd <= 2; fd++ {
+		p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+		if err == nil && strings.HasPrefix(p, "/dev/pts/") && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // applySeccomp loads the filter of hosts.md §3.5.
