@@ -1,14 +1,23 @@
 package main
 
 import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/creack/pty"
+
+	"github.com/conchsh/conch/apitype"
 )
 
 // TestSandboxProtectPathSymlinkEscape: a sandboxed command replaces a
@@ -133,5 +142,69 @@ func TestSandboxLandlockOtherTerminals(t *testing.T) {
 	}
 	if !strings.Contains(r.Text, "30 120") {
 		t.Errorf("the command's own terminal must work: %s", r.Text)
+	}
+}
+
+// TestNodeHelloBounds: a holder of a reusable join token cannot grow the
+// pairing state without bound (fresh keys, huge names) nor put terminal
+// control sequences into the names operators list.
+func TestNodeHelloBounds(t *testing.T) {
+	t.Parallel()
+	g := startNodeGateway(t, newHome(t, nodeGatewayConfig), "127.0.0.1:0")
+	tok := g.invite("1h", false)
+	hello := func(name string) websocket.StatusCode {
+		t.Helper()
+		pub, key, _ := ed25519.GenerateKey(rand.Reader)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, _, err := websocket.Dial(ctx, strings.Replace(g.base, "http://", "ws://", 1)+"/v1/nodes/connect",
+			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f apitype.Frame
+		var ch struct{ Nonce string }
+		json.Unmarshal(b, &f)
+		json.Unmarshal(f.Payload, &ch)
+		h := apitype.NodeHello{NodeID: apitype.NodeIDOf(pub), PublicKey: base64.StdEncoding.EncodeToString(pub),
+			Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(key, apitype.NodeHelloMessage(ch.Nonce))), Name: name, Caps: []string{"system.run"}}
+		hb, _ := json.Marshal(h)
+		fb, _ := json.Marshal(apitype.Frame{Type: "req", ID: "1", Method: "node.hello", Params: hb})
+		c.Write(ctx, websocket.MessageText, fb)
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				return websocket.CloseStatus(err)
+			}
+			json.Unmarshal(b, &f)
+			if f.Type == "res" && f.OK {
+				return 0
+			}
+		}
+	}
+	if code := hello(strings.Repeat("n", 1<<20)); code != 4401 {
+		t.Errorf("a 1 MiB node name: close %d, want 4401", code)
+	}
+	if code := hello("esc\x1b]0;pwned\x07name"); code != 0 {
+		t.Fatalf("hello with control characters: close %d", code)
+	}
+	_, m := g.do("GET", "/v1/nodes", g.operator, nil, nil)
+	out := fmt.Sprint(m)
+	if strings.Contains(out, "\x1b") || strings.Contains(out, "\x07") || !strings.Contains(out, "esc]0;pwnedname") {
+		t.Errorf("control characters in a node name reach the operator (%d bytes of /v1/nodes)", len(out))
+	}
+	refused := 0
+	for i := 0; i < 80; i++ {
+		if hello(fmt.Sprintf("flood%d", i)) != 0 {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Errorf("80 more pairing requests from one join token were all kept")
 	}
 }
