@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,5 +208,46 @@ func TestNodeHelloBounds(t *testing.T) {
 	}
 	if refused == 0 {
 		t.Errorf("80 more pairing requests from one join token were all kept")
+	}
+}
+
+// TestInheritedFdsStayOut: a file descriptor conch itself inherited
+// without close-on-exec (from an MCP client, a shell) must not reach the
+// commands it runs, on the gateway or in a sandbox.
+func TestInheritedFdsStayOut(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	var st syscall.Stat_t
+	syscall.Fstat(int(w.Fd()), &st)
+	mark := fmt.Sprintf("pipe:[%d]", st.Ino)
+	confs := []string{`{}`}
+	if _, err := exec.LookPath("bwrap"); err == nil {
+		confs = append(confs, "sandbox")
+	}
+	for _, conf := range confs {
+		ws := t.TempDir()
+		if conf == "sandbox" {
+			conf = fmt.Sprintf(`{"sandbox":{"mode":"all","backend":"bwrap"},"agents":{"main":{"workspace":%q}}}`, ws)
+		}
+		home := newHome(t, conf)
+		cmd := exec.Command(conchBin, "exec", "--home", home, "--", "for f in /proc/self/fd/*; do readlink $f; done; echo end")
+		cmd.Dir = ws
+		// Above 3 and 4, which the supervisor's own pipes replace.
+		null, _ := os.Open(os.DevNull)
+		defer null.Close()
+		cmd.ExtraFiles = []*os.File{null, null, null, null, null, null, r, w}
+		out, err := cmd.CombinedOutput()
+
+		if err != nil || !strings.Contains(string(out), "end") {
+			t.Fatalf("conch exec: %v %s", err, out)
+		}
+		if strings.Contains(string(out), mark) {
+			t.Errorf("an fd inherited by conch reached the command (%s): %s", conf, out)
+		}
 	}
 }
