@@ -251,3 +251,27 @@ func TestInheritedFdsStayOut(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxWaitFileStaysInside: until=file resolves the path inside the
+// sandbox's root; an absolute symlink made inside must not turn the
+// probe into an existence test of host files.
+func TestSandboxWaitFileStaysInside(t *testing.T) {
+	needBwrap(t)
+	t.Parallel()
+	se := newSandbox(t, nil)
+	secret := filepath.Join(se.home, "secret.txt")
+	r := se.c.exec(map[string]any{"command": "ln -s " + secret + " probe993; ln -s /tmp/in993 inside993; touch /tmp/in993; sleep 993.1", "background": true})
+	id := r.str("sessionId")
+	defer func() {
+		se.c.process(map[string]any{"action": "kill", "sessionId": id})
+		se.c.waitEnd(id, 10*time.Second)
+	}()
+	w := se.c.process(map[string]any{"action": "wait", "sessionId": id, "until": "file", "path": "inside993", "timeout": 10000})
+	if w.str("outcome") != "met" {
+		t.Fatalf("a link to a file inside the sandbox: %s %v", w.Text, w.D)
+	}
+	w = se.c.process(map[string]any{"action": "wait", "sessionId": id, "until": "file", "path": "probe993", "timeout": 500})
+	if w.str("outcome") == "met" {
+		t.Fatalf("until=file followed a link to the host's %s: %s", secret, w.Text)
+	}
+}
