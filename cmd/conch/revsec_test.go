@@ -93,8 +93,16 @@ func TestSandboxLandlockUnixSockets(t *testing.T) {
 	if strings.Contains(r.Text, "HTTP200") {
 		t.Fatalf("the landlock sandbox reached the engine socket with operator rights:\n%s", r.Text)
 	}
+	// network none: no AF_VSOCK socket either (a VM guest's line to its
+	// host).
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		v := se.c.exec(map[string]any{"command": "/usr/bin/python3 -c 'import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM); print(\"VSOCK-OK\")' 2>&1"})
+		if strings.Contains(v.Text, "VSOCK-OK") {
+			t.Errorf("an AF_VSOCK socket was created in the landlock sandbox with network none: %s", v.Text)
+		}
+	}
 	// A socket pair (no path) still works inside.
-	if p := se.c.exec(map[string]any{"command": "python3 -c 'import socket; a,b=socket.socketpair(); a.send(b\"ok\"); print(b.recv(2).decode())' 2>&1 || echo no-python"}); !strings.Contains(p.Text, "ok") && !strings.Contains(p.Text, "no-python") {
+	if p := se.c.exec(map[string]any{"command": "/usr/bin/python3 -c 'import socket; a,b=socket.socketpair(); a.send(b\"ok\"); print(b.recv(2).decode())' 2>&1 || echo no-python"}); !strings.Contains(p.Text, "ok") && !strings.Contains(p.Text, "no-python") {
 		t.Errorf("socketpair inside the landlock sandbox: %s", p.Text)
 	}
 }
@@ -273,5 +281,26 @@ func TestSandboxWaitFileStaysInside(t *testing.T) {
 	w = se.c.process(map[string]any{"action": "wait", "sessionId": id, "until": "file", "path": "probe993", "timeout": 500})
 	if w.str("outcome") == "met" {
 		t.Fatalf("until=file followed a link to the host's %s: %s", secret, w.Text)
+	}
+}
+
+// TestSandboxNoVsock: with network none, bwrap's network namespace does
+// not cover AF_VSOCK (a VM guest's line to its hypervisor); the init
+// inside refuses such sockets.
+func TestSandboxNoVsock(t *testing.T) {
+	needBwrap(t)
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("/usr/bin/python3 is needed to create a socket")
+	}
+	t.Parallel()
+	se := newSandbox(t, nil)
+	for _, pty := range []bool{false, true} {
+		r := se.c.exec(map[string]any{"pty": pty, "command": "/usr/bin/python3 -c 'import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM); print(\"VSOCK-OK\")' 2>&1; /usr/bin/python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_STREAM); print(\"INET-OK\")'"})
+		if r.str("host") != "sandbox" || !strings.Contains(r.Text, "INET-OK") {
+			t.Fatalf("pty=%v: %s %v", pty, r.Text, r.D)
+		}
+		if strings.Contains(r.Text, "VSOCK-OK") {
+			t.Errorf("pty=%v: an AF_VSOCK socket was created in the bwrap sandbox with network none: %s", pty, r.Text)
+		}
 	}
 }

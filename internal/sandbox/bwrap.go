@@ -50,9 +50,15 @@ func (b *Bwrap) Available(ctx context.Context) error {
 	})
 }
 
-// Prepare makes the scope home.
+// Prepare makes the scope home and the seccomp program.
 func (b *Bwrap) Prepare(ctx context.Context, r *Run) error {
-	return os.MkdirAll(filepath.Join(ScopeDir(r.Home, r.Settings.Scope), "home"), 0o700)
+	if err := os.MkdirAll(filepath.Join(ScopeDir(r.Home, r.Settings.Scope), "home"), 0o700); err != nil {
+		return err
+	}
+	if r.Settings.Network != "open" {
+		return writeNoVsockFilter(r.Home)
+	}
+	return nil
 }
 
 // Remove has nothing to remove for bwrap.
@@ -159,12 +165,25 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 		}
 		a = append(a, "--bind", src, dst)
 	}
-	a = append(a, "--ro-bind", r.Exe, InsideExe, "--chdir", cwd, "--block-fd", "3", "--cap-drop", "ALL", "--")
+	a = append(a, "--ro-bind", r.Exe, InsideExe, "--chdir", cwd, "--block-fd", "3", "--cap-drop", "ALL")
+	r.Files = nil
+	if s.Network != "open" {
+		// AF_VSOCK ignores network namespaces: in a VM it reaches the
+		// hypervisor's services. A seccomp program refuses such sockets;
+		// the supervisor opens it on fd 4.
+		r.Files = append(r.Files, NoVsockFilter(r.Home))
+		a = append(a, "--seccomp", "4")
+	}
+	a = append(a, "--")
+	var init []string
 	if r.PTY {
 		// bwrap's --new-session leaves the command without a controlling
 		// terminal; the init claims the session's PTY (fd 0) before it
 		// execs the shell, so job control works inside.
-		a = append(a, InsideExe, "sandbox-init", "--ctty", "--")
+		init = append(init, "--ctty")
+	}
+	if len(init) > 0 {
+		a = append(append(append(a, InsideExe, "sandbox-init"), init...), "--")
 	}
 	a = append(a, "/bin/sh", "-lc", r.Command)
 	return a, r.Env, nil

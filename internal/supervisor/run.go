@@ -274,6 +274,14 @@ func (s *sup) launch() error {
 		cmd.ExtraFiles = []*os.File{r}
 		childEnds = append(childEnds, r)
 		blockW = w
+		for _, p := range spec.Sandbox.Files {
+			f, err := os.Open(p)
+			if err != nil {
+				return fmt.Errorf("sandbox: %w", err)
+			}
+			cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+			childEnds = append(childEnds, f)
+		}
 		defer func() {
 			if blockW != nil {
 				blockW.Close()
