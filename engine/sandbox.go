@@ -127,6 +127,7 @@ func (e *Engine) planSandbox(pl *plan, p apitype.ExecParams, sb config.SandboxSe
 		MemoryBytes: sb.MemoryBytes, Pids: sb.Pids, CPUs: sb.CPUs,
 		BlockFD:    backend.Name() != "docker",
 		CttyInside: backend.Name() == "bwrap" && pl.pty,
+		Files:      run.Files,
 	}
 	if d, ok := backend.(*sandbox.Docker); ok {
 		// Docker enforces the limits on the container; its processes are

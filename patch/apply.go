@@ -351,10 +351,8 @@ func (pl *planner) target(path string, follow bool) (*target, error) {
 			}
 		}
 	}
-	for _, pr := range pl.opt.Protected {
-		if pr != "" && within(filepath.Clean(pr), real) {
-			return nil, errorf(CodeOutside, "Path is protected in the sandbox: %s", display)
-		}
+	if pl.protected(abs, real) {
+		return nil, errorf(CodeOutside, "Path is protected in the sandbox: %s", display)
 	}
 	rel := real
 	if pl.rootPath != "/" {
@@ -370,6 +368,33 @@ func (pl *planner) target(path string, follow bool) (*target, error) {
 	pl.targets[rel] = t
 	pl.order = append(pl.order, t)
 	return t, nil
+}
+
+// protected reports whether a target, named abs and resolved to real,
+// lies in one of Options.Protected. A protected path is compared as
+// given, with the workspace's symlinks resolved, and as its own target
+// when it is a symlink, so neither a workspace named through a link nor a
+// link inside it (hk -> .git/hooks, .git/hooks -> elsewhere) gets around it.
+func (pl *planner) protected(abs, real string) bool {
+	for _, pr := range pl.opt.Protected {
+		if pr == "" {
+			continue
+		}
+		pr = filepath.Clean(pr)
+		cands := []string{pr}
+		if rel, err := filepath.Rel(pl.ws, pr); err == nil && within(pl.ws, pr) {
+			cands = append(cands, filepath.Join(pl.wsReal, rel))
+		}
+		if r, err := filepath.EvalSymlinks(pr); err == nil {
+			cands = append(cands, r)
+		}
+		for _, c := range cands {
+			if within(c, real) || within(c, abs) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // realParent returns abs with its directory resolved: the deepest existing

@@ -267,3 +267,32 @@ func TestResultDetails(t *testing.T) {
 		t.Errorf("ops %v", ops)
 	}
 }
+
+// TestProtectedThroughSymlinks: a protected path stays protected when the
+// workspace is named through a symlink, and when a link elsewhere in the
+// workspace (or the protected name itself) points into it.
+func TestProtectedThroughSymlinks(t *testing.T) {
+	root := t.TempDir()
+	real := filepath.Join(root, "real")
+	mustWrite(t, filepath.Join(real, ".git", "hooks", "pre-commit"), "#!/bin/sh\n")
+	link := filepath.Join(root, "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".git/hooks", filepath.Join(real, "hk")); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(real, "h2"), 0o755)
+	if err := os.Symlink("h2", filepath.Join(real, ".conch")); err != nil {
+		t.Fatal(err)
+	}
+	opt := Options{Workspace: link, Protected: []string{filepath.Join(link, ".git", "hooks"), filepath.Join(link, ".conch")}}
+	for _, p := range []string{".git/hooks/pre-commit", "hk/pre-commit", "hk/post-checkout", ".conch/config.json"} {
+		_, err := Apply(context.Background(), "*** Begin Patch\n*** Add File: "+p+"\n+pwned\n*** End Patch", opt)
+		if err == nil {
+			t.Errorf("%s: a protected path was written", p)
+			continue
+		}
+		wantCode(t, err, CodeOutside, "Path is protected in the sandbox: "+p)
+	}
+}

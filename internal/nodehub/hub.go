@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/coder/websocket"
 
@@ -289,6 +290,11 @@ func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
 		ws.Close(CloseAuth, "node identity check failed")
 		return
 	}
+	if msg := checkHello(&c.hello); msg != "" {
+		ws.Close(CloseAuth, msg)
+		return
+	}
+	hello = c.hello
 	reply := func(v any) error {
 		b, _ := json.Marshal(v)
 		return c.send(apitype.Frame{Type: "res", ID: f.ID, OK: true, Payload: b})
@@ -326,6 +332,9 @@ func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
 				reqID = p.RequestID
 				return nil
 			}
+		}
+		if len(st.Pending) >= MaxPending {
+			return fmt.Errorf("too many pairing requests (%d) are waiting; approve or remove some", len(st.Pending))
 		}
 		for i := range st.Invites {
 			in := &st.Invites[i]
@@ -381,6 +390,42 @@ func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
 	if promoted {
 		h.offline(c)
 	}
+}
+
+// MaxPending bounds the pairing requests waiting for an operator: a
+// reusable join token must not let its holder grow the pairing state
+// without limit.
+const MaxPending = 64
+
+// checkHello refuses oversized node.hello fields and strips control
+// characters from the ones operators read (names reach terminals).
+func checkHello(h *apitype.NodeHello) string {
+	clean := func(s string, max int) (string, bool) {
+		if len(s) > max {
+			return "", false
+		}
+		return strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) {
+				return -1
+			}
+			return r
+		}, s), true
+	}
+	var ok bool
+	for _, f := range []*string{&h.Name, &h.Platform, &h.Arch, &h.Version} {
+		if *f, ok = clean(*f, 256); !ok {
+			return "node.hello field too long"
+		}
+	}
+	if len(h.Caps) > 64 {
+		return "node.hello has too many caps"
+	}
+	for i := range h.Caps {
+		if h.Caps[i], ok = clean(h.Caps[i], 128); !ok {
+			return "node.hello cap too long"
+		}
+	}
+	return ""
 }
 
 func inviteHeld(st *State, hash string) bool {

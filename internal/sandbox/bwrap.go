@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -49,9 +50,15 @@ func (b *Bwrap) Available(ctx context.Context) error {
 	})
 }
 
-// Prepare makes the scope home.
+// Prepare makes the scope home and the seccomp program.
 func (b *Bwrap) Prepare(ctx context.Context, r *Run) error {
-	return os.MkdirAll(filepath.Join(ScopeDir(r.Home, r.Settings.Scope), "home"), 0o700)
+	if err := os.MkdirAll(filepath.Join(ScopeDir(r.Home, r.Settings.Scope), "home"), 0o700); err != nil {
+		return err
+	}
+	if r.Settings.Network != "open" {
+		return writeNoVsockFilter(r.Home)
+	}
+	return nil
 }
 
 // Remove has nothing to remove for bwrap.
@@ -120,8 +127,36 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 		mode = "--ro-bind"
 	}
 	a = append(a, mode, r.Workspace, view.Inside)
+	// A read-only mount alone does not protect a path: the command could
+	// rename the directory above it (mv .git .git-old) and make a new
+	// one. So every directory between the workspace and a protected path
+	// is bound onto itself first; a mount point cannot be renamed or
+	// removed.
+	var parents, ro []string
 	for _, p := range s.ProtectPaths {
-		a = append(a, "--ro-bind-try", filepath.Join(r.Workspace, p), filepath.Join(view.Inside, p))
+		ok, err := protectable(r.Workspace, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			continue
+		}
+		ro = append(ro, filepath.Clean(p))
+		for d := filepath.Dir(filepath.Clean(p)); d != "." && d != "/"; d = filepath.Dir(d) {
+			if !slices.Contains(parents, d) {
+				parents = append(parents, d)
+			}
+		}
+	}
+	if s.WorkspaceAccess != "ro" {
+		// Shallow first, so that a deeper bind is not covered.
+		slices.SortFunc(parents, func(x, y string) int { return strings.Count(x, "/") - strings.Count(y, "/") })
+		for _, d := range parents {
+			a = append(a, "--bind", filepath.Join(r.Workspace, d), filepath.Join(view.Inside, d))
+		}
+	}
+	for _, p := range ro {
+		a = append(a, "--ro-bind", filepath.Join(r.Workspace, p), filepath.Join(view.Inside, p))
 	}
 	for _, x := range s.Binds {
 		src, dst := splitBind(x)
@@ -130,15 +165,49 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 		}
 		a = append(a, "--bind", src, dst)
 	}
-	a = append(a, "--ro-bind", r.Exe, InsideExe, "--chdir", cwd, "--block-fd", "3", "--cap-drop", "ALL", "--")
+	a = append(a, "--ro-bind", r.Exe, InsideExe, "--chdir", cwd, "--block-fd", "3", "--cap-drop", "ALL")
+	r.Files = nil
+	if s.Network != "open" {
+		// AF_VSOCK ignores network namespaces: in a VM it reaches the
+		// hypervisor's services. A seccomp program refuses such sockets;
+		// the supervisor opens it on fd 4.
+		r.Files = append(r.Files, NoVsockFilter(r.Home))
+		a = append(a, "--seccomp", "4")
+	}
+	a = append(a, "--")
+	var init []string
 	if r.PTY {
 		// bwrap's --new-session leaves the command without a controlling
 		// terminal; the init claims the session's PTY (fd 0) before it
 		// execs the shell, so job control works inside.
-		a = append(a, InsideExe, "sandbox-init", "--ctty", "--")
+		init = append(init, "--ctty")
+	}
+	if len(init) > 0 {
+		a = append(append(append(a, InsideExe, "sandbox-init"), init...), "--")
 	}
 	a = append(a, "/bin/sh", "-lc", r.Command)
 	return a, r.Env, nil
+}
+
+// protectable reports whether the protected path p exists below
+// workspace. The sandboxed command can write the workspace, so it may
+// have replaced p (or a directory above it) with a symbolic link: bwrap
+// resolves a bind's source on the host and its destination inside the
+// new root, so a link like .conch -> ../../../tmp would show the host's
+// /tmp inside. Such a path fails the run instead (fail closed).
+func protectable(workspace, p string) (bool, error) {
+	cur := workspace
+	for _, part := range strings.Split(filepath.Clean(p), "/") {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return false, nil
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return false, fmt.Errorf("the protected path %s is a symbolic link (%s); remove it on the host", filepath.Join(workspace, p), cur)
+		}
+	}
+	return true, nil
 }
 
 func splitBind(b string) (string, string) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -25,6 +26,8 @@ import (
 // execs ARGV in place, so the supervisor keeps owning the process
 // directly: its PTY, its process group and its cgroup.
 func InitMain(args []string) int {
+	// Capabilities are per thread: drop them on the thread that execs.
+	runtime.LockOSThread()
 	var ctty, withPTY bool
 	var policy, killSession string
 	graceMs := 3000
@@ -118,6 +121,9 @@ run:
 		if err := applyLandlock(p); err != nil {
 			return initFail("landlock: " + err.Error())
 		}
+		if err := dropCaps(); err != nil {
+			return initFail("drop capabilities: " + err.Error())
+		}
 		if err := applySeccomp(p.Network); err != nil {
 			return initFail("seccomp: " + err.Error())
 		}
@@ -135,6 +141,29 @@ run:
 		return 127
 	}
 	return 126
+}
+
+// dropCaps empties this thread's bounding, ambient, inheritable,
+// permitted and effective capability sets and locks root out of getting
+// them back on exec (a gateway running as root would otherwise hand the
+// landlock sandbox CAP_NET_ADMIN, CAP_SYS_RAWIO, CAP_KILL, …; bwrap has
+// --cap-drop ALL).
+func dropCaps() error {
+	for c := 0; c <= 63; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return err
+		}
+	}
+	unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	const secure = 1<<0 | 1<<1 | 1<<2 | 1<<3 // SECBIT_NOROOT(_LOCKED), SECBIT_NO_SETUID_FIXUP(_LOCKED)
+	if os.Getuid() == 0 || os.Geteuid() == 0 {
+		if err := unix.Prctl(unix.PR_SET_SECUREBITS, secure, 0, 0, 0); err != nil {
+			return err
+		}
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	return unix.Capset(&hdr, &data[0])
 }
 
 func initFail(msg string) int {

@@ -45,8 +45,19 @@ func ProbeFile(pid int, cwd, path string) bool {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(cwd, path)
 	}
-	_, err := os.Stat(filepath.Join(fmt.Sprintf("/proc/%d/root", pid), path))
-	return err == nil
+	// Resolve in the sandbox's root: through /proc/<pid>/root alone an
+	// absolute symlink made inside would resolve against the host's /.
+	root, err := unix.Open(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
 }
 
 // ProbeNet runs a port or http probe inside pid's network namespace.

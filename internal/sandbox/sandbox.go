@@ -42,6 +42,9 @@ type Run struct {
 	Command   string // shell command text (PATH prefix included)
 	Env       []string
 	PTY       bool
+	// Files, set by Command, are opened by the supervisor and passed to
+	// the command from fd 4 on (bwrap: the --seccomp program).
+	Files []string
 }
 
 // Backend is one way of isolating a run (hosts.md §3.1).

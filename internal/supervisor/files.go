@@ -89,6 +89,9 @@ type SandboxSpec struct {
 	// the child's controlling terminal; the in-sandbox init claims it in
 	// the sandbox's own session.
 	CttyInside bool `json:"cttyInside,omitempty"`
+	// Files are opened read-only and passed to the child from fd 4 on,
+	// in order (after the block fd): bwrap's --seccomp program.
+	Files []string `json:"files,omitempty"`
 	// KillArgv, when set, is run by the kill sequence (and after the
 	// command ended, for leftovers) with "--kill-session <id> --grace-ms
 	// <ms>" appended: the in-sandbox kill of backends whose processes are

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -46,6 +47,10 @@ func Main(args []string) int {
 	// the engine's event pipe open after the supervisor died).
 	syscall.CloseOnExec(3)
 	syscall.CloseOnExec(4)
+	// Whatever else the engine inherited without close-on-exec (from an
+	// MCP client, a shell, a service manager) came along too; none of it
+	// may reach the command, least of all a sandboxed one.
+	closeOnExecFrom(5)
 	specIn := os.NewFile(3, "spec")
 	readyOut := os.NewFile(4, "ready")
 	if specIn == nil || readyOut == nil {
@@ -85,6 +90,20 @@ func Main(args []string) int {
 	}
 	s.run()
 	return 0
+}
+
+// closeOnExecFrom marks every descriptor from lo up close-on-exec.
+func closeOnExecFrom(lo int) {
+	if unix.CloseRange(uint(lo), ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	// Kernels before 5.11: walk the open descriptors.
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= lo {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // sup is one running supervisor.
@@ -255,6 +274,14 @@ func (s *sup) launch() error {
 		cmd.ExtraFiles = []*os.File{r}
 		childEnds = append(childEnds, r)
 		blockW = w
+		for _, p := range spec.Sandbox.Files {
+			f, err := os.Open(p)
+			if err != nil {
+				return fmt.Errorf("sandbox: %w", err)
+			}
+			cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+			childEnds = append(childEnds, f)
+		}
 		defer func() {
 			if blockW != nil {
 				blockW.Close()
