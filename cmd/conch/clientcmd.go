@@ -49,6 +49,8 @@ const clientUsage = `Session commands:
   conch send ID [--data S] [--eof] [--keys K,K] [--hex H,H] [--literal S] [--paste S] [--no-bracket] [--submit] [--delay MS]
   conch kill ID | clear ID | rm ID
   conch apply-patch [--workdir DIR] < PATCH   apply a "*** Begin Patch" patch (apply_patch tool)
+  conch agents add NAME [--workspace DIR] | list | remove NAME | token NAME --rotate
+                                    manage the gateway's agents and their tokens
 Global flags: --home DIR, --config FILE, --gateway URL, --token T, --agent NAME, --json, --log-level L
 `
 
