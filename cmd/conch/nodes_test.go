@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,48 +21,10 @@ import (
 
 const nodeTestPing = "300" // CONCH_NODE_PING_MS: keepalive for fast failure detection
 
-var anyListenRE = regexp.MustCompile(`listening on (https?://[0-9.]+:\d+)`)
-
 // startNodeGateway runs `conch serve` for node tests on listen.
 func startNodeGateway(t *testing.T, home, listen string, extra ...string) *gateway {
 	t.Helper()
-	g := &gateway{t: t, home: home}
-	args := append([]string{"serve", "--home", home, "--listen", listen, "--log-level", "warn"}, extra...)
-	cmd := exec.Command(conchBin, args...)
-	cmd.Env = append(os.Environ(), "CONCH_NODE_PING_MS="+nodeTestPing)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	g.cmd = cmd
-	t.Cleanup(func() { g.stop() })
-	sc := bufio.NewScanner(out)
-	deadline := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
-	defer deadline.Stop()
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(strings.TrimSpace(line), "cat_") && g.token == "" {
-			g.token = strings.TrimSpace(line)
-		}
-		if m := anyListenRE.FindStringSubmatch(line); m != nil {
-			g.base = m[1]
-			break
-		}
-	}
-	go io.Copy(io.Discard, out)
-	if g.base == "" {
-		t.Fatal("conch serve did not start")
-	}
-	b, err := os.ReadFile(filepath.Join(home, "operator.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.operator = strings.TrimSpace(string(b))
-	return g
+	return startServe(t, home, []string{"CONCH_NODE_PING_MS=" + nodeTestPing}, append([]string{"--listen", listen}, extra...)...)
 }
 
 // restart stops the gateway and starts it again on the same address.

@@ -86,23 +86,7 @@ func TestSandboxEscapes(t *testing.T) {
 	outside := filepath.Join(filepath.Dir(se.ws), "outside930")
 
 	// A host listener on loopback that must never see a connection.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port, accepted := hostListener(t)
 
 	// A host process that must stay invisible and unsignalable.
 	host := exec.Command("sleep", "930.1")
@@ -520,23 +504,7 @@ func TestSandboxLandlock(t *testing.T) {
 	t.Parallel()
 	se := newSandbox(t, map[string]any{"backend": "landlock", "limits": map[string]any{"pids": 16}})
 	outside := filepath.Join(filepath.Dir(se.ws), "outside930")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port, accepted := hostListener(t)
 	host := exec.Command("sleep", "936.1")
 	if err := host.Start(); err != nil {
 		t.Fatal(err)
@@ -816,4 +784,28 @@ func TestSandboxApplyPatch(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(se.ws, ".git", "hooks", "pre-commit")); err == nil {
 		t.Fatal("a protected path was written")
 	}
+}
+
+// hostListener listens on a loopback port of the host until the test ends
+// and counts the connections it accepts; a sandboxed command must not reach
+// it.
+func hostListener(t *testing.T) (port int, accepted *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	accepted = new(atomic.Int32)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, accepted
 }

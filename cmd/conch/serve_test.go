@@ -31,12 +31,23 @@ type gateway struct {
 	operator string
 }
 
-var listenRE = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
+var listenRE = regexp.MustCompile(`listening on (https?://[0-9.]+:\d+)`)
 
 func startGateway(t *testing.T, home string) *gateway {
 	t.Helper()
+	return startServe(t, home, nil, "--listen", "127.0.0.1:0")
+}
+
+// startServe runs `conch serve --home home` with args and env added to
+// conch's environment, waits for its "listening on" line and reads the
+// first agent's and the operator's tokens. The test's cleanup stops it.
+func startServe(t *testing.T, home string, env []string, args ...string) *gateway {
+	t.Helper()
 	g := &gateway{t: t, home: home}
-	cmd := exec.Command(conchBin, "serve", "--home", home, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	cmd := exec.Command(conchBin, append([]string{"serve", "--home", home, "--log-level", "warn"}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
