@@ -535,7 +535,11 @@ func TestCLIApprovalPromptOnTTY(t *testing.T) {
 
 func TestCLIWhileInProcessCLIHoldsTheHome(t *testing.T) {
 	home := newHome(t, "")
-	follower := exec.Command(conchBin, "exec", "--home", home, "--", "echo started; sleep 4.5; echo finished")
+	// The run lasts until the test creates the file "go", so the first CLI
+	// holds the home for as long as the test needs, however slow the machine.
+	gate := filepath.Join(t.TempDir(), "go")
+	t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) })
+	follower := exec.Command(conchBin, "exec", "--home", home, "--", "echo started; while [ ! -e "+gate+" ]; do sleep 0.05; done; echo finished")
 	var out strings.Builder
 	follower.Stdout = &out
 	if err := follower.Start(); err != nil {
@@ -559,6 +563,9 @@ func TestCLIWhileInProcessCLIHoldsTheHome(t *testing.T) {
 	case <-done:
 		t.Fatal("ps only got through after the first CLI let go of the home")
 	default:
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	if err := <-done; err != nil || !strings.Contains(out.String(), "finished") {
 		t.Fatalf("follower: %v %q", err, out.String())

@@ -273,6 +273,7 @@ func TestGateTimeoutFallback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the 10 s approval timeout")
 	}
+	t.Parallel() // it mostly waits
 	home := newHome(t, `{"tools":{"exec":{"host":"gateway","ask":"always","askFallback":"full"}},"approvals":{"timeoutMs":10000}}`)
 	c := startConch(t, home)
 	r := c.exec(map[string]any{"command": "echo ran-after-timeout"})
