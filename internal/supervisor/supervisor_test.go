@@ -148,7 +148,10 @@ func TestKillTree(t *testing.T) {
 }
 
 func TestControlSocket(t *testing.T) {
-	h, dir := launch(t, Spec{Stdin: "open", Argv: []string{"/bin/sh", "-c", "read a; echo got $a; read b; echo got $b"}})
+	// The command waits for the file "end" after stdin is closed, so the
+	// supervisor is still there for the calls that follow the close.
+	end := filepath.Join(t.TempDir(), "end")
+	h, dir := launch(t, Spec{Stdin: "open", Argv: []string{"/bin/sh", "-c", "read a; echo got $a; read b; echo got $b; while [ ! -e " + end + " ]; do sleep 0.01; done"}})
 	var meta Meta
 	ReadJSON(MetaPath(dir), &meta)
 	st, err := Call(meta.Socket, Request{Op: "status"})
@@ -166,6 +169,9 @@ func TestControlSocket(t *testing.T) {
 	}
 	if _, err := Call(meta.Socket, Request{Op: "dance"}); err == nil || err.Error() != `unknown op "dance"` {
 		t.Fatalf("unknown op: %v", err)
+	}
+	if err := os.WriteFile(end, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	ex := final(t, h, 10*time.Second)
 	var out, in string
