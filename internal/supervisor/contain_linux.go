@@ -250,11 +250,17 @@ func (c *containment) remove() {
 			continue
 		}
 		seen[dir] = true
-		for i := 0; i < 20; i++ {
-			if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
+		// After cgroup.kill (or SIGKILLs) the members take a moment to
+		// exit, longer on a loaded machine; a cgroup given up on too
+		// early stays behind for good.
+		wait := 2 * time.Millisecond
+		for deadline := time.Now().Add(3 * time.Second); ; {
+			err := os.Remove(dir)
+			if err == nil || errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
 				break
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(wait)
+			wait = min(2*wait, 100*time.Millisecond)
 		}
 	}
 }
