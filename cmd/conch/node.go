@@ -206,14 +206,29 @@ func socketAPI(home string) func(method, path string, body any) (json.RawMessage
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
+	return rawAPI(hc, "http://conch", "")
+}
+
+// gatewayAPI is socketAPI for a gateway URL and an operator token.
+func gatewayAPI(gateway, token string) func(method, path string, body any) (json.RawMessage, int, error) {
+	return rawAPI(&http.Client{Timeout: 30 * time.Second}, strings.TrimRight(gateway, "/"), token)
+}
+
+func rawAPI(hc *http.Client, base, token string) func(method, path string, body any) (json.RawMessage, int, error) {
 	return func(method, path string, body any) (json.RawMessage, int, error) {
 		var rd io.Reader
 		if body != nil {
 			b, _ := json.Marshal(body)
 			rd = bytes.NewReader(b)
 		}
-		req, _ := http.NewRequest(method, "http://conch"+path, rd)
+		req, err := http.NewRequest(method, base+path, rd)
+		if err != nil {
+			return nil, 0, err
+		}
 		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
 		resp, err := hc.Do(req)
 		if err != nil {
 			return nil, 0, err
@@ -233,10 +248,17 @@ func socketAPI(home string) func(method, path string, body any) (json.RawMessage
 
 // nodeApprovalsFile is `conch approvals get|set --node N`: the node's own
 // approvals file, through the gateway (hosts.md §5.7).
-func nodeApprovalsFile(sub, home, node string, pos []string, baseHash string, force bool, stdout, stderr io.Writer) int {
+func nodeApprovalsFile(sub, home, node string, rf *operatorRemote, pos []string, baseHash string, force bool, stdout, stderr io.Writer) int {
 	api := socketAPI(home)
+	if rf.gateway != "" {
+		if _, err := rf.client(home); err != nil { // the URL and a token
+			fmt.Fprintf(stderr, "conch approvals %s: %v\n", sub, err)
+			return exitUsage
+		}
+		api = gatewayAPI(rf.gateway, rf.resolvedToken(home))
+	}
 	if api == nil {
-		fmt.Fprintf(stderr, "conch approvals %s --node: no gateway running on %s (start conch serve)\n", sub, home)
+		fmt.Fprintf(stderr, "conch approvals %s --node: no gateway running on %s (start conch serve, or give --gateway)\n", sub, home)
 		return exitUnavailable
 	}
 	path := "/v1/approvals-file?node=" + url.QueryEscape(node)

@@ -521,6 +521,11 @@ func TestNodePolicy(t *testing.T) {
 	if json.Unmarshal([]byte(out), &cur) != nil || code != 0 || cur.Path != filepath.Join(strict.home, "exec-approvals.json") {
 		t.Fatalf("approvals get --node: %d %s", code, out)
 	}
+	// The same from another machine: --gateway and the operator token.
+	remote := exec.Command(conchBin, "approvals", "get", "--node", "strict", "--home", t.TempDir(), "--gateway", g.base, "--token", g.operator)
+	if rout, err := remote.CombinedOutput(); err != nil || !bytes.Contains(rout, []byte(cur.Hash)) {
+		t.Fatalf("approvals get --node --gateway: %v %s", err, rout)
+	}
 	touch, _ := exec.LookPath("touch")
 	file := `{"version":1,"agents":{"main":{"allowlist":[{"pattern":"` + touch + `"}]}}}`
 	if out, code := cli(file, "approvals", "set", "-", "--node", "strict", "--base-hash", "stale"); code != 5 {

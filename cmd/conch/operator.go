@@ -63,7 +63,7 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *node != "" {
-		return nodeApprovalsFile(sub, *home, *node, pos, *baseHash, *force, stdout, stderr)
+		return nodeApprovalsFile(sub, *home, *node, rf, pos, *baseHash, *force, stdout, stderr)
 	}
 	if rf.gateway != "" {
 		c, err := rf.client(*home)
