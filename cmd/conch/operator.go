@@ -228,17 +228,19 @@ func runLedger(args []string, stdout, stderr io.Writer) int {
 	approval := fs.String("approval", "", "tail: one approval")
 	agent := fs.String("agent", "", "tail: one agent")
 	asJSON := fs.Bool("json", false, "print JSON")
+	follow := fs.Bool("f", false, "tail: keep printing new records until interrupted")
 	rf := remoteFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
 	}
+	filter := ledger.Filter{Session: *session, Approval: *approval, Agent: *agent}
 	if rf.gateway != "" {
 		c, err := rf.client(*home)
 		if err != nil {
 			fmt.Fprintf(stderr, "conch ledger: %v\n", err)
 			return exitUsage
 		}
-		return ledgerRemote(c, args[0], *n, ledger.Filter{Session: *session, Approval: *approval, Agent: *agent}, *asJSON, stdout, stderr)
+		return ledgerRemote(c, args[0], *n, filter, *follow, *asJSON, stdout, stderr)
 	}
 	switch args[0] {
 	case "verify":
@@ -257,20 +259,9 @@ func runLedger(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	case "tail":
-		recs, err := ledger.Tail(*home, *n, ledger.Filter{Session: *session, Approval: *approval, Agent: *agent})
-		if err != nil {
-			fmt.Fprintf(stderr, "conch ledger tail: %v\n", err)
-			return exitFailed
-		}
-		for _, r := range recs {
-			if *asJSON {
-				b, _ := json.Marshal(r)
-				fmt.Fprintln(stdout, string(b))
-			} else {
-				fmt.Fprintln(stdout, r.String())
-			}
-		}
-		return exitOK
+		return ledgerTail(func(n int, f ledger.Filter) ([]ledger.Record, error) {
+			return ledger.Tail(*home, n, f)
+		}, *n, filter, *follow, *asJSON, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "conch ledger: unknown subcommand %q\n", args[0])
 	return exitUsage

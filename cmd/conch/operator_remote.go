@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/client"
@@ -146,7 +148,7 @@ func approvalsRemote(c *client.Client, sub string, pos []string, always, asJSON 
 	return exitUsage
 }
 
-func ledgerRemote(c *client.Client, sub string, n int, f ledger.Filter, asJSON bool, stdout, stderr io.Writer) int {
+func ledgerRemote(c *client.Client, sub string, n int, f ledger.Filter, follow, asJSON bool, stdout, stderr io.Writer) int {
 	ctx, cancel := remoteCtx()
 	defer cancel()
 	switch sub {
@@ -166,28 +168,24 @@ func ledgerRemote(c *client.Client, sub string, n int, f ledger.Filter, asJSON b
 		}
 		return exitOK
 	case "tail":
-		q := url.Values{"limit": {strconv.Itoa(n)}}
-		for k, v := range map[string]string{"session": f.Session, "approval": f.Approval, "agent": f.Agent} {
-			if v != "" {
-				q.Set(k, v)
+		return ledgerTail(func(n int, f ledger.Filter) ([]ledger.Record, error) {
+			q := url.Values{"limit": {strconv.Itoa(n)}}
+			if f.Since > 0 {
+				q.Set("since", strconv.FormatInt(f.Since, 10))
 			}
-		}
-		var out struct {
-			Records []ledger.Record `json:"records"`
-		}
-		if err := c.Call(ctx, "GET", "/v1/ledger", q, nil, &out); err != nil {
-			fmt.Fprintf(stderr, "conch ledger tail: %v\n", err)
-			return exitForError(err)
-		}
-		for _, r := range out.Records {
-			if asJSON {
-				b, _ := json.Marshal(r)
-				fmt.Fprintln(stdout, string(b))
-			} else {
-				fmt.Fprintln(stdout, r.String())
+			for k, v := range map[string]string{"session": f.Session, "approval": f.Approval, "agent": f.Agent} {
+				if v != "" {
+					q.Set(k, v)
+				}
 			}
-		}
-		return exitOK
+			var out struct {
+				Records []ledger.Record `json:"records"`
+			}
+			ctx, cancel := remoteCtx()
+			defer cancel()
+			err := c.Call(ctx, "GET", "/v1/ledger", q, nil, &out)
+			return out.Records, err
+		}, n, f, follow, asJSON, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "conch ledger: unknown subcommand %q\n", sub)
 	return exitUsage
@@ -199,4 +197,54 @@ func readFileOrStdin(name string) ([]byte, error) {
 		return io.ReadAll(os.Stdin)
 	}
 	return os.ReadFile(name)
+}
+
+// ledgerTail prints the last n records that match f, then, with follow,
+// every new one as it is appended until SIGINT or SIGTERM. fetch returns
+// the last n records matching a filter (Since: only later seqs).
+func ledgerTail(fetch func(n int, f ledger.Filter) ([]ledger.Record, error), n int, f ledger.Filter, follow, asJSON bool, stdout, stderr io.Writer) int {
+	print := func(recs []ledger.Record) {
+		for _, r := range recs {
+			if asJSON {
+				b, _ := json.Marshal(r)
+				fmt.Fprintln(stdout, string(b))
+			} else {
+				fmt.Fprintln(stdout, r.String())
+			}
+			f.Since = max(f.Since, r.Seq)
+		}
+	}
+	recs, err := fetch(n, f)
+	if err != nil {
+		fmt.Fprintf(stderr, "conch ledger tail: %v\n", err)
+		return exitForError(err)
+	}
+	print(recs)
+	if !follow {
+		return exitOK
+	}
+	if f.Since == 0 {
+		// Nothing matched yet: start after the current end.
+		all, err := fetch(1, ledger.Filter{})
+		if err == nil && len(all) > 0 {
+			f.Since = all[len(all)-1].Seq
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return exitOK
+		case <-t.C:
+		}
+		recs, err := fetch(100000, f)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch ledger tail: %v\n", err)
+			continue // a gateway restart or a moment without the file
+		}
+		print(recs)
+	}
 }

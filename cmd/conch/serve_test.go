@@ -634,3 +634,53 @@ func TestServeOperatorCLIRemote(t *testing.T) {
 		t.Fatalf("the remote commands wrote to the local home: %v", entries)
 	}
 }
+
+// TestLedgerTailFollow: `conch ledger tail -f` prints records appended
+// after it started, from the home's files and through --gateway, and
+// stops cleanly on SIGTERM.
+func TestLedgerTailFollow(t *testing.T) {
+	g := startGateway(t, newHome(t, ""))
+	follow := func(args ...string) (*exec.Cmd, *bufio.Scanner) {
+		cmd := exec.Command(conchBin, append([]string{"ledger", "tail", "-f", "--json", "-n", "0"}, args...)...)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd, bufio.NewScanner(out)
+	}
+	local, localOut := follow("--home", g.home)
+	remote, remoteOut := follow("--home", t.TempDir(), "--gateway", g.base, "--token", g.operator)
+	time.Sleep(500 * time.Millisecond) // both have read the current end
+	g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo ledger-follow"}, nil)
+	for name, sc := range map[string]*bufio.Scanner{"local": localOut, "remote": remoteOut} {
+		got := make(chan string, 1)
+		go func() {
+			for sc.Scan() {
+				var r map[string]any
+				if json.Unmarshal(sc.Bytes(), &r) == nil && r["type"] == "exec" && strings.Contains(sc.Text(), "ledger-follow") {
+					got <- sc.Text()
+					return
+				}
+			}
+			close(got)
+		}()
+		select {
+		case _, ok := <-got:
+			if !ok {
+				t.Fatalf("%s: the follower ended without the record", name)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s: no exec record for the new run", name)
+		}
+	}
+	for _, cmd := range []*exec.Cmd{local, remote} {
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("ledger tail -f on SIGTERM: %v", err)
+		}
+	}
+}
