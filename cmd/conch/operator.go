@@ -376,8 +376,19 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	home := homeFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
+	fix := fs.Bool("fix", false, "apply the safe fixes (home permissions, empty profiles for unprofiled safe bins), then report")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
+	}
+	if *fix {
+		done, err := engine.DoctorFix(*home)
+		for _, d := range done {
+			fmt.Fprintf(stderr, "fixed %s\n", d)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "conch doctor --fix: %v\n", err)
+			return exitFailed
+		}
 	}
 	findings := engine.Doctor(*home)
 	bad := false

@@ -379,3 +379,47 @@ func TestApprovalByElicitation(t *testing.T) {
 		cs.Close()
 	}
 }
+
+// TestDoctorFix: --fix tightens the home's permissions and scaffolds empty
+// profiles for plain safe bins, in the section that lists them; it leaves
+// what is not safe to guess (interpreters, bare allowlist names).
+func TestDoctorFix(t *testing.T) {
+	home := newHome(t, `{"tools":{"exec":{"safeBins":["python3","cut","nl"]}},"agents":{"ops":{"tools":{"exec":{"safeBins":["paste"]}}}}}`)
+	os.WriteFile(filepath.Join(home, "exec-approvals.json"), []byte(`{"version":1,"agents":{"main":{"allowlist":[{"pattern":"rg"}]}}}`), 0o644)
+	os.Chmod(home, 0o755)
+	out, _ := cli(t, "doctor", "--home", home)
+	for _, want := range []string{`safe bin "nl" has no profile`, `safe bin "paste" has no profile`, "home.permissions"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("before --fix, doctor lacks %q:\n%s", want, out)
+		}
+	}
+	out, code := cli(t, "doctor", "--fix", "--home", home)
+	if code != 1 { // python3 and the bare name remain
+		t.Fatalf("doctor --fix exit %d:\n%s", code, out)
+	}
+	for _, gone := range []string{`"nl" has no profile`, `"paste" has no profile`, "error home.permissions"} {
+		if strings.Contains(out, gone) {
+			t.Errorf("after --fix still %q:\n%s", gone, out)
+		}
+	}
+	for _, kept := range []string{"exec.safe_bins_interpreter_unprofiled", "approvals.bare_names", "fixed exec.safe_bins_unprofiled: agents.ops.tools.exec.safeBinProfiles.paste = {}"} {
+		if !strings.Contains(out, kept) {
+			t.Errorf("doctor --fix lacks %q:\n%s", kept, out)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(home, "exec-approvals.json")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("approvals file mode %o", fi.Mode().Perm())
+	}
+	if fi, _ := os.Stat(home); fi.Mode().Perm() != 0o700 {
+		t.Errorf("home mode %o", fi.Mode().Perm())
+	}
+	// The rewritten config still holds everything and still runs.
+	b, _ := os.ReadFile(filepath.Join(home, "config.json"))
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil || !strings.Contains(string(b), `"python3"`) || !strings.Contains(string(b), `"nl": {}`) {
+		t.Fatalf("config after --fix: %v\n%s", err, b)
+	}
+	if out, code := cli(t, "doctor", "--fix", "--home", home); code != 1 || strings.Contains(out, "fixed ") {
+		t.Fatalf("a second --fix changed something: %d\n%s", code, out)
+	}
+}
