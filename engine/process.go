@@ -369,6 +369,11 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 		end = "Process is awaiting input: " + a.Prompt
 		d.AwaitingInput = &apitype.Awaiting{Prompt: a.Prompt, IdleMs: a.IdleMs}
 	}
+	if ex == nil {
+		if stat, err := e.liveStatus(s); err == nil && stat.JournalError != "" {
+			end += fmt.Sprintf("\nWarning: output is held back because the journal cannot be written (%s); the command waits on its output until there is room again.", stat.JournalError)
+		}
+	}
 	return apitype.Result{Text: out + "\n\n" + end, Details: d}
 }
 

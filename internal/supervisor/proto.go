@@ -44,6 +44,9 @@ type Status struct {
 	KilledBy string     `json:"killedBy,omitempty"`
 	// LastOutputNs is the time of the newest output (unix ns), 0 if none.
 	LastOutputNs int64 `json:"lastOutputNs,omitempty"`
+	// JournalError is set while output cannot be journaled (a full disk):
+	// the supervisor holds the output back and the command blocks on it.
+	JournalError string `json:"journalError,omitempty"`
 }
 
 // Event is pushed to subscribers (and on the spawn pipe): a new end cursor

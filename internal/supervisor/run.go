@@ -123,6 +123,9 @@ type sup struct {
 
 	cursor     atomic.Int64
 	lastOutput atomic.Int64 // unix ns
+	// journalErr is the journal's last write error while output is held
+	// back ("" or nil when writable).
+	journalErr atomic.Value
 
 	outputs sync.WaitGroup // the output pumps
 	ptmx    *os.File       // PTY master, or nil
@@ -459,13 +462,7 @@ func (s *sup) pump(r *os.File, stream journal.Stream) {
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			s.jmu.Lock()
-			end, jerr := s.j.Append(stream, buf[:n])
-			s.sum.Write(buf[:n])
-			s.jmu.Unlock()
-			if jerr != nil {
-				s.logf("journal append: %v", jerr)
-			}
+			end := s.record(stream, buf[:n])
 			if s.ptmx != nil {
 				s.mu.Lock()
 				s.modes.Write(buf[:n])
@@ -486,6 +483,36 @@ func (s *sup) pump(r *os.File, stream journal.Stream) {
 	}
 }
 
+// record journals p, holding on to what cannot be written yet: while the
+// journal fails (a full disk), the pump retries with backoff and reads
+// nothing more, so the command blocks on its output instead of losing it,
+// and the status says why (Status.JournalError). Output is lost only if
+// the supervisor has to end while it still holds some (see run).
+func (s *sup) record(stream journal.Stream, p []byte) int64 {
+	wait := 50 * time.Millisecond
+	for {
+		s.jmu.Lock()
+		start := s.j.Cursor()
+		end, err := s.j.Append(stream, p)
+		s.sum.Write(p[:end-start])
+		s.jmu.Unlock()
+		p = p[end-start:]
+		if err == nil || len(p) == 0 {
+			// All of p is recorded (an error now is a failed fsync,
+			// which the next Append retries).
+			if old, _ := s.journalErr.Swap("").(string); old != "" {
+				s.logf("journal writable again")
+			}
+			return end
+		}
+		if old, _ := s.journalErr.Swap(err.Error()).(string); old == "" {
+			s.logf("journal append: %v; holding %d bytes of output until it can be written", err, len(p))
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+	}
+}
+
 // run waits for the main process, settles output and descendants, and
 // commits the end state.
 func (s *sup) run() {
@@ -502,6 +529,16 @@ func (s *sup) run() {
 	select {
 	case <-pumped:
 	case <-time.After(settle):
+	}
+	if held, _ := s.journalErr.Load().(string); held != "" {
+		// Output is held back by a journal that cannot be written: give
+		// the disk a chance to free up before the end state is final.
+		s.logf("the command ended with output held back (%s); waiting up to 60 s for the journal", held)
+		select {
+		case <-pumped:
+		case <-time.After(60 * time.Second):
+			s.logf("output that could not be journaled is lost")
+		}
 	}
 	// Descendants left behind by a command that ended by itself get the
 	// kill sequence too; a session never stays open because a grandchild
@@ -974,6 +1011,7 @@ func (s *sup) status() *Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := &Status{PID: s.cmd.Process.Pid, Cursor: s.cursor.Load(), Stdin: s.stdinState, Modes: s.modes.Modes(), KilledBy: s.killedBy, LastOutputNs: s.lastOutput.Load()}
+	st.JournalError, _ = s.journalErr.Load().(string)
 	select {
 	case <-s.mainExited:
 		st.Ending = true
