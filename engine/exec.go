@@ -539,6 +539,10 @@ func (e *Engine) commit(spec supervisor.Spec) (*supervisor.Handle, error) {
 	sp := e.spare
 	e.spare = nil
 	e.mu.Unlock()
+	// The next spare starts now, while this one commits: a started spare
+	// is warm only once its runtime is up, which takes longer than a
+	// commit, and back-to-back calls otherwise wait for it.
+	e.refillSpare()
 	defer e.refillSpare()
 	if sp != nil {
 		h, err := sp.Commit(spec, 5*time.Second)
