@@ -290,13 +290,7 @@ func nodeApprovalsFile(sub, home, node string, rf *operatorRemote, pos []string,
 			fmt.Fprintln(stderr, "usage: conch approvals set FILE|- --node N (--base-hash H | --force)")
 			return exitUsage
 		}
-		var b []byte
-		var err error
-		if pos[0] == "-" {
-			b, err = io.ReadAll(os.Stdin)
-		} else {
-			b, err = os.ReadFile(pos[0])
-		}
+		b, err := readFileOrStdin(pos[0])
 		if err != nil {
 			fmt.Fprintf(stderr, "conch approvals set: %v\n", err)
 			return exitFailed

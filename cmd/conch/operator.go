@@ -249,15 +249,7 @@ func runLedger(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "conch ledger verify: %v\n", err)
 			return exitFailed
 		}
-		if *asJSON {
-			json.NewEncoder(stdout).Encode(rep)
-		} else {
-			fmt.Fprintln(stdout, rep.String())
-		}
-		if !rep.OK {
-			return exitFailed
-		}
-		return exitOK
+		return printVerify(rep, *asJSON, stdout)
 	case "tail":
 		return ledgerTail(func(n int, f ledger.Filter) ([]ledger.Record, error) {
 			return ledger.Tail(*home, n, f)

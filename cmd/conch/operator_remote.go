@@ -158,15 +158,7 @@ func ledgerRemote(c *client.Client, sub string, n int, f ledger.Filter, follow, 
 			fmt.Fprintf(stderr, "conch ledger verify: %v\n", err)
 			return exitForError(err)
 		}
-		if asJSON {
-			json.NewEncoder(stdout).Encode(rep)
-		} else {
-			fmt.Fprintln(stdout, rep.String())
-		}
-		if !rep.OK {
-			return exitFailed
-		}
-		return exitOK
+		return printVerify(rep, asJSON, stdout)
 	case "tail":
 		return ledgerTail(func(n int, f ledger.Filter) ([]ledger.Record, error) {
 			q := url.Values{"limit": {strconv.Itoa(n)}}
@@ -247,4 +239,17 @@ func ledgerTail(fetch func(n int, f ledger.Filter) ([]ledger.Record, error), n i
 		}
 		print(recs)
 	}
+}
+
+// printVerify prints a ledger verification report; a broken ledger exits 1.
+func printVerify(rep ledger.Report, asJSON bool, stdout io.Writer) int {
+	if asJSON {
+		json.NewEncoder(stdout).Encode(rep)
+	} else {
+		fmt.Fprintln(stdout, rep.String())
+	}
+	if !rep.OK {
+		return exitFailed
+	}
+	return exitOK
 }
