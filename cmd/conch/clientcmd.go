@@ -186,18 +186,23 @@ func operatorToken(home string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// gatewayToken is the bearer token for --gateway: the --token flag, else
+// CONCH_TOKEN, else the home's operator token, else "".
+func gatewayToken(flagToken, home string) string {
+	if flagToken != "" {
+		return flagToken
+	}
+	if tok := os.Getenv("CONCH_TOKEN"); tok != "" {
+		return tok
+	}
+	return operatorToken(home)
+}
+
 // remoteClient returns a client for --gateway, or for the engine socket of
 // the home when one answers; nil when neither applies.
 func (g *globalFlags) remoteClient() (*client.Client, error) {
 	if g.gateway != "" {
-		tok := g.token
-		if tok == "" {
-			tok = os.Getenv("CONCH_TOKEN")
-		}
-		if tok == "" {
-			tok = operatorToken(g.home)
-		}
-		return client.New(client.Options{Gateway: g.gateway, Token: tok, Agent: g.agent})
+		return client.New(client.Options{Gateway: g.gateway, Token: gatewayToken(g.token, g.home), Agent: g.agent})
 	}
 	if sock := socketPath(g.home); socketAlive(sock) {
 		return client.New(client.Options{Socket: sock, Agent: g.agent, Workdir: g.workdir})

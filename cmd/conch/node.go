@@ -7,10 +7,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/conchsh/conch/client"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -203,46 +202,30 @@ func socketAPI(home string) func(method, path string, body any) (json.RawMessage
 	if !socketAlive(sock) {
 		return nil
 	}
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
-	return rawAPI(hc, "http://conch", "")
+	c, err := client.New(client.Options{Socket: sock})
+	if err != nil {
+		return nil
+	}
+	return clientAPI(c)
 }
 
-// gatewayAPI is socketAPI for a gateway URL and an operator token.
-func gatewayAPI(gateway, token string) func(method, path string, body any) (json.RawMessage, int, error) {
-	return rawAPI(&http.Client{Timeout: 30 * time.Second}, strings.TrimRight(gateway, "/"), token)
-}
-
-func rawAPI(hc *http.Client, base, token string) func(method, path string, body any) (json.RawMessage, int, error) {
+// clientAPI adapts a client to the caller shape that nodehub.LocalAPI
+// also has: the raw JSON answer, or the HTTP status and the API's message.
+func clientAPI(c *client.Client) func(method, path string, body any) (json.RawMessage, int, error) {
 	return func(method, path string, body any) (json.RawMessage, int, error) {
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
+		p, rawQuery, _ := strings.Cut(path, "?")
+		query, _ := url.ParseQuery(rawQuery)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var out json.RawMessage
+		err := c.Call(ctx, method, p, query, body, &out)
+		if ae := (*client.Error)(nil); errors.As(err, &ae) {
+			return nil, ae.Status, errors.New(ae.Message)
 		}
-		req, err := http.NewRequest(method, base+path, rd)
 		if err != nil {
 			return nil, 0, err
 		}
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, 0, err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode >= 300 {
-			var e struct {
-				Error struct{ Message string } `json:"error"`
-			}
-			json.Unmarshal(b, &e)
-			return nil, resp.StatusCode, errors.New(e.Error.Message)
-		}
-		return b, resp.StatusCode, nil
+		return out, 200, nil
 	}
 }
 
@@ -251,11 +234,12 @@ func rawAPI(hc *http.Client, base, token string) func(method, path string, body 
 func nodeApprovalsFile(sub, home, node string, rf *operatorRemote, pos []string, baseHash string, force bool, stdout, stderr io.Writer) int {
 	api := socketAPI(home)
 	if rf.gateway != "" {
-		if _, err := rf.client(home); err != nil { // the URL and a token
+		c, err := rf.client(home)
+		if err != nil {
 			fmt.Fprintf(stderr, "conch approvals %s: %v\n", sub, err)
 			return exitUsage
 		}
-		api = gatewayAPI(rf.gateway, rf.resolvedToken(home))
+		api = clientAPI(c)
 	}
 	if api == nil {
 		fmt.Fprintf(stderr, "conch approvals %s --node: no gateway running on %s (start conch serve, or give --gateway)\n", sub, home)

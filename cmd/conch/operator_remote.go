@@ -33,20 +33,8 @@ func remoteFlags(fs *flag.FlagSet) *operatorRemote {
 	return r
 }
 
-// resolvedToken is --token, else CONCH_TOKEN, else the home's operator
-// token, else "".
-func (r *operatorRemote) resolvedToken(home string) string {
-	if r.token != "" {
-		return r.token
-	}
-	if tok := os.Getenv("CONCH_TOKEN"); tok != "" {
-		return tok
-	}
-	return operatorToken(home)
-}
-
 func (r *operatorRemote) client(home string) (*client.Client, error) {
-	tok := r.resolvedToken(home)
+	tok := gatewayToken(r.token, home)
 	if tok == "" {
 		return nil, fmt.Errorf("--gateway needs an operator token (--token, CONCH_TOKEN or %s/operator.token)", home)
 	}
