@@ -130,13 +130,10 @@ func (c *conch) kill9() {
 	c.cmd.Process.Kill()
 	c.cs.Close()
 	c.cs = nil
-	// The transport's Close does not always wait for the exit, and until
-	// the process has exited it holds the home's lock: a restart right
-	// away would find the home in use.
+	// The transport's Close does not always wait for the exit.
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if _, rest, _ := strings.Cut(string(b), ") "); err != nil || strings.HasPrefix(rest, "Z") {
+		if isZombie(pid) {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
