@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +15,6 @@ import (
 	"github.com/coder/websocket"
 	"github.com/creack/pty"
 
-	"github.com/conchsh/conch/apitype"
 )
 
 // TestSandboxProtectPathSymlinkEscape: a sandboxed command replaces a
@@ -165,37 +160,7 @@ func TestNodeHelloBounds(t *testing.T) {
 	hello := func(name string) websocket.StatusCode {
 		t.Helper()
 		pub, key, _ := ed25519.GenerateKey(rand.Reader)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c, _, err := websocket.Dial(ctx, strings.Replace(g.base, "http://", "ws://", 1)+"/v1/nodes/connect",
-			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.CloseNow()
-		_, b, err := c.Read(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var f apitype.Frame
-		var ch struct{ Nonce string }
-		json.Unmarshal(b, &f)
-		json.Unmarshal(f.Payload, &ch)
-		h := apitype.NodeHello{NodeID: apitype.NodeIDOf(pub), PublicKey: base64.StdEncoding.EncodeToString(pub),
-			Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(key, apitype.NodeHelloMessage(ch.Nonce))), Name: name, Caps: []string{"system.run"}}
-		hb, _ := json.Marshal(h)
-		fb, _ := json.Marshal(apitype.Frame{Type: "req", ID: "1", Method: "node.hello", Params: hb})
-		c.Write(ctx, websocket.MessageText, fb)
-		for {
-			_, b, err := c.Read(ctx)
-			if err != nil {
-				return websocket.CloseStatus(err)
-			}
-			json.Unmarshal(b, &f)
-			if f.Type == "res" && f.OK {
-				return 0
-			}
-		}
+		return handHello(t, g, tok, pub, key, name, nil)
 	}
 	if code := hello(strings.Repeat("n", 1<<20)); code != 4401 {
 		t.Errorf("a 1 MiB node name: close %d, want 4401", code)
