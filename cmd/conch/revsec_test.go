@@ -14,7 +14,6 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/creack/pty"
-
 )
 
 // TestSandboxProtectPathSymlinkEscape: a sandboxed command replaces a
