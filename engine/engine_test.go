@@ -59,3 +59,18 @@ func BenchmarkShTrue(b *testing.B) {
 		}
 	}
 }
+
+// TestProcessAfterClose: a closed engine says it is shutting down; it
+// does not claim that its sessions (which keep running) are gone.
+func TestProcessAfterClose(t *testing.T) {
+	e := newEngine(t)
+	yes := true
+	r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "sleep 30", Background: &yes})
+	id := r.Details.(*apitype.ExecDetails).SessionID
+	e.Process(context.Background(), "main", apitype.ProcessParams{Action: "kill", SessionID: id})
+	e.Close()
+	r = e.Process(context.Background(), "main", apitype.ProcessParams{Action: "poll", SessionID: id})
+	if r.Text != "conch engine is shutting down." {
+		t.Fatalf("poll after Close: %q", r.Text)
+	}
+}

@@ -45,6 +45,11 @@ func noActive(id string) *apitype.Error {
 }
 
 func (e *Engine) process(ctx context.Context, agent string, p apitype.ProcessParams) apitype.Result {
+	if e.isClosed() {
+		// Not "No session found": the sessions live on; this engine is
+		// going away (the next one picks them up).
+		return processError(apitype.Errorf(apitype.CodeUnavailable, "conch engine is shutting down."))
+	}
 	if p.Action == "list" {
 		return e.list(agent)
 	}
