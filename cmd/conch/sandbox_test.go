@@ -457,7 +457,10 @@ func TestSandboxWorkspaceModes(t *testing.T) {
 	mapped := newSandbox(t, map[string]any{"workspacePath": "/workspace", "network": "open"})
 	os.MkdirAll(filepath.Join(mapped.ws, "sub", ".git", "hooks"), 0o755)
 	os.MkdirAll(filepath.Join(mapped.ws, ".git", "hooks"), 0o755)
-	r = mapped.c.exec(map[string]any{"command": "pwd; echo x > .git/hooks/pre-commit; echo y > ok.txt", "workdir": "/workspace"})
+	// pwd runs last: stdout and stderr are two pipes, so text the two
+	// write microseconds apart may arrive in either order (dash writes
+	// its error in two pieces).
+	r = mapped.c.exec(map[string]any{"command": "echo x > .git/hooks/pre-commit; echo y > ok.txt; pwd", "workdir": "/workspace"})
 	sb, _ := r.D["sandbox"].(map[string]any)
 	if !strings.Contains("\n"+r.Text+"\n", "\n/workspace\n") || !strings.Contains(r.Text, "Read-only") || sb["workspace"] != "/workspace" || sb["hostWorkspace"] != mapped.ws {
 		t.Fatalf("workspacePath /workspace: %s %v", r.Text, r.D)

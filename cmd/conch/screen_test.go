@@ -59,8 +59,11 @@ func TestScreenVim(t *testing.T) {
 	}
 	defer c.process(map[string]any{"action": "kill", "sessionId": id})
 
+	// Some vim builds print the file message before they draw the
+	// buffer; wait for both.
 	r = c.waitScreen(id, "the file", func(r result) bool {
-		return strings.Contains(r.Text, `notes.txt" 3L`)
+		l := screenLines(r)
+		return strings.Contains(r.Text, `notes.txt" 3L`) && len(l) == 30 && l[0] == "first line" && l[28] == "~"
 	})
 	lines := screenLines(r)
 	if len(lines) != 30 {
