@@ -138,6 +138,12 @@ type Engine struct {
 	// refilling is set while a new one starts.
 	spare     *supervisor.Spare
 	refilling bool
+	// shared is set when sessions run in supervisor hosts (one process
+	// for many sessions) rather than a supervisor each; host is the one
+	// taking new sessions, retired those that only finish theirs.
+	shared  bool
+	host    *supervisor.Host
+	retired []*supervisor.Host
 	counters  execCounters
 	// starting bounds concurrent supervisor start-ups.
 	starting chan struct{}
@@ -225,7 +231,11 @@ func New(opt Options) (*Engine, error) {
 		return nil, &homeError{ErrHomeNotWritable, fmt.Sprintf("conch home %s is not writable (%v)", home, err)}
 	}
 	e.reattach()
-	e.refillSpare()
+	// A supervisor host starts with the first session.
+	e.shared = sharedSupervisors()
+	if !e.shared {
+		e.refillSpare()
+	}
 	e.wg.Add(1)
 	go e.sweep()
 	return e, nil
@@ -330,6 +340,15 @@ func (e *Engine) Close() error {
 		e.spare.Close()
 		e.spare = nil
 	}
+	// Hosts take no more sessions; they exit once theirs have ended.
+	var hosts []*supervisor.Host
+	for _, h := range append(e.retired, e.host) {
+		if h != nil {
+			h.Close()
+			hosts = append(hosts, h)
+		}
+	}
+	e.host, e.retired = nil, nil
 	var running []*session
 	for _, s := range e.sessions {
 		if s.running() && !s.pending() {
@@ -354,6 +373,18 @@ func (e *Engine) Close() error {
 	}
 	e.stopMu.Do(func() { close(e.stop) })
 	e.wg.Wait()
+	if len(running) == 0 || !e.conf().Survive() {
+		// No session outlives the engine: its hosts are finishing
+		// their last end states; let them go before the home is
+		// released.
+		deadline := time.After(5 * time.Second)
+		for _, h := range hosts {
+			select {
+			case <-h.Exited():
+			case <-deadline:
+			}
+		}
+	}
 	e.stopLedger()
 	return e.lock.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -526,8 +527,26 @@ func nodeIDOf(pl *plan) string {
 	return pl.node.ref.ID
 }
 
-// commit starts spec under a supervisor: the warm spare when there is one
-// (its start-up cost already paid), else a new process. A new spare is
+// hostSessions is how many sessions a supervisor host takes before the
+// engine retires it for a fresh one: a host that dies takes the
+// supervision of its sessions with it.
+const hostSessions = 1000
+
+// sharedSupervisors reports whether sessions run in supervisor hosts:
+// unless CONCH_SUPERVISOR=process asks for a process per session, and
+// only where sessions get cgroups (a host tells its sessions' processes
+// apart by them).
+func sharedSupervisors() bool {
+	switch os.Getenv("CONCH_SUPERVISOR") {
+	case "process":
+		return false
+	}
+	return supervisor.CgroupAvailable()
+}
+
+// commit starts spec under a supervisor: in the current supervisor host
+// when sessions share them, else in the warm spare when there is one (its
+// start-up cost already paid), else in a new process. A new spare is
 // started in the background for the next call.
 func (e *Engine) commit(spec supervisor.Spec) (*supervisor.Handle, error) {
 	// Bound concurrent supervisor start-ups: hundreds of Go processes
@@ -535,6 +554,32 @@ func (e *Engine) commit(spec supervisor.Spec) (*supervisor.Handle, error) {
 	// ready timeout.
 	e.starting <- struct{}{}
 	defer func() { <-e.starting }()
+	if e.shared && !spec.NoCgroup {
+		for attempt := 0; attempt < 2; attempt++ {
+			h, err := e.currentHost()
+			if err != nil {
+				e.log.Warn("start supervisor host", "err", err)
+				break
+			}
+			hd, err := h.Commit(spec, 5*time.Second)
+			switch {
+			case err == nil:
+				if h.Started() >= hostSessions {
+					e.retireHost(h)
+				}
+				return hd, nil
+			case errors.Is(err, supervisor.ErrHostGone):
+				e.log.Warn("supervisor host gone; starting a new one", "pid", h.PID(), "err", err)
+				e.retireHost(h)
+				continue
+			case errors.Is(err, supervisor.ErrNeedsCgroup):
+				// A supervisor of its own contains it without one.
+			default:
+				return nil, err
+			}
+			break
+		}
+	}
 	e.mu.Lock()
 	sp := e.spare
 	e.spare = nil
@@ -552,6 +597,45 @@ func (e *Engine) commit(spec supervisor.Spec) (*supervisor.Handle, error) {
 		e.log.Warn("spare supervisor unusable; starting a new one", "err", err)
 	}
 	return supervisor.Launch(e.supArgv, e.home, spec, supervisorEnv(), 5*time.Second)
+}
+
+// currentHost returns the supervisor host taking new sessions, starting
+// one when there is none.
+func (e *Engine) currentHost() (*supervisor.Host, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errors.New("conch engine is shutting down")
+	}
+	if e.host == nil {
+		h, err := supervisor.StartHost(e.supArgv, e.home, supervisorEnv())
+		if err != nil {
+			return nil, err
+		}
+		e.host = h
+	}
+	return e.host, nil
+}
+
+// retireHost stops h from taking sessions (it exits once its own have
+// ended); the next commit starts a new host.
+func (e *Engine) retireHost(h *supervisor.Host) {
+	h.Close()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.host == h {
+		e.host = nil
+	}
+	// Forget retired hosts that have exited.
+	live := e.retired[:0]
+	for _, r := range e.retired {
+		select {
+		case <-r.Exited():
+		default:
+			live = append(live, r)
+		}
+	}
+	e.retired = append(live, h)
 }
 
 // refillSpare starts a spare supervisor in the background if none waits.

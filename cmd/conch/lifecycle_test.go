@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -223,11 +224,15 @@ func TestRestartSurvival(t *testing.T) {
 	})
 	c.kill9()
 
-	// While no conch runs, session 2 ends by itself.
-	pid2 := supervisorPID(t, home, id2)
+	// While no conch runs, session 2 ends by itself: its supervisor
+	// (which may be a host of session 1 too) commits the end state.
 	eventually(t, 10*time.Second, func() string {
-		if syscall.Kill(pid2, 0) == nil && !isZombie(pid2) {
-			return "session 2 still running"
+		var ex struct {
+			Final bool `json:"final"`
+		}
+		b, _ := os.ReadFile(filepath.Join(home, "sessions", id2, "exit.json"))
+		if json.Unmarshal(b, &ex) != nil || !ex.Final {
+			return "session 2 still running: " + string(b)
 		}
 		return ""
 	})

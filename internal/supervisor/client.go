@@ -82,23 +82,38 @@ func (sp *Spare) Close() {
 // report. A supervisor that does not report in time is killed. The spare
 // cannot be used again, whatever the outcome.
 func (sp *Spare) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
+	h, err := commit(sp.specW, sp.readyR, spec, readyTimeout, func() { sp.cmd.Process.Kill() })
+	if err != nil {
+		return nil, err
+	}
+	h.SupervisorPID = sp.cmd.Process.Pid
+	return h, nil
+}
+
+// commit writes spec on specW (and closes it), then reads the ready report
+// on readyR, which then carries the session's events. kill is called when
+// no report comes within readyTimeout.
+func commit(specW, readyR *os.File, spec Spec, readyTimeout time.Duration, kill func()) (*Handle, error) {
 	spec.V = ProtocolVersion
 	b, err := json.Marshal(spec)
 	if err != nil {
-		sp.Close()
+		specW.Close()
+		readyR.Close()
 		return nil, err
 	}
-	_, err = sp.specW.Write(append(b, '\n'))
-	sp.specW.Close()
-	if err != nil {
-		sp.readyR.Close()
-		return nil, fmt.Errorf("supervisor is gone: %w", err)
-	}
+	// A spec larger than the pipe's buffer is written while the
+	// supervisor reads it.
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := specW.Write(append(b, '\n'))
+		specW.Close()
+		wrote <- err
+	}()
 	type result struct {
 		r   ready
 		err error
 	}
-	br := bufio.NewReader(sp.readyR)
+	br := bufio.NewReader(readyR)
 	got := make(chan result, 1)
 	go func() {
 		line, err := br.ReadBytes('\n')
@@ -112,22 +127,25 @@ func (sp *Spare) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) 
 	select {
 	case res = <-got:
 	case <-time.After(readyTimeout):
-		sp.cmd.Process.Kill()
-		sp.readyR.Close()
+		kill()
+		readyR.Close()
 		return nil, fmt.Errorf("supervisor did not report within %v", readyTimeout)
 	}
+	if werr := <-wrote; res.err != nil && werr != nil {
+		readyR.Close()
+		return nil, fmt.Errorf("supervisor is gone: %w", werr)
+	}
 	if res.err != nil {
-		sp.readyR.Close()
+		readyR.Close()
 		return nil, fmt.Errorf("supervisor ended before reporting: %w", res.err)
 	}
 	if !res.r.OK {
-		sp.readyR.Close()
+		readyR.Close()
 		return nil, errors.New(res.r.Error)
 	}
 	events := make(chan Event, 16)
-	go decodeEvents(br, sp.readyR, events)
-	readyR := sp.readyR
-	return &Handle{PID: res.r.PID, SupervisorPID: sp.cmd.Process.Pid, Events: events, Close: func() { readyR.Close() }, Warnings: res.r.Warnings}, nil
+	go decodeEvents(br, readyR, events)
+	return &Handle{PID: res.r.PID, Events: events, Close: func() { readyR.Close() }, Warnings: res.r.Warnings}, nil
 }
 
 // Launch starts a supervisor for spec and waits for its report: StartSpare

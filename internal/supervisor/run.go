@@ -29,17 +29,25 @@ import (
 	"github.com/conchsh/conch/internal/vt"
 )
 
-// Main is the entry point of `conch supervise --home H [--session ID]`.
-// It reads the Spec from fd 3, reports readiness on fd 4 and returns the
-// process exit code once the session has ended and exit.json is written.
-// Without --session it is a warm spare: it waits for a spec naming any
-// session (and exits quietly when fd 3 closes without one).
+// Main is the entry point of `conch supervise --home H [--session ID]` and
+// of `conch supervise --home H --host`.
+//
+// A single-session supervisor reads the Spec from fd 3, reports readiness
+// on fd 4 and returns the process exit code once the session has ended and
+// exit.json is written. Without --session it is a warm spare: it waits for
+// a spec naming any session (and exits quietly when fd 3 closes without
+// one).
+//
+// A host (--host) supervises many sessions in one process: fd 3 is a
+// socket on which each session arrives as its own spec and ready pipes
+// (see Host). It exits once the socket is closed and its sessions ended.
 func Main(args []string) int {
 	fs := flag.NewFlagSet("supervise", flag.ContinueOnError)
 	home := fs.String("home", "", "conch home")
 	id := fs.String("session", "", "session id (default: the spec's)")
+	host := fs.Bool("host", false, "supervise the sessions that arrive on the socket on fd 3")
 	if err := fs.Parse(args); err != nil || *home == "" {
-		fmt.Fprintln(os.Stderr, "usage: conch supervise --home DIR [--session ID] (internal; started by the engine)")
+		fmt.Fprintln(os.Stderr, "usage: conch supervise --home DIR [--session ID | --host] (internal; started by the engine)")
 		return 2
 	}
 	// fd 3 and 4 come without close-on-exec; the command and its
@@ -51,42 +59,70 @@ func Main(args []string) int {
 	// MCP client, a shell, a service manager) came along too; none of it
 	// may reach the command, least of all a sandboxed one.
 	closeOnExecFrom(5)
+	// No signal.Ignore(SIGPIPE): an ignored signal stays ignored across
+	// exec, and commands must get SIGPIPE as in a terminal (`yes | head`).
+	// Go returns EPIPE for writes to a closed pipe other than stdout and
+	// stderr, which here are /dev/null or a log.
+	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	if *host {
+		return hostMain(*home, os.NewFile(3, "host"))
+	}
 	specIn := os.NewFile(3, "spec")
 	readyOut := os.NewFile(4, "ready")
 	if specIn == nil || readyOut == nil {
 		fmt.Fprintln(os.Stderr, "conch supervise: fd 3 and 4 must be set up by the engine")
 		return 2
 	}
+	return runSession(*home, *id, specIn, readyOut, false)
+}
+
+// runSession reads one spec from specIn, starts its command, reports on
+// readyOut and supervises the session to its end. In a host (shared) the
+// session must get its own cgroup: without one its processes could not be
+// told from those of the host's other sessions.
+func runSession(home, id string, specIn, readyOut *os.File, shared bool) int {
 	var spec Spec
 	err := json.NewDecoder(specIn).Decode(&spec)
 	specIn.Close()
-	if errors.Is(err, io.EOF) && *id == "" {
+	if errors.Is(err, io.EOF) && id == "" && !shared {
 		return 0 // a spare that was never used
 	}
 	if err == nil && spec.V != ProtocolVersion {
 		err = fmt.Errorf("spec version %d, want %d", spec.V, ProtocolVersion)
 	}
-	if err == nil && *id != "" && spec.ID != *id {
-		err = fmt.Errorf("spec is for session %q, not %q", spec.ID, *id)
+	if err == nil && id != "" && spec.ID != id {
+		err = fmt.Errorf("spec is for session %q, not %q", spec.ID, id)
 	}
 	if err == nil && (spec.ID == "" || spec.ID != filepath.Base(spec.ID) || spec.ID[0] == '.') {
 		err = fmt.Errorf("invalid session id %q", spec.ID)
 	}
+	if err == nil && shared && spec.NoCgroup {
+		err = errors.New(errNeedsCgroup)
+	}
 	if err != nil {
 		json.NewEncoder(readyOut).Encode(ready{Error: "read spec: " + err.Error()})
+		readyOut.Close()
 		return 1
 	}
-	s := &sup{spec: spec, dir: SessionDir(*home, spec.ID), done: make(chan struct{}), mainExited: make(chan struct{}), finalSet: make(chan struct{})}
+	s := &sup{spec: spec, dir: SessionDir(home, spec.ID), shared: shared, done: make(chan struct{}), mainExited: make(chan struct{}), finalSet: make(chan struct{})}
 	if err := s.launch(); err != nil {
 		json.NewEncoder(readyOut).Encode(ready{Error: err.Error()})
+		readyOut.Close()
 		return 1
 	}
-	// fd 4 stays open as the first subscriber: the engine that spawned
-	// this supervisor learns cursors and the end state without dialling.
+	// readyOut stays open as the first subscriber: the engine that
+	// started this session learns cursors and the end state without
+	// dialling.
 	if err := json.NewEncoder(readyOut).Encode(ready{OK: true, PID: s.cmd.Process.Pid, Warnings: s.warnings}); err == nil {
 		s.addSubscriber(readyOut)
 	} else {
 		readyOut.Close()
+		if shared {
+			// The engine gave up on this launch (its ready timeout):
+			// nobody knows the command runs, so it must not.
+			s.logf("the engine did not take the ready report (%v); killing the session", err)
+			s.kill("shutdown", 0)
+		}
 	}
 	s.run()
 	return 0
@@ -110,6 +146,8 @@ func closeOnExecFrom(lo int) {
 type sup struct {
 	spec Spec
 	dir  string
+	// shared is set when the supervisor is a host of many sessions.
+	shared bool
 
 	cmd     *exec.Cmd
 	cont    *containment
@@ -164,8 +202,6 @@ func (s *sup) logf(format string, args ...any) {
 }
 
 func (s *sup) launch() error {
-	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-	signal.Ignore(syscall.SIGPIPE)
 	spec := s.spec
 	if len(spec.Argv) == 0 {
 		return errors.New("empty argv")
@@ -174,10 +210,12 @@ func (s *sup) launch() error {
 		return fmt.Errorf("session dir: %w", err)
 	}
 	// Our own stderr (a Go panic, a runtime fatal error) goes to
-	// supervisor.log instead of /dev/null.
-	if f, err := os.OpenFile(LogPath(s.dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
-		unix.Dup2(int(f.Fd()), 2)
-		f.Close()
+	// supervisor.log instead of /dev/null. (A host's goes to its own log.)
+	if !s.shared {
+		if f, err := os.OpenFile(LogPath(s.dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
+			unix.Dup2(int(f.Fd()), 2)
+			f.Close()
+		}
 	}
 	j, err := journal.Create(JournalDir(s.dir), journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes})
 	if err != nil {
@@ -192,6 +230,10 @@ func (s *sup) launch() error {
 		// Session ids are unique per home only: qualify the cgroup name
 		// with the supervisor's pid, which is unique while it lives.
 		s.cont = newCgroup(fmt.Sprintf("%s-%d", spec.ID, os.Getpid()))
+	}
+	if s.shared && s.cont.cgroupDir() == "" {
+		j.Close()
+		return errors.New(errNeedsCgroup)
 	}
 	var sbMeta *SandboxMeta
 	var blockW *os.File
@@ -297,12 +339,12 @@ func (s *sup) launch() error {
 		defer unix.Close(fd)
 	}
 
-	// SIGCHLD must be watched before the child can exit.
-	chld := make(chan os.Signal, 1)
-	signal.Notify(chld, syscall.SIGCHLD)
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
+	// The reaper must know the main process before it can be reaped.
+	reap.start()
+	reap.startMu.RLock()
 	s.started = time.Now()
 	err = cmd.Start() // the one place conch starts a command
 	if err != nil && cmd.SysProcAttr.UseCgroupFD && !isSpawnError(err) {
@@ -322,10 +364,18 @@ func (s *sup) launch() error {
 			os.WriteFile(filepath.Join(s.cont.v2, "cgroup.procs"), []byte(fmt.Sprint(cmd.Process.Pid)), 0)
 		}
 	}
+	if err == nil {
+		reap.watch(cmd.Process.Pid, func(ws syscall.WaitStatus) {
+			s.mainStatus = ws
+			close(s.mainExited)
+		})
+	}
+	reap.startMu.RUnlock()
 	for _, f := range childEnds {
 		f.Close()
 	}
 	if err != nil {
+		signal.Stop(term)
 		s.cont.remove()
 		j.Close()
 		return fmt.Errorf("spawn %s: %w", spec.Argv[0], unwrapPathErr(err))
@@ -362,7 +412,6 @@ func (s *sup) launch() error {
 		blockW = nil
 	}
 
-	go s.reap(chld)
 	if s.ptmx != nil {
 		s.outputs.Add(1)
 		go s.pump(s.ptmx, journal.Stdout)
@@ -396,8 +445,11 @@ func (s *sup) launch() error {
 		s.logf("control socket: %v", err)
 	}
 	go func() {
-		if _, ok := <-term; ok {
+		defer signal.Stop(term)
+		select {
+		case <-term:
 			s.kill("shutdown", s.grace())
+		case <-s.done:
 		}
 	}()
 	return nil
@@ -423,36 +475,6 @@ func unwrapPathErr(err error) error {
 
 func (s *sup) grace() time.Duration {
 	return time.Duration(s.spec.KillGraceMs) * time.Millisecond
-}
-
-// reap collects every child: the main process and whatever was reparented
-// to the supervisor as subreaper. Only the main process's status matters.
-func (s *sup) reap(chld chan os.Signal) {
-	mainPid := s.cmd.Process.Pid
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		for {
-			var ws syscall.WaitStatus
-			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-			if err == syscall.EINTR {
-				continue
-			}
-			if pid <= 0 || err != nil {
-				break
-			}
-			if pid == mainPid {
-				s.mainStatus = ws
-				close(s.mainExited)
-			}
-		}
-		select {
-		case <-chld:
-		case <-tick.C:
-		case <-s.done:
-			return
-		}
-	}
 }
 
 // pump copies one output stream into the journal.
@@ -864,11 +886,16 @@ func (s *sup) listen() error {
 		return err
 	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
 		return fmt.Errorf("socket directory %s is owned by uid %d, not %d", filepath.Dir(path), st.Uid, os.Getuid())
+	} else if fi.Mode().Perm()&0o077 != 0 {
+		// Only we may reach the socket before its chmod below. (No
+		// umask dance: the umask is the process's, and a host starts
+		// other sessions' commands meanwhile.)
+		if err := os.Chmod(filepath.Dir(path), 0o700); err != nil {
+			return err
+		}
 	}
 	os.Remove(path)
-	old := syscall.Umask(0o077)
 	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,302 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A host is one supervisor process serving many sessions. Starting a Go
+// process costs milliseconds of CPU (runtime start, package init, page
+// faults, exit); a host pays that once instead of once per exec. Each
+// session still has everything a single supervisor gives it: its own
+// journal, meta.json, exit.json, control socket and cgroup, so recovery,
+// process calls and cleanup do not know the difference.
+//
+// The engine talks to a host over a SOCK_SEQPACKET socket (fd 3 of the
+// host). Each message carries two descriptors and no payload of note: the
+// read end of a spec pipe and the write end of a ready pipe. From there on
+// the session's protocol is exactly the single supervisor's on fd 3 and 4.
+// The host exits once the engine closes the socket (it retires the host,
+// or it exited) and the host's last session ended.
+//
+// Sessions in a host share one fate: a host that dies takes the
+// supervision of all its sessions with it (the engine retires hosts after
+// hostSessions sessions to bound that). And they must have a cgroup: the
+// host is the subreaper of every session, so without one a daemonised
+// grandchild could not be told apart.
+
+// errNeedsCgroup is the ready error of a host that cannot give the session
+// a cgroup; the engine then starts a supervisor of its own for it.
+const errNeedsCgroup = "no session cgroup: a shared supervisor cannot contain this session"
+
+// ErrNeedsCgroup is Host.Commit's error for a session the host cannot
+// contain; a single-session supervisor can.
+var ErrNeedsCgroup = errors.New(errNeedsCgroup)
+
+// ErrHostGone is Host.Commit's error when the host process is gone or has
+// been retired; the session was not started.
+var ErrHostGone = errors.New("supervisor host is gone")
+
+func hostMain(home string, sock *os.File) int {
+	if sock == nil {
+		fmt.Fprintln(os.Stderr, "conch supervise --host: fd 3 must be the engine's socket")
+		return 2
+	}
+	// Our own stderr (a Go panic, a runtime fatal error) goes to a log
+	// of the host; an empty one is removed on a clean exit.
+	logPath := filepath.Join(home, "run", fmt.Sprintf("supervisor-host-%d.log", os.Getpid()))
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err == nil {
+		if f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
+			unix.Dup2(int(f.Fd()), 2)
+			f.Close()
+		}
+	}
+	fc, err := net.FileConn(sock)
+	sock.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "conch supervise --host:", err)
+		return 2
+	}
+	conn, ok := fc.(*net.UnixConn)
+	if !ok {
+		fmt.Fprintln(os.Stderr, "conch supervise --host: fd 3 is not a unix socket")
+		return 2
+	}
+	// SIGTERM ends every session with "shutdown" (each session listens
+	// for it); the host itself goes once they have ended.
+	var sessions sync.WaitGroup
+	buf := make([]byte, 16)
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	for {
+		// net's ReadMsgUnix asks for MSG_CMSG_CLOEXEC: a command another
+		// session forks meanwhile cannot inherit these descriptors.
+		_, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+		if err != nil {
+			break
+		}
+		fds, err := parseRights(oob[:oobn])
+		if err != nil || len(fds) != 2 {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			fmt.Fprintf(os.Stderr, "%s supervisor-host[%d] bad message from the engine: %v (%d descriptors)\n", time.Now().UTC().Format(time.RFC3339Nano), os.Getpid(), err, len(fds))
+			continue
+		}
+		specIn := os.NewFile(uintptr(fds[0]), "spec")
+		readyOut := os.NewFile(uintptr(fds[1]), "ready")
+		sessions.Add(1)
+		go func() {
+			defer sessions.Done()
+			runSession(home, "", specIn, readyOut, true)
+		}()
+	}
+	conn.Close()
+	sessions.Wait()
+	if fi, err := os.Stat(logPath); err == nil && fi.Size() == 0 {
+		os.Remove(logPath)
+	}
+	return 0
+}
+
+func parseRights(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for _, m := range msgs {
+		f, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return fds, err
+		}
+		fds = append(fds, f...)
+	}
+	return fds, nil
+}
+
+// Host is an engine's handle on a supervisor host.
+type Host struct {
+	cmd  *exec.Cmd
+	conn *net.UnixConn
+	// exited is closed when the host process has been reaped.
+	exited chan struct{}
+
+	mu      sync.Mutex
+	closed  bool
+	started int // sessions sent to this host
+}
+
+// StartHost starts `argv... --home home --host` in its own session, with
+// stdio on /dev/null and env as its environment. The process is reaped in
+// the background.
+func StartHost(argv []string, home string, env []string) (*Host, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socketpair: %w", err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "host")
+	theirs := os.NewFile(uintptr(fds[1]), "host")
+	defer theirs.Close()
+	fc, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, err
+	}
+	args := append(append([]string{}, argv[1:]...), "--home", home, "--host")
+	cmd := exec.Command(argv[0], args...)
+	cmd.Env = env
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		fc.Close()
+		return nil, fmt.Errorf("start supervisor host: %w", err)
+	}
+	h := &Host{cmd: cmd, conn: fc.(*net.UnixConn), exited: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(h.exited)
+	}()
+	return h, nil
+}
+
+// PID is the host's process id.
+func (h *Host) PID() int { return h.cmd.Process.Pid }
+
+// Started reports how many sessions were sent to the host.
+func (h *Host) Started() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.started
+}
+
+// Close retires the host: it takes no more sessions and exits once those
+// it runs have ended.
+func (h *Host) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.closed {
+		h.closed = true
+		h.conn.Close()
+	}
+}
+
+// Commit hands spec to the host and waits up to readyTimeout for its
+// report. Unlike a spare, a host that does not report in time is not
+// killed (it has other sessions); it kills the command itself once it
+// finds nobody took its report.
+func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		specR.Close()
+		specW.Close()
+		return nil, err
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		specR.Close()
+		specW.Close()
+		readyR.Close()
+		readyW.Close()
+		return nil, ErrHostGone
+	}
+	h.started++
+	_, _, err = h.conn.WriteMsgUnix([]byte{'s'}, unix.UnixRights(int(specR.Fd()), int(readyW.Fd())), nil)
+	h.mu.Unlock()
+	specR.Close()
+	readyW.Close()
+	if err != nil {
+		specW.Close()
+		readyR.Close()
+		return nil, fmt.Errorf("%w: %v", ErrHostGone, err)
+	}
+	kill := func() {} // the host kills the command itself
+	hd, err := commit(specW, readyR, spec, readyTimeout, kill)
+	if err != nil {
+		if strings.Contains(err.Error(), errNeedsCgroup) {
+			return nil, ErrNeedsCgroup
+		}
+		return nil, err
+	}
+	hd.SupervisorPID = h.cmd.Process.Pid
+	return hd, nil
+}
+
+// Exited is closed once the host process has exited.
+func (h *Host) Exited() <-chan struct{} { return h.exited }
+
+// reap is the process's one reaper: the main process of each session, and
+// whatever was reparented to the supervisor as subreaper. Only main
+// processes' statuses matter; they are handed to whoever watches them.
+var reap = &reaper{watching: map[int]func(syscall.WaitStatus){}}
+
+type reaper struct {
+	once sync.Once
+	// startMu is read-held around starting a main process and watching
+	// it, and write-held while reaping: a child cannot be reaped before
+	// its watcher is known.
+	startMu  sync.RWMutex
+	mu       sync.Mutex // guards watching
+	watching map[int]func(syscall.WaitStatus)
+}
+
+func (r *reaper) start() {
+	r.once.Do(func() {
+		chld := make(chan os.Signal, 1)
+		signal.Notify(chld, syscall.SIGCHLD)
+		go r.loop(chld)
+	})
+}
+
+// watch has fn called with pid's status once it is reaped. Call it with
+// startMu read-held, right after the start.
+func (r *reaper) watch(pid int, fn func(syscall.WaitStatus)) {
+	r.mu.Lock()
+	r.watching[pid] = fn
+	r.mu.Unlock()
+}
+
+func (r *reaper) loop(chld chan os.Signal) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		r.startMu.Lock()
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			if pid <= 0 || err != nil {
+				break
+			}
+			r.mu.Lock()
+			fn := r.watching[pid]
+			delete(r.watching, pid)
+			r.mu.Unlock()
+			if fn != nil {
+				fn(ws)
+			}
+		}
+		r.startMu.Unlock()
+		select {
+		case <-chld:
+		case <-tick.C:
+		}
+	}
+}
