@@ -141,10 +141,10 @@ type Engine struct {
 	// shared is set when sessions run in supervisor hosts (one process
 	// for many sessions) rather than a supervisor each; host is the one
 	// taking new sessions, retired those that only finish theirs.
-	shared  bool
-	host    *supervisor.Host
-	retired []*supervisor.Host
-	counters  execCounters
+	shared   bool
+	host     *supervisor.Host
+	retired  []*supervisor.Host
+	counters execCounters
 	// starting bounds concurrent supervisor start-ups.
 	starting chan struct{}
 	// idem holds the idempotency keys (exec.md §10); guarded by mu.
