@@ -515,7 +515,7 @@ func (e *Engine) resubscribe(s *session) (<-chan supervisor.Event, func(), error
 			}
 			return nil, nil, errors.New("supervisor is gone")
 		}
-		ch, closeFn, err := supervisor.Subscribe(meta.Socket)
+		ch, closeFn, err := supervisor.Subscribe(meta.Socket, meta.ID)
 		if err == nil {
 			return ch, closeFn, nil
 		}

@@ -487,9 +487,13 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		Argv: pl.argv, Pinned: pinned, Cwd: pl.cwd, Exe: ledger.ExeDigest{Path: pl.argv[0], SHA256: fileSHA256(pl.argv[0])},
 		EnvHash: pl.envHash, PTY: pl.pty, TimeoutMs: pl.timeout.Milliseconds(),
 	}}, approvalID != "" || pl.hostReason == "")
+	socket := spec.Socket
+	if h.Socket != "" {
+		socket = h.Socket // its host's
+	}
 	s.mu.Lock()
-	s.pid, s.socket, s.start = h.PID, spec.Socket, time.Now()
-	s.meta = supervisor.Meta{ID: id, Agent: pl.agent, PID: h.PID, PGID: h.PID, Socket: spec.Socket,
+	s.pid, s.socket, s.start = h.PID, socket, time.Now()
+	s.meta = supervisor.Meta{ID: id, Agent: pl.agent, PID: h.PID, PGID: h.PID, Socket: socket,
 		SupervisorPID: h.SupervisorPID, SupervisorStartTime: supervisor.StartTime(h.SupervisorPID),
 		StartedAt: s.start.UnixMilli(), Cwd: pl.cwd, Stdin: pl.stdin}
 	if err := supervisor.ReadJSON(supervisor.MetaPath(dir), &s.meta); err != nil {
@@ -849,7 +853,7 @@ func deref(p *string) string {
 // killSession asks a session's supervisor to run the kill sequence. It
 // reports whether the request reached a supervisor.
 func (e *Engine) killSession(s *session, by string) bool {
-	_, err := supervisor.Call(s.socket, supervisor.Request{Op: "kill", By: by})
+	_, err := supervisor.Call(s.socket, supervisor.Request{Op: "kill", Session: s.id, By: by})
 	return err == nil
 }
 

@@ -479,6 +479,7 @@ func (e *Engine) NodeCall(id string, req supervisor.Request) (supervisor.Reply, 
 	if req.Op == "kill" {
 		s.update(func(st *state) { st.AgentEnded = true })
 	}
+	req.Session = s.id
 	return supervisor.Call(s.socket, req)
 }
 

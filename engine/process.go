@@ -503,7 +503,7 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 
 // liveStatus asks a running session's supervisor for its live state.
 func (e *Engine) liveStatus(s *session) (*supervisor.Status, error) {
-	rep, err := supervisor.Call(s.socket, supervisor.Request{Op: "status"})
+	rep, err := supervisor.Call(s.socket, supervisor.Request{Op: "status", Session: s.id})
 	if err != nil {
 		return nil, err
 	}
@@ -588,12 +588,12 @@ func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
 		s.mu.Lock()
 		s.lastInput = time.Now()
 		s.mu.Unlock()
-		if _, err := supervisor.Call(s.socket, supervisor.Request{Op: "write", Data: pt}); err != nil {
+		if _, err := supervisor.Call(s.socket, supervisor.Request{Op: "write", Session: s.id, Data: pt}); err != nil {
 			return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s stdin is not writable (%v).", s.id, err))
 		}
 	}
 	if p.Action == "write" && p.EOF != nil && *p.EOF {
-		if _, err := supervisor.Call(s.socket, supervisor.Request{Op: "closeStdin"}); err != nil {
+		if _, err := supervisor.Call(s.socket, supervisor.Request{Op: "closeStdin", Session: s.id}); err != nil {
 			return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s stdin is not writable (%v).", s.id, err))
 		}
 		text = strings.TrimSuffix(text, ".") + " (stdin closed)."

@@ -176,7 +176,7 @@ func (e *Engine) trimRunning(agent string, sizes map[*session]int64, total, limi
 		s.mu.Lock()
 		socket := s.socket
 		s.mu.Unlock()
-		rep, err := supervisor.Call(socket, supervisor.Request{Op: "trim", MaxBytes: share})
+		rep, err := supervisor.Call(socket, supervisor.Request{Op: "trim", Session: s.id, MaxBytes: share})
 		if err != nil {
 			e.log.Warn("trim journal", "session", s.id, "err", err)
 			continue

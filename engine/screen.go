@@ -52,7 +52,7 @@ func (e *Engine) screenAction(s *session, p apitype.ProcessParams) apitype.Resul
 	if s.running() {
 		// A supervisor that is ending, gone or older than op screen
 		// leaves the journal, which has all the output it saw.
-		if rep, err := supervisor.Call(socket, supervisor.Request{Op: "screen"}); err == nil && rep.Screen != nil {
+		if rep, err := supervisor.Call(socket, supervisor.Request{Op: "screen", Session: s.id}); err == nil && rep.Screen != nil {
 			snap, cursor, live = *rep.Screen, rep.Cursor, true
 			approximate = snap.SkippedBytes > 0
 		}

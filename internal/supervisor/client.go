@@ -30,6 +30,9 @@ type Handle struct {
 	Close func()
 	// Warnings name sandbox limits the supervisor could not enforce.
 	Warnings []string
+	// Socket is the session's control socket (Meta.Socket): its own, or
+	// its host's, where requests must name the session.
+	Socket string
 }
 
 // Spare is a supervisor process started ahead of need: it has paid the
@@ -145,7 +148,7 @@ func commit(specW, readyR *os.File, spec Spec, readyTimeout time.Duration, kill 
 	}
 	events := make(chan Event, 16)
 	go decodeEvents(br, readyR, events)
-	return &Handle{PID: res.r.PID, Events: events, Close: func() { readyR.Close() }, Warnings: res.r.Warnings}, nil
+	return &Handle{PID: res.r.PID, Socket: res.r.Socket, Events: events, Close: func() { readyR.Close() }, Warnings: res.r.Warnings}, nil
 }
 
 // Launch starts a supervisor for spec and waits for its report: StartSpare
@@ -191,6 +194,11 @@ func Call(socket string, req Request) (Reply, error) {
 	if err := json.NewDecoder(c).Decode(&rep); err != nil {
 		return Reply{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
+	if !rep.OK && rep.Error == errNoSession {
+		// A host whose session has ended: as a single supervisor's
+		// socket that is gone.
+		return rep, fmt.Errorf("%w: %s", ErrUnreachable, rep.Error)
+	}
 	if !rep.OK {
 		return rep, errors.New(rep.Error)
 	}
@@ -199,12 +207,12 @@ func Call(socket string, req Request) (Reply, error) {
 
 // Subscribe connects to a supervisor and returns its event stream, closed
 // when the supervisor ends (after the final event) or dies.
-func Subscribe(socket string) (<-chan Event, func(), error) {
+func Subscribe(socket, session string) (<-chan Event, func(), error) {
 	c, err := net.DialTimeout("unix", socket, 2*time.Second)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
-	if err := json.NewEncoder(c).Encode(Request{V: ProtocolVersion, Op: "subscribe"}); err != nil {
+	if err := json.NewEncoder(c).Encode(Request{V: ProtocolVersion, Op: "subscribe", Session: session}); err != nil {
 		c.Close()
 		return nil, nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}

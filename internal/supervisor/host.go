@@ -103,6 +103,7 @@ func hostMain(home string, sock *os.File) int {
 	}
 	conn.Close()
 	sessions.Wait()
+	hostSessions.close()
 	if fi, err := os.Stat(logPath); err == nil && fi.Size() == 0 {
 		os.Remove(logPath)
 	}
@@ -298,5 +299,63 @@ func (r *reaper) loop(chld chan os.Signal) {
 		case <-chld:
 		case <-tick.C:
 		}
+	}
+}
+
+// errNoSession answers a request for a session the socket does not serve.
+const errNoSession = "no such session here"
+
+// hostSessions are the sessions of this process when it is a host, served
+// on one control socket: a socket per session costs an inode on every
+// exec.
+var hostSessions = &sessionTable{byID: map[string]*sup{}}
+
+type sessionTable struct {
+	mu     sync.Mutex
+	byID   map[string]*sup
+	ln     net.Listener
+	socket string
+}
+
+// add serves s on the host's socket, which is opened next to the first
+// session's own socket path.
+func (t *sessionTable) add(s *sup) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ln == nil {
+		path := filepath.Join(filepath.Dir(s.spec.Socket), fmt.Sprintf("host-%d.sock", os.Getpid()))
+		ln, err := listenControl(path, t.find)
+		if err != nil {
+			return err
+		}
+		t.ln, t.socket = ln, path
+	}
+	t.byID[s.spec.ID] = s
+	s.socket = t.socket
+	return nil
+}
+
+func (t *sessionTable) find(id string) *sup {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
+}
+
+func (t *sessionTable) remove(s *sup) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[s.spec.ID] == s {
+		delete(t.byID, s.spec.ID)
+	}
+}
+
+// close removes the host's socket (the host is exiting).
+func (t *sessionTable) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ln != nil {
+		t.ln.Close()
+		os.Remove(t.socket)
+		t.ln = nil
 	}
 }

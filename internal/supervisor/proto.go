@@ -9,6 +9,9 @@ import (
 type Request struct {
 	V  int    `json:"v"`
 	Op string `json:"op"` // hello status subscribe write closeStdin signal kill resize screen trim
+	// Session names the session on a supervisor host's socket, which
+	// serves many; a single supervisor takes "" or its own id.
+	Session string `json:"session,omitempty"`
 
 	Data    []byte `json:"data,omitempty"`    // write
 	Sig     int    `json:"sig,omitempty"`     // signal
@@ -61,6 +64,9 @@ type ready struct {
 	OK    bool   `json:"ok"`
 	PID   int    `json:"pid,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Socket is where the session is served (its host's socket in a
+	// host); requests there name the session.
+	Socket string `json:"socket,omitempty"`
 	// Warnings are sandbox limits that could not be enforced.
 	Warnings []string `json:"warnings,omitempty"`
 }

@@ -113,7 +113,7 @@ func runSession(home, id string, specIn, readyOut *os.File, shared bool) int {
 	// readyOut stays open as the first subscriber: the engine that
 	// started this session learns cursors and the end state without
 	// dialling.
-	if err := json.NewEncoder(readyOut).Encode(ready{OK: true, PID: s.cmd.Process.Pid, Warnings: s.warnings}); err == nil {
+	if err := json.NewEncoder(readyOut).Encode(ready{OK: true, PID: s.cmd.Process.Pid, Socket: s.socket, Warnings: s.warnings}); err == nil {
 		s.addSubscriber(readyOut)
 	} else {
 		readyOut.Close()
@@ -190,6 +190,9 @@ type sup struct {
 	finalSet   chan struct{} // closed when final is set
 
 	ln net.Listener
+	// socket is where the session is served: its own socket, or its
+	// host's.
+	socket string
 }
 
 func (s *sup) logf(format string, args ...any) {
@@ -423,13 +426,19 @@ func (s *sup) launch() error {
 		go s.pump(readers[1], journal.Stderr)
 	}
 
+	if err := s.listen(); err != nil {
+		s.logf("control socket: %v", err)
+	}
+	if s.socket == "" {
+		s.socket = spec.Socket
+	}
 	meta := Meta{
 		V: ProtocolVersion, ID: spec.ID, Agent: spec.Agent, Name: spec.Name, Command: spec.Command,
 		Argv: spec.Argv, Cwd: spec.Dir, Host: spec.Host, HostReason: spec.HostReason, PTY: spec.PTY,
 		Cols: spec.Cols, Rows: spec.Rows, Stdin: s.stdinState, State: "running",
 		StartedAt: s.started.UnixMilli(), PID: pid, PGID: pid, PIDStartTime: StartTime(pid),
 		Cgroup: s.cont.describe(), SupervisorPID: os.Getpid(), SupervisorStartTime: StartTime(os.Getpid()),
-		Socket: spec.Socket, KillGraceMs: spec.KillGraceMs, IdempotencyKey: spec.IdempotencyKey,
+		Socket: s.socket, KillGraceMs: spec.KillGraceMs, IdempotencyKey: spec.IdempotencyKey,
 		Fingerprint: spec.Fingerprint, EnvKeys: spec.EnvKeys, Sandbox: sbMeta,
 	}
 	if spec.TimeoutMs > 0 {
@@ -440,9 +449,6 @@ func (s *sup) launch() error {
 	}
 	if err := WriteJSON(MetaPath(s.dir), meta); err != nil {
 		s.logf("write meta.json: %v", err)
-	}
-	if err := s.listen(); err != nil {
-		s.logf("control socket: %v", err)
 	}
 	go func() {
 		defer signal.Stop(term)
@@ -642,6 +648,9 @@ func (s *sup) run() {
 	if s.ln != nil {
 		s.ln.Close()
 		os.Remove(s.spec.Socket)
+	}
+	if s.shared {
+		hostSessions.remove(s)
 	}
 	s.cont.remove()
 	close(s.done)
@@ -871,46 +880,65 @@ func (s *sup) dropSubscriber(sub *subscriber) {
 	}
 }
 
-// listen opens the control socket.
+// listen opens the session's control socket; in a host, the session is
+// served on the host's socket instead.
 func (s *sup) listen() error {
-	path := s.spec.Socket
+	if s.shared {
+		return hostSessions.add(s)
+	}
+	ln, err := listenControl(s.spec.Socket, func(id string) *sup {
+		if id == "" || id == s.spec.ID {
+			return s
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.ln = ln
+	s.socket = s.spec.Socket
+	return nil
+}
+
+// listenControl listens on the unix socket path and serves each request
+// to the session find returns for its Session field.
+func listenControl(path string, find func(id string) *sup) (net.Listener, error) {
 	if path == "" {
-		return errors.New("no socket path")
+		return nil, errors.New("no socket path")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
+		return nil, err
 	}
 	// A shared fallback directory (/tmp/conch-<uid>-…) must be ours:
 	// another user could otherwise read or replace our sockets.
 	if fi, err := os.Stat(filepath.Dir(path)); err != nil {
-		return err
+		return nil, err
 	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("socket directory %s is owned by uid %d, not %d", filepath.Dir(path), st.Uid, os.Getuid())
+		return nil, fmt.Errorf("socket directory %s is owned by uid %d, not %d", filepath.Dir(path), st.Uid, os.Getuid())
 	} else if fi.Mode().Perm()&0o077 != 0 {
 		// Only we may reach the socket before its chmod below. (No
 		// umask dance: the umask is the process's, and a host starts
 		// other sessions' commands meanwhile.)
 		if err := os.Chmod(filepath.Dir(path), 0o700); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	os.Remove(path)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	os.Chmod(path, 0o600)
-	s.ln = ln
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go s.serve(c.(*net.UnixConn))
+			go serve(c.(*net.UnixConn), find)
 		}
 	}()
-	return nil
+	return ln, nil
 }
 
 func peerUID(c *net.UnixConn) (int, error) {
@@ -929,7 +957,7 @@ func peerUID(c *net.UnixConn) (int, error) {
 	return int(cred.Uid), nil
 }
 
-func (s *sup) serve(c *net.UnixConn) {
+func serve(c *net.UnixConn, find func(id string) *sup) {
 	if uid, err := peerUID(c); err != nil || uid != os.Getuid() {
 		c.Close()
 		return
@@ -945,6 +973,11 @@ func (s *sup) serve(c *net.UnixConn) {
 		}
 		if req.V != ProtocolVersion {
 			enc.Encode(Reply{Error: fmt.Sprintf("unsupported protocol version %d", req.V)})
+			continue
+		}
+		s := find(req.Session)
+		if s == nil {
+			enc.Encode(Reply{Error: errNoSession})
 			continue
 		}
 		if req.Op == "subscribe" {
