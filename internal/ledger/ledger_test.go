@@ -526,3 +526,30 @@ func TestAppendBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadRewrittenInPlace: HEAD is rewritten in place, padded, and an
+// unreadable or longer HEAD left by a crash or an older version is
+// replaced whole by the next Append.
+func TestHeadRewrittenInPlace(t *testing.T) {
+	home := t.TempDir()
+	l := openLedger(t, home, Options{})
+	appendN(t, l, 3)
+	path := filepath.Join(Dir(home), "HEAD")
+	before, _ := os.Stat(path)
+	if before.Size() != headSize {
+		t.Fatalf("HEAD is %d bytes, want %d", before.Size(), headSize)
+	}
+	os.WriteFile(path, bytes.Repeat([]byte("x"), 3*headSize), 0o600)
+	appendN(t, l, 1)
+	h, ok, err := readHead(Dir(home))
+	if !ok || err != nil || h.Seq != 4 {
+		t.Fatalf("HEAD after a garbage HEAD: %+v %v %v", h, ok, err)
+	}
+	after, _ := os.Stat(path)
+	if after.Size() != headSize || !os.SameFile(before, after) {
+		t.Fatalf("HEAD was replaced or kept stale bytes: %d bytes, same file %v", after.Size(), os.SameFile(before, after))
+	}
+	if rep, err := Verify(home); err != nil || !rep.OK {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -38,8 +39,8 @@ type containment struct {
 // + subreaper only) when no cgroup can be created; that is not an error.
 func newCgroup(name string) *containment {
 	c := &containment{}
-	mounts := cgroupMounts()
-	own := ownCgroups()
+	mounts := cgroupMountsOnce()
+	own := ownCgroupsOnce()
 	if mnt, ok := mounts["cgroup2"]; ok {
 		if rel, ok := own[""]; ok {
 			dir := filepath.Join(mnt, rel, "conch-"+name)
@@ -87,6 +88,15 @@ func (c *containment) describe() *Cgroup {
 
 // cgroupMounts maps "cgroup2" and each v1 controller name to its mount
 // point, from /proc/self/mountinfo.
+// The process's cgroup mounts and own cgroups, read once: a host starts
+// many sessions, and neither changes under a running supervisor. (The maps
+// are shared: read them only.)
+var (
+	cgroupMountsOnce = sync.OnceValue(cgroupMounts)
+	ownCgroupsOnce   = sync.OnceValue(ownCgroups)
+	ownStartTime     = sync.OnceValue(func() uint64 { return StartTime(os.Getpid()) })
+)
+
 func cgroupMounts() map[string]string {
 	m := map[string]string{}
 	b, err := os.ReadFile("/proc/self/mountinfo")
@@ -476,7 +486,7 @@ func (c *containment) setLimits(name string, memoryBytes, pids int64, cpus float
 			}
 		}
 		if mounts == nil {
-			mounts, own = cgroupMounts(), ownCgroups()
+			mounts, own = cgroupMountsOnce(), ownCgroupsOnce()
 		}
 		reason := "no writable cgroup holds the " + l.ctl + " controller"
 		if mnt, ok := mounts[l.ctl]; ok {

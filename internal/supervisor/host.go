@@ -102,6 +102,7 @@ func hostMain(home string, sock *os.File) int {
 		}()
 	}
 	conn.Close()
+	close(hostRetired)
 	sessions.Wait()
 	hostSessions.close()
 	if fi, err := os.Stat(logPath); err == nil && fi.Size() == 0 {
@@ -301,6 +302,10 @@ func (r *reaper) loop(chld chan os.Signal) {
 		}
 	}
 }
+
+// hostRetired is closed when the engine has closed the host's socket:
+// sessions then finish without delay.
+var hostRetired = make(chan struct{})
 
 // errNoSession answers a request for a session the socket does not serve.
 const errNoSession = "no such session here"

@@ -189,6 +189,9 @@ type sup struct {
 	done       chan struct{} // closed when the end state is final
 	finalSet   chan struct{} // closed when final is set
 
+	exitMu    sync.Mutex // serialises exit.json writes
+	exitFinal bool       // the final exit.json is written
+
 	ln net.Listener
 	// socket is where the session is served: its own socket, or its
 	// host's.
@@ -437,7 +440,7 @@ func (s *sup) launch() error {
 		Argv: spec.Argv, Cwd: spec.Dir, Host: spec.Host, HostReason: spec.HostReason, PTY: spec.PTY,
 		Cols: spec.Cols, Rows: spec.Rows, Stdin: s.stdinState, State: "running",
 		StartedAt: s.started.UnixMilli(), PID: pid, PGID: pid, PIDStartTime: StartTime(pid),
-		Cgroup: s.cont.describe(), SupervisorPID: os.Getpid(), SupervisorStartTime: StartTime(os.Getpid()),
+		Cgroup: s.cont.describe(), SupervisorPID: os.Getpid(), SupervisorStartTime: ownStartTime(),
 		Socket: s.socket, KillGraceMs: spec.KillGraceMs, IdempotencyKey: spec.IdempotencyKey,
 		Fingerprint: spec.Fingerprint, EnvKeys: spec.EnvKeys, Sandbox: sbMeta,
 	}
@@ -546,7 +549,13 @@ func (s *sup) record(stream journal.Stream, p []byte) int64 {
 func (s *sup) run() {
 	<-s.mainExited
 	end := time.Now()
-	s.writeExit(s.exitRecord(end, 0, false))
+	// The exit status is on disk before the settle, unless the end state
+	// is final within 100 ms (the common case: that saves an inode and a
+	// rename per session). A supervisor that dies in between leaves the
+	// session lost instead of exited.
+	provisional := s.exitRecord(end, 0, false)
+	exitTimer := time.AfterFunc(100*time.Millisecond, func() { s.writeExitOnce(provisional, false) })
+	defer exitTimer.Stop()
 
 	settle := time.Duration(s.spec.SettleMs) * time.Millisecond
 	if settle <= 0 {
@@ -616,7 +625,8 @@ func (s *sup) run() {
 	}
 	s.mu.Unlock()
 	ex := s.exitRecord(end, left, true)
-	s.writeExit(ex)
+	exitTimer.Stop()
+	s.writeExitOnce(ex, true)
 	s.mu.Lock()
 	s.final = &ex
 	subs := s.subs
@@ -625,17 +635,8 @@ func (s *sup) run() {
 	for _, sub := range subs {
 		sub.kickNow()
 	}
-	// The journal and exit.json are already visible to every process;
-	// make them survive a machine crash too, off the engine's critical
-	// path. (The engine may delete a foreground session's directory
-	// meanwhile; that is not an error.)
-	s.jmu.Lock()
-	if err := s.j.Close(); err != nil && !errors.Is(err, os.ErrNotExist) {
-		s.logf("journal close: %v", err)
-	}
-	s.jmu.Unlock()
-	if err := Persist(ExitPath(s.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		s.logf("persist exit.json: %v", err)
+	if !s.shared {
+		s.persist()
 	}
 	// Give subscribers a moment to receive the end state.
 	deadline := time.After(2 * time.Second)
@@ -653,7 +654,38 @@ func (s *sup) run() {
 		hostSessions.remove(s)
 	}
 	s.cont.remove()
+	if s.shared {
+		// A host makes the end durable a moment later, and not at all
+		// for a session whose directory the engine has removed by then
+		// (a foreground call that returned its result): on a busy
+		// gateway those fsyncs were a tenth of the CPU.
+		select {
+		case <-time.After(250 * time.Millisecond):
+		case <-hostRetired:
+		}
+		if _, err := os.Stat(s.dir); err == nil {
+			s.persist()
+		} else {
+			s.jmu.Lock()
+			s.j.CloseUnsynced()
+			s.jmu.Unlock()
+		}
+	}
 	close(s.done)
+}
+
+// persist makes the journal and exit.json, which every process already
+// sees, survive a machine crash too. (The engine may delete a foreground
+// session's directory meanwhile; that is not an error.)
+func (s *sup) persist() {
+	s.jmu.Lock()
+	if err := s.j.Close(); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.logf("journal close: %v", err)
+	}
+	s.jmu.Unlock()
+	if err := Persist(ExitPath(s.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.logf("persist exit.json: %v", err)
+	}
 }
 
 func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
@@ -697,7 +729,15 @@ func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
 	return ex
 }
 
-func (s *sup) writeExit(ex Exit) {
+// writeExitOnce writes exit.json; once the final record is written, a
+// provisional one no longer is.
+func (s *sup) writeExitOnce(ex Exit, final bool) {
+	s.exitMu.Lock()
+	defer s.exitMu.Unlock()
+	if s.exitFinal {
+		return
+	}
+	s.exitFinal = final
 	if err := WriteJSON(ExitPath(s.dir), ex); err != nil {
 		s.logf("write exit.json: %v", err)
 	}
