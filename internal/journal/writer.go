@@ -67,8 +67,12 @@ func Create(dir string, opt Options) (*Writer, error) {
 }
 
 func create(dir string, opt Options) (*Writer, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	// A directory made here is empty: nothing to recover.
+	fresh := os.Mkdir(dir, 0o700) == nil
+	if !fresh {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
 	}
 	d, err := os.Open(dir)
 	if err != nil {
@@ -85,7 +89,7 @@ func create(dir string, opt Options) (*Writer, error) {
 		buf:      make([]byte, 0, maxRecordBytes),
 		lastSync: time.Now(),
 	}
-	if err := w.recover(); err != nil {
+	if err := w.recover(fresh); err != nil {
 		if w.f != nil {
 			w.f.Close()
 		}
@@ -96,11 +100,14 @@ func create(dir string, opt Options) (*Writer, error) {
 }
 
 // recover loads the segments in dir, repairing a torn end, or starts a new
-// journal.
-func (w *Writer) recover() error {
-	seqs, err := listSegments(w.dir)
-	if err != nil {
-		return err
+// journal (without looking when the directory is fresh).
+func (w *Writer) recover(fresh bool) error {
+	var seqs []int
+	if !fresh {
+		var err error
+		if seqs, err = listSegments(w.dir); err != nil {
+			return err
+		}
 	}
 	changed := false
 	for i, seq := range seqs {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,6 +63,10 @@ func hostMain(home string, sock *os.File) int {
 			f.Close()
 		}
 	}
+	// The engine starts supervisors with GOGC=50 to keep each small; a
+	// host's heap is shared by its sessions, and collecting it twice as
+	// often cost more than the memory it saved.
+	debug.SetGCPercent(100)
 	fc, err := net.FileConn(sock)
 	sock.Close()
 	if err != nil {
