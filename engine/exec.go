@@ -578,6 +578,12 @@ func (e *Engine) commit(spec supervisor.Spec) (*supervisor.Handle, error) {
 				continue
 			case errors.Is(err, supervisor.ErrNeedsCgroup):
 				// A supervisor of its own contains it without one.
+			case errors.Is(err, supervisor.ErrHostDied):
+				// Not again elsewhere: the command may have started
+				// (spawn sweeps what meta.json names).
+				e.log.Warn("supervisor host died; starting a new one", "pid", h.PID(), "err", err)
+				e.retireHost(h)
+				return nil, err
 			default:
 				return nil, err
 			}

@@ -49,6 +49,11 @@ var ErrNeedsCgroup = errors.New(errNeedsCgroup)
 // been retired; the session was not started.
 var ErrHostGone = errors.New("supervisor host is gone")
 
+// ErrHostDied is wrapped by Host.Commit's error when the host died after
+// it was handed the session: the command may have started (its meta.json
+// says), so it must not simply be started again elsewhere.
+var ErrHostDied = errors.New("supervisor host died")
+
 func hostMain(home string, sock *os.File) int {
 	if sock == nil {
 		fmt.Fprintln(os.Stderr, "conch supervise --host: fd 3 must be the engine's socket")
@@ -237,6 +242,10 @@ func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
 	if err != nil {
 		if strings.Contains(err.Error(), errNeedsCgroup) {
 			return nil, ErrNeedsCgroup
+		}
+		if strings.HasPrefix(err.Error(), "supervisor ended before reporting") || strings.HasPrefix(err.Error(), "supervisor is gone") {
+			// A live host always reports, success or not.
+			return nil, fmt.Errorf("%w (pid %d): %v", ErrHostDied, h.PID(), err)
 		}
 		return nil, err
 	}

@@ -1,0 +1,263 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/internal/journal"
+)
+
+// startHost starts the test binary as a supervisor host on a fresh home;
+// the host is retired when the test ends.
+func startHost(t *testing.T) (*Host, string) {
+	t.Helper()
+	if !CgroupAvailable() {
+		t.Skip("a supervisor host needs session cgroups, and none can be created here (no writable cgroup v2, v1 pids or freezer)")
+	}
+	home := t.TempDir()
+	h, err := StartHost([]string{os.Args[0], "supervise"}, home, []string{"PATH=" + os.Getenv("PATH")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.Close()
+		select {
+		case <-h.Exited():
+		case <-time.After(10 * time.Second):
+			t.Errorf("host %d did not exit after its sessions ended", h.PID())
+			syscall.Kill(h.PID(), syscall.SIGKILL)
+		}
+	})
+	return h, home
+}
+
+func hostSpec(home string, spec Spec) Spec {
+	if spec.ID == "" {
+		counter++ // callers without an id are not concurrent
+		spec.ID = fmt.Sprintf("h%d", counter)
+	}
+	spec.Socket = filepath.Join(home, "run", "s", spec.ID+".sock")
+	if spec.Dir == "" {
+		spec.Dir = home
+	}
+	if spec.Stdin == "" {
+		spec.Stdin = "closed"
+	}
+	if spec.KillGraceMs == 0 {
+		spec.KillGraceMs = 300
+	}
+	return spec
+}
+
+func output(dir string) string {
+	var b strings.Builder
+	journal.Read(JournalDir(dir), 0, func(c journal.Chunk) error { b.Write(c.Data); return nil })
+	return b.String()
+}
+
+// TestHostManySessions: one host runs many sessions at once, each with its
+// own journal, meta.json, exit.json and cgroup, all served on the host's
+// one control socket, and exits once retired and idle.
+func TestHostManySessions(t *testing.T) {
+	h, home := startHost(t)
+	const n = 24
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			spec := hostSpec(home, Spec{ID: fmt.Sprintf("many%d", i), Argv: []string{"/bin/sh", "-c", fmt.Sprintf("echo out%d; echo err%d >&2; exit %d", i, i, i%7)}})
+			hd, err := h.Commit(spec, 10*time.Second)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if hd.SupervisorPID != h.PID() || hd.Socket != filepath.Join(home, "run", "s", fmt.Sprintf("host-%d.sock", h.PID())) {
+				errs <- fmt.Errorf("session %d: supervisor %d socket %s", i, hd.SupervisorPID, hd.Socket)
+			}
+			var ex *Exit
+			for ev := range hd.Events {
+				if ev.Exit != nil {
+					ex = ev.Exit
+				}
+			}
+			dir := SessionDir(home, spec.ID)
+			switch {
+			case ex == nil || !ex.Final || *ex.ExitCode != i%7:
+				errs <- fmt.Errorf("session %d: end %+v", i, ex)
+			case !strings.Contains(output(dir), fmt.Sprintf("out%d\n", i)) || !strings.Contains(output(dir), fmt.Sprintf("err%d\n", i)):
+				errs <- fmt.Errorf("session %d: output %q", i, output(dir))
+			}
+			var meta Meta
+			if err := ReadJSON(MetaPath(dir), &meta); err != nil || meta.SupervisorPID != h.PID() || meta.Socket != hd.Socket || meta.Cgroup == nil {
+				errs <- fmt.Errorf("session %d: meta %+v %v", i, meta, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if h.Started() != n {
+		t.Errorf("host started %d sessions, want %d", h.Started(), n)
+	}
+	h.Close()
+	select {
+	case <-h.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a retired idle host did not exit")
+	}
+	if _, err := os.Stat(filepath.Join(home, "run", "s", fmt.Sprintf("host-%d.sock", h.PID()))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("host socket left behind: %v", err)
+	}
+	if _, err := h.Commit(hostSpec(home, Spec{Argv: []string{"true"}}), time.Second); !errors.Is(err, ErrHostGone) {
+		t.Errorf("commit to a retired host: %v", err)
+	}
+}
+
+// TestHostSessionsApart: what one session of a host does (a daemonised
+// grandchild, a kill) stays in that session; requests on the shared socket
+// reach the session they name; the command sees none of the host's
+// descriptors and SIGPIPE at its default.
+func TestHostSessionsApart(t *testing.T) {
+	h, home := startHost(t)
+	tag := fmt.Sprintf("%d.%d", 980, os.Getpid()%1000)
+	keep := hostSpec(home, Spec{Stdin: "open", Argv: []string{"/bin/sh", "-c", "read x; echo got $x; sleep " + tag}})
+	hk, err := h.Commit(keep, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ends at once, leaving a setsid double-forked sleep behind.
+	daemon := hostSpec(home, Spec{Argv: []string{"/bin/sh", "-c", "(setsid sleep " + tag + " &); ls /proc/self/fd; grep SigIgn /proc/self/status"}})
+	hd, err := h.Commit(daemon, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex *Exit
+	for ev := range hd.Events {
+		if ev.Exit != nil {
+			ex = ev.Exit
+		}
+	}
+	if ex == nil || ex.DescendantsKilled != 1 {
+		t.Fatalf("the daemonised grandchild was not ended with its session: %+v", ex)
+	}
+	out := output(SessionDir(home, daemon.ID))
+	// ls lists 0, 1, 2 and the directory it reads (3).
+	if fds := strings.Fields(out[:strings.Index(out, "SigIgn")]); strings.Join(fds, " ") != "0 1 2 3" {
+		t.Errorf("the command inherited descriptors: %q", fds)
+	}
+	ign, _ := strconv.ParseUint(strings.TrimSpace(out[strings.Index(out, "SigIgn:")+7:]), 16, 64)
+	if ign&(1<<(syscall.SIGPIPE-1)) != 0 {
+		t.Errorf("SIGPIPE is ignored in the command: %s", out)
+	}
+	// The other session is untouched: one sleep left, its own.
+	if left := alive("sleep " + tag); len(left) != 1 {
+		t.Fatalf("sleeps running: %v, want the kept session's one", left)
+	}
+	if _, err := Call(hk.Socket, Request{Op: "write", Session: keep.ID, Data: []byte("one\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Call(hk.Socket, Request{Op: "status", Session: daemon.ID}); !errors.Is(err, ErrUnreachable) {
+		t.Errorf("status of an ended session on the host socket: %v", err)
+	}
+	if _, err := Call(hk.Socket, Request{Op: "status", Session: "nope"}); !errors.Is(err, ErrUnreachable) {
+		t.Errorf("status of an unknown session: %v", err)
+	}
+	st, err := Call(hk.Socket, Request{Op: "status", Session: keep.ID})
+	if err != nil || st.Status.PID != hk.PID {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+	ch, stop, err := Subscribe(hk.Socket, keep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if _, err := Call(hk.Socket, Request{Op: "kill", Session: keep.ID, By: "operator"}); err != nil {
+		t.Fatal(err)
+	}
+	var kex *Exit
+	for ev := range ch {
+		if ev.Exit != nil {
+			kex = ev.Exit
+		}
+	}
+	if kex == nil || kex.State != StateKilled || *kex.KilledBy != "operator" {
+		t.Fatalf("kill through the host socket: %+v", kex)
+	}
+	if got := output(SessionDir(home, keep.ID)); got != "got one\n" {
+		t.Errorf("kept session output %q", got)
+	}
+	if left := alive("sleep " + tag); len(left) != 0 {
+		t.Fatalf("left: %v", left)
+	}
+}
+
+// TestHostNeedsCgroup: a session that may not have a cgroup is refused
+// by a host (the engine gives it a supervisor of its own).
+func TestHostNeedsCgroup(t *testing.T) {
+	h, home := startHost(t)
+	_, err := h.Commit(hostSpec(home, Spec{NoCgroup: true, Argv: []string{"true"}}), 10*time.Second)
+	if !errors.Is(err, ErrNeedsCgroup) {
+		t.Fatalf("err = %v", err)
+	}
+	// The host still serves others.
+	hd, err := h.Commit(hostSpec(home, Spec{Argv: []string{"true"}}), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range hd.Events {
+	}
+}
+
+// TestHostDeath: a host that dies takes the supervision of all its
+// sessions: their event streams end without an end state, and Sweep ends
+// what they left.
+func TestHostDeath(t *testing.T) {
+	h, home := startHost(t)
+	tag := fmt.Sprintf("%d.%d", 981, os.Getpid()%1000)
+	var metas []Meta
+	var hds []*Handle
+	for i := 0; i < 2; i++ {
+		spec := hostSpec(home, Spec{Argv: []string{"/bin/sh", "-c", "sleep " + tag}})
+		hd, err := h.Commit(spec, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m Meta
+		ReadJSON(MetaPath(SessionDir(home, spec.ID)), &m)
+		metas, hds = append(metas, m), append(hds, hd)
+	}
+	syscall.Kill(h.PID(), syscall.SIGKILL)
+	for _, hd := range hds {
+		for ev := range hd.Events {
+			if ev.Exit != nil {
+				t.Fatalf("an end state from a killed host: %+v", ev.Exit)
+			}
+		}
+	}
+	// Not sent, or sent as the host's last descriptors closed.
+	if _, err := h.Commit(hostSpec(home, Spec{Argv: []string{"true"}}), 2*time.Second); !errors.Is(err, ErrHostGone) && !errors.Is(err, ErrHostDied) {
+		t.Errorf("commit to a dead host: %v", err)
+	}
+	for _, m := range metas {
+		Sweep(m)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(alive("sleep "+tag)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := alive("sleep " + tag); len(left) != 0 {
+		t.Fatalf("left after sweep: %v", left)
+	}
+}
