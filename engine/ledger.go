@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -8,6 +10,10 @@ import (
 // The ledger is written by one goroutine in call order, so exec calls do
 // not wait for its fsyncs; the records that queue up during one fsync are
 // written together (ledger.AppendBatch). Close drains it.
+
+// ledgerLinger is how long the ledger writer waits for more records
+// before it writes a batch.
+const ledgerLinger = 2 * time.Millisecond
 
 func (e *Engine) startLedger() {
 	l, err := ledger.Open(e.home, ledger.Options{RotateBytes: e.conf().Ledger.RotateBytes})
@@ -20,11 +26,14 @@ func (e *Engine) startLedger() {
 	go func() {
 		defer close(e.ledgerDone)
 		defer l.Close()
-		// Group commit: whatever queued while the last batch was being
-		// fsynced goes in the next one, in order.
+		// Group commit: whatever queues while the last batch is being
+		// fsynced, and for up to ledgerLinger after the first record,
+		// goes in the next one, in order. (Nobody waits for a record:
+		// the linger only makes batches larger on a busy gateway.)
 		batch := make([]ledger.Record, 0, 64)
 		for r := range e.ledgerQ {
 			batch = append(batch[:0], r)
+			linger := time.NewTimer(ledgerLinger)
 		drain:
 			for len(batch) < cap(batch) {
 				select {
@@ -33,10 +42,11 @@ func (e *Engine) startLedger() {
 						break drain
 					}
 					batch = append(batch, r)
-				default:
+				case <-linger.C:
 					break drain
 				}
 			}
+			linger.Stop()
 			got, err := l.AppendBatch(batch)
 			if err != nil && len(got) == 0 && len(batch) > 1 {
 				// One bad record must not cost the others: retry one by one.
