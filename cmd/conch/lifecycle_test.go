@@ -353,3 +353,71 @@ func TestRestartDuringYieldWindow(t *testing.T) {
 		t.Fatalf("after restart: %q %v log %q", p.Text, p.D, l.Text)
 	}
 }
+
+// TestSupervisorModes: with session cgroups, the sessions of an engine
+// share one supervisor host and its control socket, and survive a restart
+// of the engine together; CONCH_SUPERVISOR=process gives each session a
+// supervisor of its own.
+func TestSupervisorModes(t *testing.T) {
+	meta := func(t *testing.T, home, id string) (pid int, socket string) {
+		t.Helper()
+		var m struct {
+			SupervisorPID int    `json:"supervisorPid"`
+			Socket        string `json:"socket"`
+		}
+		b, _ := os.ReadFile(filepath.Join(home, "sessions", id, "meta.json"))
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("meta.json of %s: %v %s", id, err, b)
+		}
+		return m.SupervisorPID, m.Socket
+	}
+	t.Run("host", func(t *testing.T) {
+		home := newHome(t, "")
+		c := startConch(t, home)
+		a := c.exec(map[string]any{"command": "read l; echo got:$l", "background": true}).str("sessionId")
+		b := c.exec(map[string]any{"command": "sleep 30", "background": true}).str("sessionId")
+		pa, sa := meta(t, home, a)
+		pb, sb := meta(t, home, b)
+		if pa != pb || sa != sb || filepath.Base(sa) != fmt.Sprintf("host-%d.sock", pa) {
+			t.Fatalf("sessions not on one host: %d %s, %d %s", pa, sa, pb, sb)
+		}
+		if out, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pa)); !strings.Contains(string(out), "--host") {
+			t.Fatalf("supervisor %d is not a host: %q", pa, out)
+		}
+		c.kill9()
+		c = startConch(t, home)
+		c.process(map[string]any{"action": "write", "sessionId": a, "data": "after\n"})
+		p := c.waitEnd(a, 10*time.Second)
+		if !strings.Contains(p.Text, "got:after") || p.str("status") != "completed" {
+			t.Fatalf("session a after the restart: %q %v", p.Text, p.D)
+		}
+		if k := c.process(map[string]any{"action": "kill", "sessionId": b}); k.IsError {
+			t.Fatalf("kill b: %q", k.Text)
+		}
+		if p := c.waitEnd(b, 10*time.Second); p.str("status") != "failed" || p.D["killedBy"] != "agent" {
+			t.Fatalf("session b: %q %v", p.Text, p.D)
+		}
+		// The old host leaves once its sessions have ended.
+		eventually(t, 10*time.Second, func() string {
+			if syscall.Kill(pa, 0) == nil && !isZombie(pa) {
+				return "the first engine's host still runs"
+			}
+			return ""
+		})
+	})
+	t.Run("process", func(t *testing.T) {
+		home := newHome(t, "")
+		c := startConchEnv(t, home, []string{"CONCH_SUPERVISOR=process"})
+		a := c.exec(map[string]any{"command": "sleep 30", "background": true}).str("sessionId")
+		b := c.exec(map[string]any{"command": "sleep 30", "background": true}).str("sessionId")
+		pa, sa := meta(t, home, a)
+		pb, sb := meta(t, home, b)
+		if pa == pb || filepath.Base(sa) != a+".sock" || filepath.Base(sb) != b+".sock" {
+			t.Fatalf("sessions share a supervisor: %d %s, %d %s", pa, sa, pb, sb)
+		}
+		for _, id := range []string{a, b} {
+			c.process(map[string]any{"action": "kill", "sessionId": id})
+			c.waitEnd(id, 10*time.Second)
+		}
+	})
+}
