@@ -446,9 +446,15 @@ func (s *sup) launch() error {
 	}
 	if spec.TimeoutMs > 0 {
 		meta.TimeoutAt = s.started.UnixMilli() + spec.TimeoutMs
-		time.AfterFunc(time.Duration(spec.TimeoutMs)*time.Millisecond, func() {
+		timeout := time.AfterFunc(time.Duration(spec.TimeoutMs)*time.Millisecond, func() {
 			s.kill("timeout", s.grace())
 		})
+		// In a host an unfired timer would keep the ended session
+		// (buffers and all) in memory until it fired.
+		go func() {
+			<-s.done
+			timeout.Stop()
+		}()
 	}
 	if err := WriteJSON(MetaPath(s.dir), meta); err != nil {
 		s.logf("write meta.json: %v", err)

@@ -714,9 +714,11 @@ type sessions struct {
 	OutOfOrder      int     `json:"sessionsOutOfOrder"`
 	PollLinesLost   int     `json:"pollLinesLost"`
 	NotCompleted    int     `json:"sessionsNotCompleted"`
-	// SupervisorsSampled is how many supervisors were alive in the
-	// memory sample kept: the one, taken every 250ms while the sessions
-	// started and once after, with the most of them.
+	// SessionsSampled is how many sessions were alive in the memory
+	// sample kept: the one, taken every 250ms while the sessions started
+	// and once after, with the most of them; SupervisorsSampled is how
+	// many supervisor processes served them (one host serves many).
+	SessionsSampled    int     `json:"sessionsSampled"`
 	SupervisorsSampled int     `json:"supervisorsSampled"`
 	SampledAtSeconds   float64 `json:"sampledAtSeconds"`
 	SupervisorUSSMiB   float64 `json:"supervisorUSSTotalMiB"`
@@ -781,13 +783,13 @@ func (r *run) sessions() *sessions {
 	if m.err != nil {
 		r.fail("sessions: %v", m.err)
 	}
-	res.SupervisorsSampled, res.SampledAtSeconds = m.supervisors, m.at.Seconds()
+	res.SessionsSampled, res.SupervisorsSampled, res.SampledAtSeconds = m.sessions, m.supervisors, m.at.Seconds()
 	res.SupervisorUSSMiB, res.ConchUSSMiB = benchkit.MiB(m.supervisorKB), benchkit.MiB(m.conchKB)
-	res.PerSessionMiB = benchkit.Ratio(res.SupervisorUSSMiB, float64(res.SupervisorsSampled))
-	res.GoalMet = res.SupervisorsSampled > 0 && res.PerSessionMiB <= goalPerSessionMiB
-	if res.SupervisorsSampled < o.sessions {
-		r.note("at most %d of %d supervisors were alive at once (sessions ended while later ones were still starting); per-session memory divides by %d",
-			res.SupervisorsSampled, o.sessions, res.SupervisorsSampled)
+	res.PerSessionMiB = benchkit.Ratio(res.SupervisorUSSMiB, float64(res.SessionsSampled))
+	res.GoalMet = res.SessionsSampled > 0 && res.PerSessionMiB <= goalPerSessionMiB
+	if res.SessionsSampled < o.sessions {
+		r.note("at most %d of %d sessions were alive at once (sessions ended while later ones were still starting); per-session memory divides by %d",
+			res.SessionsSampled, o.sessions, res.SessionsSampled)
 	}
 
 	// Wait for each session to end and check its output.
@@ -828,6 +830,7 @@ func (r *run) sessions() *sessions {
 // ussSample is the memory of conch and its supervisors at one moment.
 type ussSample struct {
 	at           time.Duration // since the first start
+	sessions     int           // live sessions (main processes)
 	supervisors  int           // live supervisors measured
 	supervisorKB int64         // their USS, summed
 	conchKB      int64         // conch mcp's USS
@@ -836,7 +839,7 @@ type ussSample struct {
 
 // sampleUSS measures s's memory every ussSampleGap until the returned
 // function is called; that function takes one last sample and returns
-// the one with the most live supervisors (the latest of equals).
+// the one with the most live sessions (the latest of equals).
 func sampleUSS(s *benchkit.Server, t0 time.Time) func() ussSample {
 	var best ussSample
 	take := func() {
@@ -847,6 +850,7 @@ func sampleUSS(s *benchkit.Server, t0 time.Time) func() ussSample {
 				m.supervisors++
 			}
 		}
+		m.sessions = s.Sessions()
 		pid, err := s.PID()
 		if err == nil {
 			m.conchKB, err = benchkit.USSKB(pid)
@@ -854,7 +858,7 @@ func sampleUSS(s *benchkit.Server, t0 time.Time) func() ussSample {
 		if err != nil {
 			m.err = fmt.Errorf("conch USS: %w", err)
 		}
-		if m.supervisors >= best.supervisors {
+		if m.sessions >= best.sessions {
 			best = m
 		}
 	}

@@ -66,9 +66,9 @@ func printReport(w io.Writer, rep *report, o options) {
 			s.Sessions, s.StartSeconds, s.WallSeconds, 0.1*float64(s.LinesPerSession))
 		fmt.Fprintf(w, "   lines: %d expected, %d lost, %d duplicated, %d unexpected; %d session(s) out of order; %d lost in polls; %d not completed\n",
 			s.LinesExpected, s.LinesLost, s.LinesDuplicated, s.LinesUnexpected, s.OutOfOrder, s.PollLinesLost, s.NotCompleted)
-		fmt.Fprintf(w, "   memory %.1f s after the first start, %d supervisors alive:\n", s.SampledAtSeconds, s.SupervisorsSampled)
-		fmt.Fprintf(w, "     supervisors' USS total %.1f MiB = %.2f MiB per idle session  (goal ≤ %.0f MiB: %s)\n",
-			s.SupervisorUSSMiB, s.PerSessionMiB, s.GoalPerSessionMiB, goal(s.GoalMet))
+		fmt.Fprintf(w, "   memory %.1f s after the first start, %d sessions alive:\n", s.SampledAtSeconds, s.SessionsSampled)
+		fmt.Fprintf(w, "     supervisors' USS total %.1f MiB (%d processes) for %d live sessions = %.2f MiB per idle session  (goal ≤ %.0f MiB: %s)\n",
+			s.SupervisorUSSMiB, s.SupervisorsSampled, s.SessionsSampled, s.PerSessionMiB, s.GoalPerSessionMiB, goal(s.GoalMet))
 		fmt.Fprintf(w, "     conch mcp USS %.1f MiB\n", s.ConchUSSMiB)
 	}
 

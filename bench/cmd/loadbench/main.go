@@ -164,7 +164,7 @@ func main() {
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "load before the measured window (not counted)")
 	flag.DurationVar(&o.requestTimeout, "request-timeout", 60*time.Second, "deadline of one HTTP call")
 	flag.Int64Var(&o.maxExecs, "max-execs", 2_000_000, "stop a side after this many exec calls")
-	flag.IntVar(&o.baselineWorkers, "baseline-workers", 0, "baseline concurrency; 0: the mean number of live supervisors conch sustained")
+	flag.IntVar(&o.baselineWorkers, "baseline-workers", 0, "baseline concurrency; 0: agents x inflight (at most 1000)")
 	flag.StringVar(&o.command, "command", "true", "the command each exec runs (baseline: sh -c COMMAND)")
 	flag.BoolVar(&o.json, "json", false, "print the report as JSON")
 	flag.Parse()

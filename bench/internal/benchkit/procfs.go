@@ -110,6 +110,23 @@ func (f Filter) Procs(sub string) []Proc {
 // sessions' supervisors and the engine's warm spare.
 func (f Filter) Supervisors() []Proc { return f.Procs("supervise") }
 
+// Sessions counts the live main processes of f.Home's sessions: the
+// children of its supervisors (a supervisor host has many) that have not
+// exited.
+func (f Filter) Sessions() int {
+	isSup := map[int]bool{}
+	for _, s := range f.Supervisors() {
+		isSup[s.PID] = true
+	}
+	n := 0
+	for _, p := range f.processes() {
+		if isSup[p.PPID] && p.State != "Z" {
+			n++
+		}
+	}
+	return n
+}
+
 // KillSupervisors ends every supervisor of f.Home left running, with the
 // process groups of the commands they supervise, and returns how many
 // there were. Each command runs in its own process group (or session)

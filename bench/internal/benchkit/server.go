@@ -109,6 +109,9 @@ func (s *Server) PID() (int, error) {
 // Supervisors lists the supervisor processes of this server's home.
 func (s *Server) Supervisors() []Proc { return s.procs().Supervisors() }
 
+// Sessions counts the server's live sessions (Filter.Sessions).
+func (s *Server) Sessions() int { return s.procs().Sessions() }
+
 // Close disconnects (conch sees EOF on stdin and exits), kills any
 // supervisor left running, keeps the GNU time report and removes the
 // temporary directory. It returns how many supervisors were killed.
