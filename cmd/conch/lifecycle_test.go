@@ -378,7 +378,8 @@ func TestSupervisorModes(t *testing.T) {
 			t.Skip("no session cgroup can be created here (no writable cgroup v2, v1 pids or freezer), so conch gives each session its own supervisor")
 		}
 		home := newHome(t, "")
-		c := startConch(t, home)
+		hostEnv := []string{"CONCH_SUPERVISOR="} // whatever the suite runs with
+		c := startConchEnv(t, home, hostEnv)
 		a := c.exec(map[string]any{"command": "read l; echo got:$l", "background": true}).str("sessionId")
 		b := c.exec(map[string]any{"command": "sleep 30", "background": true}).str("sessionId")
 		pa, sa := meta(t, home, a)
@@ -390,7 +391,7 @@ func TestSupervisorModes(t *testing.T) {
 			t.Fatalf("supervisor %d is not a host: %q", pa, out)
 		}
 		c.kill9()
-		c = startConch(t, home)
+		c = startConchEnv(t, home, hostEnv)
 		c.process(map[string]any{"action": "write", "sessionId": a, "data": "after\n"})
 		p := c.waitEnd(a, 10*time.Second)
 		if !strings.Contains(p.Text, "got:after") || p.str("status") != "completed" {
