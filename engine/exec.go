@@ -531,10 +531,10 @@ func nodeIDOf(pl *plan) string {
 	return pl.node.ref.ID
 }
 
-// hostSessions is how many sessions a supervisor host takes before the
+// hostRetireAfter is how many sessions a supervisor host takes before the
 // engine retires it for a fresh one: a host that dies takes the
 // supervision of its sessions with it.
-const hostSessions = 1000
+const hostRetireAfter = 1000
 
 // sharedSupervisors reports whether sessions run in supervisor hosts:
 // unless CONCH_SUPERVISOR=process asks for a process per session, and
@@ -568,7 +568,7 @@ func (e *Engine) commit(spec supervisor.Spec) (*supervisor.Handle, error) {
 			hd, err := h.Commit(spec, 5*time.Second)
 			switch {
 			case err == nil:
-				if h.Started() >= hostSessions {
+				if h.Started() >= hostRetireAfter {
 					e.retireHost(h)
 				}
 				return hd, nil
