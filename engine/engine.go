@@ -520,6 +520,12 @@ func (e *Engine) resubscribe(s *session) (<-chan supervisor.Event, func(), error
 			return ch, closeFn, nil
 		}
 		lastErr = err
+		// A host outlives the sessions it served: one that no longer
+		// knows the session has committed its end state.
+		if ex, ok, _ := supervisor.ReadExit(s.dir); ok && ex.Final {
+			e.ended(s, ex)
+			return nil, nil, nil
+		}
 		select {
 		case <-e.stop:
 			return nil, nil, errors.New("engine stopping")

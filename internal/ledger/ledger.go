@@ -411,7 +411,8 @@ func readHead(dir string) (h head, ok bool, err error) {
 const headSize = 256
 
 // writeHead rewrites HEAD in place: one write of headSize bytes at offset 0
-// (the JSON padded with spaces), within one sector, and no fsync. HEAD is a
+// (the JSON padded with spaces), within one sector, and no fsync (but for
+// the HEAD that creates the file). HEAD is a
 // hint written after the records are durable: a crash can only leave it
 // behind the log, which Append repairs, or (should the write tear)
 // unreadable, which Append rebuilds from the log. A temporary file renamed
@@ -427,7 +428,14 @@ func writeHead(dir string, h head) error {
 		buf = append(buf, bytes.Repeat([]byte{' '}, headSize-len(buf))...)
 		buf[headSize-1] = '\n'
 	}
-	f, err := os.OpenFile(filepath.Join(dir, headName), os.O_WRONLY|os.O_CREATE, 0o600)
+	path := filepath.Join(dir, headName)
+	// The first HEAD is made durable, so that a crash cannot leave an
+	// empty one (which Verify would report); later ones need not be.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	created := err == nil
+	if errors.Is(err, fs.ErrExist) {
+		f, err = os.OpenFile(path, os.O_WRONLY, 0)
+	}
 	if err != nil {
 		return err
 	}
@@ -436,8 +444,14 @@ func writeHead(dir string, h head) error {
 		// Whatever was longer (an older HEAD, garbage) goes.
 		err = f.Truncate(int64(len(buf)))
 	}
+	if err == nil && created {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && created {
+		err = syncDir(dir)
 	}
 	return err
 }

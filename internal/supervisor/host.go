@@ -83,8 +83,15 @@ func hostMain(home string, sock *os.File) int {
 		fmt.Fprintln(os.Stderr, "conch supervise --host: fd 3 is not a unix socket")
 		return 2
 	}
-	// SIGTERM ends every session with "shutdown" (each session listens
-	// for it); the host itself goes once they have ended.
+	// SIGTERM, SIGINT and SIGHUP end every session with "shutdown" (each
+	// session listens for them); the host takes no more sessions and goes
+	// once they have ended.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	go func() {
+		<-stop
+		conn.Close()
+	}()
 	var sessions sync.WaitGroup
 	buf := make([]byte, 16)
 	oob := make([]byte, unix.CmsgSpace(2*4))
@@ -228,7 +235,12 @@ func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
 		return nil, ErrHostGone
 	}
 	h.started++
-	_, _, err = h.conn.WriteMsgUnix([]byte{'s'}, unix.UnixRights(int(specR.Fd()), int(readyW.Fd())), nil)
+	// Not Fd(): that would make both pipes blocking, for the host too
+	// (the flag belongs to the open file, which the host shares).
+	err = withFDs(specR, readyW, func(a, b int) error {
+		_, _, err := h.conn.WriteMsgUnix([]byte{'s'}, unix.UnixRights(a, b), nil)
+		return err
+	})
 	h.mu.Unlock()
 	specR.Close()
 	readyW.Close()
@@ -242,6 +254,11 @@ func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
 	if err != nil {
 		if strings.Contains(err.Error(), errNeedsCgroup) {
 			return nil, ErrNeedsCgroup
+		}
+		if strings.Contains(err.Error(), syscall.EMFILE.Error()) {
+			// The host is out of descriptors (each session holds about
+			// seven): the session did not start; a fresh host can take it.
+			return nil, fmt.Errorf("%w: %v", ErrHostGone, err)
 		}
 		if strings.HasPrefix(err.Error(), "supervisor ended before reporting") || strings.HasPrefix(err.Error(), "supervisor is gone") {
 			// A live host always reports, success or not.
@@ -377,4 +394,28 @@ func (t *sessionTable) close() {
 		os.Remove(t.socket)
 		t.ln = nil
 	}
+}
+
+// withFDs calls fn with the descriptors of a and b, keeping them open (and
+// non-blocking) meanwhile.
+func withFDs(a, b *os.File, fn func(a, b int) error) error {
+	ra, err := a.SyscallConn()
+	if err != nil {
+		return err
+	}
+	rb, err := b.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	cerr := ra.Control(func(fa uintptr) {
+		cerr := rb.Control(func(fb uintptr) { ferr = fn(int(fa), int(fb)) })
+		if ferr == nil {
+			ferr = cerr
+		}
+	})
+	if ferr != nil {
+		return ferr
+	}
+	return cerr
 }

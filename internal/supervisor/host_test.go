@@ -161,15 +161,25 @@ func TestHostSessionsApart(t *testing.T) {
 	if ign&(1<<(syscall.SIGPIPE-1)) != 0 {
 		t.Errorf("SIGPIPE is ignored in the command: %s", out)
 	}
-	// The other session is untouched: one sleep left, its own.
-	if left := alive("sleep " + tag); len(left) != 1 {
-		t.Fatalf("sleeps running: %v, want the kept session's one", left)
+	// The other session is untouched: its shell (waiting in read, its
+	// command line names the tag) is the one match left.
+	if left := alive("sleep " + tag); len(left) != 1 || left[0] != strconv.Itoa(hk.PID) {
+		t.Fatalf("processes running: %v, want the kept session's shell %d", left, hk.PID)
 	}
 	if _, err := Call(hk.Socket, Request{Op: "write", Session: keep.ID, Data: []byte("one\n")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Call(hk.Socket, Request{Op: "status", Session: daemon.ID}); !errors.Is(err, ErrUnreachable) {
-		t.Errorf("status of an ended session on the host socket: %v", err)
+	// The host forgets an ended session a moment after its end state.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := Call(hk.Socket, Request{Op: "status", Session: daemon.ID})
+		if errors.Is(err, ErrUnreachable) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status of an ended session on the host socket: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if _, err := Call(hk.Socket, Request{Op: "status", Session: "nope"}); !errors.Is(err, ErrUnreachable) {
 		t.Errorf("status of an unknown session: %v", err)
@@ -259,5 +269,55 @@ func TestHostDeath(t *testing.T) {
 	}
 	if left := alive("sleep " + tag); len(left) != 0 {
 		t.Fatalf("left after sweep: %v", left)
+	}
+}
+
+// TestHostPipeHeldOutside: a process that left the session's cgroup and
+// still holds its output pipe does not keep the session, or a reader in
+// the host, alive: the session ends, the pipe is closed on it, and the
+// host goes once retired.
+func TestHostPipeHeldOutside(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("moving a process to another cgroup needs root")
+	}
+	h, home := startHost(t)
+	mnt := cgroupMountsOnce()["cgroup2"]
+	// The grandchild moves itself to the host's own cgroup (the parent
+	// of the session's), then writes after the session has ended.
+	cmd := fmt.Sprintf(`(sh -c 'echo $$ > %s$(dirname $(grep "^0::" /proc/self/cgroup | cut -d: -f3))/cgroup.procs && sleep 3; echo late' &); echo early`, mnt)
+	spec := hostSpec(home, Spec{Argv: []string{"/bin/sh", "-c", cmd}})
+	start := time.Now()
+	hd, err := h.Commit(spec, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex *Exit
+	for ev := range hd.Events {
+		if ev.Exit != nil {
+			ex = ev.Exit
+		}
+	}
+	dir := SessionDir(home, spec.ID)
+	var meta Meta
+	ReadJSON(MetaPath(dir), &meta)
+	if mnt == "" || meta.Cgroup == nil || meta.Cgroup.V2 == "" {
+		t.Skip("the session has no cgroup v2 directory to leave")
+	}
+	if ex == nil || !ex.Final || time.Since(start) > 8*time.Second {
+		t.Fatalf("end %+v after %v", ex, time.Since(start))
+	}
+	if out := output(dir); !strings.Contains(out, "early") || strings.Contains(out, "late") {
+		t.Errorf("output %q", out)
+	}
+	time.Sleep(3 * time.Second) // the grandchild writes now, into a closed pipe
+	log, _ := os.ReadFile(LogPath(dir))
+	if !strings.Contains(string(log), "closing") || strings.Contains(string(log), "holding") {
+		t.Errorf("supervisor.log:\n%s", log)
+	}
+	h.Close()
+	select {
+	case <-h.Exited():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the host did not exit")
 	}
 }

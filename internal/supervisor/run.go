@@ -166,6 +166,7 @@ type sup struct {
 	journalErr atomic.Value
 
 	outputs sync.WaitGroup // the output pumps
+	readers []*os.File     // their pipes (nil with a PTY)
 	ptmx    *os.File       // PTY master, or nil
 	// term emulates the PTY's screen (nil without a PTY); answered is
 	// closed when answer, which writes its replies to ptmx, returns.
@@ -207,11 +208,28 @@ func (s *sup) logf(format string, args ...any) {
 	f.Close()
 }
 
-func (s *sup) launch() error {
+func (s *sup) launch() (retErr error) {
 	spec := s.spec
 	if len(spec.Argv) == 0 {
 		return errors.New("empty argv")
 	}
+	// A launch that fails leaves nothing behind: in a host, which lives
+	// on, leaked descriptors and cgroups would add up.
+	var opened []*os.File
+	defer func() {
+		if retErr == nil {
+			return
+		}
+		for _, f := range opened {
+			f.Close() // a second Close of an *os.File is harmless
+		}
+		if s.cont != nil {
+			s.cont.remove()
+		}
+		if s.j != nil {
+			s.j.Close()
+		}
+	}()
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("session dir: %w", err)
 	}
@@ -238,7 +256,6 @@ func (s *sup) launch() error {
 		s.cont = newCgroup(fmt.Sprintf("%s-%d", spec.ID, os.Getpid()))
 	}
 	if s.shared && s.cont.cgroupDir() == "" {
-		j.Close()
 		return errors.New(errNeedsCgroup)
 	}
 	var sbMeta *SandboxMeta
@@ -269,6 +286,7 @@ func (s *sup) launch() error {
 		if err != nil {
 			return fmt.Errorf("open pty: %w", err)
 		}
+		opened = append(opened, ptmx, tty)
 		cols, rows := spec.Cols, spec.Rows
 		if cols <= 0 {
 			cols = 120
@@ -293,7 +311,13 @@ func (s *sup) launch() error {
 			if err != nil {
 				return fmt.Errorf("pipe: %w", err)
 			}
-			unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, 1<<20)
+			opened = append(opened, r, w)
+			// Not r.Fd(): that would make the pipe blocking, so that a
+			// pump would hold an OS thread in read(2) and Close could
+			// not interrupt it.
+			if rc, err := r.SyscallConn(); err == nil {
+				rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20) })
+			}
 			readers = append(readers, r)
 			childEnds = append(childEnds, w)
 		}
@@ -303,6 +327,7 @@ func (s *sup) launch() error {
 			if err != nil {
 				return fmt.Errorf("pipe: %w", err)
 			}
+			opened = append(opened, r, w)
 			cmd.Stdin = r
 			childEnds = append(childEnds, r)
 			s.stdin = w
@@ -312,6 +337,7 @@ func (s *sup) launch() error {
 			if err != nil {
 				return err
 			}
+			opened = append(opened, null)
 			cmd.Stdin = null
 			childEnds = append(childEnds, null)
 			s.stdinState = "closed"
@@ -322,6 +348,7 @@ func (s *sup) launch() error {
 		if err != nil {
 			return fmt.Errorf("pipe: %w", err)
 		}
+		opened = append(opened, r)
 		cmd.ExtraFiles = []*os.File{r}
 		childEnds = append(childEnds, r)
 		blockW = w
@@ -330,6 +357,7 @@ func (s *sup) launch() error {
 			if err != nil {
 				return fmt.Errorf("sandbox: %w", err)
 			}
+			opened = append(opened, f)
 			cmd.ExtraFiles = append(cmd.ExtraFiles, f)
 			childEnds = append(childEnds, f)
 		}
@@ -382,8 +410,6 @@ func (s *sup) launch() error {
 	}
 	if err != nil {
 		signal.Stop(term)
-		s.cont.remove()
-		j.Close()
 		return fmt.Errorf("spawn %s: %w", spec.Argv[0], unwrapPathErr(err))
 	}
 	s.cmd = cmd
@@ -425,6 +451,7 @@ func (s *sup) launch() error {
 		go s.answer()
 	} else {
 		s.outputs.Add(2)
+		s.readers = readers
 		go s.pump(readers[0], journal.Stdout)
 		go s.pump(readers[1], journal.Stderr)
 	}
@@ -534,6 +561,10 @@ func (s *sup) record(stream journal.Stream, p []byte) int64 {
 		s.sum.Write(p[:end-start])
 		s.jmu.Unlock()
 		p = p[end-start:]
+		if errors.Is(err, journal.ErrClosed) {
+			// The session has ended: nothing more can be recorded.
+			return end
+		}
 		if err == nil || len(p) == 0 {
 			// All of p is recorded (an error now is a failed fsync,
 			// which the next Append retries).
@@ -622,7 +653,18 @@ func (s *sup) run() {
 	select {
 	case <-pumped:
 	case <-time.After(2 * time.Second):
+		// A process outside the tree (it left the cgroup) still holds
+		// a pipe: stop reading it, so the pumps end before the journal
+		// closes.
 		s.logf("output pipes still open 2s after the tree was killed; closing")
+		for _, r := range s.readers {
+			r.Close()
+		}
+		select {
+		case <-pumped:
+		case <-time.After(2 * time.Second):
+			s.logf("output pumps did not end")
+		}
 	}
 	s.mu.Lock()
 	if s.stdin != nil {
