@@ -596,9 +596,12 @@ func (e *Engine) commit(spec supervisor.Spec) (*supervisor.Handle, error) {
 	e.mu.Unlock()
 	// The next spare starts now, while this one commits: a started spare
 	// is warm only once its runtime is up, which takes longer than a
-	// commit, and back-to-back calls otherwise wait for it.
-	e.refillSpare()
-	defer e.refillSpare()
+	// commit, and back-to-back calls otherwise wait for it. (Where hosts
+	// run the sessions, a single supervisor is the exception: no spare.)
+	if !e.shared {
+		e.refillSpare()
+		defer e.refillSpare()
+	}
 	if sp != nil {
 		h, err := sp.Commit(spec, 5*time.Second)
 		if err == nil || !strings.HasPrefix(err.Error(), "supervisor is gone") && !strings.HasPrefix(err.Error(), "supervisor ended before reporting") {
