@@ -604,7 +604,7 @@ func (e *Engine) commit(spec supervisor.Spec) (*supervisor.Handle, error) {
 	}
 	if sp != nil {
 		h, err := sp.Commit(spec, 5*time.Second)
-		if err == nil || !strings.HasPrefix(err.Error(), "supervisor is gone") && !strings.HasPrefix(err.Error(), "supervisor ended before reporting") {
+		if err == nil || !errors.Is(err, supervisor.ErrGone) && !errors.Is(err, supervisor.ErrNoReport) {
 			return h, err
 		}
 		e.log.Warn("spare supervisor unusable; starting a new one", "err", err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -229,12 +228,8 @@ func TestRestartSurvival(t *testing.T) {
 	// While no conch runs, session 2 ends by itself: its supervisor
 	// (which may be a host of session 1 too) commits the end state.
 	eventually(t, 10*time.Second, func() string {
-		var ex struct {
-			Final bool `json:"final"`
-		}
-		b, _ := os.ReadFile(filepath.Join(home, "sessions", id2, "exit.json"))
-		if json.Unmarshal(b, &ex) != nil || !ex.Final {
-			return "session 2 still running: " + string(b)
+		if ex, ok, _ := supervisor.ReadExit(filepath.Join(home, "sessions", id2)); !ok || !ex.Final {
+			return "session 2 still running"
 		}
 		return ""
 	})
@@ -363,13 +358,9 @@ func TestRestartDuringYieldWindow(t *testing.T) {
 func TestSupervisorModes(t *testing.T) {
 	meta := func(t *testing.T, home, id string) (pid int, socket string) {
 		t.Helper()
-		var m struct {
-			SupervisorPID int    `json:"supervisorPid"`
-			Socket        string `json:"socket"`
-		}
-		b, _ := os.ReadFile(filepath.Join(home, "sessions", id, "meta.json"))
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatalf("meta.json of %s: %v %s", id, err, b)
+		var m supervisor.Meta
+		if err := supervisor.ReadJSON(supervisor.MetaPath(supervisor.SessionDir(home, id)), &m); err != nil {
+			t.Fatalf("meta.json of %s: %v", id, err)
 		}
 		return m.SupervisorPID, m.Socket
 	}

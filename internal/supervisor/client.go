@@ -16,6 +16,13 @@ import (
 // reached.
 var ErrUnreachable = errors.New("supervisor unreachable")
 
+// ErrGone and ErrNoReport are wrapped by a commit's error when the
+// supervisor could not take the spec, or ended without reporting.
+var (
+	ErrGone     = errors.New("supervisor is gone")
+	ErrNoReport = errors.New("supervisor ended before reporting")
+)
+
 // Handle is an engine's view of a supervisor it launched.
 type Handle struct {
 	// PID is the command's process id.
@@ -136,11 +143,11 @@ func commit(specW, readyR *os.File, spec Spec, readyTimeout time.Duration, kill 
 	}
 	if werr := <-wrote; res.err != nil && werr != nil {
 		readyR.Close()
-		return nil, fmt.Errorf("supervisor is gone: %w", werr)
+		return nil, fmt.Errorf("%w: %w", ErrGone, werr)
 	}
 	if res.err != nil {
 		readyR.Close()
-		return nil, fmt.Errorf("supervisor ended before reporting: %w", res.err)
+		return nil, fmt.Errorf("%w: %w", ErrNoReport, res.err)
 	}
 	if !res.r.OK {
 		readyR.Close()

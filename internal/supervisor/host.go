@@ -260,7 +260,7 @@ func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
 			// seven): the session did not start; a fresh host can take it.
 			return nil, fmt.Errorf("%w: %v", ErrHostGone, err)
 		}
-		if strings.HasPrefix(err.Error(), "supervisor ended before reporting") || strings.HasPrefix(err.Error(), "supervisor is gone") {
+		if errors.Is(err, ErrNoReport) || errors.Is(err, ErrGone) {
 			// A live host always reports, success or not.
 			return nil, fmt.Errorf("%w (pid %d): %v", ErrHostDied, h.PID(), err)
 		}
