@@ -32,6 +32,7 @@ import (
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -638,8 +639,17 @@ func (e *Engine) sweep() {
 	}
 }
 
+// hasOutput reports whether the journal in dir holds a segment.
+func hasOutput(dir string) bool {
+	info, err := journal.Stat(dir)
+	return err == nil && info.Segments > 0
+}
+
 // reattach loads every session of the home (hosts.md §7.6).
 func (e *Engine) reattach() {
+	// Hosts write late what their sessions owe (supervisor.Spec.State);
+	// a host whose engine died may still be writing.
+	supervisor.FlushHosts(e.home)
 	dir := filepath.Join(e.home, "sessions")
 	names, _ := os.ReadDir(dir)
 	for _, n := range names {
@@ -648,7 +658,12 @@ func (e *Engine) reattach() {
 		}
 		id := n.Name()
 		sdir := filepath.Join(dir, id)
+		if strings.HasPrefix(id, trashPrefix) {
+			os.RemoveAll(sdir) // a removal cut short
+			continue
+		}
 		s := newSession(id, sdir, "")
+		s.jdir = supervisor.JournalDir(sdir)
 		err := supervisor.ReadJSON(filepath.Join(sdir, "state.json"), &s.st)
 		if err == nil && s.st.PendingApprovalID != "" {
 			if _, statErr := os.Stat(supervisor.MetaPath(sdir)); statErr != nil {
@@ -663,16 +678,22 @@ func (e *Engine) reattach() {
 			}
 		}
 		if err != nil {
-			// No state: the engine died while creating it. Nothing ran
-			// unless meta.json exists.
+			// No state: the engine died while creating it, or a host
+			// died before it wrote the files it owed (FlushHosts has
+			// had the live ones write theirs). Nothing runs unless
+			// meta.json exists; what a dead host left is ended.
 			if _, err := os.Stat(supervisor.MetaPath(sdir)); err != nil {
+				supervisor.SweepSession(id)
 				os.RemoveAll(sdir)
 				continue
 			}
 		}
 		if err := supervisor.ReadJSON(supervisor.MetaPath(sdir), &s.meta); err != nil {
-			if _, jerr := os.Stat(supervisor.JournalDir(sdir)); jerr != nil {
-				// A supervisor that never started: nothing to follow.
+			if !hasOutput(s.jdir) {
+				// A supervisor that never started (or started a command
+				// that printed nothing before a machine crash): nothing
+				// to follow.
+				supervisor.SweepSession(id)
 				os.RemoveAll(sdir)
 				continue
 			}

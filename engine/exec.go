@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -420,7 +421,12 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		PTY: pl.pty, CreatedAt: time.Now().UnixMilli(), TimeoutSec: pl.timeout.Seconds(),
 		Gated: pl.hostReason == "" && pl.host == "gateway", NodeID: nodeIDOf(pl),
 	}
-	if err := s.saveLocked(); err != nil {
+	// A local supervisor writes state.json from the spec (a host only if
+	// the session outlives the call; see supervisor.Spec.State).
+	if pl.node != nil {
+		err = s.createState()
+	}
+	if err != nil {
 		s.remove()
 		return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
 	}
@@ -445,6 +451,8 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		var meta supervisor.Meta
 		if supervisor.ReadJSON(supervisor.MetaPath(s.dir), &meta) == nil {
 			supervisor.Sweep(meta)
+		} else if pl.node == nil {
+			supervisor.SweepSession(s.id) // a host that died before writing it
 		}
 		s.remove()
 		msg := err.Error()
@@ -470,6 +478,11 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		JournalHeadBytes: headBytes(pl.set.JournalHeadBytes), Socket: e.socketPath(id), EnvKeys: pl.envKeys,
 		Fingerprint: fingerprint(p), IdempotencyKey: p.IdempotencyKey, Sandbox: pl.sandbox,
 	}
+	if pl.node == nil {
+		s.mu.Lock()
+		spec.State, _ = json.Marshal(s.st)
+		s.mu.Unlock()
+	}
 	h, err := e.start(spec, pl, requestID, approvalID)
 	if err != nil && pl.pty && strings.HasPrefix(err.Error(), "open pty") {
 		pl.warnings = append(pl.warnings, fmt.Sprintf("Warning: PTY spawn failed (%v); retrying without PTY for `%s`.", err, pl.command))
@@ -493,13 +506,19 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 	}
 	s.mu.Lock()
 	s.pid, s.socket, s.start = h.PID, socket, time.Now()
-	s.meta = supervisor.Meta{ID: id, Agent: pl.agent, PID: h.PID, PGID: h.PID, Socket: socket,
-		SupervisorPID: h.SupervisorPID, SupervisorStartTime: supervisor.StartTime(h.SupervisorPID),
-		StartedAt: s.start.UnixMilli(), Cwd: pl.cwd, Stdin: pl.stdin}
-	if err := supervisor.ReadJSON(supervisor.MetaPath(dir), &s.meta); err != nil {
-		e.log.Warn("read meta.json", "session", id, "err", err)
-	} else {
+	s.release = h.Release
+	if h.Meta != nil {
+		s.meta = *h.Meta
 		s.start = time.UnixMilli(s.meta.StartedAt)
+	} else {
+		s.meta = supervisor.Meta{ID: id, Agent: pl.agent, PID: h.PID, PGID: h.PID, Socket: socket,
+			SupervisorPID: h.SupervisorPID, SupervisorStartTime: supervisor.StartTime(h.SupervisorPID),
+			StartedAt: s.start.UnixMilli(), Cwd: pl.cwd, Stdin: pl.stdin}
+		if err := supervisor.ReadJSON(supervisor.MetaPath(dir), &s.meta); err != nil {
+			e.log.Warn("read meta.json", "session", id, "err", err)
+		} else {
+			s.start = time.UnixMilli(s.meta.StartedAt)
+		}
 	}
 	if pl.sbInfo != nil && s.meta.Sandbox != nil {
 		pl.sbInfo.Limits = s.meta.Sandbox.Limits

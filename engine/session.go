@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -49,6 +51,7 @@ type noticeState struct {
 type session struct {
 	id    string
 	dir   string
+	jdir  string // its journal: dir, or dir/journal for an older session
 	agent string // owner; immutable
 
 	mu     sync.Mutex // guards the fields below
@@ -68,13 +71,14 @@ type session struct {
 	claimed    bool               // a decision (or a withdrawal) is being applied
 	pendingRun *pendingRun        // what the approved run needs (memory only)
 	approvalID string             // approval of a gated run
+	release    func()             // tells its supervisor host the directory goes (nil: none)
 	trimmed    bool               // the journal quota trimmed its journal (the agent was told)
 
 	ended chan struct{} // closed once exit is set
 }
 
 func newSession(id, dir, agent string) *session {
-	return &session{id: id, dir: dir, agent: agent, change: make(chan struct{}), ended: make(chan struct{})}
+	return &session{id: id, dir: dir, jdir: dir, agent: agent, change: make(chan struct{}), ended: make(chan struct{})}
 }
 
 // changed returns a channel that is closed at the next change.
@@ -131,6 +135,11 @@ func (s *session) running() bool {
 	}
 }
 
+// createState writes the first state.json of a new session directory.
+func (s *session) createState() error {
+	return supervisor.CreateJSON(filepath.Join(s.dir, "state.json"), s.st)
+}
+
 // saveLocked writes state.json; s.mu must be held.
 func (s *session) saveLocked() error {
 	return supervisor.WriteJSON(filepath.Join(s.dir, "state.json"), s.st)
@@ -169,6 +178,36 @@ func (s *session) pending() bool {
 	return s.approval != nil
 }
 
-func (s *session) journal() string { return supervisor.JournalDir(s.dir) }
+func (s *session) journal() string { return s.jdir }
 
-func (s *session) remove() error { return os.RemoveAll(s.dir) }
+// remove deletes the session's directory. It is first renamed out of the
+// way (to a dot name that listings skip), so a supervisor that still
+// writes by path (a host's late exit.json) cannot put a file in it while
+// it is deleted.
+func (s *session) remove() error {
+	s.mu.Lock()
+	release := s.release
+	s.mu.Unlock()
+	if release != nil {
+		release()
+	}
+	gone := filepath.Join(filepath.Dir(s.dir), trashPrefix+filepath.Base(s.dir))
+	if err := os.Rename(s.dir, gone); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return os.RemoveAll(s.dir)
+	}
+	err := os.RemoveAll(gone)
+	if err != nil {
+		// A file made just before the rename (opened by a path looked up
+		// earlier) can appear while the directory is emptied.
+		time.Sleep(20 * time.Millisecond)
+		err = os.RemoveAll(gone)
+	}
+	return err
+}
+
+// trashPrefix names a session directory being deleted. Session ids never
+// start with a dot.
+const trashPrefix = ".gone-"

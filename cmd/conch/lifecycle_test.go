@@ -373,6 +373,11 @@ func TestSupervisorModes(t *testing.T) {
 		c := startConchEnv(t, home, hostEnv)
 		a := c.exec(map[string]any{"command": "read l; echo got:$l", "background": true}).str("sessionId")
 		b := c.exec(map[string]any{"command": "sleep 30", "background": true}).str("sessionId")
+		// Killed at once: the host has not written the sessions' files
+		// yet (it waits 250 ms); it does when the engine goes, and the
+		// next engine has it finish before it reads the home.
+		c.kill9()
+		c = startConchEnv(t, home, hostEnv)
 		pa, sa := meta(t, home, a)
 		pb, sb := meta(t, home, b)
 		if pa != pb || sa != sb || filepath.Base(sa) != fmt.Sprintf("host-%d.sock", pa) {
@@ -381,8 +386,6 @@ func TestSupervisorModes(t *testing.T) {
 		if out, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pa)); !strings.Contains(string(out), "--host") {
 			t.Fatalf("supervisor %d is not a host: %q", pa, out)
 		}
-		c.kill9()
-		c = startConchEnv(t, home, hostEnv)
 		c.process(map[string]any{"action": "write", "sessionId": a, "data": "after\n"})
 		p := c.waitEnd(a, 10*time.Second)
 		if !strings.Contains(p.Text, "got:after") || p.str("status") != "completed" {

@@ -15,7 +15,7 @@ func ExampleCreate() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(home)
-	dir := filepath.Join(home, "sessions", "s1", "journal")
+	dir := filepath.Join(home, "sessions", "s1") // a session keeps its journal in its directory
 
 	w, err := journal.Create(dir, journal.Options{})
 	if err != nil {

@@ -831,13 +831,30 @@ func TestEmptyAndMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No file until the first record: an empty journal is an empty dir.
 	info, err := Stat(empty)
-	if err != nil || info.End != 0 || info.Segments != 1 || info.Bytes != segRecordLen {
+	if err != nil || info != (Info{}) {
 		t.Fatalf("Stat(new journal) = %+v, %v", info, err)
+	}
+	if names, _ := os.ReadDir(empty); len(names) != 0 {
+		t.Fatalf("a new journal made %d files", len(names))
 	}
 	end, err := Read(empty, 5, func(Chunk) error { t.Fatal("chunk"); return nil })
 	if err != nil || end != 0 {
 		t.Fatalf("Read(empty) = %d, %v", end, err)
+	}
+	if ws := w.Stat(); ws != (Info{}) {
+		t.Fatalf("Writer.Stat(new journal) = %+v", ws)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatalf("Sync(new journal) = %v", err)
+	}
+	if end, err := w.Append(Stdout, []byte("x")); err != nil || end != 1 {
+		t.Fatalf("first Append = %d, %v", end, err)
+	}
+	info, err = Stat(empty)
+	if err != nil || info.End != 1 || info.Segments != 1 || info.Bytes <= segRecordLen {
+		t.Fatalf("Stat after the first record = %+v, %v", info, err)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)

@@ -47,8 +47,8 @@ type segInfo struct {
 }
 
 // Create opens the journal in dir for appending, creating dir (mode 0700)
-// and the first segment if needed; segment files are created with mode
-// 0600. If dir already holds a journal (a restarted writer), Create checks
+// if needed; segment files are created with mode 0600, the first one by
+// the first record (a journal nothing was written to is an empty dir). If dir already holds a journal (a restarted writer), Create checks
 // every segment, truncates the journal at the first invalid or torn record
 // (removing any later segments), finishes deletions the cap had started,
 // and resumes the cursor at the end of the last valid record; the head
@@ -142,15 +142,10 @@ func (w *Writer) recover(fresh bool) error {
 		}
 	}
 	if len(w.segs) == 0 {
+		// The first segment is made by the first record: a command that
+		// prints nothing costs no file.
 		w.meta = segMeta{headLimit: w.opt.HeadBytes}
 		w.cursor.Store(0)
-		f, err := w.createSegment(1, w.meta)
-		if err != nil {
-			return err
-		}
-		w.f = f
-		w.segs = []segInfo{{seq: 1, size: segRecordLen}}
-		w.dirty, w.dirDirty = true, true
 		return nil
 	}
 
@@ -373,7 +368,7 @@ func (w *Writer) Close() error {
 		return fmt.Errorf("close journal: %w", ErrClosed)
 	}
 	w.closed = true
-	err := errors.Join(w.syncLocked(), w.f.Close(), w.dirf.Close())
+	err := errors.Join(w.syncLocked(), w.closeFile(), w.dirf.Close())
 	if err != nil {
 		return fmt.Errorf("close journal: %w", err)
 	}
@@ -389,10 +384,18 @@ func (w *Writer) CloseUnsynced() error {
 		return fmt.Errorf("close journal: %w", ErrClosed)
 	}
 	w.closed = true
-	if err := errors.Join(w.f.Close(), w.dirf.Close()); err != nil {
+	if err := errors.Join(w.closeFile(), w.dirf.Close()); err != nil {
 		return fmt.Errorf("close journal: %w", err)
 	}
 	return nil
+}
+
+// closeFile closes the current segment, if the journal has one.
+func (w *Writer) closeFile() error {
+	if w.f == nil {
+		return nil
+	}
+	return w.f.Close()
 }
 
 func (w *Writer) usable() error {
@@ -406,6 +409,15 @@ func (w *Writer) usable() error {
 // new segment if the current one is full or ends the head, and returns the
 // largest payload the current segment takes.
 func (w *Writer) prepare(want int) (int, error) {
+	if w.f == nil {
+		f, err := w.createSegment(1, w.meta)
+		if err != nil {
+			return 0, err
+		}
+		w.f = f
+		w.segs = []segInfo{{seq: 1, size: segRecordLen}}
+		w.dirty, w.dirDirty = true, true
+	}
 	seg := &w.segs[len(w.segs)-1]
 	room := w.opt.SegmentBytes - seg.size - overhead
 	endsHead := seg.start < w.meta.headLimit && w.cursor.Load() >= w.meta.headLimit

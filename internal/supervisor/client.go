@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -40,6 +42,13 @@ type Handle struct {
 	// Socket is the session's control socket (Meta.Socket): its own, or
 	// its host's, where requests must name the session.
 	Socket string
+	// Meta is the session's meta.json as the supervisor wrote it (or, in
+	// a host, will), or nil from a supervisor that did not report it.
+	Meta *Meta
+	// Release, when set, tells the session's host that the engine is
+	// about to remove the session's directory, so it writes nothing more
+	// there. Call it only once the session has ended.
+	Release func()
 }
 
 // Spare is a supervisor process started ahead of need: it has paid the
@@ -155,7 +164,7 @@ func commit(specW, readyR *os.File, spec Spec, readyTimeout time.Duration, kill 
 	}
 	events := make(chan Event, 16)
 	go decodeEvents(br, readyR, events)
-	return &Handle{PID: res.r.PID, Socket: res.r.Socket, Events: events, Close: func() { readyR.Close() }, Warnings: res.r.Warnings}, nil
+	return &Handle{PID: res.r.PID, Socket: res.r.Socket, Events: events, Close: func() { readyR.Close() }, Warnings: res.r.Warnings, Meta: res.r.Meta}, nil
 }
 
 // Launch starts a supervisor for spec and waits for its report: StartSpare
@@ -210,6 +219,23 @@ func Call(socket string, req Request) (Reply, error) {
 		return rep, errors.New(rep.Error)
 	}
 	return rep, nil
+}
+
+// FlushHosts asks every supervisor host of home to write the files its
+// sessions owe (meta.json, state.json; see Spec.State), so that what an
+// engine reads next is complete. A host that cannot be reached is skipped:
+// it is gone or about to be, and it wrote everything when its engine went.
+func FlushHosts(home string) {
+	socks, _ := filepath.Glob(filepath.Join(home, "run", "s", "host-*.sock"))
+	var wg sync.WaitGroup
+	for _, sock := range socks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			Call(sock, Request{Op: "flush"})
+		}()
+	}
+	wg.Wait()
 }
 
 // Subscribe connects to a supervisor and returns its event stream, closed

@@ -439,6 +439,48 @@ func Sweep(m Meta) int {
 	return len(found)
 }
 
+// SweepSession ends what is left in the cgroups that supervisors made for
+// session id under this process's cgroups (a host's are its engine's) and
+// removes them: for a session whose supervisor died before it wrote
+// meta.json, which would name them.
+func SweepSession(id string) int {
+	mounts, own := cgroupMountsOnce(), ownCgroupsOnce()
+	n := 0
+	sweep := func(parent string, m func(dir string) Meta) {
+		prefix := "conch-" + id + "-"
+		dirs, _ := filepath.Glob(filepath.Join(parent, prefix+"*"))
+		for _, d := range dirs {
+			// "<id>-<pid>": not the cgroup of a session whose id only
+			// starts with this one.
+			if pid := strings.TrimPrefix(filepath.Base(d), prefix); pid == "" || strings.Trim(pid, "0123456789") != "" {
+				continue
+			}
+			n += Sweep(m(d))
+		}
+	}
+	if mnt, ok := mounts["cgroup2"]; ok {
+		if rel, ok := own[""]; ok {
+			sweep(filepath.Join(mnt, rel), func(d string) Meta { return Meta{Cgroup: &Cgroup{V2: d}} })
+		}
+	}
+	// The tracking controllers first: their processes are killed before
+	// the limit cgroups are removed.
+	ctls := []string{"pids", "freezer"}
+	for ctl := range mounts {
+		if ctl != "cgroup2" && ctl != "pids" && ctl != "freezer" {
+			ctls = append(ctls, ctl)
+		}
+	}
+	for _, ctl := range ctls {
+		if mnt, ok := mounts[ctl]; ok {
+			sweep(filepath.Join(mnt, own[ctl]), func(d string) Meta {
+				return Meta{Cgroup: &Cgroup{V1: map[string]string{ctl: d}}}
+			})
+		}
+	}
+	return n
+}
+
 // CgroupAvailable reports whether a session cgroup (v2, or v1 pids or
 // freezer) can be created under this process's cgroup.
 func CgroupAvailable() bool {

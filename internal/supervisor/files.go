@@ -70,6 +70,11 @@ type Spec struct {
 	// Sandbox is set for host=sandbox runs: Argv already wraps the
 	// command in the backend (bwrap …, sandbox-init …).
 	Sandbox *SandboxSpec `json:"sandbox,omitempty"`
+
+	// State is the engine's state.json for the session, which the
+	// supervisor writes (after meta.json) unless the engine already has:
+	// a host writes both late or never (see sup.flushFiles).
+	State json.RawMessage `json:"state,omitempty"`
 }
 
 // SandboxSpec is the supervisor's part of a sandboxed run (hosts.md §3,
@@ -181,9 +186,20 @@ type Exit struct {
 // Paths of a session directory.
 func MetaPath(dir string) string        { return filepath.Join(dir, "meta.json") }
 func ExitPath(dir string) string        { return filepath.Join(dir, "exit.json") }
-func JournalDir(dir string) string      { return filepath.Join(dir, "journal") }
 func LogPath(dir string) string         { return filepath.Join(dir, "supervisor.log") }
 func SessionDir(home, id string) string { return filepath.Join(home, "sessions", id) }
+
+// JournalDir returns where the session in dir keeps its journal: in dir
+// itself, or in dir/journal for a session made by an earlier conch (one
+// inode less per session; the segment names cannot clash with the other
+// files of the directory).
+func JournalDir(dir string) string {
+	old := filepath.Join(dir, "journal")
+	if fi, err := os.Stat(old); err == nil && fi.IsDir() {
+		return old
+	}
+	return dir
+}
 
 // WriteJSON replaces path atomically: it writes path.tmp with mode 0600 and
 // renames it over path, so a reader (in any process, also after this one
@@ -194,6 +210,29 @@ func WriteJSON(path string, v any) error { return writeJSON(path, v, false) }
 // WriteJSONDurable is WriteJSON followed by fsyncs of the file and its
 // directory before the rename is reported.
 func WriteJSONDurable(path string, v any) error { return writeJSON(path, v, true) }
+
+// CreateJSON writes v to path, which must not exist, in place: for the
+// first record of a directory nobody reads before it is complete (a torn
+// file can only mean the writer died before it went on). It saves the
+// rename of WriteJSON.
+func CreateJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
 
 // Persist fsyncs an already written file and its directory.
 func Persist(path string) error {

@@ -93,14 +93,20 @@ func hostMain(home string, sock *os.File) int {
 		conn.Close()
 	}()
 	var sessions sync.WaitGroup
-	buf := make([]byte, 16)
+	buf := make([]byte, 512)
 	oob := make([]byte, unix.CmsgSpace(2*4))
 	for {
 		// net's ReadMsgUnix asks for MSG_CMSG_CLOEXEC: a command another
 		// session forks meanwhile cannot inherit these descriptors.
-		_, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
 		if err != nil {
 			break
+		}
+		if oobn == 0 && n > 1 && buf[0] == msgRelease {
+			if s := hostSessions.find(string(buf[1:n])); s != nil {
+				s.release()
+			}
+			continue
 		}
 		fds, err := parseRights(oob[:oobn])
 		if err != nil || len(fds) != 2 {
@@ -120,6 +126,9 @@ func hostMain(home string, sock *os.File) int {
 	}
 	conn.Close()
 	close(hostRetired)
+	// Whatever the engine did not release is written now, for the next
+	// engine to find.
+	hostSessions.flushAll()
 	sessions.Wait()
 	hostSessions.close()
 	if fi, err := os.Stat(logPath); err == nil && fi.Size() == 0 {
@@ -238,7 +247,7 @@ func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
 	// Not Fd(): that would make both pipes blocking, for the host too
 	// (the flag belongs to the open file, which the host shares).
 	err = withFDs(specR, readyW, func(a, b int) error {
-		_, _, err := h.conn.WriteMsgUnix([]byte{'s'}, unix.UnixRights(a, b), nil)
+		_, _, err := h.conn.WriteMsgUnix([]byte{msgSpec}, unix.UnixRights(a, b), nil)
 		return err
 	})
 	h.mu.Unlock()
@@ -267,7 +276,28 @@ func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
 		return nil, err
 	}
 	hd.SupervisorPID = h.cmd.Process.Pid
+	id := spec.ID
+	hd.Release = func() { h.release(id) }
 	return hd, nil
+}
+
+// Messages on a host's socket: a spec (with its two pipes), or the release
+// of a session (its id follows).
+const (
+	msgSpec    = 's'
+	msgRelease = 'r'
+)
+
+// release tells the host the engine is done with session id: it writes
+// no more files for it (the engine is removing its directory).
+func (h *Host) release(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	// A host that is gone has nothing to write either.
+	h.conn.WriteMsgUnix(append([]byte{msgRelease}, id...), nil, nil)
 }
 
 // Exited is closed once the host process has exited.
@@ -369,6 +399,19 @@ func (t *sessionTable) add(s *sup) error {
 	t.byID[s.spec.ID] = s
 	s.socket = t.socket
 	return nil
+}
+
+// flushAll writes the files every session still owes (sup.flushFiles).
+func (t *sessionTable) flushAll() {
+	t.mu.Lock()
+	all := make([]*sup, 0, len(t.byID))
+	for _, s := range t.byID {
+		all = append(all, s)
+	}
+	t.mu.Unlock()
+	for _, s := range all {
+		s.flushFiles()
+	}
 }
 
 func (t *sessionTable) find(id string) *sup {

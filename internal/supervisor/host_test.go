@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -97,9 +98,8 @@ func TestHostManySessions(t *testing.T) {
 			case !strings.Contains(output(dir), fmt.Sprintf("out%d\n", i)) || !strings.Contains(output(dir), fmt.Sprintf("err%d\n", i)):
 				errs <- fmt.Errorf("session %d: output %q", i, output(dir))
 			}
-			var meta Meta
-			if err := ReadJSON(MetaPath(dir), &meta); err != nil || meta.SupervisorPID != h.PID() || meta.Socket != hd.Socket || meta.Cgroup == nil {
-				errs <- fmt.Errorf("session %d: meta %+v %v", i, meta, err)
+			if meta := hd.Meta; meta == nil || meta.SupervisorPID != h.PID() || meta.Socket != hd.Socket || meta.Cgroup == nil {
+				errs <- fmt.Errorf("session %d: meta %+v", i, meta)
 			}
 		}()
 	}
@@ -116,6 +116,17 @@ func TestHostManySessions(t *testing.T) {
 	case <-h.Exited():
 	case <-time.After(10 * time.Second):
 		t.Fatal("a retired idle host did not exit")
+	}
+	// Nothing was released: every session's files are written.
+	for i := 0; i < n; i++ {
+		dir := SessionDir(home, fmt.Sprintf("many%d", i))
+		var meta Meta
+		if err := ReadJSON(MetaPath(dir), &meta); err != nil || meta.SupervisorPID != h.PID() || meta.Cgroup == nil {
+			t.Errorf("session %d: meta.json %+v %v", i, meta, err)
+		}
+		if ex, ok, err := ReadExit(dir); !ok || !ex.Final || *ex.ExitCode != i%7 {
+			t.Errorf("session %d: exit.json %+v %v", i, ex, err)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(home, "run", "s", fmt.Sprintf("host-%d.sock", h.PID()))); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("host socket left behind: %v", err)
@@ -232,21 +243,28 @@ func TestHostNeedsCgroup(t *testing.T) {
 
 // TestHostDeath: a host that dies takes the supervision of all its
 // sessions: their event streams end without an end state, and Sweep ends
-// what they left.
+// what they left, from the meta the engine was handed (a host that dies
+// at once has written no meta.json) or, with nothing but the session id,
+// SweepSession.
 func TestHostDeath(t *testing.T) {
 	h, home := startHost(t)
 	tag := fmt.Sprintf("%d.%d", 981, os.Getpid()%1000)
 	var metas []Meta
+	var ids []string
 	var hds []*Handle
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 3; i++ {
 		spec := hostSpec(home, Spec{Argv: []string{"/bin/sh", "-c", "sleep " + tag}})
 		hd, err := h.Commit(spec, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var m Meta
-		ReadJSON(MetaPath(SessionDir(home, spec.ID)), &m)
-		metas, hds = append(metas, m), append(hds, hd)
+		if hd.Meta == nil || hd.Meta.PID != hd.PID || hd.Meta.Cgroup == nil {
+			t.Fatalf("ready report's meta: %+v", hd.Meta)
+		}
+		if _, err := os.Stat(MetaPath(SessionDir(home, spec.ID))); err == nil {
+			t.Errorf("a host wrote meta.json of a session that had just started")
+		}
+		metas, ids, hds = append(metas, *hd.Meta), append(ids, spec.ID), append(hds, hd)
 	}
 	syscall.Kill(h.PID(), syscall.SIGKILL)
 	for _, hd := range hds {
@@ -260,8 +278,11 @@ func TestHostDeath(t *testing.T) {
 	if _, err := h.Commit(hostSpec(home, Spec{Argv: []string{"true"}}), 2*time.Second); !errors.Is(err, ErrHostGone) && !errors.Is(err, ErrHostDied) {
 		t.Errorf("commit to a dead host: %v", err)
 	}
-	for _, m := range metas {
+	for _, m := range metas[:2] {
 		Sweep(m)
+	}
+	if n := SweepSession(ids[2]); n == 0 {
+		t.Errorf("SweepSession(%s) found nothing", ids[2])
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for len(alive("sleep "+tag)) > 0 && time.Now().Before(deadline) {
@@ -319,5 +340,83 @@ func TestHostPipeHeldOutside(t *testing.T) {
 	case <-h.Exited():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the host did not exit")
+	}
+}
+
+// TestHostDefersFiles: a host writes a session's meta.json and state.json
+// only once it has run for a while, ends unreleased, or an engine asks
+// (FlushHosts); a session released when it ended leaves no file at all.
+func TestHostDefersFiles(t *testing.T) {
+	h, home := startHost(t)
+	state := json.RawMessage(`{"agent":"a1","command":"x"}`)
+	commit := func(id string, argv ...string) *Handle {
+		t.Helper()
+		dir := SessionDir(home, id)
+		if err := os.MkdirAll(dir, 0o700); err != nil { // the engine's reservation
+			t.Fatal(err)
+		}
+		hd, err := h.Commit(hostSpec(home, Spec{ID: id, Argv: argv, State: state}), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hd
+	}
+	end := func(hd *Handle) {
+		t.Helper()
+		for ev := range hd.Events {
+			if ev.Exit != nil && ev.Exit.Final {
+				return
+			}
+		}
+		t.Fatal("no end state")
+	}
+	names := func(id string) string {
+		ents, _ := os.ReadDir(SessionDir(home, id))
+		var n []string
+		for _, e := range ents {
+			n = append(n, e.Name())
+		}
+		return strings.Join(n, " ")
+	}
+
+	released := commit("released", "/bin/sh", "-c", "true")
+	end(released)
+	released.Release()
+	kept := commit("kept", "/bin/sh", "-c", "echo kept")
+	end(kept)
+	running := commit("running", "/bin/sh", "-c", "sleep 30")
+	flushed := commit("flushed", "/bin/sh", "-c", "sleep 30")
+	FlushHosts(home)
+	if got := names("flushed"); got != "meta.json state.json" {
+		t.Errorf("right after FlushHosts: %q, want meta.json and state.json", got)
+	}
+	if got := names("running"); got != "meta.json state.json" {
+		t.Errorf("FlushHosts flushed only one session: %q", got)
+	}
+	time.Sleep(3 * filesDelay)
+	if got := names("released"); got != "" {
+		t.Errorf("a released session left files: %q", got)
+	}
+	if got := names("kept"); got != "000001.seg exit.json meta.json state.json" {
+		t.Errorf("an unreleased ended session: %q", got)
+	}
+	var st map[string]string
+	if err := ReadJSON(filepath.Join(SessionDir(home, "kept"), "state.json"), &st); err != nil || st["agent"] != "a1" {
+		t.Errorf("state.json from the spec: %v %v", st, err)
+	}
+	// The engine's own state.json is not replaced.
+	late := SessionDir(home, "late")
+	os.MkdirAll(late, 0o700)
+	if err := WriteJSON(filepath.Join(late, "state.json"), map[string]string{"agent": "engine"}); err != nil {
+		t.Fatal(err)
+	}
+	end(commit("late", "/bin/sh", "-c", "true"))
+	FlushHosts(home)
+	if err := ReadJSON(filepath.Join(late, "state.json"), &st); err != nil || st["agent"] != "engine" {
+		t.Errorf("the engine's state.json was replaced: %v %v", st, err)
+	}
+	for _, hd := range []*Handle{running, flushed} {
+		Call(hd.Socket, Request{Op: "kill", Session: hd.Meta.ID, By: "agent"})
+		end(hd)
 	}
 }

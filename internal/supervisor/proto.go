@@ -8,7 +8,7 @@ import (
 // Request is one line a client sends on the control socket.
 type Request struct {
 	V  int    `json:"v"`
-	Op string `json:"op"` // hello status subscribe write closeStdin signal kill resize screen trim
+	Op string `json:"op"` // hello status subscribe write closeStdin signal kill resize screen trim flush
 	// Session names the session on a supervisor host's socket, which
 	// serves many; a single supervisor takes "" or its own id.
 	Session string `json:"session,omitempty"`
@@ -69,4 +69,6 @@ type ready struct {
 	Socket string `json:"socket,omitempty"`
 	// Warnings are sandbox limits that could not be enforced.
 	Warnings []string `json:"warnings,omitempty"`
+	// Meta is what meta.json says, so the engine need not read it.
+	Meta *Meta `json:"meta,omitempty"`
 }

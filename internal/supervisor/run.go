@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -104,7 +105,7 @@ func runSession(home, id string, specIn, readyOut *os.File, shared bool) int {
 		readyOut.Close()
 		return 1
 	}
-	s := &sup{spec: spec, dir: SessionDir(home, spec.ID), shared: shared, done: make(chan struct{}), mainExited: make(chan struct{}), finalSet: make(chan struct{})}
+	s := &sup{spec: spec, dir: SessionDir(home, spec.ID), shared: shared, done: make(chan struct{}), mainExited: make(chan struct{}), finalSet: make(chan struct{}), releasedCh: make(chan struct{})}
 	if err := s.launch(); err != nil {
 		json.NewEncoder(readyOut).Encode(ready{Error: err.Error()})
 		readyOut.Close()
@@ -113,7 +114,7 @@ func runSession(home, id string, specIn, readyOut *os.File, shared bool) int {
 	// readyOut stays open as the first subscriber: the engine that
 	// started this session learns cursors and the end state without
 	// dialling.
-	if err := json.NewEncoder(readyOut).Encode(ready{OK: true, PID: s.cmd.Process.Pid, Socket: s.socket, Warnings: s.warnings}); err == nil {
+	if err := json.NewEncoder(readyOut).Encode(ready{OK: true, PID: s.cmd.Process.Pid, Socket: s.socket, Warnings: s.warnings, Meta: s.meta}); err == nil {
 		s.addSubscriber(readyOut)
 	} else {
 		readyOut.Close()
@@ -190,8 +191,20 @@ type sup struct {
 	done       chan struct{} // closed when the end state is final
 	finalSet   chan struct{} // closed when final is set
 
-	exitMu    sync.Mutex // serialises exit.json writes
-	exitFinal bool       // the final exit.json is written
+	meta *Meta // meta.json's content
+
+	// A host writes a session's meta.json and state.json only once it
+	// has run for filesDelay, when the engine goes away or asks for it,
+	// or when it ends without the engine having released it. A
+	// foreground call that ends at once then costs no file at all.
+	fileMu     sync.Mutex
+	filesDue   bool          // meta.json and state.json are not written yet
+	released   bool          // the engine is done with the session: no more files
+	releasedCh chan struct{} // closed by release
+
+	exitMu      sync.Mutex // serialises exit.json writes
+	exitFinal   bool       // the final exit.json is written
+	exitWritten bool       // an exit.json (provisional or final) is written
 
 	ln net.Listener
 	// socket is where the session is served: its own socket, or its
@@ -241,7 +254,7 @@ func (s *sup) launch() (retErr error) {
 			f.Close()
 		}
 	}
-	j, err := journal.Create(JournalDir(s.dir), journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes})
+	j, err := journal.Create(s.dir, journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes})
 	if err != nil {
 		return fmt.Errorf("open journal: %w", err)
 	}
@@ -483,8 +496,19 @@ func (s *sup) launch() (retErr error) {
 			timeout.Stop()
 		}()
 	}
-	if err := WriteJSON(MetaPath(s.dir), meta); err != nil {
-		s.logf("write meta.json: %v", err)
+	s.meta = &meta
+	if s.shared {
+		s.fileMu.Lock()
+		s.filesDue = true
+		s.fileMu.Unlock()
+		select {
+		case <-hostRetired:
+			s.flushFiles()
+		default:
+			time.AfterFunc(filesDelay, s.flushFiles)
+		}
+	} else if err := s.writeFiles(); err != nil {
+		s.logf("%v", err)
 	}
 	go func() {
 		defer signal.Stop(term)
@@ -495,6 +519,56 @@ func (s *sup) launch() (retErr error) {
 		}
 	}()
 	return nil
+}
+
+// filesDelay is how long a host's session runs before its meta.json and
+// state.json are written.
+const filesDelay = 250 * time.Millisecond
+
+// writeFiles writes meta.json, then state.json from the spec unless the
+// engine has written one (a torn pair can only lack state.json, which the
+// engine recovers from meta.json).
+func (s *sup) writeFiles() error {
+	if err := WriteJSON(MetaPath(s.dir), s.meta); err != nil {
+		return fmt.Errorf("write meta.json: %w", err)
+	}
+	if len(s.spec.State) > 0 {
+		if err := CreateJSON(filepath.Join(s.dir, "state.json"), s.spec.State); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("write state.json: %w", err)
+		}
+	}
+	return nil
+}
+
+// flushFiles writes a host session's meta.json and state.json if they are
+// due and the engine has not released the session.
+func (s *sup) flushFiles() {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	if !s.filesDue || s.released {
+		return
+	}
+	s.filesDue = false
+	if err := s.writeFiles(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.logf("%v", err)
+	}
+}
+
+// release records that the engine is done with the session (it removes
+// its directory): nothing more is written there.
+func (s *sup) release() {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	if !s.released {
+		s.released = true
+		close(s.releasedCh)
+	}
+}
+
+func (s *sup) isReleased() bool {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	return s.released
 }
 
 // isSpawnError reports errors that are about the command itself (missing
@@ -674,7 +748,16 @@ func (s *sup) run() {
 	s.mu.Unlock()
 	ex := s.exitRecord(end, left, true)
 	exitTimer.Stop()
-	s.writeExitOnce(ex, true)
+	// A host reports the end first and writes exit.json a moment later,
+	// and only if the session's directory is still there then: a
+	// foreground call's directory is removed by the engine as soon as
+	// the result is out, and the file was a third of a host's disk work.
+	// Until the file is written the host keeps the session, so an engine
+	// that restarts meanwhile learns the end state from it instead.
+	deferred := s.deferExit()
+	if !deferred {
+		s.writeExitOnce(ex, true)
+	}
 	s.mu.Lock()
 	s.final = &ex
 	subs := s.subs
@@ -698,26 +781,31 @@ func (s *sup) run() {
 		s.ln.Close()
 		os.Remove(s.spec.Socket)
 	}
-	if s.shared {
-		hostSessions.remove(s)
-	}
 	s.cont.remove()
 	if s.shared {
 		// A host makes the end durable a moment later, and not at all
 		// for a session whose directory the engine has removed by then
 		// (a foreground call that returned its result): on a busy
-		// gateway those fsyncs were a tenth of the CPU.
+		// gateway those fsyncs were a tenth of the CPU. (The engine
+		// renames a directory before it deletes it, so a directory
+		// seen here takes no file after it is gone.)
 		select {
 		case <-time.After(250 * time.Millisecond):
 		case <-hostRetired:
+		case <-s.releasedCh:
 		}
-		if _, err := os.Stat(s.dir); err == nil {
+		s.flushFiles()
+		if _, err := os.Stat(s.dir); err == nil && !s.isReleased() {
+			if deferred {
+				s.writeExitOnce(ex, true)
+			}
 			s.persist()
 		} else {
 			s.jmu.Lock()
 			s.j.CloseUnsynced()
 			s.jmu.Unlock()
 		}
+		hostSessions.remove(s)
 	}
 	close(s.done)
 }
@@ -767,13 +855,11 @@ func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
 	ex.DescendantsKilled = descendants + s.killCount
 	s.jmu.Lock()
 	ex.OutputBytes = s.j.Cursor()
+	ex.DroppedBytes = s.j.Stat().DroppedBytes
 	if final {
 		ex.OutputSha256 = hex.EncodeToString(s.sum.Sum(nil))
 	}
 	s.jmu.Unlock()
-	if info, err := journal.Stat(JournalDir(s.dir)); err == nil {
-		ex.DroppedBytes = info.DroppedBytes
-	}
 	return ex
 }
 
@@ -787,8 +873,21 @@ func (s *sup) writeExitOnce(ex Exit, final bool) {
 	}
 	s.exitFinal = final
 	if err := WriteJSON(ExitPath(s.dir), ex); err != nil {
-		s.logf("write exit.json: %v", err)
+		if !errors.Is(err, os.ErrNotExist) { // else the engine removed the session
+			s.logf("write exit.json: %v", err)
+		}
+		return
 	}
+	s.exitWritten = true
+}
+
+// deferExit reports whether the final exit.json may wait for the
+// directory check of a host: not when a provisional record is on disk,
+// which the final one must replace at once.
+func (s *sup) deferExit() bool {
+	s.exitMu.Lock()
+	defer s.exitMu.Unlock()
+	return s.shared && !s.exitWritten
 }
 
 // kill starts the kill sequence once; later calls only keep the first
@@ -1061,6 +1160,14 @@ func serve(c *net.UnixConn, find func(id string) *sup) {
 		}
 		if req.V != ProtocolVersion {
 			enc.Encode(Reply{Error: fmt.Sprintf("unsupported protocol version %d", req.V)})
+			continue
+		}
+		if req.Op == "flush" && req.Session == "" {
+			// A host writes the files its sessions owe before an engine
+			// reads the home (sup.flushFiles); a single supervisor owes
+			// none.
+			hostSessions.flushAll()
+			enc.Encode(Reply{OK: true})
 			continue
 		}
 		s := find(req.Session)

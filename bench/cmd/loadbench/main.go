@@ -94,6 +94,35 @@ type run struct {
 	// PerSecond counts successful completions in each second from the
 	// start of the warm-up (the last entry holds the drain).
 	PerSecond []int64 `json:"perSecond"`
+	// BusyPct is how busy the machine's CPUs were in the window (all
+	// processes, from /proc/stat), and CPUMsPerExec that CPU time divided
+	// by the execs completed in it: what one exec costs the machine,
+	// which varies less from run to run than throughput.
+	BusyPct      float64 `json:"busyPct"`
+	CPUMsPerExec float64 `json:"cpuMsPerExec"`
+}
+
+// cpuBusy returns the machine's busy and total CPU time from /proc/stat
+// (0, 0 where it cannot be read).
+func cpuBusy() (busy, total time.Duration) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0
+	}
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		total += time.Duration(n) * tick
+		if i != 3 && i != 4 { // idle, iowait
+			busy += time.Duration(n) * tick
+		}
+	}
+	return busy, total
 }
 
 // latency summarises a set of timings in milliseconds (nearest-rank
@@ -412,6 +441,15 @@ func load(ctx context.Context, warmEnd, end time.Time, maxExecs int64, workers i
 		begin   = time.Now()
 		slots   = make([]int64, int(math.Ceil(end.Sub(begin).Seconds()))+1)
 	)
+	var busy0, total0, busy1, total1 time.Duration
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		time.Sleep(time.Until(warmEnd))
+		busy0, total0 = cpuBusy()
+		time.Sleep(time.Until(end))
+		busy1, total1 = cpuBusy()
+	}()
 	for i := range workers {
 		do := mk(i)
 		wg.Add(1)
@@ -483,6 +521,15 @@ func load(ctx context.Context, warmEnd, end time.Time, maxExecs int64, workers i
 		}()
 	}
 	wg.Wait()
+	if time.Now().Before(end) {
+		busy1, total1 = cpuBusy() // capped or interrupted
+	} else {
+		<-sampled
+	}
+	if total1 > total0 && r.OK > 0 {
+		r.BusyPct = 100 * float64(busy1-busy0) / float64(total1-total0)
+		r.CPUMsPerExec = float64(busy1-busy0) / float64(time.Millisecond) / float64(r.OK)
+	}
 	// The window is the measured time; a run capped by -max-execs or
 	// interrupted ends earlier.
 	stopAt := end
@@ -749,14 +796,15 @@ func printReport(w io.Writer, r *report) {
 		r.Agents, r.Inflight, r.Command, r.DurationS, r.WarmupS)
 	fmt.Fprintf(w, "machine: %d CPUs, %s; load average start %s, end %s\n", r.CPUs, r.GoVersion, r.LoadStart, r.LoadEnd)
 	fmt.Fprintf(w, "setup: conch serve listening after %.2fs; %d agents created in %.2fs\n\n", r.ConchServeStartedInS, r.Agents, r.AgentsCreatedInS)
-	fmt.Fprintf(w, "%-34s %10s %10s %10s %10s %10s %8s %8s\n", "", "workers", "exec/s", "p50 ms", "p99 ms", "max ms", "errors", "429s")
+	fmt.Fprintf(w, "%-34s %10s %10s %10s %10s %10s %8s %8s %8s %12s\n", "", "workers", "exec/s", "p50 ms", "p99 ms", "max ms", "errors", "429s", "busy %", "CPU ms/exec")
 	row := func(name string, x run) {
-		fmt.Fprintf(w, "%-34s %10d %10.1f %10.1f %10.1f %10.1f %8d %8d\n", name, x.Workers, x.ExecPerS, x.Latency.P50Ms, x.Latency.P99Ms, x.Latency.MaxMs, x.Errors, x.RateLimited)
+		fmt.Fprintf(w, "%-34s %10d %10.1f %10.1f %10.1f %10.1f %8d %8d %8.0f %12.3f\n", name, x.Workers, x.ExecPerS, x.Latency.P50Ms, x.Latency.P99Ms, x.Latency.MaxMs, x.Errors, x.RateLimited, x.BusyPct, x.CPUMsPerExec)
 	}
 	row("conch serve POST /v1/exec", r.Conch)
 	row("baseline os/exec sh -c", r.Baseline)
 	row("baseline, 2 x NumCPU workers", r.BaselineBest)
 	fmt.Fprintf(w, "\nthroughput ratio conch/baseline: %.3f (baseline is %.1fx conch); to the best baseline: %.3f\n", r.Ratio, benchkit.Ratio(1, r.Ratio), r.RatioBest)
+	fmt.Fprintf(w, "CPU per exec, baseline/conch: %.3f (the same comparison by machine CPU time per exec instead of by throughput)\n", benchkit.Ratio(r.Baseline.CPUMsPerExec, r.Conch.CPUMsPerExec))
 	fmt.Fprintf(w, "conch: %d execs ok in the %.1fs window (%d in all), drain %.2fs", r.Conch.OK, r.Conch.WindowS, r.Conch.OKTotal, r.Conch.DrainS)
 	if r.Conch.RateLimited > 0 {
 		fmt.Fprintf(w, "; 429s %d (quota %d), Retry-After %v, %.1fs waited in all", r.Conch.RateLimited, r.Conch.QuotaErrors, r.Conch.RetryAfter, r.Conch.RetryWaitS)
