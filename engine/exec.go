@@ -783,7 +783,12 @@ func (e *Engine) background(s *session, pl *plan) apitype.Result {
 // truncated (then it is retained so the agent can page it).
 func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
 	_, ex, _ := s.snapshot()
-	out := e.output(s, pl.set.MaxOutputChars)
+	// A local supervisor's journal that counted no output byte has
+	// nothing to read.
+	var out outputText
+	if pl.node != nil || ex.OutputBytes > 0 {
+		out = e.output(s, pl.set.MaxOutputChars)
+	}
 	if out.truncated {
 		s.update(func(st *state) { st.Retained = true })
 	} else {

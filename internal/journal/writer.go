@@ -29,7 +29,7 @@ type Writer struct {
 	f        *os.File   // the current (last) segment, O_APPEND
 	segs     []segInfo  // segments on disk, oldest first; the last is f
 	meta     segMeta    // head limit and drop totals as of the current segment
-	buf      []byte     // encoding buffer
+	buf      []byte     // encoding buffer, grown by use (a quiet journal needs none)
 	dirty    bool       // f has writes not yet fsynced
 	unsynced []int      // closed segments with writes not yet fsynced
 	dirDirty bool       // the directory changed since the last fsync
@@ -86,7 +86,6 @@ func create(dir string, opt Options) (*Writer, error) {
 		dir:      dir,
 		opt:      opt,
 		dirf:     d,
-		buf:      make([]byte, 0, maxRecordBytes),
 		lastSync: time.Now(),
 	}
 	if err := w.recover(fresh); err != nil {

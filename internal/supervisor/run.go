@@ -594,9 +594,16 @@ func (s *sup) grace() time.Duration {
 }
 
 // pump copies one output stream into the journal.
+// pumpBufs are the pumps' read buffers: a host runs hundreds of short
+// sessions a second, and two fresh 64 KiB buffers each were most of its
+// allocation.
+var pumpBufs = sync.Pool{New: func() any { return new([64 << 10]byte) }}
+
 func (s *sup) pump(r *os.File, stream journal.Stream) {
 	defer s.outputs.Done()
-	buf := make([]byte, 64<<10)
+	bp := pumpBufs.Get().(*[64 << 10]byte)
+	defer pumpBufs.Put(bp)
+	buf := bp[:]
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
