@@ -101,7 +101,12 @@ func (sp *Spare) Close() {
 // report. A supervisor that does not report in time is killed. The spare
 // cannot be used again, whatever the outcome.
 func (sp *Spare) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
-	h, err := commit(sp.specW, sp.readyR, spec, readyTimeout, func() { sp.cmd.Process.Kill() })
+	b, err := encodeSpec(spec)
+	if err != nil {
+		sp.Close()
+		return nil, err
+	}
+	h, err := commit(sp.readyR, writeSpec(sp.specW, b), readyTimeout, func() { sp.cmd.Process.Kill() })
 	if err != nil {
 		return nil, err
 	}
@@ -109,62 +114,59 @@ func (sp *Spare) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) 
 	return h, nil
 }
 
-// commit writes spec on specW (and closes it), then reads the ready report
-// on readyR, which then carries the session's events. kill is called when
-// no report comes within readyTimeout.
-func commit(specW, readyR *os.File, spec Spec, readyTimeout time.Duration, kill func()) (*Handle, error) {
+// encodeSpec is spec as sent to a supervisor: one line of JSON.
+func encodeSpec(spec Spec) ([]byte, error) {
 	spec.V = ProtocolVersion
 	b, err := json.Marshal(spec)
-	if err != nil {
-		specW.Close()
-		readyR.Close()
-		return nil, err
-	}
-	// A spec larger than the pipe's buffer is written while the
-	// supervisor reads it.
+	return append(b, '\n'), err
+}
+
+// writeSpec writes b on specW (and closes it) while the supervisor reads
+// it, and reports how that went on the returned channel.
+func writeSpec(specW *os.File, b []byte) <-chan error {
 	wrote := make(chan error, 1)
 	go func() {
-		_, err := specW.Write(append(b, '\n'))
+		_, err := specW.Write(b)
 		specW.Close()
 		wrote <- err
 	}()
-	type result struct {
-		r   ready
-		err error
-	}
+	return wrote
+}
+
+// commit reads the ready report on readyR, which then carries the
+// session's events. wrote reports how sending the spec went. kill is
+// called when no report comes within readyTimeout.
+func commit(readyR *os.File, wrote <-chan error, readyTimeout time.Duration, kill func()) (*Handle, error) {
+	// A pipe from os.Pipe takes deadlines: no goroutine waits for the
+	// report.
+	readyR.SetReadDeadline(time.Now().Add(readyTimeout))
 	br := bufio.NewReader(readyR)
-	got := make(chan result, 1)
-	go func() {
-		line, err := br.ReadBytes('\n')
-		var r ready
-		if err == nil {
-			err = json.Unmarshal(line, &r)
-		}
-		got <- result{r, err}
-	}()
-	var res result
-	select {
-	case res = <-got:
-	case <-time.After(readyTimeout):
+	line, err := br.ReadBytes('\n')
+	if errors.Is(err, os.ErrDeadlineExceeded) {
 		kill()
 		readyR.Close()
 		return nil, fmt.Errorf("supervisor did not report within %v", readyTimeout)
 	}
-	if werr := <-wrote; res.err != nil && werr != nil {
+	readyR.SetReadDeadline(time.Time{})
+	var r ready
+	if err == nil {
+		err = json.Unmarshal(line, &r)
+	}
+	if werr := <-wrote; err != nil && werr != nil {
 		readyR.Close()
 		return nil, fmt.Errorf("%w: %w", ErrGone, werr)
 	}
-	if res.err != nil {
+	if err != nil {
 		readyR.Close()
-		return nil, fmt.Errorf("%w: %w", ErrNoReport, res.err)
+		return nil, fmt.Errorf("%w: %w", ErrNoReport, err)
 	}
-	if !res.r.OK {
+	if !r.OK {
 		readyR.Close()
-		return nil, errors.New(res.r.Error)
+		return nil, errors.New(r.Error)
 	}
 	events := make(chan Event, 16)
 	go decodeEvents(br, readyR, events)
-	return &Handle{PID: res.r.PID, Socket: res.r.Socket, Events: events, Close: func() { readyR.Close() }, Warnings: res.r.Warnings, Meta: res.r.Meta}, nil
+	return &Handle{PID: r.PID, Socket: r.Socket, Events: events, Close: func() { readyR.Close() }, Warnings: r.Warnings, Meta: r.Meta}, nil
 }
 
 // Launch starts a supervisor for spec and waits for its report: StartSpare

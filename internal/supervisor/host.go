@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -93,7 +94,7 @@ func hostMain(home string, sock *os.File) int {
 		conn.Close()
 	}()
 	var sessions sync.WaitGroup
-	buf := make([]byte, 512)
+	buf := make([]byte, 1+maxInlineSpec)
 	oob := make([]byte, unix.CmsgSpace(2*4))
 	for {
 		// net's ReadMsgUnix asks for MSG_CMSG_CLOEXEC: a command another
@@ -109,6 +110,16 @@ func hostMain(home string, sock *os.File) int {
 			continue
 		}
 		fds, err := parseRights(oob[:oobn])
+		if err == nil && len(fds) == 1 && n > 1 && buf[0] == msgSpec {
+			spec := bytes.Clone(buf[1:n])
+			readyOut := os.NewFile(uintptr(fds[0]), "ready")
+			sessions.Add(1)
+			go func() {
+				defer sessions.Done()
+				runSession(home, "", nil, spec, readyOut, true)
+			}()
+			continue
+		}
 		if err != nil || len(fds) != 2 {
 			for _, fd := range fds {
 				unix.Close(fd)
@@ -121,7 +132,7 @@ func hostMain(home string, sock *os.File) int {
 		sessions.Add(1)
 		go func() {
 			defer sessions.Done()
-			runSession(home, "", specIn, readyOut, true)
+			runSession(home, "", specIn, nil, readyOut, true)
 		}()
 	}
 	conn.Close()
@@ -224,42 +235,71 @@ func (h *Host) Close() {
 // killed (it has other sessions); it kills the command itself once it
 // finds nobody took its report.
 func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
-	specR, specW, err := os.Pipe()
+	b, err := encodeSpec(spec)
 	if err != nil {
 		return nil, err
 	}
+	// The spec travels in the message when it fits, else on a pipe of
+	// its own.
+	var specR, specW *os.File
+	if len(b) > maxInlineSpec {
+		if specR, specW, err = os.Pipe(); err != nil {
+			return nil, err
+		}
+	}
+	closeSpec := func() {
+		if specR != nil {
+			specR.Close()
+			specW.Close()
+		}
+	}
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
-		specR.Close()
-		specW.Close()
+		closeSpec()
 		return nil, err
 	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		specR.Close()
-		specW.Close()
+		closeSpec()
 		readyR.Close()
 		readyW.Close()
 		return nil, ErrHostGone
 	}
 	h.started++
-	// Not Fd(): that would make both pipes blocking, for the host too
+	// Not Fd(): that would make the pipes blocking, for the host too
 	// (the flag belongs to the open file, which the host shares).
-	err = withFDs(specR, readyW, func(a, b int) error {
-		_, _, err := h.conn.WriteMsgUnix([]byte{msgSpec}, unix.UnixRights(a, b), nil)
-		return err
-	})
+	if specR == nil {
+		err = withFD(readyW, func(fd int) error {
+			_, _, err := h.conn.WriteMsgUnix(append([]byte{msgSpec}, b...), unix.UnixRights(fd), nil)
+			return err
+		})
+	} else {
+		err = withFDs(specR, readyW, func(a, b int) error {
+			_, _, err := h.conn.WriteMsgUnix([]byte{msgSpec}, unix.UnixRights(a, b), nil)
+			return err
+		})
+		specR.Close()
+	}
 	h.mu.Unlock()
-	specR.Close()
 	readyW.Close()
 	if err != nil {
-		specW.Close()
+		if specW != nil {
+			specW.Close()
+		}
 		readyR.Close()
 		return nil, fmt.Errorf("%w: %v", ErrHostGone, err)
 	}
+	var wrote <-chan error
+	if specW != nil {
+		wrote = writeSpec(specW, b)
+	} else {
+		sent := make(chan error, 1)
+		sent <- nil
+		wrote = sent
+	}
 	kill := func() {} // the host kills the command itself
-	hd, err := commit(specW, readyR, spec, readyTimeout, kill)
+	hd, err := commit(readyR, wrote, readyTimeout, kill)
 	if err != nil {
 		if strings.Contains(err.Error(), errNeedsCgroup) {
 			return nil, ErrNeedsCgroup
@@ -281,12 +321,18 @@ func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
 	return hd, nil
 }
 
-// Messages on a host's socket: a spec (with its two pipes), or the release
-// of a session (its id follows).
+// Messages on a host's socket: a spec, followed by its JSON and carrying
+// the ready pipe, or carrying the spec's pipe and the ready pipe when it
+// is larger than maxInlineSpec; or the release of a session (its id
+// follows).
 const (
 	msgSpec    = 's'
 	msgRelease = 'r'
 )
+
+// maxInlineSpec is the largest spec sent in a host's message (well under
+// the socket's buffer, which bounds a SOCK_SEQPACKET message).
+const maxInlineSpec = 64 << 10
 
 // release tells the host the engine is done with session id: it writes
 // no more files for it (the engine is removing its directory).
@@ -437,6 +483,20 @@ func (t *sessionTable) close() {
 		os.Remove(t.socket)
 		t.ln = nil
 	}
+}
+
+// withFD calls fn with the descriptor of f, keeping it open (and
+// non-blocking) meanwhile.
+func withFD(f *os.File, fn func(fd int) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
 }
 
 // withFDs calls fn with the descriptors of a and b, keeping them open (and

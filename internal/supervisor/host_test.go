@@ -420,3 +420,29 @@ func TestHostDefersFiles(t *testing.T) {
 		end(hd)
 	}
 }
+
+// TestHostLargeSpec: a spec too large for the host's message goes on a
+// pipe of its own and runs the same.
+func TestHostLargeSpec(t *testing.T) {
+	h, home := startHost(t)
+	big := strings.Repeat("x", 3*maxInlineSpec/2)
+	for _, env := range [][]string{{"PATH=" + os.Getenv("PATH")}, {"PATH=" + os.Getenv("PATH"), "BIG=" + big}} {
+		spec := hostSpec(home, Spec{Argv: []string{"/bin/sh", "-c", `printf %s "${#BIG}"`}, Env: env})
+		if b, _ := encodeSpec(spec); (len(b) > maxInlineSpec) != (len(env) == 2) {
+			t.Fatalf("spec of %d bytes does not test what it should", len(b))
+		}
+		hd, err := h.Commit(spec, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range hd.Events {
+		}
+		want := "0"
+		if len(env) == 2 {
+			want = fmt.Sprint(len(big))
+		}
+		if got := output(SessionDir(home, spec.ID)); got != want {
+			t.Errorf("spec of %d env entries: output %q, want %q", len(env), got, want)
+		}
+	}
+}

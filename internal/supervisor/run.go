@@ -74,17 +74,24 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "conch supervise: fd 3 and 4 must be set up by the engine")
 		return 2
 	}
-	return runSession(*home, *id, specIn, readyOut, false)
+	return runSession(*home, *id, specIn, nil, readyOut, false)
 }
 
 // runSession reads one spec from specIn, starts its command, reports on
 // readyOut and supervises the session to its end. In a host (shared) the
 // session must get its own cgroup: without one its processes could not be
 // told from those of the host's other sessions.
-func runSession(home, id string, specIn, readyOut *os.File, shared bool) int {
+// runSession runs the session whose spec is read from specIn or, when
+// specIn is nil, is specBytes.
+func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os.File, shared bool) int {
 	var spec Spec
-	err := json.NewDecoder(specIn).Decode(&spec)
-	specIn.Close()
+	var err error
+	if specIn != nil {
+		err = json.NewDecoder(specIn).Decode(&spec)
+		specIn.Close()
+	} else {
+		err = json.Unmarshal(specBytes, &spec)
+	}
 	if errors.Is(err, io.EOF) && id == "" && !shared {
 		return 0 // a spare that was never used
 	}
