@@ -776,10 +776,14 @@ func TestNodeApplyPatch(t *testing.T) {
 	if code == 200 {
 		t.Fatalf("patch outside the workspace: %d %v", code, m)
 	}
-	out, _ := exec.Command(conchBin, "ledger", "tail", "--home", gh, "--json").Output()
-	if !strings.Contains(string(out), id) {
-		t.Fatalf("no patch record naming the node in the gateway ledger: %s", out)
-	}
+	// The ledger is written a moment after the call (engine/ledger.go).
+	eventually(t, 5*time.Second, func() string {
+		out, _ := exec.Command(conchBin, "ledger", "tail", "--home", gh, "--json").Output()
+		if !strings.Contains(string(out), id) {
+			return "no patch record naming the node in the gateway ledger: " + string(out)
+		}
+		return ""
+	})
 }
 
 // TestNodeApprovedOffline approves a pairing request with `conch nodes
