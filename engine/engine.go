@@ -128,6 +128,7 @@ type Engine struct {
 	log     *slog.Logger
 	lock    *os.File
 	cwd     string
+	dirs    dirPool // reusable session directories (dirs.go)
 	supArgv []string
 
 	mu        sync.Mutex // guards sessions, notices, retaining and closed
@@ -591,7 +592,7 @@ func (e *Engine) ended(s *session, ex supervisor.Exit) {
 	if st.Hidden {
 		// remove: deleted as soon as it ends.
 		e.forget(s)
-		s.remove()
+		e.removeSession(s)
 		return
 	}
 	if !st.Backgrounded {
@@ -634,7 +635,7 @@ func (e *Engine) sweep() {
 		}
 		e.mu.Unlock()
 		for _, s := range old {
-			s.remove()
+			e.removeSession(s)
 		}
 	}
 }
@@ -658,8 +659,8 @@ func (e *Engine) reattach() {
 		}
 		id := n.Name()
 		sdir := filepath.Join(dir, id)
-		if strings.HasPrefix(id, trashPrefix) {
-			os.RemoveAll(sdir) // a removal cut short
+		if strings.HasPrefix(id, ".") {
+			e.adoptDir(dir, id)
 			continue
 		}
 		s := newSession(id, sdir, "")

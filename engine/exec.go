@@ -21,7 +21,6 @@ import (
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/slug"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -385,29 +384,6 @@ func shellPath() string {
 	return "/bin/sh"
 }
 
-// newID reserves a session id: its directory is created exclusively, so
-// two engines (or two calls) never share one.
-func (e *Engine) newID() (string, string, error) {
-	var dir string
-	var mkErr error
-	id := slug.New(func(c string) bool {
-		d := supervisor.SessionDir(e.home, c)
-		if err := os.Mkdir(d, 0o700); err != nil {
-			if !os.IsExist(err) {
-				mkErr = err
-				return false
-			}
-			return true
-		}
-		dir = d
-		return false
-	})
-	if mkErr != nil {
-		return "", "", mkErr
-	}
-	return id, dir, nil
-}
-
 // spawn creates the session and starts its supervisor. On failure it
 // returns the result to give the caller and ok=false; nothing remains.
 func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, apitype.Result, bool) {
@@ -427,14 +403,14 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		err = s.createState()
 	}
 	if err != nil {
-		s.remove()
+		e.removeSession(s)
 		return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
 	}
 	err = e.launch(s, pl, p, g.requestID, "", g.pinned)
 	if err != nil && pl.node != nil && strings.Contains(err.Error(), "session id in use") {
 		// The node still keeps a session of that name: once more with a
 		// fresh id (hosts.md §5.5).
-		s.remove()
+		e.removeSession(s)
 		if id, dir, err = e.newID(); err != nil {
 			return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
 		}
@@ -454,7 +430,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		} else if pl.node == nil {
 			supervisor.SweepSession(s.id) // a host that died before writing it
 		}
-		s.remove()
+		e.removeSession(s)
 		msg := err.Error()
 		return nil, apitype.Result{
 			Text: withWarnings(pl.warnings, msg),
@@ -796,7 +772,7 @@ func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
 		// caller's path.
 		e.forget(s)
 		e.wg.Add(1)
-		go func() { defer e.wg.Done(); s.remove() }()
+		go func() { defer e.wg.Done(); e.removeSession(s) }()
 	}
 	res := endResult(s, *ex, out, pl.set)
 	d := res.Details.(*apitype.ExecDetails)

@@ -431,7 +431,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 		approvalID = p.RunID
 	}
 	if err := e.launch(s, run, apitype.ExecParams{Command: p.RawCommand, Env: p.Env}, p.RunID, approvalID, np.pinned != ""); err != nil {
-		s.remove()
+		e.removeSession(s)
 		return rep, nodeErr(apitype.NodeUnavailable, "spawn failed: "+err.Error())
 	}
 	ok = true

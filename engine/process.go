@@ -91,7 +91,7 @@ func (e *Engine) process(ctx context.Context, agent string, p apitype.ProcessPar
 			return processError(apitype.Errorf(apitype.CodeNotFound, "No finished session found for %s", s.id))
 		}
 		e.forget(s)
-		s.remove()
+		e.removeSession(s)
 		return apitype.Result{Text: fmt.Sprintf("Cleared session %s.", s.id), Details: &apitype.StatusDetails{Status: "completed", SessionID: s.id, Name: st.Name}}
 	case "remove":
 		return e.removeAction(s, isOperator(ctx))
@@ -143,7 +143,7 @@ func (e *Engine) pendingAction(s *session, st state, p apitype.ProcessParams) ap
 			return apitype.Result{Text: fmt.Sprintf("Removed session %s (termination requested).", s.id), Details: &apitype.StatusDetails{Status: "running", SessionID: s.id, Name: st.Name}}
 		}
 		e.forget(s)
-		s.remove()
+		e.removeSession(s)
 		return apitype.Result{Text: fmt.Sprintf("Removed session %s (approval withdrawn).", s.id), Details: &apitype.StatusDetails{Status: "completed", SessionID: s.id, Name: st.Name}}
 	case "clear":
 		return processError(apitype.Errorf(apitype.CodeNotFound, "No finished session found for %s", s.id))
@@ -654,13 +654,13 @@ func (e *Engine) removeAction(s *session, operator bool) apitype.Result {
 		e.killSession(s, by)
 		if !s.running() {
 			e.forget(s)
-			s.remove()
+			e.removeSession(s)
 		}
 		return apitype.Result{Text: fmt.Sprintf("Removed session %s (termination requested).", s.id),
 			Details: &apitype.StatusDetails{Status: "running", SessionID: s.id, Name: st.Name}}
 	}
 	e.forget(s)
-	s.remove()
+	e.removeSession(s)
 	return apitype.Result{Text: fmt.Sprintf("Removed session %s.", s.id), Details: &apitype.StatusDetails{Status: "completed", SessionID: s.id, Name: st.Name}}
 }
 

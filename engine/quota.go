@@ -133,7 +133,7 @@ func (e *Engine) retain(agent string) {
 		e.queueNotice(s, Notice{Kind: "evicted", SessionID: s.id, Text: fmt.Sprintf("Exec session %s evicted (%s)", s.id, reason)})
 		e.emit("session.evicted", agent, map[string]any{"sessionId": s.id, "reason": reason})
 		e.forget(s)
-		s.remove()
+		e.removeSession(s)
 	}
 	for len(finished) > 0 && q.MaxRetained > 0 && len(finished) > q.MaxRetained {
 		evict(finished[0], "quotas.maxRetained")

@@ -1,9 +1,6 @@
 package engine
 
 import (
-	"errors"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -179,35 +176,3 @@ func (s *session) pending() bool {
 }
 
 func (s *session) journal() string { return s.jdir }
-
-// remove deletes the session's directory. It is first renamed out of the
-// way (to a dot name that listings skip), so a supervisor that still
-// writes by path (a host's late exit.json) cannot put a file in it while
-// it is deleted.
-func (s *session) remove() error {
-	s.mu.Lock()
-	release := s.release
-	s.mu.Unlock()
-	if release != nil {
-		release()
-	}
-	gone := filepath.Join(filepath.Dir(s.dir), trashPrefix+filepath.Base(s.dir))
-	if err := os.Rename(s.dir, gone); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return os.RemoveAll(s.dir)
-	}
-	err := os.RemoveAll(gone)
-	if err != nil {
-		// A file made just before the rename (opened by a path looked up
-		// earlier) can appear while the directory is emptied.
-		time.Sleep(20 * time.Millisecond)
-		err = os.RemoveAll(gone)
-	}
-	return err
-}
-
-// trashPrefix names a session directory being deleted. Session ids never
-// start with a dot.
-const trashPrefix = ".gone-"

@@ -147,6 +147,12 @@ type Options struct {
 	// DefaultSyncInterval (1 s); negative means Append never fsyncs and
 	// only Sync and Close do.
 	SyncInterval time.Duration
+
+	// New says dir holds no journal (a new session's directory), so
+	// Create neither looks for one nor locks dir: the caller guarantees
+	// the single writer. (A reused directory may still be locked by a
+	// writer that has not closed yet.)
+	New bool
 }
 
 const minSegmentBytes = 4 << 10

@@ -68,7 +68,7 @@ func Create(dir string, opt Options) (*Writer, error) {
 
 func create(dir string, opt Options) (*Writer, error) {
 	// A directory made here is empty: nothing to recover.
-	fresh := os.Mkdir(dir, 0o700) == nil
+	fresh := opt.New || os.Mkdir(dir, 0o700) == nil
 	if !fresh {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err
@@ -78,9 +78,11 @@ func create(dir string, opt Options) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := lockDir(d); err != nil {
-		d.Close()
-		return nil, err
+	if !opt.New {
+		if err := lockDir(d); err != nil {
+			d.Close()
+			return nil, err
+		}
 	}
 	w := &Writer{
 		dir:      dir,

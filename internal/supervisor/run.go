@@ -261,7 +261,9 @@ func (s *sup) launch() (retErr error) {
 			f.Close()
 		}
 	}
-	j, err := journal.Create(s.dir, journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes})
+	// A host's session directory may be one the engine reused, still
+	// locked by the journal of an ended session not yet closed (New).
+	j, err := journal.Create(s.dir, journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes, New: s.shared})
 	if err != nil {
 		return fmt.Errorf("open journal: %w", err)
 	}
