@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -163,10 +164,16 @@ func emptyDir(dir string) error {
 // short is finished, an empty pooled directory is taken back.
 func (e *Engine) adoptDir(sessions, name string) {
 	d := filepath.Join(sessions, name)
-	if strings.HasPrefix(name, freePrefix) {
+	if n, err := strconv.Atoi(strings.TrimPrefix(name, freePrefix)); err == nil && strings.HasPrefix(name, freePrefix) {
 		if ents, err := os.ReadDir(d); err == nil && len(ents) == 0 {
-			e.dirs.put(sessions, d)
-			return
+			p := &e.dirs
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if len(p.free) < maxFreeDirs {
+				p.free = append(p.free, d)
+				p.next = max(p.next, n) // later names do not clash
+				return
+			}
 		}
 	}
 	os.RemoveAll(d)

@@ -405,6 +405,12 @@ func (e *Engine) socketPath(id string) string {
 	if len(p) <= 100 {
 		return p
 	}
+	return filepath.Join(e.fallbackSocketDir(), id+".sock")
+}
+
+// fallbackSocketDir is where sockets go whose path in the home would be
+// too long.
+func (e *Engine) fallbackSocketDir() string {
 	base := os.Getenv("XDG_RUNTIME_DIR")
 	tag := shortHash(e.home)
 	var dir string
@@ -413,7 +419,7 @@ func (e *Engine) socketPath(id string) string {
 	} else {
 		dir = filepath.Join(os.TempDir(), fmt.Sprintf("conch-%d-%s", os.Getuid(), tag), "s")
 	}
-	return filepath.Join(dir, id+".sock")
+	return dir
 }
 
 // lookup returns the session id of agent, or nil: a session of another
@@ -650,7 +656,7 @@ func hasOutput(dir string) bool {
 func (e *Engine) reattach() {
 	// Hosts write late what their sessions owe (supervisor.Spec.State);
 	// a host whose engine died may still be writing.
-	supervisor.FlushHosts(e.home)
+	supervisor.FlushHosts(filepath.Join(e.home, "run", "s"), e.fallbackSocketDir())
 	dir := filepath.Join(e.home, "sessions")
 	names, _ := os.ReadDir(dir)
 	for _, n := range names {

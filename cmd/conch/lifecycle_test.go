@@ -421,3 +421,70 @@ func TestSupervisorModes(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionDirsReused: a foreground exec's session directory is emptied
+// and reused by the next session (one inode, not one per exec), also after
+// a restart, and only pooled directories remain in sessions/.
+func TestSessionDirsReused(t *testing.T) {
+	home := newHome(t, "")
+	sessions := filepath.Join(home, "sessions")
+	pooled := func() (names []string, inodes map[uint64]bool) {
+		inodes = map[uint64]bool{}
+		ents, _ := os.ReadDir(sessions)
+		for _, en := range ents {
+			names = append(names, en.Name())
+			if fi, err := os.Stat(filepath.Join(sessions, en.Name())); err == nil && strings.HasPrefix(en.Name(), ".free-") {
+				inodes[fi.Sys().(*syscall.Stat_t).Ino] = true
+			}
+		}
+		return names, inodes
+	}
+	settled := func() map[uint64]bool {
+		t.Helper()
+		var inodes map[uint64]bool
+		eventually(t, 5*time.Second, func() string {
+			var names []string
+			names, inodes = pooled()
+			for _, n := range names {
+				if !strings.HasPrefix(n, ".free-") {
+					return fmt.Sprintf("sessions/ holds %v", names)
+				}
+			}
+			if len(names) == 0 {
+				return "no pooled directory"
+			}
+			return ""
+		})
+		return inodes
+	}
+	c := startConch(t, home)
+	run := func(i int) {
+		t.Helper()
+		want := fmt.Sprintf("out-%d", i)
+		if r := c.exec(map[string]any{"command": "echo " + want}); r.Text != want {
+			t.Fatalf("exec %d: %q %v", i, r.Text, r.D)
+		}
+	}
+	run(0)
+	first := settled()
+	for i := 1; i <= 10; i++ {
+		run(i)
+	}
+	later := settled()
+	if len(later) > 2 {
+		t.Errorf("%d pooled directories after sequential execs", len(later))
+	}
+	reused := false
+	for ino := range first {
+		reused = reused || later[ino]
+	}
+	if !reused {
+		t.Errorf("the first directory (inodes %v) was not reused (now %v)", first, later)
+	}
+	c.close()
+	c = startConch(t, home)
+	run(11)
+	if after := settled(); len(after) > len(later) {
+		t.Errorf("after a restart the pool grew from %v to %v: not taken back", later, after)
+	}
+}

@@ -223,12 +223,17 @@ func Call(socket string, req Request) (Reply, error) {
 	return rep, nil
 }
 
-// FlushHosts asks every supervisor host of home to write the files its
-// sessions owe (meta.json, state.json; see Spec.State), so that what an
-// engine reads next is complete. A host that cannot be reached is skipped:
-// it is gone or about to be, and it wrote everything when its engine went.
-func FlushHosts(home string) {
-	socks, _ := filepath.Glob(filepath.Join(home, "run", "s", "host-*.sock"))
+// FlushHosts asks every supervisor host whose socket is in one of dirs to
+// write the files its sessions owe (meta.json, state.json; see
+// Spec.State), so that what an engine reads next is complete. A host that
+// cannot be reached is skipped: it is gone or about to be, and it wrote
+// everything when its engine went.
+func FlushHosts(dirs ...string) {
+	var socks []string
+	for _, d := range dirs {
+		m, _ := filepath.Glob(filepath.Join(d, "host-*.sock"))
+		socks = append(socks, m...)
+	}
 	var wg sync.WaitGroup
 	for _, sock := range socks {
 		wg.Add(1)

@@ -386,7 +386,7 @@ func TestHostDefersFiles(t *testing.T) {
 	end(kept)
 	running := commit("running", "/bin/sh", "-c", "sleep 30")
 	flushed := commit("flushed", "/bin/sh", "-c", "sleep 30")
-	FlushHosts(home)
+	FlushHosts(filepath.Join(home, "run", "s"))
 	if got := names("flushed"); got != "meta.json state.json" {
 		t.Errorf("right after FlushHosts: %q, want meta.json and state.json", got)
 	}
@@ -411,7 +411,7 @@ func TestHostDefersFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	end(commit("late", "/bin/sh", "-c", "true"))
-	FlushHosts(home)
+	FlushHosts(filepath.Join(home, "run", "s"))
 	if err := ReadJSON(filepath.Join(late, "state.json"), &st); err != nil || st["agent"] != "engine" {
 		t.Errorf("the engine's state.json was replaced: %v %v", st, err)
 	}
