@@ -621,8 +621,42 @@ func (e *Engine) currentHost() (*supervisor.Host, error) {
 			return nil, err
 		}
 		e.host = h
+		go e.hostGone(h)
 	}
 	return e.host, nil
+}
+
+// hostGone waits for h to exit, then writes the end state the engine has
+// of any of its sessions whose exit.json the host did not write (a host
+// writes it late, and one that crashed meanwhile would leave the next
+// engine start to find the session lost).
+func (e *Engine) hostGone(h *supervisor.Host) {
+	<-h.Exited()
+	pid := h.PID()
+	e.mu.Lock()
+	var ended []*session
+	for _, s := range e.sessions {
+		ended = append(ended, s)
+	}
+	e.mu.Unlock()
+	for _, s := range ended {
+		s.mu.Lock()
+		mine := s.meta.SupervisorPID == pid
+		ex := s.exit
+		s.mu.Unlock()
+		if !mine || ex == nil || !ex.Final {
+			continue
+		}
+		if _, ok, _ := supervisor.ReadExit(s.dir); ok {
+			continue
+		}
+		if _, err := os.Stat(s.dir); err != nil {
+			continue // removed
+		}
+		if err := supervisor.WriteJSON(supervisor.ExitPath(s.dir), *ex); err != nil {
+			e.log.Warn("write exit.json after its host exited", "session", s.id, "err", err)
+		}
+	}
 }
 
 // retireHost stops h from taking sessions (it exits once its own have

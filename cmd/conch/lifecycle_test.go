@@ -488,3 +488,41 @@ func TestSessionDirsReused(t *testing.T) {
 		t.Errorf("after a restart the pool grew from %v to %v: not taken back", later, after)
 	}
 }
+
+// TestHostCrashAfterEnd: a host killed after a session ended but before
+// its late exit.json: the engine, which has the end state, writes it, and
+// the next engine start finds the session exited, not lost.
+func TestHostCrashAfterEnd(t *testing.T) {
+	if !supervisor.CgroupAvailable() {
+		t.Skip("no session cgroup can be created here (no writable cgroup v2, v1 pids or freezer), so there is no supervisor host")
+	}
+	home := newHome(t, "")
+	env := []string{"CONCH_SUPERVISOR="}
+	c := startConchEnv(t, home, env)
+	id := c.exec(map[string]any{"command": "sleep 0.3; exit 3", "background": true}).str("sessionId")
+	if p := c.waitEnd(id, 10*time.Second); p.num("exitCode") != 3 {
+		t.Fatalf("end: %q %v", p.Text, p.D)
+	}
+	hosts := pgrep("conch supervise --home " + home + " --host")
+	if len(hosts) == 0 {
+		t.Fatal("no supervisor host runs")
+	}
+	for _, pid := range hosts {
+		n, _ := strconv.Atoi(pid)
+		syscall.Kill(n, syscall.SIGKILL)
+	}
+	dir := supervisor.SessionDir(home, id)
+	eventually(t, 5*time.Second, func() string {
+		ex, ok, err := supervisor.ReadExit(dir)
+		if !ok || !ex.Final || ex.ExitCode == nil || *ex.ExitCode != 3 {
+			return fmt.Sprintf("exit.json: %+v %v", ex, err)
+		}
+		return ""
+	})
+	c.close()
+	c = startConchEnv(t, home, env)
+	p := c.process(map[string]any{"action": "poll", "sessionId": id})
+	if p.str("state") != "exited" || p.num("exitCode") != 3 {
+		t.Fatalf("after the restart: %q %v", p.Text, p.D)
+	}
+}
