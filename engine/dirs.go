@@ -34,23 +34,75 @@ const (
 	maxFreeDirs = 256
 )
 
-// dirPool holds the reusable directories of one home.
+// dirPool holds the reusable directories of one home, and the ids freed
+// lately.
 type dirPool struct {
 	mu       sync.Mutex
-	free     []string // empty directories, sessions/.free-<n>
+	free     []string // empty directories, sessions/.free-<n>, oldest first
 	next     int      // for the next free name
 	disabled bool     // renameat2(RENAME_NOREPLACE) is not supported here
+
+	// freed holds the ids of sessions removed in the last idQuarantine,
+	// which are not given again meanwhile: the supervisor of the old
+	// session may still hold it (its host's table, its cgroup
+	// conch-<id>-<pid>, a late write by path).
+	freed     map[string]time.Time
+	freedList []string // in the order freed, for pruning
 }
 
+// idQuarantine is how long an id is not reused after its session is
+// removed. A host writes nothing for a session 250 ms after its end, and
+// drops it within 2 s.
+const idQuarantine = 10 * time.Second
+
+// take returns the oldest pooled directory ("" when there is none): the
+// one least likely to be touched by the session it last served.
 func (p *dirPool) take() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.free) == 0 {
 		return ""
 	}
-	d := p.free[len(p.free)-1]
-	p.free = p.free[:len(p.free)-1]
+	d := p.free[0]
+	p.free = p.free[1:]
 	return d
+}
+
+// giveBack returns a directory take gave out but that was not used.
+func (p *dirPool) giveBack(d string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = append([]string{d}, p.free...)
+}
+
+// quarantined reports whether id was freed lately.
+func (p *dirPool) quarantined(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.freed[id]
+	return ok && time.Since(at) < idQuarantine
+}
+
+// forget records that id's session was removed now.
+func (p *dirPool) forget(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	for len(p.freedList) > 0 {
+		old := p.freedList[0]
+		if at, ok := p.freed[old]; ok && now.Sub(at) < idQuarantine {
+			break
+		}
+		delete(p.freed, old)
+		p.freedList = p.freedList[1:]
+	}
+	if p.freed == nil {
+		p.freed = map[string]time.Time{}
+	}
+	if _, ok := p.freed[id]; !ok {
+		p.freedList = append(p.freedList, id)
+	}
+	p.freed[id] = now
 }
 
 // put adds the empty directory dir to the pool under a free name, or
@@ -76,17 +128,24 @@ func (e *Engine) newID() (string, string, error) {
 	var dir string
 	var mkErr error
 	id := slug.New(func(c string) bool {
+		if e.dirs.quarantined(c) {
+			return true
+		}
 		d := supervisor.SessionDir(e.home, c)
 		if free := e.dirs.take(); free != "" {
 			err := unix.Renameat2(unix.AT_FDCWD, free, unix.AT_FDCWD, d, unix.RENAME_NOREPLACE)
 			switch {
 			case err == nil:
+				// A late write by path may have landed while it was
+				// emptied.
+				if emptyDir(d) != nil {
+					os.RemoveAll(d)
+					break // make one
+				}
 				dir = d
 				return false
 			case errors.Is(err, unix.EEXIST):
-				e.dirs.mu.Lock()
-				e.dirs.free = append(e.dirs.free, free)
-				e.dirs.mu.Unlock()
+				e.dirs.giveBack(free)
 				return true
 			case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS):
 				e.dirs.mu.Lock()
@@ -121,18 +180,22 @@ func (e *Engine) removeSession(s *session) error {
 	s.mu.Lock()
 	release := s.release
 	s.mu.Unlock()
+	e.dirs.forget(s.id)
+	sessions := filepath.Dir(s.dir)
+	gone := filepath.Join(sessions, trashPrefix+filepath.Base(s.dir))
+	err := os.Rename(s.dir, gone)
+	// Released after the rename: an engine that dies in between leaves a
+	// directory the host still writes the end state into.
 	if release != nil {
 		release()
 	}
-	sessions := filepath.Dir(s.dir)
-	gone := filepath.Join(sessions, trashPrefix+filepath.Base(s.dir))
-	if err := os.Rename(s.dir, gone); err != nil {
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		return os.RemoveAll(s.dir)
 	}
-	err := emptyDir(gone)
+	err = emptyDir(gone)
 	if err != nil {
 		// A file made just before the rename (opened by a path looked up
 		// earlier) can appear while the directory is emptied.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -524,5 +525,52 @@ func TestHostCrashAfterEnd(t *testing.T) {
 	p := c.process(map[string]any{"action": "poll", "sessionId": id})
 	if p.str("state") != "exited" || p.num("exitCode") != 3 {
 		t.Fatalf("after the restart: %q %v", p.Text, p.D)
+	}
+}
+
+// TestSessionDirsReusedConcurrently: concurrent foreground execs reuse
+// session directories while the supervisors of the sessions that last had
+// them may not have closed their journals yet; none fails. (Each mode;
+// with a supervisor process per session a reused directory was still
+// locked by the previous supervisor's journal.)
+func TestSessionDirsReusedConcurrently(t *testing.T) {
+	for _, mode := range []string{"process", ""} {
+		t.Run("supervisor="+mode, func(t *testing.T) {
+			if mode == "" && !supervisor.CgroupAvailable() {
+				t.Skip("no session cgroup can be created here, so there is no supervisor host")
+			}
+			c := startConchEnv(t, newHome(t, ""), []string{"CONCH_SUPERVISOR=" + mode})
+			const workers, each = 4, 25
+			errs := make(chan string, workers*each)
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range each {
+						want := fmt.Sprintf("w%d-%d", w, i)
+						res, err := c.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "echo " + want}})
+						if err != nil {
+							errs <- err.Error()
+							continue
+						}
+						if tc, ok := res.Content[0].(*mcp.TextContent); !ok || res.IsError || tc.Text != want {
+							errs <- fmt.Sprintf("%s: %+v", want, res.Content[0])
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			n := 0
+			for e := range errs {
+				if n++; n <= 3 {
+					t.Errorf("exec failed: %s", e)
+				}
+			}
+			if n > 0 {
+				t.Errorf("%d of %d execs failed", n, workers*each)
+			}
+		})
 	}
 }

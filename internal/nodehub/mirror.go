@@ -56,7 +56,8 @@ func (m *mirror) kick() {
 // Start mirrors spec.ID and sends system.run (hosts.md §5.5).
 func (h *Hub) Start(nodeID string, spec supervisor.Spec, run apitype.NodeRunParams) (*supervisor.Handle, error) {
 	dir := supervisor.SessionDir(h.opt.Home, spec.ID)
-	w, err := journal.Create(supervisor.JournalDir(dir), journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes})
+	// A new session, maybe in a reused directory (see supervisor's launch).
+	w, err := journal.Create(supervisor.JournalDir(dir), journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes, New: true})
 	if err != nil {
 		return nil, err
 	}

@@ -442,7 +442,10 @@ func Sweep(m Meta) int {
 // SweepSession ends what is left in the cgroups that supervisors made for
 // session id under this process's cgroups (a host's are its engine's) and
 // removes them: for a session whose supervisor died before it wrote
-// meta.json, which would name them.
+// meta.json, which would name them. Only cgroups whose supervisor (the pid
+// in the name, conch-<id>-<pid>) is gone are touched: ids are unique per
+// home only, and a live supervisor may serve another home's session of the
+// same id.
 func SweepSession(id string) int {
 	mounts, own := cgroupMountsOnce(), ownCgroupsOnce()
 	n := 0
@@ -452,8 +455,9 @@ func SweepSession(id string) int {
 		for _, d := range dirs {
 			// "<id>-<pid>": not the cgroup of a session whose id only
 			// starts with this one.
-			if pid := strings.TrimPrefix(filepath.Base(d), prefix); pid == "" || strings.Trim(pid, "0123456789") != "" {
-				continue
+			pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), prefix))
+			if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH && !isZombie(pid) {
+				continue // not ours, or its supervisor lives
 			}
 			n += Sweep(m(d))
 		}

@@ -338,11 +338,14 @@ const maxInlineSpec = 64 << 10
 // no more files for it (the engine is removing its directory).
 func (h *Host) release(id string) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
 		return
 	}
-	// A host that is gone has nothing to write either.
+	// Not under h.mu: a host slow to read must not hold up commits. A
+	// host that is gone, or retired meanwhile (its socket closed), has
+	// nothing to write either.
 	h.conn.WriteMsgUnix(append([]byte{msgRelease}, id...), nil, nil)
 }
 

@@ -261,9 +261,11 @@ func (s *sup) launch() (retErr error) {
 			f.Close()
 		}
 	}
-	// A host's session directory may be one the engine reused, still
-	// locked by the journal of an ended session not yet closed (New).
-	j, err := journal.Create(s.dir, journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes, New: s.shared})
+	// The session is new (the engine reserves its directory exclusively),
+	// and the directory may be one the engine reused, still locked by the
+	// journal of an ended session whose supervisor has not closed it yet:
+	// New skips the recovery and the lock.
+	j, err := journal.Create(s.dir, journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes, New: true})
 	if err != nil {
 		return fmt.Errorf("open journal: %w", err)
 	}
