@@ -317,10 +317,16 @@ func marker(t *testing.T) string {
 // supervisorPID reads a session's supervisor pid from its meta.json.
 func supervisorPID(t *testing.T, home, id string) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(home, "sessions", id, "meta.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A supervisor host writes meta.json 250 ms after the start, or as
+	// soon as it sees its engine go (docs/sessions.md).
+	var b []byte
+	eventually(t, 5*time.Second, func() string {
+		var err error
+		if b, err = os.ReadFile(filepath.Join(home, "sessions", id, "meta.json")); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
 	var m struct {
 		SupervisorPID int `json:"supervisorPid"`
 	}
