@@ -457,10 +457,11 @@ func TestSandboxWorkspaceModes(t *testing.T) {
 	mapped := newSandbox(t, map[string]any{"workspacePath": "/workspace", "network": "open"})
 	os.MkdirAll(filepath.Join(mapped.ws, "sub", ".git", "hooks"), 0o755)
 	os.MkdirAll(filepath.Join(mapped.ws, ".git", "hooks"), 0o755)
-	// pwd runs last: stdout and stderr are two pipes, so text the two
-	// write microseconds apart may arrive in either order (dash writes
-	// its error in two pieces).
-	r = mapped.c.exec(map[string]any{"command": "echo x > .git/hooks/pre-commit; echo y > ok.txt; pwd", "workdir": "/workspace"})
+	// The error goes to stdout too: stdout and stderr are two pipes read
+	// by two pumps, so text written to both microseconds apart may arrive
+	// in either order, and dash writes its error in two pieces, between
+	// which pwd's line could land.
+	r = mapped.c.exec(map[string]any{"command": "{ echo x > .git/hooks/pre-commit; } 2>&1; echo y > ok.txt; pwd", "workdir": "/workspace"})
 	sb, _ := r.D["sandbox"].(map[string]any)
 	if !strings.Contains("\n"+r.Text+"\n", "\n/workspace\n") || !strings.Contains(r.Text, "Read-only") || sb["workspace"] != "/workspace" || sb["hostWorkspace"] != mapped.ws {
 		t.Fatalf("workspacePath /workspace: %s %v", r.Text, r.D)
