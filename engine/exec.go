@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"os/exec"
@@ -653,7 +654,7 @@ func (e *Engine) hostGone(h *supervisor.Host) {
 		if _, err := os.Stat(s.dir); err != nil {
 			continue // removed
 		}
-		if err := supervisor.WriteJSON(supervisor.ExitPath(s.dir), *ex); err != nil {
+		if err := supervisor.WriteJSON(supervisor.ExitPath(s.dir), *ex); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			e.log.Warn("write exit.json after its host exited", "session", s.id, "err", err)
 		}
 	}
