@@ -75,6 +75,27 @@ func (p *dirPool) giveBack(d string) {
 	p.free = append([]string{d}, p.free...)
 }
 
+// disable stops pooling (the file system cannot rename without
+// replacing).
+func (p *dirPool) disable() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.disabled = true
+}
+
+// adopt pools dir, the empty .free-<n> left by an earlier engine, keeping
+// its name; it reports false when the pool is full.
+func (p *dirPool) adopt(dir string, n int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) >= maxFreeDirs {
+		return false
+	}
+	p.free = append(p.free, dir)
+	p.next = max(p.next, n) // later names do not clash
+	return true
+}
+
 // quarantined reports whether id was freed lately.
 func (p *dirPool) quarantined(id string) bool {
 	p.mu.Lock()
@@ -148,9 +169,7 @@ func (e *Engine) newID() (string, string, error) {
 				e.dirs.giveBack(free)
 				return true
 			case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS):
-				e.dirs.mu.Lock()
-				e.dirs.disabled = true
-				e.dirs.mu.Unlock()
+				e.dirs.disable()
 				os.Remove(free)
 			}
 			// Otherwise the pooled directory is gone: make one.
@@ -228,15 +247,8 @@ func emptyDir(dir string) error {
 func (e *Engine) adoptDir(sessions, name string) {
 	d := filepath.Join(sessions, name)
 	if n, err := strconv.Atoi(strings.TrimPrefix(name, freePrefix)); err == nil && strings.HasPrefix(name, freePrefix) {
-		if ents, err := os.ReadDir(d); err == nil && len(ents) == 0 {
-			p := &e.dirs
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			if len(p.free) < maxFreeDirs {
-				p.free = append(p.free, d)
-				p.next = max(p.next, n) // later names do not clash
-				return
-			}
+		if ents, err := os.ReadDir(d); err == nil && len(ents) == 0 && e.dirs.adopt(d, n) {
+			return
 		}
 	}
 	os.RemoveAll(d)

@@ -220,18 +220,7 @@ func CreateJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(b, '\n'))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-	}
-	return err
+	return writeFile(path, os.O_EXCL, append(b, '\n'), false)
 }
 
 // Persist fsyncs an already written file and its directory.
@@ -255,19 +244,7 @@ func writeJSON(path string, v any, durable bool) error {
 		return err
 	}
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil && durable {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := writeFile(tmp, os.O_TRUNC, append(b, '\n'), durable); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -281,6 +258,26 @@ func writeJSON(path string, v any, durable bool) error {
 		}
 	}
 	return nil
+}
+
+// writeFile writes b to path, opened with mode 0600 and O_WRONLY|O_CREATE
+// plus flag, fsyncing it if durable; on failure path is removed.
+func writeFile(path string, flag int, b []byte, durable bool) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|flag, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil && durable {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
 }
 
 // ReadJSON reads a JSON file written by WriteJSON. A missing file is

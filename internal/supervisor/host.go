@@ -505,23 +505,7 @@ func withFD(f *os.File, fn func(fd int) error) error {
 // withFDs calls fn with the descriptors of a and b, keeping them open (and
 // non-blocking) meanwhile.
 func withFDs(a, b *os.File, fn func(a, b int) error) error {
-	ra, err := a.SyscallConn()
-	if err != nil {
-		return err
-	}
-	rb, err := b.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	cerr := ra.Control(func(fa uintptr) {
-		cerr := rb.Control(func(fb uintptr) { ferr = fn(int(fa), int(fb)) })
-		if ferr == nil {
-			ferr = cerr
-		}
+	return withFD(a, func(fa int) error {
+		return withFD(b, func(fb int) error { return fn(fa, fb) })
 	})
-	if ferr != nil {
-		return ferr
-	}
-	return cerr
 }

@@ -46,16 +46,19 @@ func hostSpec(home string, spec Spec) Spec {
 		spec.ID = fmt.Sprintf("h%d", counter)
 	}
 	spec.Socket = filepath.Join(home, "run", "s", spec.ID+".sock")
-	if spec.Dir == "" {
-		spec.Dir = home
+	return testDefaults(home, spec)
+}
+
+// lastExit drains hd's events and returns the last end state among them
+// (nil if none came).
+func lastExit(hd *Handle) *Exit {
+	var ex *Exit
+	for ev := range hd.Events {
+		if ev.Exit != nil {
+			ex = ev.Exit
+		}
 	}
-	if spec.Stdin == "" {
-		spec.Stdin = "closed"
-	}
-	if spec.KillGraceMs == 0 {
-		spec.KillGraceMs = 300
-	}
-	return spec
+	return ex
 }
 
 func output(dir string) string {
@@ -85,12 +88,7 @@ func TestHostManySessions(t *testing.T) {
 			if hd.SupervisorPID != h.PID() || hd.Socket != filepath.Join(home, "run", "s", fmt.Sprintf("host-%d.sock", h.PID())) {
 				errs <- fmt.Errorf("session %d: supervisor %d socket %s", i, hd.SupervisorPID, hd.Socket)
 			}
-			var ex *Exit
-			for ev := range hd.Events {
-				if ev.Exit != nil {
-					ex = ev.Exit
-				}
-			}
+			ex := lastExit(hd)
 			dir := SessionDir(home, spec.ID)
 			switch {
 			case ex == nil || !ex.Final || *ex.ExitCode != i%7:
@@ -154,12 +152,7 @@ func TestHostSessionsApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ex *Exit
-	for ev := range hd.Events {
-		if ev.Exit != nil {
-			ex = ev.Exit
-		}
-	}
+	ex := lastExit(hd)
 	if ex == nil || ex.DescendantsKilled != 1 {
 		t.Fatalf("the daemonised grandchild was not ended with its session: %+v", ex)
 	}
@@ -312,12 +305,7 @@ func TestHostPipeHeldOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ex *Exit
-	for ev := range hd.Events {
-		if ev.Exit != nil {
-			ex = ev.Exit
-		}
-	}
+	ex := lastExit(hd)
 	dir := SessionDir(home, spec.ID)
 	var meta Meta
 	ReadJSON(MetaPath(dir), &meta)
@@ -363,12 +351,9 @@ func TestHostDefersFiles(t *testing.T) {
 	}
 	end := func(hd *Handle) {
 		t.Helper()
-		for ev := range hd.Events {
-			if ev.Exit != nil && ev.Exit.Final {
-				return
-			}
+		if ex := lastExit(hd); ex == nil || !ex.Final {
+			t.Fatalf("no end state: %+v", ex)
 		}
-		t.Fatal("no end state")
 	}
 	names := func(id string) string {
 		ents, _ := os.ReadDir(SessionDir(home, id))

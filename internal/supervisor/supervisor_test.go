@@ -24,14 +24,9 @@ func TestMain(m *testing.M) {
 
 var counter int
 
-func launch(t *testing.T, spec Spec) (*Handle, string) {
-	t.Helper()
-	home := t.TempDir()
-	counter++
-	spec.ID = fmt.Sprintf("t%d", counter)
-	if spec.Socket == "" {
-		spec.Socket = filepath.Join(home, spec.ID+".sock")
-	}
+// testDefaults fills in what the tests' specs leave out: the home as the
+// working directory, stdin closed, a 300 ms kill grace.
+func testDefaults(home string, spec Spec) Spec {
 	if spec.Dir == "" {
 		spec.Dir = home
 	}
@@ -41,6 +36,18 @@ func launch(t *testing.T, spec Spec) (*Handle, string) {
 	if spec.KillGraceMs == 0 {
 		spec.KillGraceMs = 300
 	}
+	return spec
+}
+
+func launch(t *testing.T, spec Spec) (*Handle, string) {
+	t.Helper()
+	home := t.TempDir()
+	counter++
+	spec.ID = fmt.Sprintf("t%d", counter)
+	if spec.Socket == "" {
+		spec.Socket = filepath.Join(home, spec.ID+".sock")
+	}
+	spec = testDefaults(home, spec)
 	h, err := Launch([]string{os.Args[0], "supervise"}, home, spec, []string{"PATH=" + os.Getenv("PATH")}, 10*time.Second)
 	if err != nil {
 		t.Fatalf("launch: %v", err)
