@@ -471,7 +471,11 @@ func allowPatterns(f *approvals.File) map[string]bool {
 // RecordPolicyChange appends a ledger `policy` record for a change of the
 // approvals file from old to new (policy.md §12), by whoever changed it.
 func RecordPolicyChange(home string, old, new *approvals.File, by string) error {
-	l, err := ledger.Open(home, ledger.Options{})
+	cfg, err := config.Load(filepath.Join(home, "config.json"))
+	if err != nil {
+		cfg = &config.Config{} // the record matters more than its forwarding
+	}
+	l, err := ledger.Open(home, ledgerOptions(cfg))
 	if err != nil {
 		return err
 	}

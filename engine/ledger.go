@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"errors"
+	"strings"
 	"time"
 
+	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -19,7 +22,7 @@ import (
 const ledgerLinger = 10 * time.Millisecond
 
 func (e *Engine) startLedger() {
-	l, err := ledger.Open(e.home, ledger.Options{RotateBytes: e.conf().Ledger.RotateBytes})
+	l, err := ledger.Open(e.home, ledgerOptions(e.conf()))
 	if err != nil {
 		e.log.Warn("ledger unavailable; decisions are not recorded", "err", err)
 		return
@@ -28,7 +31,11 @@ func (e *Engine) startLedger() {
 	e.ledgerDone = make(chan struct{})
 	go func() {
 		defer close(e.ledgerDone)
-		defer l.Close()
+		defer func() {
+			if err := l.Close(); err != nil {
+				e.log.Error("ledger close", "err", err)
+			}
+		}()
 		// Group commit: whatever queues while the last batch is being
 		// fsynced, and for up to ledgerLinger after the first record,
 		// goes in the next one, in order. (Nobody waits for a record:
@@ -50,8 +57,10 @@ func (e *Engine) startLedger() {
 				}
 			}
 			linger.Stop()
+			// A batch the ledger fails to write is counted there and noted
+			// in a gap record once writes succeed again.
 			got, err := l.AppendBatch(batch)
-			if err != nil && len(got) == 0 && len(batch) > 1 {
+			if errors.Is(err, ledger.ErrInvalid) && len(batch) > 1 {
 				// One bad record must not cost the others: retry one by one.
 				for _, r := range batch {
 					if _, err := l.Append(r); err != nil {
@@ -65,6 +74,16 @@ func (e *Engine) startLedger() {
 			}
 		}
 	}()
+}
+
+// ledgerOptions are the ledger options of a configuration: rotation and
+// forwarding.
+func ledgerOptions(c *config.Config) ledger.Options {
+	o := ledger.Options{RotateBytes: c.Ledger.RotateBytes}
+	if f := c.Ledger.Forward; f != nil {
+		o.Forward = &ledger.Forward{Network: strings.ToLower(f.Network), Address: f.Address, Tag: f.Tag}
+	}
+	return o
 }
 
 // appendLedger queues a record. gated records are written whatever

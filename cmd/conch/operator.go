@@ -217,7 +217,7 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 
 func runLedger(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: conch ledger verify | tail [-n N] [--session ID] [--approval ID] [--agent A] [--json]")
+		fmt.Fprintln(stderr, "usage: conch ledger verify [--pubkey KEY|FILE] [--checkpoint SEQ:HASH[:MS:SIG]]… [--allow-gaps] | tail [-n N] [--session ID] [--approval ID] [--agent A] [--json] | key")
 		return exitUsage
 	}
 	fs := flag.NewFlagSet("ledger "+args[0], flag.ContinueOnError)
@@ -229,27 +229,72 @@ func runLedger(args []string, stdout, stderr io.Writer) int {
 	agent := fs.String("agent", "", "tail: one agent")
 	asJSON := fs.Bool("json", false, "print JSON")
 	follow := fs.Bool("f", false, "tail: keep printing new records until interrupted")
+	pubkey := fs.String("pubkey", "", "verify: the public key (ed25519:… or a file holding it) that must have signed HEAD")
+	var checkpoints []string
+	fs.Func("checkpoint", "verify: a checkpoint seen earlier (SEQ:HASH[:MS:SIG]) the ledger must still hold; repeatable", func(s string) error {
+		checkpoints = append(checkpoints, s)
+		return nil
+	})
+	allowGaps := fs.Bool("allow-gaps", false, "verify: exit 0 for an intact ledger with gap records")
 	rf := remoteFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return exitUsage
 	}
+	var vo ledger.VerifyOptions
+	if *pubkey != "" {
+		text := *pubkey
+		if !strings.HasPrefix(text, "ed25519:") {
+			b, err := os.ReadFile(text)
+			if err != nil {
+				fmt.Fprintf(stderr, "conch ledger verify: --pubkey: %v\n", err)
+				return exitUsage
+			}
+			text = string(b)
+		}
+		k, err := ledger.ParsePublicKey(text)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch ledger verify: --pubkey: %v\n", err)
+			return exitUsage
+		}
+		vo.PublicKey = k
+	}
+	for _, c := range checkpoints {
+		ck, err := ledger.ParseCheckpoint(c)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch ledger verify: --checkpoint: %v\n", err)
+			return exitUsage
+		}
+		vo.Checkpoints = append(vo.Checkpoints, ck)
+	}
 	filter := ledger.Filter{Session: *session, Approval: *approval, Agent: *agent}
+	if rf.gateway != "" && (vo.PublicKey != nil || vo.Checkpoints != nil || args[0] == "key") {
+		fmt.Fprintln(stderr, "conch ledger: key, --pubkey and --checkpoint work on the ledger's own machine (without --gateway)")
+		return exitUsage
+	}
 	if rf.gateway != "" {
 		c, err := rf.client(*home)
 		if err != nil {
 			fmt.Fprintf(stderr, "conch ledger: %v\n", err)
 			return exitUsage
 		}
-		return ledgerRemote(c, args[0], *n, filter, *follow, *asJSON, stdout, stderr)
+		return ledgerRemote(c, args[0], *n, filter, *follow, *asJSON, *allowGaps, stdout, stderr)
 	}
 	switch args[0] {
 	case "verify":
-		rep, err := ledger.Verify(*home)
+		rep, err := ledger.VerifyWith(*home, vo)
 		if err != nil {
 			fmt.Fprintf(stderr, "conch ledger verify: %v\n", err)
 			return exitFailed
 		}
-		return printVerify(rep, *asJSON, stdout)
+		return printVerify(rep, *asJSON, *allowGaps, stdout)
+	case "key":
+		pub, err := ledger.EnsureKey(*home)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch ledger key: %v\n", err)
+			return exitFailed
+		}
+		fmt.Fprintln(stdout, ledger.FormatPublicKey(pub))
+		return exitOK
 	case "tail":
 		return ledgerTail(func(n int, f ledger.Filter) ([]ledger.Record, error) {
 			return ledger.Tail(*home, n, f)

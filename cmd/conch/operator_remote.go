@@ -136,7 +136,7 @@ func approvalsRemote(c *client.Client, sub string, pos []string, always, asJSON 
 	return exitUsage
 }
 
-func ledgerRemote(c *client.Client, sub string, n int, f ledger.Filter, follow, asJSON bool, stdout, stderr io.Writer) int {
+func ledgerRemote(c *client.Client, sub string, n int, f ledger.Filter, follow, asJSON, allowGaps bool, stdout, stderr io.Writer) int {
 	ctx, cancel := remoteCtx()
 	defer cancel()
 	switch sub {
@@ -146,7 +146,7 @@ func ledgerRemote(c *client.Client, sub string, n int, f ledger.Filter, follow, 
 			fmt.Fprintf(stderr, "conch ledger verify: %v\n", err)
 			return exitForError(err)
 		}
-		return printVerify(rep, asJSON, stdout)
+		return printVerify(rep, asJSON, allowGaps, stdout)
 	case "tail":
 		return ledgerTail(func(n int, f ledger.Filter) ([]ledger.Record, error) {
 			q := url.Values{"limit": {strconv.Itoa(n)}}
@@ -230,13 +230,18 @@ func ledgerTail(fetch func(n int, f ledger.Filter) ([]ledger.Record, error), n i
 }
 
 // printVerify prints a ledger verification report; a broken ledger exits 1.
-func printVerify(rep ledger.Report, asJSON bool, stdout io.Writer) int {
+// printVerify prints a verify report and returns its exit code: 1 for a
+// broken ledger, and for gap records unless allowGaps.
+func printVerify(rep ledger.Report, asJSON, allowGaps bool, stdout io.Writer) int {
 	if asJSON {
 		json.NewEncoder(stdout).Encode(rep)
 	} else {
 		fmt.Fprintln(stdout, rep.String())
+		for _, line := range rep.Details() {
+			fmt.Fprintln(stdout, line)
+		}
 	}
-	if !rep.OK {
+	if !rep.OK || len(rep.Gaps) > 0 && !allowGaps {
 		return exitFailed
 	}
 	return exitOK

@@ -251,7 +251,7 @@ func (e Exec) validate(prefix string) error {
 }
 
 func (c *Config) validate() error {
-	errs := []error{c.Tools.Exec.validate("tools.exec"), oneOf("ledger.scope", c.Ledger.Scope, "all", "gated"), c.Sandbox.validate("sandbox")}
+	errs := []error{c.Tools.Exec.validate("tools.exec"), oneOf("ledger.scope", c.Ledger.Scope, "all", "gated"), c.Ledger.Forward.validate(), c.Sandbox.validate("sandbox")}
 	for _, d := range c.Tools.Deny {
 		if strings.TrimSpace(d) == "" {
 			errs = append(errs, errors.New("tools.deny: empty entry"))
@@ -545,6 +545,33 @@ func (c *Config) ApprovalTimeout() time.Duration {
 type LedgerSettings struct {
 	Scope       string `json:"scope,omitempty"` // all | gated
 	RotateBytes int64  `json:"rotateBytes,omitempty"`
+	// Forward sends every record and signed checkpoint to syslog or journald
+	// (ledger.forward); nil: no forwarding. Read when the engine starts.
+	Forward *LedgerForward `json:"forward,omitempty"`
+}
+
+// LedgerForward is ledger.forward.
+type LedgerForward struct {
+	// Network is unixgram (default), unix, udp, tcp or journald.
+	Network string `json:"network,omitempty"`
+	// Address is a socket path or host:port; default /dev/log, or
+	// /run/systemd/journal/socket for journald. Required for udp and tcp.
+	Address string `json:"address,omitempty"`
+	// Tag is the syslog tag (default conch-ledger).
+	Tag string `json:"tag,omitempty"`
+}
+
+func (f *LedgerForward) validate() error {
+	if f == nil {
+		return nil
+	}
+	if err := oneOf("ledger.forward.network", f.Network, "unixgram", "unix", "udp", "tcp", "journald"); err != nil {
+		return err
+	}
+	if n := strings.ToLower(f.Network); (n == "udp" || n == "tcp") && f.Address == "" {
+		return fmt.Errorf("ledger.forward.address: network %s needs host:port", n)
+	}
+	return nil
 }
 
 // secs converts fractional seconds to a duration (ms = floor(s*1000));

@@ -38,7 +38,9 @@ package ledger
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -78,6 +80,10 @@ const (
 	// TypePatch: host, nodeId?, sessionId?, patchSha256, files[{path, op, sha256Before,
 	// sha256After}].
 	TypePatch = "patch"
+	// TypeGap: dropped, firstTs, lastTs, reason. Written by the ledger itself, before the
+	// first record it manages to write after failing to write others: dropped records
+	// were lost between firstTs and lastTs, the first of them for reason ([Gap]).
+	TypeGap = "gap"
 )
 
 var types = []string{TypeEvaluate, TypeRequest, TypeDecision, TypeExec, TypeEnd, TypePolicy, TypeNode, TypePatch}
@@ -96,6 +102,11 @@ const (
 
 // ZeroHash is the prev of the first record.
 var ZeroHash = strings.Repeat("0", 64)
+
+// ErrInvalid is wrapped by the errors of Append for records that cannot be written at
+// all (unknown type, Fields that do not encode to an object, reserved members). Such
+// records are the caller's bug; they are not counted in a gap.
+var ErrInvalid = errors.New("invalid ledger record")
 
 // ErrBroken is wrapped by the errors of Append when the ledger on disk does not continue
 // the chain its HEAD describes (truncated, edited or missing files).
@@ -127,6 +138,10 @@ type Options struct {
 	// RotateBytes is the size in bytes past which a new file is started: a record goes to
 	// a new file when it would take a non-empty file beyond it. 0 means DefaultRotateBytes.
 	RotateBytes int64
+	// Forward, when set, sends every record written and the checkpoint of every HEAD
+	// update to syslog or journald (see [Forward]). Forwarding never blocks or fails an
+	// append.
+	Forward *Forward
 }
 
 // Ledger appends to the ledger of one conch home. It is safe for concurrent use, and any
@@ -135,17 +150,30 @@ type Ledger struct {
 	dir         string
 	rotateBytes int64
 
-	mu     sync.Mutex // guards lock's flock (one holder per description) and closed
+	key ed25519.PrivateKey // signs HEAD (checkpoints); set by Open
+	fwd *forwarder         // nil without Options.Forward
+
+	// appendFile writes a batch of lines; tests replace it to inject write failures.
+	appendFile func(path string, size int64, buf []byte) error
+
+	mu     sync.Mutex // guards lock's flock (one holder per description), closed and gap
 	lock   *os.File   // ledger/.lock
 	closed bool
+	gap    Gap // records this Ledger failed to write since its last successful write
 }
 
 // Open opens the ledger in home/ledger, creating the directory (0700) and its lock file
-// if needed. It reads nothing else; damage is found by Append and [Verify].
+// if needed, and loads the home's signing key ([KeyFile]), creating it when it is
+// missing; a key it creates signs the current HEAD at once (trust on first use). It
+// reads nothing else; damage is found by Append and [Verify].
 func Open(home string, opts Options) (*Ledger, error) {
 	dir := Dir(home)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
+	}
+	key, created, err := ensureKey(home)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger: signing key: %w", err)
 	}
 	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -155,21 +183,98 @@ func Open(home string, opts Options) (*Ledger, error) {
 	if rb <= 0 {
 		rb = DefaultRotateBytes
 	}
-	return &Ledger{dir: dir, rotateBytes: rb, lock: lock}, nil
+	l := &Ledger{dir: dir, rotateBytes: rb, lock: lock, key: key, appendFile: appendSync}
+	if created {
+		if err := l.signHead(); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("open ledger: sign HEAD: %w", err)
+		}
+	}
+	if opts.Forward != nil {
+		fwd, err := newForwarder(*opts.Forward)
+		if err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("open ledger: %w", err)
+		}
+		l.fwd = fwd
+	}
+	return l, nil
+}
+
+// signHead signs the current HEAD, if there is one, with l's key.
+func (l *Ledger) signHead() error {
+	if err := flock(l.lock, true); err != nil {
+		return err
+	}
+	defer funlock(l.lock)
+	tip, err := findTip(l.dir)
+	if err != nil || tip.Seq == 0 {
+		return err
+	}
+	_, err = writeHead(l.dir, tip, l.key)
+	return err
+}
+
+// Gap describes records a [Ledger] failed to write; it is the Fields of a TypeGap record.
+type Gap struct {
+	Dropped int64  `json:"dropped"` // records lost
+	FirstTS string `json:"firstTs"` // when the first was lost (TimeFormat)
+	LastTS  string `json:"lastTs"`  // when the last was lost
+	Reason  string `json:"reason"`  // why the first was lost
+}
+
+// Dropped returns the records l failed to write and has not yet accounted for in a gap
+// record.
+func (l *Ledger) Dropped() Gap {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gap
+}
+
+// lose counts n records lost to err. Called with l.mu held.
+func (l *Ledger) lose(n int, err error) {
+	if n <= 0 {
+		return
+	}
+	now := time.Now().UTC().Format(TimeFormat)
+	if l.gap.Dropped == 0 {
+		l.gap.FirstTS, l.gap.Reason = now, "write failed"
+		if err != nil {
+			l.gap.Reason = err.Error()
+		}
+	}
+	l.gap.Dropped += int64(n)
+	l.gap.LastTS = now
 }
 
 // Dir returns the ledger directory of a conch home.
 func Dir(home string) string { return filepath.Join(home, "ledger") }
 
-// Close releases the lock file. Appends after Close fail.
+// Close releases the lock file and stops forwarding, waiting a little (at most about
+// two seconds) for the queued messages to go out. Appends after Close fail. Records l
+// failed to write and could not yet account for in a gap record are lost with no trace
+// in the ledger; Close then returns an error saying how many.
 func (l *Ledger) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return nil
 	}
+	if l.gap.Dropped > 0 {
+		// One more try to record the gap.
+		l.appendLocked(nil)
+	}
 	l.closed = true
-	return l.lock.Close()
+	err := l.lock.Close()
+	lost := l.gap.Dropped
+	l.mu.Unlock()
+	if l.fwd != nil {
+		l.fwd.close()
+	}
+	if lost > 0 && err == nil {
+		err = fmt.Errorf("close ledger: %d records were not written and no gap record could be", lost)
+	}
+	return err
 }
 
 // Append adds a record of type r.Type for r.Agent with r.Fields' members (see [Record])
@@ -200,11 +305,11 @@ func (l *Ledger) AppendBatch(rs []Record) ([]Record, error) {
 	ms := make([]map[string]any, len(rs))
 	for i, r := range rs {
 		if !slices.Contains(types, r.Type) {
-			return nil, fmt.Errorf("append to ledger: unknown record type %q", r.Type)
+			return nil, fmt.Errorf("append to ledger: %w: unknown record type %q", ErrInvalid, r.Type)
 		}
 		m, err := fieldsMap(r.Fields)
 		if err != nil {
-			return nil, fmt.Errorf("append to ledger: %w", err)
+			return nil, fmt.Errorf("append to ledger: %w: %w", ErrInvalid, err)
 		}
 		ms[i] = m
 	}
@@ -214,60 +319,102 @@ func (l *Ledger) AppendBatch(rs []Record) ([]Record, error) {
 	if l.closed {
 		return nil, errors.New("append to ledger: ledger closed")
 	}
+	for i := range rs {
+		ms[i]["type"] = rs[i].Type
+		ms[i]["agent"] = rs[i].Agent
+	}
+	out, err := l.appendLocked(ms)
+	for i := range out {
+		r := rs[i]
+		r.V, r.Seq, r.TS, r.Prev, r.Hash = out[i].V, out[i].Seq, out[i].TS, out[i].Prev, out[i].Hash
+		out[i] = r
+	}
+	if err != nil {
+		return out, fmt.Errorf("append to ledger: %w", err)
+	}
+	return out, nil
+}
+
+// appendLocked writes the records ms (type and agent set, the rest of the envelope not)
+// under the append lock, preceded by a gap record when l has lost records, and returns
+// the envelopes of those of ms that are in the log. Records not written are counted in
+// l.gap. Called with l.mu held.
+func (l *Ledger) appendLocked(ms []map[string]any) (out []Record, err error) {
+	gapped := l.gap.Dropped > 0
+	if gapped {
+		g, _ := fieldsMap(l.gap)
+		g["type"], g["agent"] = TypeGap, ""
+		ms = append([]map[string]any{g}, ms...)
+	}
+	written := 0 // of ms, the gap record included
+	defer func() {
+		w, want := written, len(ms)
+		if gapped {
+			want--
+			if w > 0 {
+				l.gap = Gap{} // accounted for
+				out, w = out[1:], w-1
+			}
+		}
+		l.lose(want-w, err)
+	}()
+	if len(ms) == 0 {
+		return nil, nil
+	}
 	if err := flock(l.lock, true); err != nil {
-		return nil, fmt.Errorf("append to ledger: %w", err)
+		return nil, err
 	}
 	defer funlock(l.lock)
 
 	tip, err := findTip(l.dir)
 	if err != nil {
-		return nil, fmt.Errorf("append to ledger: %w", err)
+		return nil, err
 	}
 	ts := time.Now().UTC().Truncate(time.Millisecond)
-	out := make([]Record, len(rs))
-	lines := make([][]byte, len(rs))
+	out = make([]Record, len(ms))
+	lines := make([][]byte, len(ms))
 	seq, prev := tip.Seq, tip.prevHash()
 	for i, m := range ms {
 		seq++
 		m["v"] = json.Number("1")
 		m["seq"] = json.Number(strconv.FormatInt(seq, 10))
 		m["ts"] = ts.Format(TimeFormat)
-		m["type"] = rs[i].Type
-		m["agent"] = rs[i].Agent
 		m["prev"] = prev
 		hash, err := recordHash(m)
 		if err != nil {
-			return nil, fmt.Errorf("append to ledger: %w", err)
+			return nil, err
 		}
 		m["hash"] = hash
 		var line bytes.Buffer
 		if err := writeCanonical(&line, m); err != nil {
-			return nil, fmt.Errorf("append to ledger: %w", err)
+			return nil, err
 		}
 		line.WriteByte('\n')
 		lines[i] = line.Bytes()
-		out[i] = rs[i]
-		out[i].V, out[i].Seq, out[i].TS, out[i].Prev, out[i].Hash = Version, seq, ts, prev, hash
+		out[i] = Record{V: Version, Seq: seq, TS: ts, Type: m["type"].(string), Prev: prev, Hash: hash}
 		prev = hash
 	}
 
 	next, n, err := l.write(tip, lines)
-	if n < len(out) {
-		for i := n; i < len(out); i++ {
-			out[i] = Record{}
-		}
-	}
+	written = n
+	out = out[:n]
 	if n > 0 {
 		next.Seq, next.Hash = out[n-1].Seq, out[n-1].Hash
-		if herr := writeHead(l.dir, next); herr != nil && err == nil {
+		ck, herr := writeHead(l.dir, next, l.key)
+		if herr != nil && err == nil {
 			// The records are durable and the next Append repairs HEAD; do not append them again.
 			err = fmt.Errorf("record %d written, HEAD not updated: %w", out[n-1].Seq, herr)
 		}
+		if l.fwd != nil {
+			for _, line := range lines[:n] {
+				l.fwd.send(string(bytes.TrimSuffix(line, []byte("\n"))))
+			}
+			if herr == nil {
+				l.fwd.send("checkpoint " + ck.String())
+			}
+		}
 	}
-	if err != nil {
-		return out[:n], fmt.Errorf("append to ledger: %w", err)
-	}
-	return out, nil
+	return out, err
 }
 
 // write appends lines after tip, each in tip's file or a new one when it would take a
@@ -275,6 +422,10 @@ func (l *Ledger) AppendBatch(rs []Record) ([]Record, error) {
 // position and how many lines are durable; a failure loses only the lines of the file
 // being written (truncated back when possible) and those after it.
 func (l *Ledger) write(tip head, lines [][]byte) (head, int, error) {
+	appendFile := l.appendFile
+	if appendFile == nil {
+		appendFile = appendSync
+	}
 	name, size := tip.File, tip.Size
 	if name == "" {
 		name = fileName(1)
@@ -294,7 +445,7 @@ func (l *Ledger) write(tip head, lines [][]byte) (head, int, error) {
 			buf = append(buf, lines[k]...)
 			k++
 		}
-		if err := appendSync(filepath.Join(l.dir, name), size, buf); err != nil {
+		if err := appendFile(filepath.Join(l.dir, name), size, buf); err != nil {
 			return end, done, err
 		}
 		if size == 0 {
@@ -378,6 +529,20 @@ type head struct {
 	Hash string `json:"hash"` // the last record's hash
 	File string `json:"file"` // the file that holds it (and where the next one goes)
 	Size int64  `json:"size"` // that file's size after it
+	// The checkpoint of seq and hash: when it was signed (unix ms) and the signature
+	// (base64url); empty in a HEAD written without a key (older versions).
+	TS  int64  `json:"ts,omitempty"`
+	Sig string `json:"sig,omitempty"`
+}
+
+// checkpoint returns the checkpoint HEAD carries; Sig is nil when HEAD is unsigned or the
+// signature does not decode.
+func (h head) checkpoint() Checkpoint {
+	c := Checkpoint{Seq: h.Seq, Hash: h.Hash}
+	if sig, err := base64.RawURLEncoding.DecodeString(h.Sig); err == nil && len(sig) == ed25519.SignatureSize {
+		c.TS, c.Sig = time.UnixMilli(h.TS).UTC(), sig
+	}
+	return c
 }
 
 func (h head) prevHash() string {
@@ -407,8 +572,9 @@ func readHead(dir string) (h head, ok bool, err error) {
 	return h, true, nil
 }
 
-// headSize is the size HEAD is padded to (a head takes about 150 bytes).
-const headSize = 256
+// headSize is the size HEAD is padded to (a signed head takes about 270 bytes): one
+// 512-byte sector.
+const headSize = 512
 
 // writeHead rewrites HEAD in place: one write of headSize bytes at offset 0
 // (the JSON padded with spaces), within one sector, and no fsync (but for
@@ -418,10 +584,18 @@ const headSize = 256
 // unreadable, which Append rebuilds from the log. A temporary file renamed
 // over HEAD would cost an inode and two fsyncs per append, which on a busy
 // gateway was the ledger's largest cost.
-func writeHead(dir string, h head) error {
+//
+// With a key, HEAD carries a checkpoint of its record signed now; writeHead returns it.
+func writeHead(dir string, h head, key ed25519.PrivateKey) (Checkpoint, error) {
+	var ck Checkpoint
+	h.TS, h.Sig = 0, ""
+	if key != nil {
+		ck = signCheckpoint(key, h.Seq, h.Hash, time.Now())
+		h.TS, h.Sig = ck.TS.UnixMilli(), base64.RawURLEncoding.EncodeToString(ck.Sig)
+	}
 	data, err := json.Marshal(h)
 	if err != nil {
-		return err
+		return ck, err
 	}
 	buf := append(data, '\n')
 	if len(buf) < headSize {
@@ -437,7 +611,7 @@ func writeHead(dir string, h head) error {
 		f, err = os.OpenFile(path, os.O_WRONLY, 0)
 	}
 	if err != nil {
-		return err
+		return ck, err
 	}
 	_, err = f.WriteAt(buf, 0)
 	if err == nil {
@@ -453,7 +627,7 @@ func writeHead(dir string, h head) error {
 	if err == nil && created {
 		err = syncDir(dir)
 	}
-	return err
+	return ck, err
 }
 
 // fileName returns the name of the i-th ledger file.

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"bufio"
+	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,12 +26,80 @@ type Report struct {
 	File     string `json:"file,omitempty"`
 	Line     int    `json:"line,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+
+	// Signed says whose signature on HEAD's checkpoint verified: "key" (the public key
+	// given to [VerifyWith]), "home" (the home's own key, which whoever can write the
+	// home can replace) or "" (HEAD is unsigned and no key was given). Checkpoint is
+	// HEAD's checkpoint in text form, to keep elsewhere and pass back later; Unsigned
+	// counts the records after it (left by a crash before HEAD's update, or added by
+	// someone without the key: nothing tells them apart).
+	Signed     string `json:"signed,omitempty"`
+	Checkpoint string `json:"checkpoint,omitempty"`
+	Unsigned   int64  `json:"unsigned,omitempty"`
+	// Checkpoints counts the checkpoints given to VerifyWith that the ledger holds.
+	Checkpoints int `json:"checkpoints,omitempty"`
+
+	// Gaps are the gap records of the chain: records the ledger failed to write (a full
+	// disk, an I/O error). An intact chain with gaps is OK but incomplete; Dropped is the
+	// sum of their counts.
+	Gaps    []GapAt `json:"gaps,omitempty"`
+	Dropped int64   `json:"dropped,omitempty"`
 }
 
-// String returns the text `conch ledger verify` prints (policy.md §12):
+// GapAt is a gap record found by [Verify], at seq Seq.
+type GapAt struct {
+	Seq int64 `json:"seq"`
+	Gap
+}
+
+// VerifyOptions are the external evidence [VerifyWith] checks the ledger against. The
+// zero value checks the ledger against itself and the home's own key.
+type VerifyOptions struct {
+	// PublicKey, when set, must have signed HEAD's checkpoint, and every signed
+	// checkpoint in Checkpoints. Keep it off the machine (`conch ledger key` prints it).
+	PublicKey ed25519.PublicKey
+	// Checkpoints are checkpoints seen earlier (a verify's output, the forwarded log):
+	// the ledger must still hold each one's record with its hash. A checkpoint beyond
+	// the last record means records were removed from the end.
+	Checkpoints []Checkpoint
+}
+
+// Details returns the lines `conch ledger verify` prints after [Report.String] for a
+// verified ledger: "checkpoint <text> (signed by the given key | signed by the home's
+// key | unsigned)", "<n> given checkpoints found" and "<u> records after the checkpoint
+// are unsigned", each when it applies.
+func (r Report) Details() []string {
+	if !r.OK {
+		return nil
+	}
+	var lines []string
+	if r.Checkpoint != "" {
+		by := map[string]string{"key": "signed by the given key", "home": "signed by the home's key", "": "unsigned"}[r.Signed]
+		lines = append(lines, fmt.Sprintf("checkpoint %s (%s)", r.Checkpoint, by))
+	}
+	if r.Checkpoints > 0 {
+		lines = append(lines, fmt.Sprintf("%d given checkpoints found", r.Checkpoints))
+	}
+	if r.Unsigned > 0 {
+		lines = append(lines, fmt.Sprintf("%d records after the checkpoint are unsigned", r.Unsigned))
+	}
+	return lines
+}
+
+// Complete reports whether the ledger verified and has no gaps.
+func (r Report) Complete() bool { return r.OK && len(r.Gaps) == 0 }
+
+// String returns the line `conch ledger verify` prints first (policy.md §12):
 // "ok: <N> records in <F> files; head <hash>" or
-// "broken at seq <n> (<file>:<line>): <reason>".
+// "broken at seq <n> (<file>:<line>): <reason>". A verified ledger with gaps reads
+// "gaps: <D> records dropped in <G> gaps (first at seq <s>, <from> to <to>: <reason>);
+// <N> records in <F> files; head <hash>" instead.
 func (r Report) String() string {
+	if r.OK && len(r.Gaps) > 0 {
+		g := r.Gaps[0]
+		return fmt.Sprintf("gaps: %d records dropped in %d gaps (first at seq %d, %s to %s: %s); %d records in %d files; head %s",
+			r.Dropped, len(r.Gaps), g.Seq, g.FirstTS, g.LastTS, g.Reason, r.Records, r.Files, r.Head)
+	}
 	if r.OK {
 		return fmt.Sprintf("ok: %d records in %d files; head %s", r.Records, r.Files, r.Head)
 	}
@@ -50,10 +120,42 @@ func (r Report) String() string {
 // A damaged ledger is reported in the Report; the error is only for failures to read. It
 // holds the append lock shared while it reads, so a concurrent Append is never seen half
 // written.
-func Verify(home string) (Report, error) {
+func Verify(home string) (Report, error) { return VerifyWith(home, VerifyOptions{}) }
+
+// VerifyWith is [Verify] that also checks HEAD's signed checkpoint and the evidence in
+// o. HEAD's checkpoint must verify with o.PublicKey or, without one, with the home's key
+// (when the home has one); a HEAD without a signature fails when a key applies. Each of
+// o.Checkpoints must name a record of the chain with its hash, and verify with the key
+// when signed. Gap records are listed in the Report.
+func VerifyWith(home string, o VerifyOptions) (Report, error) {
 	dir := Dir(home)
 	rep := Report{Head: ZeroHash}
+	pub, signer := o.PublicKey, "key"
+	if pub == nil {
+		switch k, err := LoadKey(home); {
+		case err == nil:
+			pub, signer = k.Public().(ed25519.PublicKey), "home"
+		case !errors.Is(err, fs.ErrNotExist):
+			return rep, fmt.Errorf("verify ledger: %w", err)
+		}
+	}
+	want := map[int64]Checkpoint{}
+	var maxCkpt Checkpoint
+	for _, c := range o.Checkpoints {
+		if c.Sig != nil && !c.Valid(pub) {
+			rep.BrokenAt, rep.File, rep.Reason = c.Seq, "checkpoint", fmt.Sprintf("the given checkpoint for seq %d: %v", c.Seq, ErrBadSignature)
+			return rep, nil
+		}
+		want[c.Seq] = c
+		if c.Seq > maxCkpt.Seq {
+			maxCkpt = c
+		}
+	}
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if maxCkpt.Seq > 0 {
+			rep.BrokenAt, rep.File, rep.Reason = 1, fileName(1), fmt.Sprintf("truncated: a checkpoint names seq %d, the ledger is empty", maxCkpt.Seq)
+			return rep, nil
+		}
 		rep.OK = true
 		return rep, nil
 	}
@@ -114,6 +216,25 @@ func Verify(home string) (Report, error) {
 			}
 			off += int64(len(line))
 			seq, prev = seqOf(m), m["hash"].(string)
+			if c, ok := want[seq]; ok {
+				if c.Hash != prev {
+					f.Close()
+					rep.BrokenAt, rep.File, rep.Line = seq, name, lineNo
+					rep.Reason = fmt.Sprintf("record %d does not match the given checkpoint (rewritten)", seq)
+					return rep, nil
+				}
+				rep.Checkpoints++
+			}
+			if m["type"] == TypeGap {
+				g := GapAt{Seq: seq}
+				n, _ := m["dropped"].(json.Number)
+				g.Dropped, _ = n.Int64()
+				g.FirstTS, _ = m["firstTs"].(string)
+				g.LastTS, _ = m["lastTs"].(string)
+				g.Reason, _ = m["reason"].(string)
+				rep.Gaps = append(rep.Gaps, g)
+				rep.Dropped += g.Dropped
+			}
 			rep.Records, rep.Head = seq, prev
 			lastFile, lastLine = name, lineNo
 			// HEAD must name a record of the chain, at its position.
@@ -141,6 +262,29 @@ func Verify(home string) (Report, error) {
 			lastFile = fileName(1)
 		}
 		return broken(lastFile, lastLine+1, fmt.Sprintf("truncated: HEAD is at seq %d, the last record is seq %d", h.Seq, seq))
+	case maxCkpt.Seq > seq:
+		if lastFile == "" {
+			lastFile = fileName(1)
+		}
+		return broken(lastFile, lastLine+1, fmt.Sprintf("truncated: a given checkpoint names seq %d, the last record is seq %d", maxCkpt.Seq, seq))
+	}
+	if hasHead {
+		ck := h.checkpoint()
+		switch {
+		case pub != nil && ck.Sig == nil:
+			rep.BrokenAt, rep.File, rep.Reason = h.Seq, headName, "HEAD is not signed (rewritten by someone without the key?)"
+			return rep, nil
+		case pub != nil && !ck.Valid(pub):
+			who := "the given public key"
+			if signer == "home" {
+				who = "the home's key"
+			}
+			rep.BrokenAt, rep.File, rep.Reason = h.Seq, headName, fmt.Sprintf("HEAD's checkpoint does not verify with %s (rewritten, or signed by another key)", who)
+			return rep, nil
+		case pub != nil:
+			rep.Signed = signer
+		}
+		rep.Checkpoint, rep.Unsigned = ck.String(), seq-h.Seq
 	}
 	rep.OK = true
 	return rep, nil
