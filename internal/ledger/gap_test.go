@@ -1,0 +1,181 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestGapRecord: records a Ledger fails to write (ENOSPC injected into its file
+// writes) are counted, and the next write that succeeds is preceded by a gap record
+// that Verify reports; the failures of a batch are counted by record, across batches
+// and partial batches.
+func TestGapRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		batches []int // records per failing call
+	}{
+		{"one append", []int{1}},
+		{"three appends", []int{1, 1, 1}},
+		{"a batch", []int{9}},
+		{"mixed", []int{4, 1, 2, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			l := openLedger(t, home, Options{})
+			appendN(t, l, 3)
+			l.appendFile = func(string, int64, []byte) error {
+				return &os.PathError{Op: "write", Path: "ledger", Err: syscall.ENOSPC}
+			}
+			want := int64(0)
+			for _, n := range tc.batches {
+				batch := make([]Record, n)
+				for i := range batch {
+					batch[i] = Record{Type: TypeNode, Fields: map[string]any{"action": "pair", "nodeId": fmt.Sprint(i)}}
+				}
+				got, err := l.AppendBatch(batch)
+				if !errors.Is(err, syscall.ENOSPC) || len(got) != 0 {
+					t.Fatalf("a failing write: %d records, %v", len(got), err)
+				}
+				want += int64(n)
+			}
+			if g := l.Dropped(); g.Dropped != want || !strings.Contains(g.Reason, "no space left on device") {
+				t.Fatalf("dropped %+v, want %d", g, want)
+			}
+			l.appendFile = appendSync
+			rec, err := l.Append(Record{Type: TypeNode, Fields: map[string]any{"action": "pair"}})
+			if err != nil || rec.Seq != 5 || rec.Type != TypeNode {
+				t.Fatalf("append after space returned: %+v %v", rec, err)
+			}
+			if g := l.Dropped(); g.Dropped != 0 {
+				t.Fatalf("gap still pending: %+v", g)
+			}
+			rep, err := Verify(home)
+			if err != nil || !rep.OK || len(rep.Gaps) != 1 || rep.Dropped != want || rep.Gaps[0].Seq != 4 || rep.Complete() {
+				t.Fatalf("verify: %s %+v %v", rep, rep, err)
+			}
+			if !strings.HasPrefix(rep.String(), fmt.Sprintf("gaps: %d records dropped in 1 gaps (first at seq 4, ", want)) {
+				t.Fatalf("verify line: %s", rep)
+			}
+			recs, _ := Tail(home, 0, Filter{})
+			if len(recs) != 5 || recs[3].Type != TypeGap || !strings.Contains(recs[3].String(), "gap") {
+				t.Fatalf("tail: %v", recs)
+			}
+		})
+	}
+}
+
+// TestGapRecordOnClose: a Ledger that closes with lost records tries once more to write
+// the gap record, and says so when it cannot.
+func TestGapRecordOnClose(t *testing.T) {
+	home := t.TempDir()
+	l, err := Open(home, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 1)
+	fail := true
+	l.appendFile = func(path string, size int64, buf []byte) error {
+		if fail {
+			return syscall.EIO
+		}
+		return appendSync(path, size, buf)
+	}
+	l.Append(Record{Type: TypeNode})
+	fail = false
+	if err := l.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if rep, _ := Verify(home); len(rep.Gaps) != 1 || rep.Records != 2 {
+		t.Fatalf("verify after close: %s", rep)
+	}
+
+	l, _ = Open(home, Options{})
+	l.appendFile = func(string, int64, []byte) error { return syscall.EIO }
+	l.Append(Record{Type: TypeNode})
+	if err := l.Close(); err == nil || !strings.Contains(err.Error(), "1 records were not written") {
+		t.Fatalf("close with an unwritable gap: %v", err)
+	}
+}
+
+// TestGapOnFullDisk: the same on a real full file system, a small tmpfs (needs root
+// or CAP_SYS_ADMIN; skipped otherwise).
+func TestGapOnFullDisk(t *testing.T) {
+	home := t.TempDir()
+	dir := Dir(home)
+	os.MkdirAll(dir, 0o700)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	l := openLedger(t, home, Options{})
+	appendN(t, l, 3)
+	// Fill the file system.
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+	lost := 0
+	for i := range 5 {
+		_, err := l.Append(Record{Type: TypeNode, Fields: map[string]any{"action": "pair", "name": strings.Repeat("x", 3000), "i": i}})
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("append %d on a full disk: %v", i, err)
+		}
+		lost++
+	}
+	if rep, _ := Verify(home); !rep.OK || rep.Records != 3 {
+		t.Fatalf("verify on a full disk: %s", rep)
+	}
+	os.Remove(filler)
+	if _, err := l.Append(Record{Type: TypeNode, Fields: map[string]any{"action": "after"}}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(home)
+	if err != nil || !rep.OK || rep.Records != 5 || rep.Dropped != int64(lost) || !strings.Contains(rep.Gaps[0].Reason, "no space left") {
+		t.Fatalf("verify after space returned: %s %+v %v", rep, rep, err)
+	}
+}
+
+// TestGapPartialBatch: a batch whose second file fails to write keeps the records of
+// the first and counts the rest.
+func TestGapPartialBatch(t *testing.T) {
+	home := t.TempDir()
+	l := openLedger(t, home, Options{RotateBytes: 400})
+	calls := 0
+	l.appendFile = func(path string, size int64, buf []byte) error {
+		calls++
+		if calls == 2 {
+			return syscall.ENOSPC
+		}
+		return appendSync(path, size, buf)
+	}
+	var batch []Record
+	for i := range 6 {
+		batch = append(batch, Record{Type: TypeNode, Fields: map[string]any{"name": strings.Repeat("n", 150), "i": i}})
+	}
+	got, err := l.AppendBatch(batch)
+	if err == nil || len(got) == 0 || len(got) == len(batch) {
+		t.Fatalf("partial batch: %d written, %v", len(got), err)
+	}
+	if g := l.Dropped(); g.Dropped != int64(len(batch)-len(got)) {
+		t.Fatalf("dropped %d, want %d", g.Dropped, len(batch)-len(got))
+	}
+	l.Append(Record{Type: TypeNode})
+	if rep, _ := Verify(home); !rep.OK || rep.Dropped != int64(len(batch)-len(got)) || rep.Gaps[0].Seq != int64(len(got)+1) {
+		t.Fatalf("verify: %s %+v", rep, rep)
+	}
+}
