@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,9 +43,9 @@ func Doctor(home string) []Finding {
 	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm() != 0o700 {
 		add("home.permissions", "error", "%s has mode %o, want 0700", home, fi.Mode().Perm())
 	}
-	for _, f := range []string{"exec-approvals.json", "config.json", "operator.token", "agents.json"} {
+	for _, f := range homeSecrets(home) {
 		p := filepath.Join(home, f)
-		if fi, err := os.Stat(p); err == nil {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
 			if fi.Mode().Perm()&0o077 != 0 {
 				add("home.permissions", "error", "%s has mode %o, want 0600", p, fi.Mode().Perm())
 			}
@@ -53,6 +54,16 @@ func Doctor(home string) []Finding {
 			}
 		}
 	}
+	doctorModes(add, home)
+	homeInfo, _ := os.Stat(home)
+	homeUID := -1
+	if homeInfo != nil {
+		if st, ok := homeInfo.Sys().(*syscall.Stat_t); ok {
+			homeUID = int(st.Uid)
+		}
+	}
+	// The gateway runs as the home's owner; doctor usually runs as the same user.
+	root := doctorEUID() == 0 || homeUID == 0
 	cfg, err := config.Load(filepath.Join(home, "config.json"))
 	if err != nil {
 		add("config.invalid", "error", "%v", err)
@@ -109,6 +120,9 @@ func Doctor(home string) []Finding {
 			doctorSandbox(add, home, agent, set.Workspace, sb)
 		case host == "":
 			implicit = true
+			if root {
+				add("gateway.root_unsandboxed", "warn", "agent %s: the gateway runs as root with sandbox.mode=off: the agent's commands run as root on this machine without approvals (turn sandboxing on, set tools.exec.host=gateway to gate them, or run conch as an unprivileged user)", agent)
+			}
 		default:
 			add("exec.host_sandbox_no_sandbox", "warn", "agent %s: host=sandbox is configured while sandboxing is off: every exec fails", agent)
 		}
@@ -116,6 +130,9 @@ func Doctor(home string) []Finding {
 			p := e.EffectivePolicy(agent, "", "", "true", home, os.Getenv("PATH"))
 			if p.Security == policy.SecurityFull && p.Ask == policy.AskOff && host == "gateway" {
 				add("policy.full_off", "warn", "agent %s resolves to security=full with ask=off on the gateway", agent)
+				if root {
+					add("gateway.root_unsandboxed", "warn", "agent %s: the gateway runs as root and the agent's commands run on it ungated (security=full, ask=off): anything it asks runs as root", agent)
+				}
 			}
 			if p.AskFallback == policy.SecurityFull {
 				add("policy.ask_fallback_full", "warn", "agent %s: askFallback=full runs unanswered requests", agent)
@@ -198,6 +215,18 @@ func Doctor(home string) []Finding {
 		add("ledger.broken", "error", "%v", err)
 	} else if !rep.OK {
 		add("ledger.broken", "error", "%s", rep.String())
+	} else if len(rep.Gaps) > 0 {
+		add("ledger.gaps", "warn", "the ledger lost %d records in %d gaps (first at seq %d, %s: %s): conch ledger verify lists them", rep.Dropped, len(rep.Gaps), rep.Gaps[0].Seq, rep.Gaps[0].FirstTS, rep.Gaps[0].Reason)
+	}
+	if key, err := ledger.LoadKey(home); err == nil {
+		add("ledger.key", "info", "the ledger's checkpoints are signed by %s: keep a copy of this public key off this machine and verify with conch ledger verify --pubkey", ledger.FormatPublicKey(key.Public().(ed25519.PublicKey)))
+	} else if os.IsNotExist(err) {
+		add("ledger.key", "info", "no ledger signing key yet: conch ledger key creates it and prints the public key to keep elsewhere")
+	} else {
+		add("ledger.key", "error", "the ledger's signing key is unusable (%v): appends fail until it is fixed or removed", err)
+	}
+	if cfg.Ledger.Forward == nil {
+		add("ledger.forward_off", "info", "the ledger is kept only on this machine: set ledger.forward to send records and signed checkpoints to syslog or journald")
 	}
 	return out
 }

@@ -19,7 +19,11 @@ import (
 // ✱) and returns what it did, one line each:
 //
 //   - home.permissions: the home to 0700, its secrets (tokens, the
-//     approvals file, the agents and config files, the ledger) to 0600.
+//     approvals file, the agents and config files, the ledger and its key,
+//     a node's identity) to 0600.
+//   - home.modes: every other directory in the home (and the fallback
+//     socket directory) to 0700, every file to its mode without group and
+//     other bits.
 //     Files owned by another user are left alone (chown is not safe to
 //     guess); Doctor keeps reporting them.
 //   - exec.safe_bins_unprofiled: an empty profile {} for every safe bin
@@ -36,14 +40,7 @@ func DoctorFix(home string) ([]string, error) {
 		}
 		done = append(done, fmt.Sprintf("home.permissions: %s 0%o -> 0700", home, fi.Mode().Perm()))
 	}
-	secrets := []string{"exec-approvals.json", "config.json", "operator.token", "agents.json"}
-	if ledgerFiles, _ := filepath.Glob(filepath.Join(home, "ledger", "*")); ledgerFiles != nil {
-		for _, p := range ledgerFiles {
-			rel, _ := filepath.Rel(home, p)
-			secrets = append(secrets, rel)
-		}
-	}
-	for _, f := range secrets {
+	for _, f := range homeSecrets(home) {
 		p := filepath.Join(home, f)
 		fi, err := os.Lstat(p)
 		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
@@ -56,6 +53,11 @@ func DoctorFix(home string) ([]string, error) {
 			return done, err
 		}
 		done = append(done, fmt.Sprintf("home.permissions: %s 0%o -> 0%o", p, fi.Mode().Perm(), fi.Mode().Perm()&0o700))
+	}
+	fixed, err := fixModes(home)
+	done = append(done, fixed...)
+	if err != nil {
+		return done, err
 	}
 
 	path := filepath.Join(home, "config.json")

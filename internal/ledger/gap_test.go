@@ -96,7 +96,35 @@ func TestGapRecordOnClose(t *testing.T) {
 		t.Fatalf("verify after close: %s", rep)
 	}
 
+	// Records lost and not recordable before the process ends are noted in HEAD
+	// (rewritten in place: no new space), reported by Verify, and recorded by the next
+	// appender, here another Ledger as after a restart.
 	l, _ = Open(home, Options{})
+	l.appendFile = func(string, int64, []byte) error { return syscall.ENOSPC }
+	l.Append(Record{Type: TypeNode})
+	l.AppendBatch([]Record{{Type: TypeNode}, {Type: TypeNode}})
+	if err := l.Close(); err != nil {
+		t.Fatalf("close with the gap noted in HEAD: %v", err)
+	}
+	rep, _ := Verify(home)
+	if !rep.OK || len(rep.Gaps) != 2 || !rep.Gaps[1].Pending || rep.Gaps[1].Dropped != 3 || rep.Gaps[1].Seq != 3 {
+		t.Fatalf("verify with a pending gap: %s %+v", rep, rep)
+	}
+	l = openLedger(t, home, Options{})
+	if g := l.Dropped(); g.Dropped != 3 {
+		t.Fatalf("a new Ledger sees %+v", g)
+	}
+	if r, err := l.Append(Record{Type: TypeNode}); err != nil || r.Seq != 4 {
+		t.Fatalf("append after restart: %+v %v", r, err)
+	}
+	rep, _ = Verify(home)
+	if !rep.OK || len(rep.Gaps) != 2 || rep.Gaps[1].Pending || rep.Gaps[1].Dropped != 3 || rep.Dropped != 4 {
+		t.Fatalf("verify after the gap record: %s %+v", rep, rep)
+	}
+
+	// Without a HEAD (an empty ledger) the count can only stay in memory: Close says so.
+	empty := t.TempDir()
+	l, _ = Open(empty, Options{})
 	l.appendFile = func(string, int64, []byte) error { return syscall.EIO }
 	l.Append(Record{Type: TypeNode})
 	if err := l.Close(); err == nil || !strings.Contains(err.Error(), "1 records were not written") {

@@ -223,28 +223,54 @@ type Gap struct {
 	Reason  string `json:"reason"`  // why the first was lost
 }
 
-// Dropped returns the records l failed to write and has not yet accounted for in a gap
-// record.
+// Dropped returns the records lost and not yet accounted for in a gap record: those
+// noted in HEAD and those l could not even note there.
 func (l *Ledger) Dropped() Gap {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.gap
+	g := l.gap
+	if h, ok, _ := readHead(l.dir); ok && h.Lost != nil {
+		g = mergeGaps(*h.Lost, g)
+	}
+	return g
 }
 
-// lose counts n records lost to err. Called with l.mu held.
+// lose counts n records lost to err in l.gap, for when HEAD cannot hold them. Called
+// with l.mu held.
 func (l *Ledger) lose(n int, err error) {
-	if n <= 0 {
-		return
+	if n > 0 {
+		l.gap = mergeGaps(l.gap, newGap(n, err))
 	}
+}
+
+// maxReason bounds a gap's reason, so that a HEAD with a pending gap stays within one
+// sector.
+const maxReason = 120
+
+// newGap describes n records lost now to err.
+func newGap(n int, err error) Gap {
 	now := time.Now().UTC().Format(TimeFormat)
-	if l.gap.Dropped == 0 {
-		l.gap.FirstTS, l.gap.Reason = now, "write failed"
-		if err != nil {
-			l.gap.Reason = err.Error()
-		}
+	reason := "write failed"
+	if err != nil {
+		reason = err.Error()
 	}
-	l.gap.Dropped += int64(n)
-	l.gap.LastTS = now
+	if len(reason) > maxReason {
+		reason = reason[:maxReason-3] + "..."
+	}
+	return Gap{Dropped: int64(n), FirstTS: now, LastTS: now, Reason: reason}
+}
+
+// mergeGaps returns the gap of a's records and then b's.
+func mergeGaps(a, b Gap) Gap {
+	switch {
+	case a.Dropped == 0:
+		return b
+	case b.Dropped == 0:
+		return a
+	}
+	a.Dropped += b.Dropped
+	a.LastTS = b.LastTS
+	return a
 }
 
 // Dir returns the ledger directory of a conch home.
@@ -260,10 +286,8 @@ func (l *Ledger) Close() error {
 		l.mu.Unlock()
 		return nil
 	}
-	if l.gap.Dropped > 0 {
-		// One more try to record the gap.
-		l.appendLocked(nil)
-	}
+	// One more try to record a gap (or at least note it in HEAD).
+	l.appendLocked(nil)
 	l.closed = true
 	err := l.lock.Close()
 	lost := l.gap.Dropped
@@ -272,7 +296,7 @@ func (l *Ledger) Close() error {
 		l.fwd.close()
 	}
 	if lost > 0 && err == nil {
-		err = fmt.Errorf("close ledger: %d records were not written and no gap record could be", lost)
+		err = fmt.Errorf("close ledger: %d records were not written and could be noted neither in a gap record nor in HEAD", lost)
 	}
 	return err
 }
@@ -336,42 +360,88 @@ func (l *Ledger) AppendBatch(rs []Record) ([]Record, error) {
 }
 
 // appendLocked writes the records ms (type and agent set, the rest of the envelope not)
-// under the append lock, preceded by a gap record when l has lost records, and returns
-// the envelopes of those of ms that are in the log. Records not written are counted in
-// l.gap. Called with l.mu held.
-func (l *Ledger) appendLocked(ms []map[string]any) (out []Record, err error) {
-	gapped := l.gap.Dropped > 0
-	if gapped {
-		g, _ := fieldsMap(l.gap)
-		g["type"], g["agent"] = TypeGap, ""
-		ms = append([]map[string]any{g}, ms...)
-	}
-	written := 0 // of ms, the gap record included
-	defer func() {
-		w, want := written, len(ms)
-		if gapped {
-			want--
-			if w > 0 {
-				l.gap = Gap{} // accounted for
-				out, w = out[1:], w-1
-			}
-		}
-		l.lose(want-w, err)
-	}()
-	if len(ms) == 0 {
-		return nil, nil
-	}
+// under the append lock, preceded by a gap record when records were lost before (by
+// this Ledger, or by any appender that noted them in HEAD), and returns the envelopes
+// of those of ms that are in the log. Records not written are noted in HEAD's pending
+// gap (rewritten in place, which needs no new disk space), or in l.gap when HEAD cannot
+// be written. Called with l.mu held.
+func (l *Ledger) appendLocked(ms []map[string]any) ([]Record, error) {
 	if err := flock(l.lock, true); err != nil {
+		l.lose(len(ms), err)
 		return nil, err
 	}
 	defer funlock(l.lock)
-
 	tip, err := findTip(l.dir)
 	if err != nil {
+		l.lose(len(ms), err)
 		return nil, err
 	}
+	var headGap Gap
+	if tip.Lost != nil {
+		headGap = *tip.Lost
+	}
+	memGap := l.gap
+	pending := mergeGaps(headGap, memGap)
+	if pending.Dropped > 0 {
+		g, _ := fieldsMap(pending)
+		g["type"], g["agent"] = TypeGap, ""
+		ms = append([]map[string]any{g}, ms...)
+	}
+	if len(ms) == 0 {
+		return nil, nil
+	}
+	out, next, err := l.writeRecords(tip, ms)
+	lost := len(ms) - len(out)
+	gapWritten := pending.Dropped > 0 && len(out) > 0
+	if gapWritten {
+		out = out[1:]
+	} else if pending.Dropped > 0 {
+		lost-- // the gap record is not one of the caller's
+	}
+	var newLoss Gap
+	if lost > 0 {
+		newLoss = newGap(lost, err)
+	}
+	carry := newLoss // what HEAD is to hold
+	if !gapWritten {
+		carry = mergeGaps(pending, newLoss)
+	}
+	if carry.Dropped > 0 {
+		next.Lost = &carry
+	}
+	l.gap = Gap{}
+	if next.Seq == 0 {
+		// No HEAD without a record: keep the count here.
+		l.gap = carry
+		return out, err
+	}
+	if next.Seq == tip.Seq && next.Lost == nil && tip.Lost == nil {
+		return out, err // nothing changed
+	}
+	ck, herr := writeHead(l.dir, next, l.key)
+	if herr != nil {
+		// HEAD still says what it said; keep what it does not.
+		l.gap = mergeGaps(memGap, newLoss)
+		if gapWritten {
+			l.gap = newLoss // HEAD's old note is dropped by recovery: the gap record follows it
+		}
+		if len(out) > 0 && err == nil {
+			// The records are durable and the next Append repairs HEAD; do not append them again.
+			err = fmt.Errorf("record %d written, HEAD not updated: %w", out[len(out)-1].Seq, herr)
+		}
+	} else if l.fwd != nil && next.Seq > tip.Seq {
+		l.fwd.send("checkpoint " + ck.String())
+	}
+	return out, err
+}
+
+// writeRecords chains ms after tip and writes them. It returns the envelopes of those
+// written and the head after them (tip when none was).
+func (l *Ledger) writeRecords(tip head, ms []map[string]any) ([]Record, head, error) {
+	next := tip
+	next.Lost = nil
 	ts := time.Now().UTC().Truncate(time.Millisecond)
-	out = make([]Record, len(ms))
+	out := make([]Record, len(ms))
 	lines := make([][]byte, len(ms))
 	seq, prev := tip.Seq, tip.prevHash()
 	for i, m := range ms {
@@ -382,39 +452,30 @@ func (l *Ledger) appendLocked(ms []map[string]any) (out []Record, err error) {
 		m["prev"] = prev
 		hash, err := recordHash(m)
 		if err != nil {
-			return nil, err
+			return nil, next, err
 		}
 		m["hash"] = hash
 		var line bytes.Buffer
 		if err := writeCanonical(&line, m); err != nil {
-			return nil, err
+			return nil, next, err
 		}
 		line.WriteByte('\n')
 		lines[i] = line.Bytes()
 		out[i] = Record{V: Version, Seq: seq, TS: ts, Type: m["type"].(string), Prev: prev, Hash: hash}
 		prev = hash
 	}
-
-	next, n, err := l.write(tip, lines)
-	written = n
+	end, n, err := l.write(tip, lines)
 	out = out[:n]
 	if n > 0 {
+		next = end
 		next.Seq, next.Hash = out[n-1].Seq, out[n-1].Hash
-		ck, herr := writeHead(l.dir, next, l.key)
-		if herr != nil && err == nil {
-			// The records are durable and the next Append repairs HEAD; do not append them again.
-			err = fmt.Errorf("record %d written, HEAD not updated: %w", out[n-1].Seq, herr)
-		}
 		if l.fwd != nil {
 			for _, line := range lines[:n] {
 				l.fwd.send(string(bytes.TrimSuffix(line, []byte("\n"))))
 			}
-			if herr == nil {
-				l.fwd.send("checkpoint " + ck.String())
-			}
 		}
 	}
-	return out, err
+	return out, next, err
 }
 
 // write appends lines after tip, each in tip's file or a new one when it would take a
@@ -533,6 +594,9 @@ type head struct {
 	// (base64url); empty in a HEAD written without a key (older versions).
 	TS  int64  `json:"ts,omitempty"`
 	Sig string `json:"sig,omitempty"`
+	// Lost are records lost after seq and not yet in a gap record: the next append
+	// writes the gap record first.
+	Lost *Gap `json:"lost,omitempty"`
 }
 
 // checkpoint returns the checkpoint HEAD carries; Sig is nil when HEAD is unsigned or the
@@ -783,6 +847,9 @@ func recoverFrom(dir string, files []string, h head) (head, error) {
 			}
 			off += int64(len(line))
 			cur.Seq, cur.Hash, cur.Size = seqOf(m), m["hash"].(string), off
+			if m["type"] == TypeGap {
+				cur.Lost = nil // HEAD's pending gap was written after it
+			}
 		}
 		f.Close()
 	}

@@ -46,9 +46,11 @@ type Report struct {
 	Dropped int64   `json:"dropped,omitempty"`
 }
 
-// GapAt is a gap record found by [Verify], at seq Seq.
+// GapAt is a gap record found by [Verify], at seq Seq; or, Pending, records lost after
+// seq Seq-1 that HEAD notes and the next append will record.
 type GapAt struct {
-	Seq int64 `json:"seq"`
+	Seq     int64 `json:"seq"`
+	Pending bool  `json:"pending,omitempty"`
 	Gap
 }
 
@@ -285,6 +287,10 @@ func VerifyWith(home string, o VerifyOptions) (Report, error) {
 			rep.Signed = signer
 		}
 		rep.Checkpoint, rep.Unsigned = ck.String(), seq-h.Seq
+		if h.Lost != nil && h.Lost.Dropped > 0 && seq == h.Seq {
+			rep.Gaps = append(rep.Gaps, GapAt{Seq: seq + 1, Pending: true, Gap: *h.Lost})
+			rep.Dropped += h.Lost.Dropped
+		}
 	}
 	rep.OK = true
 	return rep, nil

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/internal/ledger"
+)
+
+// ledgerHome runs a few commands through conch mcp and returns the home, whose ledger
+// then holds records.
+func ledgerHome(t *testing.T, config string) string {
+	t.Helper()
+	home := newHome(t, config)
+	c := startConch(t, home)
+	for _, cmd := range []string{"echo one", "echo two", "echo three"} {
+		if r := c.exec(map[string]any{"command": cmd}); r.str("status") != "completed" {
+			t.Fatalf("%s: %q %v", cmd, r.Text, r.D)
+		}
+	}
+	c.close()
+	return home
+}
+
+// cloneLedger copies a home's ledger and key to a new home.
+func cloneLedger(t *testing.T, home string) string {
+	t.Helper()
+	dst := newHome(t, "")
+	if out, err := exec.Command("cp", "-a", filepath.Join(home, "ledger"), filepath.Join(home, ledger.KeyFile), dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	return dst
+}
+
+// cutTail removes the last k records of a one-file ledger and rewrites HEAD to match,
+// as anyone who can write the home can: HEAD is the JSON of the new last record.
+func cutTail(t *testing.T, home string, k int, sign ed25519.PrivateKey) {
+	t.Helper()
+	path := filepath.Join(home, "ledger", "ledger-000001.jsonl")
+	data, _ := os.ReadFile(path)
+	lines := strings.SplitAfter(string(data), "\n")
+	lines = lines[:len(lines)-1] // the empty string after the last newline
+	if k >= len(lines) {
+		t.Fatalf("cut %d of %d records", k, len(lines))
+	}
+	kept := strings.Join(lines[:len(lines)-k], "")
+	os.WriteFile(path, []byte(kept), 0o600)
+	var last struct {
+		Seq  int64  `json:"seq"`
+		Hash string `json:"hash"`
+	}
+	json.Unmarshal([]byte(lines[len(lines)-k-1]), &last)
+	head := map[string]any{"seq": last.Seq, "hash": last.Hash, "file": "ledger-000001.jsonl", "size": len(kept)}
+	if sign != nil {
+		ck := ledger.Checkpoint{Seq: last.Seq, Hash: last.Hash, TS: time.UnixMilli(0)}
+		head["ts"] = int64(0)
+		head["sig"] = base64.RawURLEncoding.EncodeToString(ed25519.Sign(sign, ck.Message()))
+	}
+	b, _ := json.Marshal(head)
+	os.WriteFile(filepath.Join(home, "ledger", "HEAD"), append(b, '\n'), 0o600)
+}
+
+// TestLedgerTruncationCLI: cutting records off the end of the ledger and rewriting HEAD
+// to match passes `conch ledger verify` no more, for every number of records cut;
+// replacing the home's key too is caught by the public key saved before, and by a
+// checkpoint copied from an earlier verify.
+func TestLedgerTruncationCLI(t *testing.T) {
+	home := ledgerHome(t, "")
+	pubOut, code := cli(t, "ledger", "key", "--home", home)
+	if code != 0 || !strings.HasPrefix(pubOut, "ed25519:") {
+		t.Fatalf("ledger key: %d %q", code, pubOut)
+	}
+	pubFile := filepath.Join(t.TempDir(), "ledger.pub")
+	os.WriteFile(pubFile, []byte(pubOut), 0o600)
+	if again, _ := cli(t, "ledger", "key", "--home", home); again != pubOut {
+		t.Fatalf("a second ledger key printed %q, then %q", pubOut, again)
+	}
+	out, code := cli(t, "ledger", "verify", "--home", home, "--pubkey", strings.TrimSpace(pubOut))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || !strings.HasPrefix(lines[0], "ok: ") || len(lines) < 2 || !strings.HasPrefix(lines[1], "checkpoint ") || !strings.HasSuffix(lines[1], "(signed by the given key)") {
+		t.Fatalf("verify of the intact ledger: %d\n%s", code, out)
+	}
+	checkpoint := strings.Fields(lines[1])[1]
+	recs, _ := ledger.Tail(home, 0, ledger.Filter{})
+	if len(recs) < 4 {
+		t.Fatalf("the ledger holds %d records", len(recs))
+	}
+
+	_, attacker, _ := ed25519.GenerateKey(rand.Reader)
+	for k := 1; k < len(recs); k++ {
+		// Without the key: HEAD unsigned, as conch wrote it before it signed.
+		h := cloneLedger(t, home)
+		cutTail(t, h, k, nil)
+		if out, code := cli(t, "ledger", "verify", "--home", h); code != 1 || !strings.Contains(out, "HEAD is not signed") {
+			t.Fatalf("cut %d, HEAD rewritten: verify %d\n%s", k, code, out)
+		}
+		// With a key of the attacker's own in place of the home's.
+		h = cloneLedger(t, home)
+		cutTail(t, h, k, attacker)
+		der, _ := x509.MarshalPKCS8PrivateKey(attacker)
+		os.WriteFile(filepath.Join(h, ledger.KeyFile), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+		if out, code := cli(t, "ledger", "verify", "--home", h); code != 0 {
+			t.Fatalf("cut %d, re-signed with a new home key: plain verify cannot tell, but said %d\n%s", k, code, out)
+		}
+		if out, code := cli(t, "ledger", "verify", "--home", h, "--pubkey", pubFile); code != 1 || !strings.Contains(out, "does not verify with the given public key") {
+			t.Fatalf("cut %d, re-signed: verify --pubkey %d\n%s", k, code, out)
+		}
+		// The checkpoint's record is gone; and its signature does not verify with
+		// the replaced home key.
+		unsigned := strings.Join(strings.Split(checkpoint, ":")[:2], ":")
+		if out, code := cli(t, "ledger", "verify", "--home", h, "--checkpoint", unsigned); code != 1 || !strings.Contains(out, "truncated: a given checkpoint names seq") {
+			t.Fatalf("cut %d, re-signed: verify --checkpoint %s: %d\n%s", k, unsigned, code, out)
+		}
+		if out, code := cli(t, "ledger", "verify", "--home", h, "--checkpoint", checkpoint); code != 1 || !strings.Contains(out, "signature does not verify") {
+			t.Fatalf("cut %d, re-signed: verify --checkpoint %s: %d\n%s", k, checkpoint, code, out)
+		}
+		if out, code := cli(t, "ledger", "verify", "--home", h, "--pubkey", pubFile, "--checkpoint", checkpoint); code != 1 {
+			t.Fatalf("cut %d, re-signed: verify --pubkey --checkpoint: %d\n%s", k, code, out)
+		}
+	}
+	for _, bad := range [][]string{{"--pubkey", "ed25519:xx"}, {"--pubkey", filepath.Join(t.TempDir(), "missing")}, {"--checkpoint", "12"}} {
+		if out, code := cli(t, append([]string{"ledger", "verify", "--home", home}, bad...)...); code != 2 {
+			t.Errorf("verify %v: %d %s", bad, code, out)
+		}
+	}
+}
+
+// TestLedgerGapFullDisk: commands run while the ledger's file system is full lose
+// their records; verify says so (exit 1) from the note in HEAD, and after space
+// returns the next run of conch writes the gap record.
+func TestLedgerGapFullDisk(t *testing.T) {
+	home := ledgerHome(t, "")
+	dir := filepath.Join(home, "ledger")
+	saved := t.TempDir()
+	exec.Command("cp", "-a", dir+"/.", saved).Run()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=128k,mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs for a full disk (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	exec.Command("cp", "-a", saved+"/.", dir).Run()
+	filler := filepath.Join(dir, "filler")
+	f, _ := os.Create(filler)
+	for {
+		if _, err := f.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	f.Close()
+
+	c := startConch(t, home)
+	for _, cmd := range []string{"echo lost-1", "echo lost-2"} {
+		if r := c.exec(map[string]any{"command": cmd}); r.str("status") != "completed" {
+			t.Fatalf("%s on a full ledger disk: %q %v", cmd, r.Text, r.D)
+		}
+	}
+	c.close() // drains the ledger queue: every write fails, HEAD notes the loss
+	out, code := cli(t, "ledger", "verify", "--home", home)
+	if code != 1 || !strings.HasPrefix(out, "gaps: ") || !strings.Contains(out, "no space left on device") {
+		t.Fatalf("verify on a full disk: %d\n%s", code, out)
+	}
+	if out, code := cli(t, "ledger", "verify", "--home", home, "--allow-gaps"); code != 0 {
+		t.Fatalf("verify --allow-gaps: %d\n%s", code, out)
+	}
+	if out, _ := cli(t, "doctor", "--home", home); !strings.Contains(out, "warn  ledger.gaps: ") {
+		t.Fatalf("doctor on a ledger with a gap:\n%s", out)
+	}
+
+	os.Remove(filler)
+	c = startConch(t, home)
+	c.exec(map[string]any{"command": "echo after"})
+	c.close()
+	out, code = cli(t, "ledger", "verify", "--home", home)
+	if code != 1 || !strings.HasPrefix(out, "gaps: ") {
+		t.Fatalf("verify after space returned: %d\n%s", code, out)
+	}
+	var rep ledger.Report
+	jout, _ := cli(t, "ledger", "verify", "--home", home, "--json")
+	if err := json.Unmarshal([]byte(jout), &rep); err != nil || len(rep.Gaps) != 1 || rep.Gaps[0].Pending || rep.Dropped < 2 {
+		t.Fatalf("verify --json: %v %s", err, jout)
+	}
+	tail, _ := cli(t, "ledger", "tail", "--home", home, "-n", "100")
+	if !strings.Contains(tail, " gap ") {
+		t.Fatalf("tail lacks the gap record:\n%s", tail)
+	}
+}
+
+// TestDoctorRiskyCLI: doctor warns about a root gateway running agents' commands
+// unsandboxed and ungated, and about loosened modes in the home; --fix tightens the
+// modes.
+func TestDoctorRiskyCLI(t *testing.T) {
+	home := ledgerHome(t, "")
+	if os.Geteuid() == 0 {
+		out, code := cli(t, "doctor", "--home", home)
+		if code != 1 || !strings.Contains(out, "warn  gateway.root_unsandboxed: agent main: the gateway runs as root with sandbox.mode=off") {
+			t.Fatalf("doctor as root with the default configuration: %d\n%s", code, out)
+		}
+	}
+	gated := newHome(t, `{"tools":{"exec":{"host":"gateway"}}}`)
+	if out, code := cli(t, "doctor", "--home", gated); code != 0 || strings.Contains(out, "gateway.root_unsandboxed") {
+		t.Fatalf("a gated home: %d\n%s", code, out)
+	}
+
+	home = ledgerHome(t, `{"tools":{"exec":{"host":"gateway","security":"full","ask":"on-miss"}}}`)
+	os.Chmod(filepath.Join(home, "sessions"), 0o755)
+	os.Chmod(filepath.Join(home, "ledger"), 0o750)
+	os.Chmod(filepath.Join(home, ledger.KeyFile), 0o640)
+	lockFile := filepath.Join(home, "run", "engine.lock")
+	if err := os.Chmod(lockFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := cli(t, "doctor", "--home", home)
+	for _, want := range []string{
+		"error home.permissions: " + filepath.Join(home, ledger.KeyFile) + " has mode 640",
+		"warn  home.modes: directory " + filepath.Join(home, "sessions") + " has mode 0755, want 0700",
+		"warn  home.modes: directory " + filepath.Join(home, "ledger") + " has mode 0750",
+		"warn  home.modes: file " + lockFile + " has mode 0644, want 0600",
+	} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Errorf("doctor lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+	out, code = cli(t, "doctor", "--fix", "--home", home)
+	if code != 0 || strings.Contains(out, "home.modes: directory") || !strings.Contains(out, "fixed home.modes: "+filepath.Join(home, "sessions")+" 0755 -> 0700") {
+		t.Fatalf("doctor --fix: %d\n%s", code, out)
+	}
+}
