@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -232,5 +233,43 @@ func TestDoctorRiskyCLI(t *testing.T) {
 	out, code = cli(t, "doctor", "--fix", "--home", home)
 	if code != 0 || strings.Contains(out, "home.modes: directory") || !strings.Contains(out, "fixed home.modes: "+filepath.Join(home, "sessions")+" 0755 -> 0700") {
 		t.Fatalf("doctor --fix: %d\n%s", code, out)
+	}
+}
+
+// TestLedgerForwardCLI: with ledger.forward, conch mcp sends every record and a
+// signed checkpoint to a syslog socket (a real one the test reads), and the
+// forwarded checkpoint verifies with the key `conch ledger key` prints.
+func TestLedgerForwardCLI(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "log.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	home := ledgerHome(t, `{"ledger":{"forward":{"network":"unixgram","address":"`+sock+`","tag":"conch-audit"}}}`)
+	recs, _ := ledger.Tail(home, 0, ledger.Filter{})
+	var last string
+	seen := map[string]bool{}
+	buf := make([]byte, 1<<20)
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for len(seen) < len(recs) || !strings.Contains(last, " checkpoint ") {
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d of %d records: %v", len(seen), len(recs), err)
+		}
+		msg := string(buf[:n])
+		if !strings.Contains(msg, " conch-audit[") {
+			t.Fatalf("message %q", msg)
+		}
+		for _, r := range recs {
+			if strings.Contains(msg, `"hash":"`+r.Hash+`"`) {
+				seen[r.Hash] = true
+			}
+		}
+		last = msg
+	}
+	pub, _ := cli(t, "ledger", "key", "--home", home)
+	if out, code := cli(t, "ledger", "verify", "--home", home, "--pubkey", strings.TrimSpace(pub), "--checkpoint", last); code != 0 || !strings.Contains(out, "1 given checkpoints found") {
+		t.Fatalf("verify against the forwarded checkpoint %q: %d\n%s", last, code, out)
 	}
 }

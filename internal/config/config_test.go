@@ -59,6 +59,9 @@ func TestStrict(t *testing.T) {
 		`{"agents":{"x":{"tools":{"exec":{"ask":"sometimes"}}}}}`: `agents.x.tools.exec.ask`,
 		`{"agents":{"Bad":{}}}`:                                   `invalid agent id "Bad"`,
 		`{"ledger":{"scope":"most"}}`:                             `ledger.scope`,
+		`{"ledger":{"forward":{"network":"pigeon"}}}`:             `ledger.forward.network: invalid value "pigeon"`,
+		`{"ledger":{"forward":{"network":"tcp"}}}`:                `ledger.forward.address: network tcp needs host:port`,
+		`{"ledger":{"forward":{"adress":"x"}}}`:                   "unknown field",
 		`{} {}`:                                                   "trailing data",
 	} {
 		_, err := Parse([]byte(in))

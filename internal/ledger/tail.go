@@ -203,6 +203,11 @@ func summary(typ string, m map[string]any) string {
 		add("node", "nodeId")
 		add("name", "name")
 		add("by", "by")
+	case TypeGap:
+		add("dropped", "dropped")
+		add("from", "firstTs")
+		add("to", "lastTs")
+		add("reason", "reason")
 	case TypePatch:
 		add("host", "host")
 		add("session", "sessionId")
