@@ -27,6 +27,9 @@ func (e *Engine) startLedger() {
 		e.log.Warn("ledger unavailable; decisions are not recorded", "err", err)
 		return
 	}
+	if err := l.KeyError(); err != nil {
+		e.log.Error("ledger checkpoints are not signed", "err", err)
+	}
 	e.ledgerQ = make(chan ledger.Record, 1024)
 	e.ledgerDone = make(chan struct{})
 	go func() {

@@ -150,8 +150,9 @@ type Ledger struct {
 	dir         string
 	rotateBytes int64
 
-	key ed25519.PrivateKey // signs HEAD (checkpoints); set by Open
-	fwd *forwarder         // nil without Options.Forward
+	key    ed25519.PrivateKey // signs HEAD (checkpoints); nil when unusable
+	keyErr error              // why key is nil
+	fwd    *forwarder         // nil without Options.Forward
 
 	// appendFile writes a batch of lines; tests replace it to inject write failures.
 	appendFile func(path string, size int64, buf []byte) error
@@ -164,17 +165,18 @@ type Ledger struct {
 
 // Open opens the ledger in home/ledger, creating the directory (0700) and its lock file
 // if needed, and loads the home's signing key ([KeyFile]), creating it when it is
-// missing; a key it creates signs the current HEAD at once (trust on first use). It
+// missing; a key it creates signs the current HEAD at once (trust on first use). A key
+// that cannot be read or created does not stop appends: they write unsigned
+// checkpoints, and [Ledger.KeyError] says why. It
 // reads nothing else; damage is found by Append and [Verify].
 func Open(home string, opts Options) (*Ledger, error) {
 	dir := Dir(home)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
 	}
-	key, created, err := ensureKey(home)
-	if err != nil {
-		return nil, fmt.Errorf("open ledger: signing key: %w", err)
-	}
+	// An unusable key must not stop the audit trail: records are then written with
+	// unsigned checkpoints, which Verify reports.
+	key, created, keyErr := ensureKey(home)
 	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
@@ -183,7 +185,10 @@ func Open(home string, opts Options) (*Ledger, error) {
 	if rb <= 0 {
 		rb = DefaultRotateBytes
 	}
-	l := &Ledger{dir: dir, rotateBytes: rb, lock: lock, key: key, appendFile: appendSync}
+	l := &Ledger{dir: dir, rotateBytes: rb, lock: lock, key: key, keyErr: keyErr, appendFile: appendSync}
+	if keyErr != nil {
+		l.keyErr = fmt.Errorf("ledger signing key: %w", keyErr)
+	}
 	if created {
 		if err := l.signHead(); err != nil {
 			lock.Close()
@@ -200,6 +205,9 @@ func Open(home string, opts Options) (*Ledger, error) {
 	}
 	return l, nil
 }
+
+// KeyError returns why l writes unsigned checkpoints (its key file is unusable), or nil.
+func (l *Ledger) KeyError() error { return l.keyErr }
 
 // signHead signs the current HEAD, if there is one, with l's key.
 func (l *Ledger) signHead() error {

@@ -106,6 +106,9 @@ func EnsureKey(home string) (ed25519.PublicKey, error) {
 		return nil, err
 	}
 	defer l.Close()
+	if l.keyErr != nil {
+		return nil, l.keyErr
+	}
 	return l.key.Public().(ed25519.PublicKey), nil
 }
 

@@ -225,3 +225,23 @@ func TestKeyAndCheckpointText(t *testing.T) {
 		}
 	}
 }
+
+// TestUnusableKey: a damaged key file does not stop the audit trail; the records are
+// written with an unsigned HEAD, which Verify then cannot check and says so.
+func TestUnusableKey(t *testing.T) {
+	home := t.TempDir()
+	os.WriteFile(KeyPath(home), []byte("not a key"), 0o600)
+	l := openLedger(t, home, Options{})
+	if l.KeyError() == nil {
+		t.Fatal("no key error")
+	}
+	if _, err := l.Append(Record{Type: TypeNode}); err != nil {
+		t.Fatalf("append with a damaged key: %v", err)
+	}
+	if _, err := Verify(home); err == nil || !strings.Contains(err.Error(), "not a PEM private key") {
+		t.Fatalf("verify with a damaged key: %v", err)
+	}
+	if _, err := EnsureKey(home); err == nil {
+		t.Fatal("EnsureKey returned a key")
+	}
+}
