@@ -61,6 +61,8 @@ Usage:
                                                            read, replace (optimistic) or import the approvals file
   conch policy explain [--agent A] [--cwd DIR] -- CMD      show how the policy judges a command
   conch ledger verify | tail [-n N] [--session ID]         check or read the audit ledger
+  conch ledger verify --pubkey KEY --checkpoint C          check it against a saved public key and checkpoint
+  conch ledger key                                         print the ledger's public key (created if missing)
   conch agents defaults NAME [k=v…] [--clear]              per-agent exec defaults (host, security, ask, node)
   conch doctor [--json]                                    audit the home, the policy and the machine
   conch ui [--print]                                       one-time login link for the control UI of conch serve
