@@ -59,3 +59,40 @@ func ExampleCanonical() {
 	fmt.Println(string(out))
 	// Output: {"a":"é\n","b":1.5,"c":[1000,true]}
 }
+
+// ExampleVerifyWith checks a ledger against evidence kept elsewhere: the public key
+// printed when the ledger was set up, and a checkpoint from an earlier verify (or from
+// the forwarded syslog stream).
+func ExampleVerifyWith() {
+	home, err := os.MkdirTemp("", "conch")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(home)
+
+	pub, err := ledger.EnsureKey(home) // what `conch ledger key` prints
+	if err != nil {
+		log.Fatal(err)
+	}
+	saved := ledger.FormatPublicKey(pub)
+
+	l, err := ledger.Open(home, ledger.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, action := range []string{"pair", "approve"} {
+		l.Append(ledger.Record{Type: ledger.TypeNode, Fields: ledger.Node{Action: action, NodeID: "n1", By: "cli"}})
+	}
+	l.Close()
+	rep, _ := ledger.VerifyWith(home, ledger.VerifyOptions{})
+	checkpoint := rep.Checkpoint // kept elsewhere
+
+	key, _ := ledger.ParsePublicKey(saved)
+	ck, _ := ledger.ParseCheckpoint(checkpoint)
+	rep, err = ledger.VerifyWith(home, ledger.VerifyOptions{PublicKey: key, Checkpoints: []ledger.Checkpoint{ck}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rep.OK, rep.Records, rep.Signed, rep.Checkpoints)
+	// Output: true 2 key 1
+}

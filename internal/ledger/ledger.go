@@ -17,6 +17,15 @@
 // lets an appender find the tip without reading the log, and lets [Verify] notice records
 // removed from the end.
 //
+// # Checkpoints, gaps and forwarding
+//
+// HEAD also holds a [Checkpoint] of its record signed with the home's Ed25519 key
+// ([KeyFile]), so that cutting records off the end and rewriting HEAD to match needs the
+// key; [VerifyWith] checks it against a public key and checkpoints kept elsewhere.
+// Records a Ledger fails to write are counted, noted in HEAD and written as a TypeGap
+// record before the next record that can be written. [Options.Forward] sends records and
+// checkpoints to syslog or journald.
+//
 // # Concurrency and crash safety
 //
 // [Ledger.Append] holds an exclusive flock(2) on ledger/.lock while it finds the tip,
