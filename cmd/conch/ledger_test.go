@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -29,8 +30,22 @@ func ledgerHome(t *testing.T, config string) string {
 			t.Fatalf("%s: %q %v", cmd, r.Text, r.D)
 		}
 	}
-	c.close()
+	closeAndWait(t, c)
 	return home
+}
+
+// closeAndWait closes conch mcp and waits until the process has exited, so that its
+// last ledger writes are done.
+func closeAndWait(t *testing.T, c *conch) {
+	t.Helper()
+	pid := c.cmd.Process.Pid
+	c.close()
+	eventually(t, 30*time.Second, func() string {
+		if !isZombie(pid) {
+			return fmt.Sprintf("conch mcp (pid %d) still runs after close", pid)
+		}
+		return ""
+	})
 }
 
 // cloneLedger copies a home's ledger and key to a new home.
@@ -164,11 +179,15 @@ func TestLedgerGapFullDisk(t *testing.T) {
 			t.Fatalf("%s on a full ledger disk: %q %v", cmd, r.Text, r.D)
 		}
 	}
-	c.close() // drains the ledger queue: every write fails, HEAD notes the loss
-	out, code := cli(t, "ledger", "verify", "--home", home)
-	if code != 1 || !strings.HasPrefix(out, "gaps: ") || !strings.Contains(out, "no space left on device") {
-		t.Fatalf("verify on a full disk: %d\n%s", code, out)
-	}
+	closeAndWait(t, c) // drains the ledger queue: every write fails, HEAD notes the loss
+	// The process may still be draining as close returns.
+	eventually(t, 30*time.Second, func() string {
+		out, code := cli(t, "ledger", "verify", "--home", home)
+		if code != 1 || !strings.HasPrefix(out, "gaps: ") || !strings.Contains(out, "no space left on device") {
+			return fmt.Sprintf("verify on a full disk: %d\n%s", code, out)
+		}
+		return ""
+	})
 	if out, code := cli(t, "ledger", "verify", "--home", home, "--allow-gaps"); code != 0 {
 		t.Fatalf("verify --allow-gaps: %d\n%s", code, out)
 	}
@@ -179,15 +198,17 @@ func TestLedgerGapFullDisk(t *testing.T) {
 	os.Remove(filler)
 	c = startConch(t, home)
 	c.exec(map[string]any{"command": "echo after"})
-	c.close()
-	out, code = cli(t, "ledger", "verify", "--home", home)
-	if code != 1 || !strings.HasPrefix(out, "gaps: ") {
+	closeAndWait(t, c)
+	eventually(t, 30*time.Second, func() string {
+		var rep ledger.Report
+		jout, code := cli(t, "ledger", "verify", "--home", home, "--json")
+		if err := json.Unmarshal([]byte(jout), &rep); err != nil || code != 1 || !rep.OK || len(rep.Gaps) != 1 || rep.Gaps[0].Pending || rep.Dropped < 2 {
+			return fmt.Sprintf("verify --json after space returned: %d %v %s", code, err, jout)
+		}
+		return ""
+	})
+	if out, code := cli(t, "ledger", "verify", "--home", home); code != 1 || !strings.HasPrefix(out, "gaps: ") {
 		t.Fatalf("verify after space returned: %d\n%s", code, out)
-	}
-	var rep ledger.Report
-	jout, _ := cli(t, "ledger", "verify", "--home", home, "--json")
-	if err := json.Unmarshal([]byte(jout), &rep); err != nil || len(rep.Gaps) != 1 || rep.Gaps[0].Pending || rep.Dropped < 2 {
-		t.Fatalf("verify --json: %v %s", err, jout)
 	}
 	tail, _ := cli(t, "ledger", "tail", "--home", home, "-n", "100")
 	if !strings.Contains(tail, " gap ") {
