@@ -176,8 +176,8 @@ type Ledger struct {
 // if needed, and loads the home's signing key ([KeyFile]), creating it when it is
 // missing; a key it creates signs the current HEAD at once (trust on first use). A key
 // that cannot be read or created does not stop appends: they write unsigned
-// checkpoints, and [Ledger.KeyError] says why. It
-// reads nothing else; damage is found by Append and [Verify].
+// checkpoints, and [Ledger.KeyError] says why. It reads nothing else; damage is found by
+// Append and [Verify].
 func Open(home string, opts Options) (*Ledger, error) {
 	dir := Dir(home)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -293,10 +293,11 @@ func mergeGaps(a, b Gap) Gap {
 // Dir returns the ledger directory of a conch home.
 func Dir(home string) string { return filepath.Join(home, "ledger") }
 
-// Close releases the lock file and stops forwarding, waiting a little (at most about
-// two seconds) for the queued messages to go out. Appends after Close fail. Records l
-// failed to write and could not yet account for in a gap record are lost with no trace
-// in the ledger; Close then returns an error saying how many.
+// Close makes a last attempt to record lost records (as a gap record, or noted in
+// HEAD), releases the lock file and stops forwarding, waiting a little (at most about two
+// seconds) for the queued messages to go out. Appends after Close fail. Lost records it
+// could note nowhere (the ledger has no record yet, or HEAD cannot be written) leave no
+// trace in the ledger; Close then returns an error saying how many.
 func (l *Ledger) Close() error {
 	l.mu.Lock()
 	if l.closed {
