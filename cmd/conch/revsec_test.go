@@ -107,7 +107,8 @@ func TestSandboxLandlockUnixSockets(t *testing.T) {
 func TestSandboxProtectPathsParentRename(t *testing.T) {
 	needBwrap(t)
 	t.Parallel()
-	se := newSandbox(t, nil)
+	// gitAccess "rw": the default makes all of .git read-only.
+	se := newSandbox(t, map[string]any{"gitAccess": "rw"})
 	hook := filepath.Join(se.ws, ".git", "hooks", "pre-commit")
 	os.MkdirAll(filepath.Dir(hook), 0o755)
 	os.WriteFile(hook, []byte("orig\n"), 0o755)

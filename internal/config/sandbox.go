@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 )
 
@@ -18,6 +19,8 @@ type Sandbox struct {
 	WorkspacePath   string            `json:"workspacePath,omitempty"`
 	Network         string            `json:"network,omitempty"`
 	ProtectPaths    []string          `json:"protectPaths,omitempty"`
+	GitAccess       string            `json:"gitAccess,omitempty"`
+	RunAs           string            `json:"runAs,omitempty"`
 	Env             map[string]string `json:"env,omitempty"`
 	Bwrap           *SandboxBwrap     `json:"bwrap,omitempty"`
 	Limits          *SandboxLimits    `json:"limits,omitempty"`
@@ -66,6 +69,9 @@ type SandboxSettings struct {
 	WorkspacePath   string // same | /workspace
 	Network         string // none | open
 	ProtectPaths    []string
+	GitAccess       string // ro | rw: the workspace's git directories
+	RunAsUID        int    // the uid:gid a root gateway runs bwrap commands as
+	RunAsGID        int    // (0:0 keeps root)
 	Env             map[string]string
 	BwrapPath       string
 	ROBinds         []string
@@ -101,6 +107,12 @@ func (s *Sandbox) validate(prefix string) error {
 		oneOf(prefix+".scope", s.Scope, "agent", "shared"),
 		oneOf(prefix+".workspaceAccess", s.WorkspaceAccess, "rw", "ro", "none"),
 		oneOf(prefix+".network", s.Network, "none", "open"),
+		oneOf(prefix+".gitAccess", s.GitAccess, "ro", "rw"),
+	}
+	if s.RunAs != "" {
+		if _, _, err := ParseRunAs(s.RunAs); err != nil {
+			errs = append(errs, fmt.Errorf("%s.runAs: %v", prefix, err))
+		}
 	}
 	if s.WorkspacePath != "" && s.WorkspacePath != "same" && s.WorkspacePath != "/workspace" {
 		errs = append(errs, fmt.Errorf("%s.workspacePath: invalid value %q (want same or /workspace)", prefix, s.WorkspacePath))
@@ -179,7 +191,7 @@ func checkBindSyntax(b string) error {
 func (c *Config) SandboxFor(agent string) SandboxSettings {
 	s := SandboxSettings{
 		Mode: "off", Backend: "auto", Scope: "agent", WorkspaceAccess: "rw", WorkspacePath: "same",
-		Network: "none", ProtectPaths: DefaultProtectPaths, Env: map[string]string{"LANG": "C.UTF-8"},
+		Network: "none", ProtectPaths: DefaultProtectPaths, GitAccess: "ro", RunAsUID: 65534, RunAsGID: 65534, Env: map[string]string{"LANG": "C.UTF-8"},
 		BwrapPath: "bwrap", Pids: 512,
 		Docker: DockerSettings{Image: "debian:bookworm-slim", Network: "bridge", IdleHours: 24, MaxAgeDays: 7},
 	}
@@ -202,6 +214,10 @@ func (c *Config) SandboxFor(agent string) SandboxSettings {
 		}
 		if x.ProtectPaths != nil {
 			s.ProtectPaths = x.ProtectPaths
+		}
+		str(&s.GitAccess, x.GitAccess)
+		if u, g, err := ParseRunAs(x.RunAs); x.RunAs != "" && err == nil {
+			s.RunAsUID, s.RunAsGID = u, g
 		}
 		if x.Env != nil {
 			s.Env = maps.Clone(x.Env)
@@ -268,4 +284,19 @@ func (c *Config) SandboxFor(agent string) SandboxSettings {
 		s.Scope = "agent-" + agent
 	}
 	return s
+}
+
+// ParseRunAs reads sandbox.runAs: "UID" or "UID:GID" (numbers; GID
+// defaults to UID).
+func ParseRunAs(v string) (uid, gid int, err error) {
+	us, gs, ok := strings.Cut(v, ":")
+	if !ok {
+		gs = us
+	}
+	uid, err1 := strconv.Atoi(us)
+	gid, err2 := strconv.Atoi(gs)
+	if err1 != nil || err2 != nil || uid < 0 || gid < 0 || uid > 1<<31-2 || gid > 1<<31-2 {
+		return 0, 0, fmt.Errorf("invalid value %q (want UID or UID:GID, numbers)", v)
+	}
+	return uid, gid, nil
 }

@@ -55,10 +55,12 @@ func (b *Bwrap) Prepare(ctx context.Context, r *Run) error {
 	if err := os.MkdirAll(filepath.Join(ScopeDir(r.Home, r.Settings.Scope), "home"), 0o700); err != nil {
 		return err
 	}
-	if r.Settings.Network != "open" {
-		return writeNoVsockFilter(r.Home)
+	if staged(r.Settings.RunAsUID, r.Settings.RunAsGID) {
+		if err := os.MkdirAll(StageDir, 0o755); err != nil {
+			return err
+		}
 	}
-	return nil
+	return writeBwrapFilter(r.Home, r.Settings.Network == "open")
 }
 
 // Remove has nothing to remove for bwrap.
@@ -69,6 +71,13 @@ func (b *Bwrap) Layers(r *Run) []string {
 	l := []string{"bwrap", "userns", "pidns", "ipcns", "utsns", "cgroupns", "mountns"}
 	if r.Settings.Network != "open" {
 		l = append(l, "netns")
+	}
+	l = append(l, "seccomp")
+	if r.Settings.WorkspaceAccess == "rw" {
+		l = append(l, "git-"+r.Settings.GitAccess)
+	}
+	if staged(r.Settings.RunAsUID, r.Settings.RunAsGID) {
+		l = append(l, fmt.Sprintf("uid-%d", r.Settings.RunAsUID))
 	}
 	return l
 }
@@ -92,6 +101,13 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 	cwd, ok := view.MapIn(r.Cwd)
 	if !ok {
 		cwd = view.Inside
+	}
+	// A root gateway runs bwrap as sandbox.runAs (runas.go): the
+	// workspace, the scope home and the binary come from StageDir.
+	stage := staged(s.RunAsUID, s.RunAsGID)
+	src, home, exe := r.Workspace, filepath.Join(ScopeDir(r.Home, s.Scope), "home"), r.Exe
+	if stage {
+		src, home, exe = filepath.Join(StageDir, "ws"), filepath.Join(StageDir, "home"), filepath.Join(StageDir, "conch")
 	}
 	a := []string{bin, "--unshare-all"}
 	if s.Network == "open" {
@@ -121,42 +137,55 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 			a = append(a, "--tmpfs", p)
 		}
 	}
-	a = append(a, "--bind", filepath.Join(ScopeDir(r.Home, s.Scope), "home"), InsideHome)
+	a = append(a, "--bind", home, InsideHome)
 	mode := "--bind"
 	if s.WorkspaceAccess == "ro" {
 		mode = "--ro-bind"
 	}
-	a = append(a, mode, r.Workspace, view.Inside)
+	a = append(a, mode, src, view.Inside)
 	// A read-only mount alone does not protect a path: the command could
 	// rename the directory above it (mv .git .git-old) and make a new
 	// one. So every directory between the workspace and a protected path
 	// is bound onto itself first; a mount point cannot be renamed or
 	// removed.
-	var parents, ro []string
+	var ro []string
 	for _, p := range s.ProtectPaths {
 		ok, err := protectable(r.Workspace, p)
 		if err != nil {
 			return nil, nil, err
 		}
-		if !ok {
-			continue
+		if ok {
+			ro = append(ro, filepath.Clean(p))
 		}
-		ro = append(ro, filepath.Clean(p))
-		for d := filepath.Dir(filepath.Clean(p)); d != "." && d != "/"; d = filepath.Dir(d) {
+	}
+	if s.WorkspaceAccess != "ro" {
+		// The repositories of the workspace (git.go).
+		g, err := gitProtected(r.Workspace, s.GitAccess)
+		if err != nil {
+			return nil, nil, err
+		}
+		ro = append(ro, g...)
+	}
+	ro = outermost(ro)
+	var parents []string
+	for _, p := range ro {
+		for d := filepath.Dir(p); d != "." && d != "/"; d = filepath.Dir(d) {
 			if !slices.Contains(parents, d) {
 				parents = append(parents, d)
 			}
 		}
 	}
+	// Shallow first, so that a deeper bind is not covered.
+	byDepth := func(x, y string) int { return strings.Count(x, "/") - strings.Count(y, "/") }
+	slices.SortFunc(parents, byDepth)
+	slices.SortFunc(ro, byDepth)
 	if s.WorkspaceAccess != "ro" {
-		// Shallow first, so that a deeper bind is not covered.
-		slices.SortFunc(parents, func(x, y string) int { return strings.Count(x, "/") - strings.Count(y, "/") })
 		for _, d := range parents {
-			a = append(a, "--bind", filepath.Join(r.Workspace, d), filepath.Join(view.Inside, d))
+			a = append(a, "--bind", filepath.Join(src, d), filepath.Join(view.Inside, d))
 		}
 	}
 	for _, p := range ro {
-		a = append(a, "--ro-bind", filepath.Join(r.Workspace, p), filepath.Join(view.Inside, p))
+		a = append(a, "--ro-bind", filepath.Join(src, p), filepath.Join(view.Inside, p))
 	}
 	for _, x := range s.Binds {
 		src, dst := splitBind(x)
@@ -165,15 +194,11 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 		}
 		a = append(a, "--bind", src, dst)
 	}
-	a = append(a, "--ro-bind", r.Exe, InsideExe, "--chdir", cwd, "--block-fd", "3", "--cap-drop", "ALL")
-	r.Files = nil
-	if s.Network != "open" {
-		// AF_VSOCK ignores network namespaces: in a VM it reaches the
-		// hypervisor's services. A seccomp program refuses such sockets;
-		// the supervisor opens it on fd 4.
-		r.Files = append(r.Files, NoVsockFilter(r.Home))
-		a = append(a, "--seccomp", "4")
-	}
+	a = append(a, "--ro-bind", exe, InsideExe, "--chdir", cwd, "--block-fd", "3", "--cap-drop", "ALL")
+	// The seccomp program (seccomp.go) is opened by the supervisor on
+	// fd 4; bwrap loads it just before it execs the command.
+	r.Files = []string{BwrapFilter(r.Home, s.Network == "open")}
+	a = append(a, "--seccomp", "4")
 	a = append(a, "--")
 	var init []string
 	if r.PTY {
@@ -186,6 +211,11 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 		a = append(append(append(a, InsideExe, "sandbox-init"), init...), "--")
 	}
 	a = append(a, "/bin/sh", "-lc", r.Command)
+	if stage {
+		st := Stage{Workspace: r.Workspace, Home: filepath.Join(ScopeDir(r.Home, s.Scope), "home"), Exe: r.Exe,
+			UID: s.RunAsUID, GID: s.RunAsGID, ReadOnly: s.WorkspaceAccess == "ro"}
+		a = append([]string{r.Exe, "sandbox-init", "--stage", encodeStage(st), "--"}, a...)
+	}
 	return a, r.Env, nil
 }
 
@@ -226,4 +256,22 @@ func underAny(p string, roots []string) bool {
 		}
 	}
 	return false
+}
+
+// outermost drops the paths that lie below another path of ps.
+func outermost(ps []string) []string {
+	var out []string
+	for _, p := range ps {
+		covered := false
+		for _, q := range ps {
+			if _, ok := within(q, p); ok && q != p {
+				covered = true
+				break
+			}
+		}
+		if !covered && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -29,7 +29,7 @@ func InitMain(args []string) int {
 	// Capabilities are per thread: drop them on the thread that execs.
 	runtime.LockOSThread()
 	var ctty, withPTY bool
-	var policy, killSession string
+	var policy, killSession, stage string
 	graceMs := 3000
 	block := -1
 	i := 0
@@ -43,6 +43,12 @@ func InitMain(args []string) int {
 			// --probe KIND ARG: exit 0 when the probe succeeds here.
 			if i+2 >= len(args) {
 				return initFail("--probe needs a kind and an argument")
+			}
+			if args[i+1] == "syscall" {
+				// Prints the error of one call of the system call
+				// (arguments that are harmless or invalid), or "ok".
+				fmt.Println(ProbeSyscall(args[i+2]))
+				return 0
 			}
 			if probeDirect(args[i+1], args[i+2]) {
 				return 0
@@ -58,6 +64,14 @@ func InitMain(args []string) int {
 				graceMs = n
 			}
 			i++
+		case "--hold":
+			return hold()
+		case "--stage":
+			if i+1 >= len(args) {
+				return initFail("--stage needs a value")
+			}
+			i++
+			stage = args[i]
 		case "--landlock":
 			if i+1 >= len(args) {
 				return initFail("--landlock needs a value")
@@ -90,6 +104,9 @@ run:
 	argv := args[i:]
 	if len(argv) == 0 {
 		return initFail("usage: conch sandbox-init [--ctty] [--landlock POLICY] [--block-fd N] -- COMMAND [ARG...] (internal)")
+	}
+	if stage != "" {
+		return runStage(stage, argv)
 	}
 	if block >= 0 {
 		var b [1]byte

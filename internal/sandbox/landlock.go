@@ -1,10 +1,8 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +14,6 @@ import (
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -164,49 +161,8 @@ func ownTerminals() []string {
 	return out
 }
 
-// NoVsockFilter is the seccomp program (struct sock_filter[]) under
-// which socket(AF_VSOCK, …) fails with EPERM, as bwrap --seccomp reads it.
-func NoVsockFilter(home string) string { return filepath.Join(home, "sandboxes", "no-vsock.bpf") }
-
-func writeNoVsockFilter(home string) error {
-	pol := seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: []seccomp.SyscallGroup{{Action: seccomp.ActionErrno,
-		NamesWithCondtions: []seccomp.NameWithConditions{{Name: "socket", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_VSOCK}}}}}}}
-	insts, err := pol.Assemble()
-	if err != nil {
-		return err
-	}
-	raw, err := bpf.Assemble(insts)
-	if err != nil {
-		return err
-	}
-	b := make([]byte, 8*len(raw))
-	for i, in := range raw {
-		binary.NativeEndian.PutUint16(b[8*i:], in.Op)
-		b[8*i+2], b[8*i+3] = in.Jt, in.Jf
-		binary.NativeEndian.PutUint32(b[8*i+4:], in.K)
-	}
-	p := NoVsockFilter(home)
-	if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, b) {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
-	tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
-}
-
 // applySeccomp loads the filter of hosts.md §3.5.
 func applySeccomp(network bool) error {
-	deny := []string{"ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root", "unshare", "setns",
-		"bpf", "perf_event_open", "keyctl", "add_key", "request_key", "open_by_handle_at", "kexec_load", "init_module",
-		"finit_module", "reboot", "swapon", "swapoff",
-		// io_uring runs socket and connect operations past this filter.
-		"io_uring_setup", "io_uring_enter", "io_uring_register"}
-	groups := []seccomp.SyscallGroup{{Action: seccomp.ActionErrno, Names: deny}}
 	var families []uint64
 	if !network {
 		families = append(families, unix.AF_INET, unix.AF_INET6, unix.AF_PACKET, unix.AF_VSOCK)
@@ -217,16 +173,9 @@ func applySeccomp(network bool) error {
 		// tmux's would all be reachable. socketpair(2) still works.
 		families = append(families, unix.AF_UNIX)
 	}
-	if len(families) > 0 {
-		var conds []seccomp.NameWithConditions
-		for _, af := range families {
-			conds = append(conds, seccomp.NameWithConditions{Name: "socket", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: af}}})
-		}
-		groups = append(groups, seccomp.SyscallGroup{Action: seccomp.ActionErrno, NamesWithCondtions: conds})
+	raw, err := filterProgram(families)
+	if err != nil {
+		return err
 	}
-	return seccomp.LoadFilter(seccomp.Filter{
-		NoNewPrivs: true,
-		Flag:       seccomp.FilterFlagTSync,
-		Policy:     seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups},
-	})
+	return loadFilter(raw)
 }

@@ -24,15 +24,22 @@ import (
 // sandbox's network namespace (or, without the privilege for that, from
 // the sandbox's socket table).
 
-// InnerPID returns a pid among pids whose mount namespace differs from
-// this process's (a process inside a bwrap sandbox), or 0.
+// InnerPID returns a pid among pids whose mount and user namespaces
+// differ from this process's (a process inside a bwrap sandbox; a root
+// gateway's staged bwrap has a mount namespace of its own but the host's
+// user namespace), or 0.
 func InnerPID(pids []int) int {
-	self, err := os.Readlink("/proc/self/ns/mnt")
+	selfMnt, err := os.Readlink("/proc/self/ns/mnt")
 	if err != nil {
 		return 0
 	}
+	selfUser, _ := os.Readlink("/proc/self/ns/user")
 	for _, pid := range pids {
-		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && l != self {
+		m, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+		if err != nil || m == selfMnt {
+			continue
+		}
+		if u, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", pid)); err == nil && u != selfUser {
 			return pid
 		}
 	}

@@ -66,6 +66,9 @@ func TestUnsafeWorkspaceAndBinds(t *testing.T) {
 func TestBwrapArgv(t *testing.T) {
 	s := (&config.Config{}).SandboxFor("main")
 	s.On = true
+	// The unstaged shape (a gateway that is not root, or runAs 0:0) with
+	// the git directory's members protected one by one.
+	s.RunAsUID, s.RunAsGID, s.GitAccess = 0, 0, "rw"
 	b := &Bwrap{bin: "/usr/bin/bwrap"}
 	b.probe.done = true
 	ws := t.TempDir()
@@ -100,6 +103,26 @@ func TestBwrapArgv(t *testing.T) {
 	if !strings.Contains(a, "--share-net") || !strings.Contains(a, "--ro-bind "+ws+" /workspace") || strings.Contains(a, "sandbox-init") ||
 		strings.Index(a, "--tmpfs /run") > strings.Index(a, "/run/systemd/resolve") {
 		t.Fatalf("open/ro/workspace argv: %s", a)
+	}
+	// gitAccess ro (the default): the whole .git is read-only; a root
+	// gateway stages the workspace, home and binary and drops to runAs.
+	s = (&config.Config{}).SandboxFor("main")
+	r.Settings = s
+	argv, _, err = b.Command(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = strings.Join(argv, " ")
+	src := ws
+	if os.Geteuid() == 0 {
+		src = StageDir + "/ws"
+		if !strings.HasPrefix(a, "/x/conch sandbox-init --stage ") || !strings.Contains(a, " -- /usr/bin/bwrap ") ||
+			!strings.Contains(a, "--bind "+StageDir+"/home /home/conch") || !strings.Contains(a, "--ro-bind "+StageDir+"/conch /run/conch/conch") {
+			t.Fatalf("staged argv: %s", a)
+		}
+	}
+	if !strings.Contains(a, "--bind "+src+" "+ws+" --ro-bind "+src+"/.git "+ws+"/.git --ro-bind") {
+		t.Fatalf("gitAccess ro argv: %s", a)
 	}
 }
 

@@ -1,0 +1,179 @@
+package sandbox
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A gateway running as root would run bwrap's command as root mapped
+// into its user namespace: without capabilities, but still the owner of
+// every root-owned file the sandbox shows (/etc/shadow, root's 0600
+// files under /etc, /opt, …). So as root, bwrap itself runs as
+// sandbox.runAs (default 65534:65534, nobody) and the command is that uid
+// on the host too. The workspace and the scope home stay writable
+// through idmapped mounts: files root owns appear owned by the runAs
+// user inside, and what it writes lands owned by root on the disk. The
+// mounts are made by `conch sandbox-init --stage` in a mount namespace
+// of its own (root, before it drops to the runAs user and execs bwrap),
+// under StageDir, a path the runAs user can reach.
+
+// StageDir is where a root gateway's staged mounts appear, in the run's
+// own mount namespace only (a tmpfs there hides the host's directory).
+const StageDir = "/run/conch-sandbox"
+
+// Stage is what `sandbox-init --stage` mounts before it becomes the
+// runAs user.
+type Stage struct {
+	Workspace string `json:"ws"`   // host path, idmapped to StageDir/ws
+	Home      string `json:"home"` // scope home, idmapped to StageDir/home
+	Exe       string `json:"exe"`  // the conch binary, bound to StageDir/conch
+	UID       int    `json:"uid"`
+	GID       int    `json:"gid"`
+	ReadOnly  bool   `json:"ro"` // the workspace read-only
+}
+
+// staged reports whether a run of settings s maps its command to another
+// uid: the gateway is root and sandbox.runAs is not 0:0.
+func staged(uid, gid int) bool {
+	return os.Geteuid() == 0 && (uid != 0 || gid != 0)
+}
+
+func encodeStage(st Stage) string {
+	b, _ := json.Marshal(st)
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// runStage makes the staged mounts, drops to the runAs user and execs
+// argv (bwrap).
+func runStage(enc string, argv []string) int {
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return initFail("stage: " + err.Error())
+	}
+	var st Stage
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return initFail("stage: " + err.Error())
+	}
+	if err := stageMounts(st); err != nil {
+		return initFail("stage: " + err.Error())
+	}
+	if err := syscall.Setgroups(nil); err != nil {
+		return initFail("setgroups: " + err.Error())
+	}
+	if err := syscall.Setresgid(st.GID, st.GID, st.GID); err != nil {
+		return initFail("setgid: " + err.Error())
+	}
+	if err := syscall.Setresuid(st.UID, st.UID, st.UID); err != nil {
+		return initFail("setuid: " + err.Error())
+	}
+	err = syscall.Exec(argv[0], argv, os.Environ())
+	return initFail(fmt.Sprintf("exec %s: %v", argv[0], err))
+}
+
+func stageMounts(st Stage) error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare the mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	// Clone the trees before the tmpfs hides anything.
+	ws, err := unix.OpenTree(unix.AT_FDCWD, st.Workspace, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open the workspace %s: %w", st.Workspace, err)
+	}
+	defer unix.Close(ws)
+	home, err := unix.OpenTree(unix.AT_FDCWD, st.Home, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open the scope home %s: %w", st.Home, err)
+	}
+	defer unix.Close(home)
+	exe, err := unix.OpenTree(unix.AT_FDCWD, st.Exe, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", st.Exe, err)
+	}
+	defer unix.Close(exe)
+	userns, err := idmapUserns(st.UID, st.GID)
+	if err != nil {
+		return err
+	}
+	defer userns.Close()
+	if err := unix.Mount("tmpfs", StageDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k"); err != nil {
+		return fmt.Errorf("mount a tmpfs on %s: %w", StageDir, err)
+	}
+	for _, m := range []struct {
+		fd    int
+		name  string
+		dir   bool
+		idmap bool
+		ro    bool
+	}{{ws, "ws", true, true, st.ReadOnly}, {home, "home", true, true, false}, {exe, "conch", false, false, true}} {
+		dst := filepath.Join(StageDir, m.name)
+		if m.dir {
+			err = os.Mkdir(dst, 0o755)
+		} else {
+			err = os.WriteFile(dst, nil, 0o644)
+		}
+		if err != nil {
+			return err
+		}
+		attr := unix.MountAttr{}
+		if m.idmap {
+			attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
+			attr.Userns_fd = uint64(userns.Fd())
+		}
+		if m.ro {
+			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+		}
+		if attr.Attr_set != 0 {
+			if err := unix.MountSetattr(m.fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+				return fmt.Errorf("idmap %s (does the file system support idmapped mounts?): %w", m.name, err)
+			}
+		}
+		if err := unix.MoveMount(m.fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("mount %s: %w", dst, err)
+		}
+	}
+	return nil
+}
+
+// idmapUserns returns a user namespace in which uid 0 is uid on the host
+// (and gid 0 gid): the mapping of the idmapped mounts. A short-lived
+// child holds it while it is opened.
+func idmapUserns(uid, gid int) (*os.File, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "sandbox-init", "--hold")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("make the idmap user namespace: %w", err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// hold blocks until stdin ends (the idmap namespace's holder).
+func hold() int {
+	io.Copy(io.Discard, os.Stdin)
+	return 0
+}

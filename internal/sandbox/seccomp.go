@@ -1,0 +1,181 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"unsafe"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// DeniedSyscalls fail with EPERM inside every bwrap and landlock sandbox:
+// they reach kernel surfaces a command has no business with and that
+// have carried privilege escalations (keyrings, BPF, perf, namespaces,
+// mounts, modules, io_uring, handle-based opens), or they let one
+// process read or steer another (ptrace, process_vm_*: strace and gdb do
+// not work inside). clone and clone3 are handled apart (namespaceFlags).
+var DeniedSyscalls = []string{
+	"unshare", "setns",
+	"keyctl", "add_key", "request_key",
+	"bpf", "perf_event_open", "userfaultfd",
+	"ptrace", "process_vm_readv", "process_vm_writev",
+	"init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
+	"mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsmount", "fsconfig", "fspick", "mount_setattr",
+	"open_by_handle_at", "name_to_handle_at",
+	"reboot", "swapon", "swapoff", "acct", "quotactl",
+	// io_uring runs socket and connect operations past this filter.
+	"io_uring_setup", "io_uring_enter", "io_uring_register",
+}
+
+// namespaceFlags are the clone(2) flags that make new namespaces; clone
+// with any of them fails with EPERM. clone3 passes its flags in memory a
+// filter cannot read, so it fails with ENOSYS, and the C library falls
+// back to clone.
+const namespaceFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
+	unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
+
+// filterProgram assembles the sandbox's seccomp program. denyFamilies are
+// socket(2) address families that fail with EPERM. System calls of
+// another architecture (the 32-bit entry points of a 64-bit kernel,
+// int 0x80) fail with ENOSYS: the numbers below are the native ones.
+func filterProgram(denyFamilies []uint64) ([]bpf.RawInstruction, error) {
+	groups := []seccomp.SyscallGroup{{Action: seccomp.ActionErrno, Names: DeniedSyscalls},
+		{Action: seccomp.ActionErrno, NamesWithCondtions: []seccomp.NameWithConditions{{Name: "clone",
+			Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: namespaceFlags}}}}},
+		// Marked ActionLog here, rewritten to ERRNO(ENOSYS) below.
+		{Action: seccomp.ActionLog, Names: []string{"clone3"}}}
+	var conds []seccomp.NameWithConditions
+	for _, af := range denyFamilies {
+		conds = append(conds, seccomp.NameWithConditions{Name: "socket", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: af}}})
+	}
+	if len(conds) > 0 {
+		groups = append(groups, seccomp.SyscallGroup{Action: seccomp.ActionErrno, NamesWithCondtions: conds})
+	}
+	pol := seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups}
+	insts, err := pol.Assemble()
+	if err != nil {
+		return nil, err
+	}
+	enosys := uint32(unix.SECCOMP_RET_ERRNO) | uint32(unix.ENOSYS)
+	for i, in := range insts {
+		if r, ok := in.(bpf.RetConstant); ok && r.Val == uint32(seccomp.ActionLog) {
+			insts[i] = bpf.RetConstant{Val: enosys}
+		}
+	}
+	// The assembled program allows every call of a foreign architecture.
+	guard := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: 4, Size: 4}, // seccomp_data.arch
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: nativeArch(), SkipTrue: 1},
+		bpf.RetConstant{Val: enosys},
+	}
+	return bpf.Assemble(append(guard, insts...))
+}
+
+// nativeArch is the AUDIT_ARCH value of this build.
+func nativeArch() uint32 {
+	return map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64,
+		"riscv64": unix.AUDIT_ARCH_RISCV64, "ppc64le": unix.AUDIT_ARCH_PPC64LE, "s390x": unix.AUDIT_ARCH_S390X,
+		"386": unix.AUDIT_ARCH_I386, "arm": unix.AUDIT_ARCH_ARM, "loong64": unix.AUDIT_ARCH_LOONGARCH64}[runtime.GOARCH]
+}
+
+// BwrapFilter is the seccomp program (struct sock_filter[]) bwrap loads
+// with --seccomp for a run with or without network.
+func BwrapFilter(home string, network bool) string {
+	name := "bwrap-nonet.bpf"
+	if network {
+		name = "bwrap-net.bpf"
+	}
+	return filepath.Join(home, "sandboxes", name)
+}
+
+// writeBwrapFilter writes BwrapFilter(home, network): the denied system
+// calls, and without network socket(AF_VSOCK), which ignores network
+// namespaces (in a VM it reaches the hypervisor's services).
+func writeBwrapFilter(home string, network bool) error {
+	var fams []uint64
+	if !network {
+		fams = append(fams, unix.AF_VSOCK)
+	}
+	raw, err := filterProgram(fams)
+	if err != nil {
+		return err
+	}
+	b := make([]byte, 8*len(raw))
+	for i, in := range raw {
+		binary.NativeEndian.PutUint16(b[8*i:], in.Op)
+		b[8*i+2], b[8*i+3] = in.Jt, in.Jf
+		binary.NativeEndian.PutUint32(b[8*i+4:], in.K)
+	}
+	p := BwrapFilter(home, network)
+	if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, b) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// loadFilter sets no_new_privs and loads raw on every thread of this
+// process.
+func loadFilter(raw []bpf.RawInstruction) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	prog := unix.SockFprog{Len: uint16(len(raw)), Filter: (*unix.SockFilter)(unsafe.Pointer(&raw[0]))}
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// ProbeSyscall makes one call of the named system call with arguments
+// that do nothing (zeros, or an invalid combination the kernel rejects
+// before acting) and returns its error's name (EPERM, EINVAL, …), "ok",
+// or "unknown". `conch sandbox-init --probe syscall NAME` prints it, so
+// tests can check the filter from inside a sandbox. clone is called with
+// CLONE_NEWUSER|CLONE_FS, which the kernel refuses with EINVAL and a
+// filter with EPERM.
+func ProbeSyscall(name string) string {
+	info, err := arch.GetInfo("")
+	if err != nil {
+		return "unknown"
+	}
+	nr, ok := info.SyscallNames[name]
+	if !ok {
+		return "unknown"
+	}
+	var a [6]uintptr
+	switch name {
+	case "clone":
+		a[0] = unix.CLONE_NEWUSER | unix.CLONE_FS
+	case "unshare":
+		a[0] = unix.CLONE_NEWUSER
+	case "ptrace":
+		a[0] = unix.PTRACE_TRACEME
+	case "userfaultfd":
+		a[0] = 1 // UFFD_USER_MODE_ONLY
+	case "acct", "swapon", "swapoff", "umount2", "delete_module", "pivot_root", "init_module":
+		a[0] = 1 // a pointer that faults
+	}
+	_, _, errno := unix.Syscall6(uintptr(nr), a[0], a[1], a[2], a[3], a[4], a[5])
+	if errno == 0 {
+		return "ok"
+	}
+	if n := unix.ErrnoName(errno); n != "" {
+		return n
+	}
+	return fmt.Sprintf("errno%d", int(errno))
+}
