@@ -363,5 +363,13 @@ func (e *Engine) sandboxPatchTarget(ctx context.Context, agent string) (PatchTar
 	for _, p := range sb.ProtectPaths {
 		t.Protected = append(t.Protected, filepath.Join(ws, p))
 	}
+	// The workspace's git directories, as the sandbox mounts them.
+	gits, err := sandbox.GitProtected(ws, sb.GitAccess)
+	if err != nil {
+		return PatchTarget{}, false, sandboxUnavailable(err)
+	}
+	for _, p := range gits {
+		t.Protected = append(t.Protected, filepath.Join(ws, p))
+	}
 	return t, true, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -260,5 +261,43 @@ func TestSandboxSeccomp(t *testing.T) {
 			t.Errorf("%s: a nested user namespace was made: %s", b, r.Text)
 		}
 		t.Logf("%s:\n%s", b, r.Text)
+	}
+}
+
+// TestSandboxApplyPatchGit: apply_patch for a sandboxed agent writes the
+// host side of the workspace as conch's user, so it must refuse the git
+// paths the sandbox mounts read-only (a .git/commondir from a patch is
+// the same attack as one from a command).
+func TestSandboxApplyPatchGit(t *testing.T) {
+	needBwrap(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	t.Parallel()
+	for _, access := range []string{"ro", "rw"} {
+		se := newSandbox(t, map[string]any{"gitAccess": access})
+		se.c.close()
+		conf, _ := os.ReadFile(filepath.Join(se.home, "config.json"))
+		var m map[string]any
+		json.Unmarshal(conf, &m)
+		m["tools"] = map[string]any{"exec": map[string]any{"applyPatch": map[string]any{"enabled": true}}}
+		b, _ := json.Marshal(m)
+		os.WriteFile(filepath.Join(se.home, "config.json"), b, 0o600)
+		hostGit(t, se.ws, "init", "-q")
+		hostGit(t, se.ws, "init", "-q", "lib")
+		c := startConchEnv(t, se.home, []string{"HOME=" + se.userHome})
+		paths := []string{".git/config", ".git/hooks/pre-commit", "lib/.git/config"}
+		if access == "ro" {
+			paths = append(paths, ".git/commondir", ".git/index", "lib/.git/commondir")
+		}
+		for _, p := range paths {
+			r := c.call("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: " + p + "\n+x\n*** End Patch"})
+			if !r.IsError || !strings.Contains(r.Text, "protected") {
+				t.Errorf("gitAccess %s: apply_patch wrote %s: %s", access, p, r.Text)
+			}
+		}
+		if r := c.call("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: ok.txt\n+x\n*** End Patch"}); r.IsError {
+			t.Fatalf("gitAccess %s: apply_patch outside git: %s", access, r.Text)
+		}
 	}
 }

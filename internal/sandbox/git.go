@@ -31,14 +31,16 @@ const (
 	gitSearchDirs  = 5000
 )
 
-// gitProtected returns the workspace-relative paths a run mounts
+// GitProtected returns the workspace-relative paths a run mounts
 // read-only to keep the workspace's repositories from being turned
 // against the host's git: every .git directory (access "ro") or its
 // GitMembers (access "rw", submodule and worktree directories inside it
 // included), every .git file, and a git directory a .git file inside the
 // workspace points to. A .git that is a symbolic link fails the run (the
 // command could have made it, and a bind would follow it).
-func gitProtected(ws, access string) ([]string, error) {
+//
+// apply_patch for a sandboxed agent refuses the same paths.
+func GitProtected(ws, access string) ([]string, error) {
 	var out []string
 	add := func(rel string) {
 		if !slices.Contains(out, rel) {
