@@ -242,7 +242,7 @@ func doctorSandbox(add func(id, level, format string, args ...any), home, agent,
 	r := &sandbox.Run{Settings: sb}
 	add("sandbox.layers", "info", "agent %s: sandbox backend %s, layers %s, workspace access %s, network %s", agent, b.Name(), strings.Join(b.Layers(r), ","), sb.WorkspaceAccess, sb.Network)
 	if b.Name() == "landlock" {
-		add("sandbox.weaker", "warn", "agent %s: the landlock backend has no PID, UTS or mount namespace: host processes stay visible in /proc (install bubblewrap for the full boundary)", agent)
+		add("sandbox.weaker", "warn", "agent %s: the landlock backend has no PID, UTS or mount namespace: host processes stay visible in /proc, the workspace's git directories stay writable, and as root the command stays root (install bubblewrap for the full boundary)", agent)
 	}
 	if workspace != "" && sb.WorkspaceAccess != "none" {
 		if err := sandbox.WorkspaceSafe(home, workspace); err != nil {
