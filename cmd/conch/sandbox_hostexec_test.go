@@ -212,6 +212,17 @@ func TestSandboxRunsAsUnprivilegedUser(t *testing.T) {
 	if r := root.c.exec(map[string]any{"command": "id -u; head -c 5 " + secret}); !strings.HasPrefix(r.Text, "0\nroot:") {
 		t.Fatalf("runAs 0:0: %s", r.Text)
 	}
+	// The landlock backend keeps root (host paths) but grants only what
+	// every user may read of /etc.
+	if abi, _, errno := syscall.Syscall(444 /* landlock_create_ruleset */, 0, 0, 1); errno == 0 && abi > 0 {
+		ll := newSandbox(t, map[string]any{"backend": "landlock"})
+		r := ll.c.exec(map[string]any{"command": "id -u; cat " + secret + " 2>&1 | head -c 200; echo; head -c 5 /etc/passwd; echo; ls /etc | grep -c . ; echo w > w.txt && echo ws-ok"})
+		t.Log(r.Text)
+		if strings.Contains(r.Text, "root:$") || strings.Contains(r.Text, "root:*") || !strings.Contains(r.Text, "Permission denied") ||
+			!strings.Contains(r.Text, "root:") || !strings.Contains(r.Text, "ws-ok") {
+			t.Fatalf("landlock as root: %s", r.Text)
+		}
+	}
 }
 
 // TestSandboxSeccomp: every system call of the bwrap and landlock

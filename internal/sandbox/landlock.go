@@ -135,18 +135,82 @@ func applyLandlock(p Policy) error {
 	if p.Network {
 		cfg = landlock.Config{HandledAccessFS: landlock.V11.HandledAccessFS, Scoped: landlock.V11.Scoped}.BestEffort()
 	}
+	ro := p.RO
+	var closed []landlock.Rule
+	if os.Geteuid() == 0 {
+		// Root without capabilities still owns root's files: grant only
+		// what every user may read of /etc (shadow, sudoers, private keys
+		// stay closed). Landlock keeps host paths, so the command cannot
+		// run as another uid the way bwrap's does (runas.go).
+		ro = slices.DeleteFunc(slices.Clone(ro), func(d string) bool { return d == "/etc" })
+		var dirs, files, listed []string
+		if othersRead("/etc", 0, &dirs, &files, &listed) {
+			dirs = append(dirs, "/etc")
+		}
+		closed = append(closed, landlock.RODirs(dirs...).IgnoreIfMissing(), landlock.ROFiles(files...).IgnoreIfMissing(),
+			landlock.PathAccess(llsys.AccessFSReadDir, listed...).IgnoreIfMissing())
+	}
 	rules := []landlock.Rule{
-		landlock.RODirs(p.RO...).IgnoreIfMissing(),
+		landlock.RODirs(ro...).IgnoreIfMissing(),
 		landlock.RWDirs(p.RW...).IgnoreIfMissing(),
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom").IgnoreIfMissing(),
 		landlock.RWFiles("/dev/tty", "/dev/ptmx").WithIoctlDev().IgnoreIfMissing(),
 	}
+	rules = append(rules, closed...)
 	// Only the run's own terminal, not all of /dev/pts: the user's other
 	// terminals (other sessions' PTYs) would give their input and output.
 	if own := ownTerminals(); len(own) > 0 {
 		rules = append(rules, landlock.RWFiles(own...).WithIoctlDev().IgnoreIfMissing())
 	}
 	return cfg.Restrict(rules...)
+}
+
+// othersRead reports whether every user may read all of p (a file, or a
+// directory and everything below it). When not, it collects what they
+// may read: whole directories in dirs, single files in files, and the
+// directories that may be listed but hold something closed in listed. A
+// symbolic link is judged by its target, without descending into a
+// linked directory.
+func othersRead(p string, depth int, dirs, files, listed *[]string) bool {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return false
+	}
+	perm := fi.Mode().Perm()
+	if !fi.IsDir() {
+		return perm&0o004 != 0
+	}
+	if perm&0o005 != 0o005 {
+		return false
+	}
+	if l, err := os.Lstat(p); err != nil || l.Mode()&os.ModeSymlink != 0 || depth > 8 {
+		return err == nil
+	}
+	ents, err := os.ReadDir(p)
+	if err != nil {
+		return false
+	}
+	var d, f, l []string
+	all := true
+	for _, e := range ents {
+		c := filepath.Join(p, e.Name())
+		if othersRead(c, depth+1, &d, &f, &l) {
+			if fi, err := os.Stat(c); err == nil && fi.IsDir() {
+				d = append(d, c)
+			} else {
+				f = append(f, c)
+			}
+		} else {
+			all = false
+		}
+	}
+	if all {
+		return true
+	}
+	*dirs = append(*dirs, d...)
+	*files = append(*files, f...)
+	*listed = append(append(*listed, p), l...)
+	return false
 }
 
 // ownTerminals names the /dev/pts devices on stdin, stdout and stderr.
