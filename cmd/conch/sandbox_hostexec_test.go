@@ -51,6 +51,7 @@ var gitAttacks = []gitAttack{
 	{name: "submodule-gitfile", setup: "submodule", cmd: `git init -q $E.w && mv $E.w/.git $E && git config -f $E/config core.fsmonitor "$M" && echo "gitdir: $E" > sub/.git`, check: []string{"status"}, blockedRW: true},
 	{name: "worktree-commondir", setup: "git worktree add -q wt", cmd: `mkdir -p $E/objects $E/refs; printf '[core]\n\tfsmonitor = "%s"\n' "$M" > $E/config; echo $E > .git/worktrees/wt/commondir`, sub: "wt", check: []string{"status"}, blockedRW: true},
 	{name: "worktree-gitfile", setup: "git worktree add -q wt", cmd: `git init -q $E.w && mv $E.w/.git $E && git config -f $E/config core.fsmonitor "$M" && echo "gitdir: $E" > wt/.git`, sub: "wt", check: []string{"status"}, blockedRW: true},
+	{name: "nested-repo-untracked", cmd: `git init -q sub && git -C sub config core.fsmonitor "$M" && git -C sub config core.pager "$M"`, check: []string{"status"}, blockedRW: true},
 	{name: "nested-repo-config", setup: "git init -q lib", cmd: `git -C lib config core.fsmonitor "$M"`, sub: "lib", check: []string{"status"}, blockedRW: true},
 }
 
