@@ -209,6 +209,21 @@ func TestSandboxRunsAsUnprivilegedUser(t *testing.T) {
 	if p := se.c.exec(map[string]any{"command": "test -t 0 && id -u", "pty": true}); !strings.Contains(p.Text, "65534") {
 		t.Fatalf("pty: %s", p.Text)
 	}
+	// A workspace of another owner: its files appear as the runAs
+	// user's, and what the command writes lands owned by that owner.
+	other := newSandbox(t, nil)
+	os.WriteFile(filepath.Join(other.ws, "theirs.txt"), []byte("x\n"), 0o644)
+	for _, p := range []string{other.ws, filepath.Join(other.ws, "theirs.txt")} {
+		if err := os.Chown(p, 4321, 4322); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := other.c.exec(map[string]any{"command": "echo y >> theirs.txt && echo n > new.txt && echo other-ok"}); !strings.Contains(r.Text, "other-ok") {
+		t.Fatalf("workspace owned by 4321: %s", r.Text)
+	}
+	if fi, err := os.Stat(filepath.Join(other.ws, "new.txt")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 4321 || fi.Sys().(*syscall.Stat_t).Gid != 4322 {
+		t.Fatalf("new.txt in a workspace owned by 4321:4322: %v %v", err, fi)
+	}
 	root := newSandbox(t, map[string]any{"runAs": "0:0"})
 	if r := root.c.exec(map[string]any{"command": "id -u; head -c 5 " + secret}); !strings.HasPrefix(r.Text, "0\nroot:") {
 		t.Fatalf("runAs 0:0: %s", r.Text)

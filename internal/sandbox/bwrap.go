@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -214,6 +215,11 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 	if stage {
 		st := Stage{Workspace: r.Workspace, Home: filepath.Join(ScopeDir(r.Home, s.Scope), "home"), Exe: r.Exe,
 			UID: s.RunAsUID, GID: s.RunAsGID, ReadOnly: s.WorkspaceAccess == "ro"}
+		if fi, err := os.Stat(r.Workspace); err == nil {
+			if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+				st.OwnerUID, st.OwnerGID = int(sys.Uid), int(sys.Gid)
+			}
+		}
 		a = append([]string{r.Exe, "sandbox-init", "--stage", encodeStage(st), "--"}, a...)
 	}
 	return a, r.Env, nil

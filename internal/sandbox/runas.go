@@ -19,8 +19,9 @@ import (
 // files under /etc, /opt, …). So as root, bwrap itself runs as
 // sandbox.runAs (default 65534:65534, nobody) and the command is that uid
 // on the host too. The workspace and the scope home stay writable
-// through idmapped mounts: files root owns appear owned by the runAs
-// user inside, and what it writes lands owned by root on the disk. The
+// through idmapped mounts: the files of the workspace's owner (of root,
+// in the scope home) appear owned by the runAs user inside, and what it
+// writes lands owned by them on the disk. The
 // mounts are made by `conch sandbox-init --stage` in a mount namespace
 // of its own (root, before it drops to the runAs user and execs bwrap),
 // under StageDir, a path the runAs user can reach.
@@ -37,7 +38,12 @@ type Stage struct {
 	Exe       string `json:"exe"`  // the conch binary, bound to StageDir/conch
 	UID       int    `json:"uid"`
 	GID       int    `json:"gid"`
-	ReadOnly  bool   `json:"ro"` // the workspace read-only
+	// OwnerUID and OwnerGID own the workspace directory on the host: the
+	// workspace mount shows their files as the runAs user's, and what
+	// the command writes there lands owned by them.
+	OwnerUID int  `json:"ouid"`
+	OwnerGID int  `json:"ogid"`
+	ReadOnly bool `json:"ro"` // the workspace read-only
 }
 
 // staged reports whether a run of settings s maps its command to another
@@ -101,11 +107,18 @@ func stageMounts(st Stage) error {
 		return fmt.Errorf("open %s: %w", st.Exe, err)
 	}
 	defer unix.Close(exe)
-	userns, err := idmapUserns(st.UID, st.GID)
+	// The scope home belongs to root (the gateway); the workspace to its
+	// owner.
+	rootNS, err := idmapUserns(0, 0, st.UID, st.GID)
 	if err != nil {
 		return err
 	}
-	defer userns.Close()
+	defer rootNS.Close()
+	wsNS, err := idmapUserns(st.OwnerUID, st.OwnerGID, st.UID, st.GID)
+	if err != nil {
+		return err
+	}
+	defer wsNS.Close()
 	if err := unix.Mount("tmpfs", StageDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k"); err != nil {
 		return fmt.Errorf("mount a tmpfs on %s: %w", StageDir, err)
 	}
@@ -113,9 +126,9 @@ func stageMounts(st Stage) error {
 		fd    int
 		name  string
 		dir   bool
-		idmap bool
+		idmap *os.File
 		ro    bool
-	}{{ws, "ws", true, true, st.ReadOnly}, {home, "home", true, true, false}, {exe, "conch", false, false, true}} {
+	}{{ws, "ws", true, wsNS, st.ReadOnly}, {home, "home", true, rootNS, false}, {exe, "conch", false, nil, true}} {
 		dst := filepath.Join(StageDir, m.name)
 		if m.dir {
 			err = os.Mkdir(dst, 0o755)
@@ -126,9 +139,9 @@ func stageMounts(st Stage) error {
 			return err
 		}
 		attr := unix.MountAttr{}
-		if m.idmap {
+		if m.idmap != nil {
 			attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
-			attr.Userns_fd = uint64(userns.Fd())
+			attr.Userns_fd = uint64(m.idmap.Fd())
 		}
 		if m.ro {
 			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
@@ -145,10 +158,11 @@ func stageMounts(st Stage) error {
 	return nil
 }
 
-// idmapUserns returns a user namespace in which uid 0 is uid on the host
-// (and gid 0 gid): the mapping of the idmapped mounts. A short-lived
-// child holds it while it is opened.
-func idmapUserns(uid, gid int) (*os.File, error) {
+// idmapUserns returns a user namespace in which uid owner is uid on the
+// host (and gid ownerGID gid): the mapping of an idmapped mount that
+// shows owner's files as uid's. A short-lived child holds it while it is
+// opened.
+func idmapUserns(owner, ownerGID, uid, gid int) (*os.File, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -159,8 +173,8 @@ func idmapUserns(uid, gid int) (*os.File, error) {
 		return nil, err
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}}
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: owner, HostID: uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: ownerGID, HostID: gid, Size: 1}}}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("make the idmap user namespace: %w", err)
 	}
