@@ -114,11 +114,13 @@ func stageMounts(st Stage) error {
 		return err
 	}
 	defer rootNS.Close()
-	wsNS, err := idmapUserns(st.OwnerUID, st.OwnerGID, st.UID, st.GID)
-	if err != nil {
-		return err
+	wsNS := rootNS
+	if st.OwnerUID != 0 || st.OwnerGID != 0 {
+		if wsNS, err = idmapUserns(st.OwnerUID, st.OwnerGID, st.UID, st.GID); err != nil {
+			return err
+		}
+		defer wsNS.Close()
 	}
-	defer wsNS.Close()
 	if err := unix.Mount("tmpfs", StageDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k"); err != nil {
 		return fmt.Errorf("mount a tmpfs on %s: %w", StageDir, err)
 	}
