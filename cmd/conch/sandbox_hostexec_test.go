@@ -95,6 +95,11 @@ func TestSandboxGitCannotPlantHostCode(t *testing.T) {
 					t.Fatalf("%s: setup: %v %s", a.name, err, out)
 				}
 			}
+			if want := map[string]string{"submodule": "sub/.git", "git worktree add -q wt": "wt/.git", "git init -q lib": "lib/.git/HEAD"}[a.setup]; want != "" {
+				if _, err := os.Stat(filepath.Join(repo, want)); err != nil {
+					t.Fatalf("%s: setup made no %s: %v", a.name, want, err)
+				}
+			}
 			marker := filepath.Join(markers, a.name)
 			env := map[string]any{"M": "touch " + marker + "; false", "E": filepath.Join(se.ws, "evil-"+a.name)}
 			r := se.c.exec(map[string]any{"command": a.cmd + " 2>&1; true", "workdir": repo, "env": env})
