@@ -49,6 +49,7 @@ var gitAttacks = []gitAttack{
 	{name: "gitlink-nested-repo", cmd: `git init -q sub && git -C sub -c user.name=a -c user.email=a@b commit -q --allow-empty -m s && git -C sub config core.fsmonitor "$M" && git add sub`, check: []string{"status"}},
 	{name: "submodule-config", setup: "submodule", cmd: `git config -f .git/modules/sub/config core.fsmonitor "$M"`, check: []string{"status"}, blockedRW: true},
 	{name: "submodule-gitfile", setup: "submodule", cmd: `git init -q $E.w && mv $E.w/.git $E && git config -f $E/config core.fsmonitor "$M" && echo "gitdir: $E" > sub/.git`, check: []string{"status"}, blockedRW: true},
+	{name: "gitmodules-update-command", setup: "submodule", cmd: `git config -f .gitmodules submodule.sub.update "!$M"`, check: []string{"-c", "protocol.file.allow=always", "submodule", "update", "--remote"}, blockedRW: true},
 	{name: "worktree-commondir", setup: "git worktree add -q wt", cmd: `mkdir -p $E/objects $E/refs; printf '[core]\n\tfsmonitor = "%s"\n' "$M" > $E/config; echo $E > .git/worktrees/wt/commondir`, sub: "wt", check: []string{"status"}, blockedRW: true},
 	{name: "worktree-gitfile", setup: "git worktree add -q wt", cmd: `git init -q $E.w && mv $E.w/.git $E && git config -f $E/config core.fsmonitor "$M" && echo "gitdir: $E" > wt/.git`, sub: "wt", check: []string{"status"}, blockedRW: true},
 	{name: "nested-repo-untracked", cmd: `git init -q sub && git -C sub config core.fsmonitor "$M" && git -C sub config core.pager "$M"`, check: []string{"status"}, blockedRW: true},
@@ -68,13 +69,20 @@ func TestSandboxGitCannotPlantHostCode(t *testing.T) {
 		t.Skip("git is not installed")
 	}
 	t.Parallel()
-	for _, access := range []string{"ro", "rw"} {
-		conf := map[string]any{}
-		if access == "rw" {
-			conf["gitAccess"] = "rw"
+	// "ro/root": as root, runAs 0:0 runs bwrap without the staged
+	// mounts (the argv a gateway that is not root uses).
+	for _, mode := range []string{"ro", "rw", "ro/root"} {
+		access := strings.TrimSuffix(mode, "/root")
+		conf := map[string]any{"gitAccess": access}
+		if mode == "ro/root" {
+			if os.Geteuid() != 0 {
+				continue
+			}
+			conf["runAs"] = "0:0"
 		}
 		se := newSandbox(t, conf)
 		markers := filepath.Join(filepath.Dir(se.ws), "markers-"+access)
+		access = mode
 		os.MkdirAll(markers, 0o755)
 		subsrc := filepath.Join(filepath.Dir(se.ws), "subsrc")
 		if _, err := os.Stat(subsrc); err != nil {
@@ -113,7 +121,7 @@ func TestSandboxGitCannotPlantHostCode(t *testing.T) {
 			out := hostGit(t, dir, a.check...)
 			_, err := os.Stat(marker)
 			ran := err == nil
-			blocked := access == "ro" || a.blockedRW
+			blocked := access != "rw" || a.blockedRW
 			switch {
 			case blocked && ran:
 				t.Errorf("gitAccess %s, %s: the host's git ran the sandbox's code\nsandbox: %s\nhost git %v: %s", access, a.name, r.Text, a.check, out)
