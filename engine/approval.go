@@ -322,7 +322,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	if st, _, _ := s.snapshot(); st.Hidden {
 		// Withdrawn (process remove) while it was starting: stop it now
 		// that it has a supervisor.
-		e.killSession(s, "agent")
+		e.killSession(s, supervisor.KilledByAgent)
 	}
 	if n := pl.set.ApprovalRunningNotice; n > 0 {
 		e.wg.Add(1)
@@ -441,7 +441,7 @@ func (e *Engine) withdraw(s *session) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if s.running() {
-			e.killSession(s, "agent")
+			e.killSession(s, supervisor.KilledByAgent)
 		}
 		return
 	}

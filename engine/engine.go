@@ -166,6 +166,8 @@ type Engine struct {
 	nodes nodePlans        // run plans prepared for a gateway (node side)
 	limit limiter          // exec rate limits
 
+	calls inflight // the calls in flight, for Stop (stop.go)
+
 	wg     sync.WaitGroup // trackers and the sweeper
 	stop   chan struct{}
 	stopMu sync.Once
@@ -222,6 +224,7 @@ func New(opt Options) (*Engine, error) {
 		sessions: map[string]*session{}, notices: map[string][]queuedNotice{}, stop: make(chan struct{}),
 		starting: make(chan struct{}, 2*runtime.NumCPU()),
 	}
+	e.calls.init()
 	// Probe the login-shell PATH now, off the first exec's path.
 	go hostenv.LoginPATH()
 	e.cfgp.Store(cfg)
@@ -328,10 +331,15 @@ func (e *Engine) Reload() error {
 // Home returns the engine's home directory.
 func (e *Engine) Home() string { return e.home }
 
-// Close stops the engine. Sessions keep running under their supervisors
-// unless sessions.survive is false, in which case each is killed with
-// killedBy "shutdown" first. Close waits for the engine's goroutines.
+// Close stops the engine. It runs Stop first (for up to 5 s), so every
+// call in flight has its answer. Sessions keep running under their
+// supervisors unless sessions.survive is false, in which case each is
+// killed with killedBy "shutdown" first. Close waits for the engine's
+// goroutines.
 func (e *Engine) Close() error {
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	e.Stop(sctx)
+	cancel()
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -360,7 +368,7 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	if !e.conf().Survive() {
 		for _, s := range running {
-			e.killSession(s, "shutdown")
+			e.killSession(s, supervisor.KilledByShutdown)
 		}
 		// One deadline for all of them.
 		deadline := time.After(e.conf().Exec("").KillGrace + 3*time.Second)
@@ -772,6 +780,11 @@ func (e *Engine) Sessions() []string {
 // Call runs a tool by name with raw JSON arguments: the entry point of the
 // adapters.
 func (e *Engine) Call(ctx context.Context, agent, tool string, args json.RawMessage) apitype.Result {
+	ctx, done, ok := e.calls.enter(ctx)
+	defer done()
+	if !ok {
+		return stoppingResult(tool)
+	}
 	if !config.ValidAgent(agent) {
 		return execError(apitype.Errorf(apitype.CodeInvalidArgument, "Invalid agent id %q: use [a-z0-9][a-z0-9_-]{0,63}.", agent))
 	}
@@ -920,7 +933,7 @@ func (e *Engine) StopSessions() {
 	}
 	e.mu.Unlock()
 	for _, s := range running {
-		e.killSession(s, "shutdown")
+		e.killSession(s, supervisor.KilledByShutdown)
 	}
 	for _, s := range running {
 		select {

@@ -70,7 +70,7 @@ type plan struct {
 
 func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) apitype.Result {
 	if e.isClosed() {
-		return execError(apitype.Errorf(apitype.CodeUnavailable, "conch engine is shutting down."))
+		return execError(apitype.Errorf(apitype.CodeUnavailable, stoppingText))
 	}
 	pl, aerr := e.plan(agent, p, workdirFrom(ctx))
 	if aerr != nil {
@@ -122,9 +122,15 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	case <-timer:
 		return e.background(s, pl)
 	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), ErrStopping) {
+			// conch is stopping, not the caller giving up: the run
+			// keeps going as a background session, and the caller gets
+			// its id before the transport closes.
+			return e.background(s, pl)
+		}
 		// The caller gave up during the yield window: the run goes too.
 		s.update(func(st *state) { st.AgentEnded = true })
-		e.killSession(s, "agent")
+		e.killSession(s, supervisor.KilledByAgent)
 		select {
 		case <-s.ended:
 			return e.foregroundResult(s, pl)
@@ -896,8 +902,8 @@ func deref(p *string) string {
 
 // killSession asks a session's supervisor to run the kill sequence. It
 // reports whether the request reached a supervisor.
-func (e *Engine) killSession(s *session, by string) bool {
-	_, err := supervisor.Call(s.socket, supervisor.Request{Op: "kill", Session: s.id, By: by})
+func (e *Engine) killSession(s *session, by supervisor.KilledBy) bool {
+	_, err := supervisor.Call(s.socket, supervisor.Request{Op: "kill", Session: s.id, By: string(by)})
 	return err == nil
 }
 

@@ -48,7 +48,7 @@ func (e *Engine) process(ctx context.Context, agent string, p apitype.ProcessPar
 	if e.isClosed() {
 		// Not "No session found": the sessions live on; this engine is
 		// going away (the next one picks them up).
-		return processError(apitype.Errorf(apitype.CodeUnavailable, "conch engine is shutting down."))
+		return processError(apitype.Errorf(apitype.CodeUnavailable, stoppingText))
 	}
 	if p.Action == "list" {
 		return e.list(agent)
@@ -610,9 +610,9 @@ func (e *Engine) kill(s *session, operator bool) apitype.Result {
 	if !s.running() {
 		return processError(noActive(s.id))
 	}
-	by := "agent"
+	by := supervisor.KilledByAgent
 	if operator {
-		by = "operator" // the agent is told: no AgentEnded
+		by = supervisor.KilledByOperator // the agent is told: no AgentEnded
 	}
 	s.update(func(st *state) { st.AgentEnded = !operator; st.PollBackoff = 0 })
 	if !e.killSession(s, by) {
@@ -632,7 +632,7 @@ func (e *Engine) kill(s *session, operator bool) apitype.Result {
 	_, ex, _ := s.snapshot()
 	if ex == nil {
 		return apitype.Result{Text: fmt.Sprintf("Termination requested for session %s.", s.id),
-			Details: &apitype.StatusDetails{Status: "running", State: "running", KilledBy: by, SessionID: s.id, Name: st.Name}}
+			Details: &apitype.StatusDetails{Status: "running", State: "running", KilledBy: string(by), SessionID: s.id, Name: st.Name}}
 	}
 	if !operator {
 		// The agent saw the end in this answer; an operator's kill is
@@ -647,9 +647,9 @@ func (e *Engine) removeAction(s *session, operator bool) apitype.Result {
 	st, _, _ := s.snapshot()
 	if s.running() {
 		s.update(func(st *state) { st.Hidden = true; st.AgentEnded = true })
-		by := "agent"
+		by := supervisor.KilledByAgent
 		if operator {
-			by = "operator"
+			by = supervisor.KilledByOperator
 		}
 		e.killSession(s, by)
 		if !s.running() {

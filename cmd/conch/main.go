@@ -23,8 +23,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"syscall"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"time"
 
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/config"
@@ -202,8 +201,9 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	srv = mcpserver.New(backend, mcpserver.Options{Agent: *agent, Version: version()})
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	if eng != nil {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
@@ -216,16 +216,57 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
-	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
-	if err := srv.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
-		log.Debug("mcp session ended", "err", err)
+	stdio := mcpserver.NewStdio(stdin, stdout)
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	runErr := make(chan error, 1)
+	go func() { runErr <- srv.Run(runCtx, stdio.Transport()) }()
+	select {
+	case err := <-runErr:
+		// stdin closed: the client went away.
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+			log.Debug("mcp session ended", "err", err)
+		}
+		return exitOK
+	case <-sig:
+	}
+	stopMCP(eng, stdio, sig, log)
+	cancelRun()
+	select {
+	case <-runErr:
+	case <-sig:
 	}
 	return exitOK
 }
 
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
+// stopMCP is the orderly stop of `conch mcp` on SIGTERM or SIGINT: every
+// call in flight gets its answer on stdout before the session closes (the
+// SDK drops the answers of calls still in flight when it closes). The
+// engine answers its calls at once (engine.Stop: an exec call in its yield
+// window returns running with its session id, and the command keeps
+// running); a proxy's calls are answered by the engine it proxies to, at
+// the latest when their yield windows end. A second signal stops waiting.
+func stopMCP(eng *engine.Engine, stdio *mcpserver.Stdio, sig <-chan os.Signal, log *slog.Logger) {
+	log.Info("stopping: answering the calls in flight")
+	// The longest yield window (120 s) and then some.
+	ctx, cancel := context.WithTimeout(context.Background(), 130*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-sig:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if eng != nil {
+		if err := eng.Stop(ctx); err != nil {
+			log.Warn("calls still in flight at exit", "err", err)
+		}
+	}
+	if err := stdio.Answered(ctx); err != nil {
+		log.Warn("calls left unanswered at exit", "err", err)
+	}
+}
 
 func version() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {

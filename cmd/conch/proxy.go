@@ -91,6 +91,10 @@ func (p *socketEngine) Call(ctx context.Context, agent, tool string, args json.R
 
 func (p *socketEngine) Config() *config.Config { return p.cfg }
 
+// Stopping is nil: a proxy's calls run in the engine of the home's holder,
+// which this process does not stop.
+func (p *socketEngine) Stopping() <-chan struct{} { return nil }
+
 // Approvals are decided by the engine's operators; a proxy does not
 // elicit.
 func (p *socketEngine) Pending(string, string) bool { return false }

@@ -218,7 +218,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	code := exitOK
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down; sessions keep running under their supervisors")
+		log.Info("shutting down: answering the calls in flight")
 	case err := <-errc:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintf(stderr, "conch serve: %v\n", err)
@@ -227,6 +227,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// Answer every call in flight first (an exec call in its yield window
+	// gets its running result and the command keeps running), so the
+	// handlers return and write their answers before the listeners close;
+	// calls that arrive meanwhile get "conch engine is shutting down.".
+	if err := eng.Stop(sctx); err != nil {
+		log.Warn("calls still in flight at shutdown", "err", err)
+	}
 	hs.Shutdown(sctx)
 	ss.Shutdown(sctx)
 	os.Remove(sockPath)

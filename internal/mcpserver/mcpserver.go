@@ -59,6 +59,10 @@ type Engine interface {
 	Pending(agent, sessionID string) bool
 	DecideApproval(idOrSlug, decision, decidedBy string) error
 	AwaitApproved(ctx context.Context, agent, sessionID string, window time.Duration) apitype.Result
+	// Stopping is closed when the engine stops (engine.Engine.Stop); nil
+	// when it never does. A call waiting on its client (an elicitation)
+	// stops waiting then and answers with what it has.
+	Stopping() <-chan struct{}
 }
 
 var _ Engine = (*engine.Engine)(nil)
@@ -237,6 +241,11 @@ func (s *Server) elicit(ctx context.Context, req *mcp.CallToolRequest, d *engine
 		for {
 			select {
 			case <-ectx.Done():
+				return
+			case <-s.eng.Stopping():
+				// conch stops: the approval stays open (it
+				// survives the restart); the call answers pending.
+				cancel()
 				return
 			case <-t.C:
 				if !s.eng.Pending(s.opt.Agent, d.SessionID) {

@@ -15,7 +15,7 @@ type Request struct {
 
 	Data    []byte `json:"data,omitempty"`    // write
 	Sig     int    `json:"sig,omitempty"`     // signal
-	By      string `json:"by,omitempty"`      // kill: agent | operator | timeout | shutdown
+	By      string `json:"by,omitempty"`      // kill: a KilledBy (killedby.go)
 	GraceMs *int64 `json:"graceMs,omitempty"` // kill
 	Cols    int    `json:"cols,omitempty"`    // resize
 	Rows    int    `json:"rows,omitempty"`

@@ -129,7 +129,7 @@ func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os
 			// The engine gave up on this launch (its ready timeout):
 			// nobody knows the command runs, so it must not.
 			s.logf("the engine did not take the ready report (%v); killing the session", err)
-			s.kill("shutdown", 0)
+			s.kill(KilledByShutdown, 0)
 		}
 	}
 	s.run()
@@ -186,7 +186,7 @@ type sup struct {
 	stdin      *os.File   // pipe write end (Stdin "open"), nil once closed
 	stdinState string
 	modes      keys.Tracker
-	killedBy   string
+	killedBy   KilledBy
 	timedOut   bool
 	killing    bool
 	killCount  int // descendants signalled by a kill sequence
@@ -498,7 +498,7 @@ func (s *sup) launch() (retErr error) {
 	if spec.TimeoutMs > 0 {
 		meta.TimeoutAt = s.started.UnixMilli() + spec.TimeoutMs
 		timeout := time.AfterFunc(time.Duration(spec.TimeoutMs)*time.Millisecond, func() {
-			s.kill("timeout", s.grace())
+			s.kill(KilledByTimeout, s.grace())
 		})
 		// In a host an unfired timer would keep the ended session
 		// (buffers and all) in memory until it fired.
@@ -525,7 +525,7 @@ func (s *sup) launch() (retErr error) {
 		defer signal.Stop(term)
 		select {
 		case <-term:
-			s.kill("shutdown", s.grace())
+			s.kill(KilledByShutdown, s.grace())
 		case <-s.done:
 		}
 	}()
@@ -866,7 +866,7 @@ func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
 		ex.State = StateSignaled
 	}
 	if s.killedBy != "" {
-		by := s.killedBy
+		by := string(s.killedBy)
 		ex.KilledBy = &by
 		ex.State = StateKilled
 	}
@@ -910,7 +910,7 @@ func (s *sup) deferExit() bool {
 
 // kill starts the kill sequence once; later calls only keep the first
 // cause.
-func (s *sup) kill(by string, grace time.Duration) {
+func (s *sup) kill(by KilledBy, grace time.Duration) {
 	s.mu.Lock()
 	if s.killedBy == "" {
 		select {
@@ -921,7 +921,7 @@ func (s *sup) kill(by string, grace time.Duration) {
 		default:
 		}
 		s.killedBy = by
-		s.timedOut = by == "timeout"
+		s.timedOut = by == KilledByTimeout
 	}
 	if s.killing {
 		s.mu.Unlock()
@@ -1231,9 +1231,12 @@ func (s *sup) handle(req Request) Reply {
 		if req.GraceMs != nil {
 			grace = time.Duration(*req.GraceMs) * time.Millisecond
 		}
-		by := req.By
+		by := KilledBy(req.By)
 		if by == "" {
-			by = "agent"
+			by = KilledByAgent
+		}
+		if !by.Valid() {
+			return Reply{Error: fmt.Sprintf("kill: unknown cause %q", req.By)}
 		}
 		s.kill(by, grace)
 		return Reply{OK: true}
@@ -1283,7 +1286,7 @@ func (s *sup) handle(req Request) Reply {
 func (s *sup) status() *Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := &Status{PID: s.cmd.Process.Pid, Cursor: s.cursor.Load(), Stdin: s.stdinState, Modes: s.modes.Modes(), KilledBy: s.killedBy, LastOutputNs: s.lastOutput.Load()}
+	st := &Status{PID: s.cmd.Process.Pid, Cursor: s.cursor.Load(), Stdin: s.stdinState, Modes: s.modes.Modes(), KilledBy: string(s.killedBy), LastOutputNs: s.lastOutput.Load()}
 	st.JournalError, _ = s.journalErr.Load().(string)
 	select {
 	case <-s.mainExited:

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The stop rule (docs/operations.md "What happens when"): on SIGTERM or
+// SIGINT every call in flight gets an answer before the transport closes,
+// and every command either keeps running as a listed session or is killed
+// with killedBy "shutdown"; the ledger and the next engine's process list
+// say the same, and nothing runs twice. These tests hold that through
+// both transports, with sessions.survive on and off.
+
+// stopCalls is the number of foreground calls in flight at the signal.
+const stopCalls = 5
+
+// outcome is what one call in flight got.
+type outcome struct {
+	r   result
+	err error
+}
+
+// callsInFlight starts n foreground exec calls of cmd through c, with a
+// yield window far longer than the test, and returns their outcomes'
+// channel. The calls stay in their yield window until conch stops.
+func callsInFlight(c *conch, n int, cmd string) chan outcome {
+	out := make(chan outcome, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": cmd, "yieldMs": 120000}})
+			var r result
+			if err == nil {
+				r.IsError = res.IsError
+				if len(res.Content) > 0 {
+					if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+						r.Text = tc.Text
+					}
+				}
+				b, _ := json.Marshal(res.StructuredContent)
+				json.Unmarshal(b, &r.D)
+			}
+			out <- outcome{r, err}
+		}()
+	}
+	return out
+}
+
+// waitCommands waits until n processes matching pattern run in home's
+// sessions: every call's command has started.
+func waitCommands(t *testing.T, pattern, home string, n int) {
+	t.Helper()
+	eventually(t, 60*time.Second, func() string {
+		if p := pgrepHome(pattern, home); len(p) != n {
+			return fmt.Sprintf("%d of %d commands running: %v", len(p), n, p)
+		}
+		return ""
+	})
+}
+
+// answered collects n outcomes and checks that each is a running result
+// with a session id, or the stopping error; it returns the session ids.
+func answered(t *testing.T, out chan outcome, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := 0; i < n; i++ {
+		var o outcome
+		select {
+		case o = <-out:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("call %d of %d not answered within 60 s of the stop signal", i+1, n)
+		}
+		switch {
+		case o.err != nil:
+			t.Errorf("call got no answer: %v", o.err)
+		case o.r.str("status") == "running" && o.r.str("sessionId") != "":
+			ids = append(ids, o.r.str("sessionId"))
+		case o.r.IsError && strings.Contains(o.r.Text, "shutting down"):
+		default:
+			t.Errorf("call answered neither running nor stopping: %q %v", o.r.Text, o.r.D)
+		}
+	}
+	return ids
+}
+
+// waitExit waits for pid to exit.
+func waitExit(t *testing.T, pid int, within time.Duration) {
+	t.Helper()
+	eventually(t, within, func() string {
+		if !isZombie(pid) {
+			return fmt.Sprintf("pid %d still running after the stop signal", pid)
+		}
+		return ""
+	})
+}
+
+// ledgerOf reads every record of home's ledger through the CLI.
+func ledgerOf(t *testing.T, home string) []map[string]any {
+	t.Helper()
+	out, err := exec.Command(conchBin, "ledger", "tail", "--json", "-n", "100000", "--home", home).Output()
+	if err != nil {
+		t.Fatalf("ledger tail: %v", err)
+	}
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r map[string]any
+		if json.Unmarshal([]byte(line), &r) == nil {
+			recs = append(recs, r)
+		}
+	}
+	return recs
+}
+
+// checkStopped checks what the ledger and the next engine say after the
+// stop: each of ids is one run (recorded once), and running and listed
+// (survive) or ended killed by shutdown (not survive); no command was
+// killed by "agent", and the processes match.
+func checkStopped(t *testing.T, home, pattern, mark string, ids []string, survive bool) {
+	t.Helper()
+	recs := ledgerOf(t, home)
+	runs := map[string]int{}
+	for _, r := range recs {
+		b, _ := json.Marshal(r)
+		switch {
+		case r["type"] == "exec" && strings.Contains(string(b), mark):
+			runs[fmt.Sprint(r["sessionId"])]++
+		case r["type"] == "end" && r["killedBy"] == "agent":
+			t.Errorf("ledger records a kill by the agent, which killed nothing: %s", b)
+		}
+	}
+	if len(runs) != len(ids) {
+		t.Errorf("ledger has %d runs %v for %d answered calls %v", len(runs), runs, len(ids), ids)
+	}
+	for _, id := range ids {
+		if runs[id] != 1 {
+			t.Errorf("session %s ran %d times per the ledger", id, runs[id])
+		}
+	}
+	c := startConch(t, home)
+	ls := c.process(map[string]any{"action": "list"})
+	for _, id := range ids {
+		if !strings.Contains(ls.Text, id+" ") {
+			t.Errorf("session %s of an answered call is not listed: %q", id, ls.Text)
+			continue
+		}
+		p := c.process(map[string]any{"action": "poll", "sessionId": id})
+		if survive {
+			if p.str("status") != "running" {
+				t.Errorf("session %s: %q %v, want running", id, p.Text, p.D)
+			}
+			continue
+		}
+		if p.str("state") != "killed" || p.str("killedBy") != "shutdown" {
+			t.Errorf("session %s: %q %v, want killed by shutdown", id, p.Text, p.D)
+		}
+	}
+	want := 0
+	if survive {
+		want = len(ids)
+	}
+	if p := pgrepHome(pattern, home); len(p) != want {
+		t.Errorf("%d commands running after the stop, want %d: %v", len(p), want, p)
+	}
+	if !survive {
+		for _, r := range ledgerOf(t, home) {
+			if r["type"] == "end" && r["killedBy"] != "shutdown" {
+				t.Errorf("end record %v, want killedBy shutdown", r)
+			}
+		}
+	}
+}
+
+func TestStopSignalMCPStdio(t *testing.T) {
+	for _, survive := range []bool{true, false} {
+		t.Run(fmt.Sprintf("survive=%v", survive), func(t *testing.T) {
+			home := newHome(t, fmt.Sprintf(`{"sessions":{"survive":%v},"tools":{"exec":{"killGraceMs":500}}}`, survive))
+			mark := fmt.Sprintf("921.%d", map[bool]int{true: 1, false: 2}[survive])
+			pattern := "^sleep " + mark
+			c := startConch(t, home)
+			out := callsInFlight(c, stopCalls, "echo started; sleep "+mark)
+			waitCommands(t, pattern, home, stopCalls)
+			pid := c.cmd.Process.Pid
+			if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			ids := answered(t, out, stopCalls)
+			waitExit(t, pid, 30*time.Second)
+			c.close()
+			if len(ids) != stopCalls {
+				t.Fatalf("%d of %d calls answered running: %v", len(ids), stopCalls, ids)
+			}
+			checkStopped(t, home, pattern, mark, ids, survive)
+		})
+	}
+}
+
+func TestStopSignalServe(t *testing.T) {
+	for _, survive := range []bool{true, false} {
+		t.Run(fmt.Sprintf("survive=%v", survive), func(t *testing.T) {
+			home := newHome(t, fmt.Sprintf(`{"sessions":{"survive":%v},"tools":{"exec":{"killGraceMs":500}}}`, survive))
+			mark := fmt.Sprintf("922.%d", map[bool]int{true: 1, false: 2}[survive])
+			pattern := "^sleep " + mark
+			g := startGateway(t, home)
+			c := g.mcpClient(g.token)
+			// Calls through MCP over HTTP, and one through the /v1 API.
+			out := callsInFlight(c, stopCalls-1, "echo started; sleep "+mark)
+			go func() {
+				code, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo started; sleep " + mark, "yieldMs": 120000}, nil)
+				var r result
+				r.D, _ = m["details"].(map[string]any)
+				r.Text, _ = m["text"].(string)
+				r.IsError = code != 200
+				out <- outcome{r: r}
+			}()
+			waitCommands(t, pattern, home, stopCalls)
+			if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			ids := answered(t, out, stopCalls)
+			done := make(chan error, 1)
+			go func() { done <- g.cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("conch serve on SIGTERM: %v", err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatal("conch serve did not exit within 60 s of SIGTERM")
+			}
+			c.close()
+			if len(ids) != stopCalls {
+				t.Fatalf("%d of %d calls answered running: %v", len(ids), stopCalls, ids)
+			}
+			checkStopped(t, home, pattern, mark, ids, survive)
+		})
+	}
+}
