@@ -223,10 +223,12 @@ func TestStopSignalServe(t *testing.T) {
 				out <- outcome{r: r}
 			}()
 			waitCommands(t, pattern, home, stopCalls)
+			sent := time.Now()
 			if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
 			ids := answered(t, out, stopCalls)
+			t.Logf("answered %v after SIGTERM", time.Since(sent))
 			done := make(chan error, 1)
 			go func() { done <- g.cmd.Wait() }()
 			select {
@@ -234,6 +236,7 @@ func TestStopSignalServe(t *testing.T) {
 				if err != nil {
 					t.Errorf("conch serve on SIGTERM: %v", err)
 				}
+				t.Logf("exited %v after SIGTERM", time.Since(sent))
 			case <-time.After(60 * time.Second):
 				t.Fatal("conch serve did not exit within 60 s of SIGTERM")
 			}

@@ -249,6 +249,21 @@ func (s *Server) wrap(socket bool) http.Handler {
 			// Honoured on the engine socket only: a proxied conch mcp.
 			ctx = engine.WithWorkdir(ctx, wd)
 		}
+		if r.Method == http.MethodGet {
+			// GETs are where the streams are (events, a session's
+			// output, MCP's server-to-client stream): they end when the
+			// engine stops, so a shutdown does not wait for them.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			go func() {
+				select {
+				case <-s.eng.Stopping():
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+		}
 		r = r.WithContext(ctx)
 		if r.URL.Path == "/mcp" || strings.HasPrefix(r.URL.Path, "/mcp/") {
 			if id.operator && !socket {
