@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -247,4 +249,44 @@ func TestStopSignalServe(t *testing.T) {
 			checkStopped(t, home, pattern, mark, ids, survive)
 		})
 	}
+}
+
+// TestKill9ServeWithCallInFlight: a conch serve killed outright answers
+// nothing, but its command keeps running once, and the next engine lists
+// it (the "kill -9" row of docs/operations.md).
+func TestKill9ServeWithCallInFlight(t *testing.T) {
+	home := newHome(t, "")
+	const mark = "923.1"
+	pattern := "^sleep " + mark
+	g := startGateway(t, home)
+	c := g.mcpClient(g.token)
+	out := callsInFlight(c, 1, "echo started; sleep "+mark)
+	waitCommands(t, pattern, home, 1)
+	g.cmd.Process.Kill()
+	g.cmd.Wait()
+	select {
+	case o := <-out:
+		if o.err == nil {
+			t.Fatalf("a killed gateway answered: %q", o.r.Text)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the call did not end when the gateway died")
+	}
+	c.close()
+	// A supervisor host writes meta.json once it sees its engine go.
+	var ids []string
+	eventually(t, 20*time.Second, func() string {
+		ids = nil
+		entries, _ := os.ReadDir(filepath.Join(home, "sessions"))
+		for _, e := range entries {
+			if _, err := os.Stat(filepath.Join(home, "sessions", e.Name(), "meta.json")); err == nil {
+				ids = append(ids, e.Name())
+			}
+		}
+		if len(ids) != 1 {
+			return fmt.Sprintf("sessions after kill -9: %v", ids)
+		}
+		return ""
+	})
+	checkStopped(t, home, pattern, mark, ids, true)
 }

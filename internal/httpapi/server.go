@@ -249,7 +249,7 @@ func (s *Server) wrap(socket bool) http.Handler {
 			// Honoured on the engine socket only: a proxied conch mcp.
 			ctx = engine.WithWorkdir(ctx, wd)
 		}
-		if r.Method == http.MethodGet {
+		if r.Method == http.MethodGet && s.eng != nil {
 			// GETs are where the streams are (events, a session's
 			// output, MCP's server-to-client stream): they end when the
 			// engine stops, so a shutdown does not wait for them.

@@ -139,6 +139,11 @@ func TestKillTree(t *testing.T) {
 			for len(alive("sleep "+tag)) < 4 && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
+			// killedBy is a closed set: another cause is refused and
+			// kills nothing.
+			if _, err := Call(meta.Socket, Request{Op: "kill", By: "nobody"}); err == nil || !strings.Contains(err.Error(), `unknown cause "nobody"`) {
+				t.Fatalf("kill by an unknown cause: %v", err)
+			}
 			if _, err := Call(meta.Socket, Request{Op: "kill", By: "operator"}); err != nil {
 				t.Fatal(err)
 			}
