@@ -27,7 +27,7 @@ func TestKilledByDocumented(t *testing.T) {
 		if !strings.Contains(killedRow, "`"+string(k)+"`") {
 			t.Errorf("docs/sessions.md: the killed row does not list %q: %s", k, killedRow)
 		}
-		if !regexp.MustCompile("(?m)^\\| `"+string(k)+"` \\|").MatchString(doc) {
+		if !regexp.MustCompile("(?m)^\\| `" + string(k) + "` \\|").MatchString(doc) {
 			t.Errorf("docs/sessions.md: no row of the killedBy table for %q", k)
 		}
 	}
