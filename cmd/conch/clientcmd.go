@@ -348,40 +348,6 @@ func (l *localBackend) close() {
 
 func httpStatus(code string) int { return apitype.HTTPStatus(code) }
 
-// exitForError maps a failed call to the exit codes of the commands other
-// than exec (interfaces.md §4.1).
-func exitForError(err error) int {
-	var ae *client.Error
-	if !errors.As(err, &ae) {
-		return exitUnavailable // no engine reachable
-	}
-	switch ae.Code {
-	case "invalid_argument":
-		return exitUsage
-	case "not_found", "node_unknown":
-		return exitNotFound
-	case "unauthenticated", "forbidden", "denied", "host_not_allowed", "security_violation", "elevated_unavailable", "node_not_allowed", "path_outside_workspace":
-		return exitForbidden
-	case "conflict", "idempotency_conflict", "node_ambiguous", "already_resolved", "invalid_state":
-		return exitConflict
-	case "unavailable", "sandbox_unavailable", "node_unavailable":
-		return exitUnavailable
-	}
-	switch {
-	case ae.Status == 400:
-		return exitUsage
-	case ae.Status == 401 || ae.Status == 403:
-		return exitForbidden
-	case ae.Status == 404:
-		return exitNotFound
-	case ae.Status == 409:
-		return exitConflict
-	case ae.Status == 502 || ae.Status == 503 || ae.Status == 504:
-		return exitUnavailable
-	}
-	return exitFailed
-}
-
 // endDetails are the fields of exec, poll, wait and list details that
 // describe how a run ended.
 type endDetails struct {

@@ -98,7 +98,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	be, err := g.connect()
 	if err != nil {
 		fmt.Fprintf(stderr, "conch exec: %v\n", err)
-		return exitConchError
+		return exitFor(err, exitConchError)
 	}
 	defer be.close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

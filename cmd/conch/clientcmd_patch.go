@@ -59,7 +59,7 @@ func runApplyPatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	be, err := g.connect()
 	if err != nil {
 		fmt.Fprintf(stderr, "conch apply-patch: %v\n", err)
-		return exitUnavailable
+		return exitForError(err)
 	}
 	defer be.close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

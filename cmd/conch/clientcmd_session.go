@@ -37,7 +37,7 @@ func runPS(args []string, stdout, stderr io.Writer) int {
 	be, err := g.connect()
 	if err != nil {
 		fmt.Fprintf(stderr, "conch ps: %v\n", err)
-		return exitUnavailable
+		return exitForError(err)
 	}
 	defer be.close()
 	res, err := be.sessions(context.Background(), *all)
@@ -315,7 +315,7 @@ func runSessionCommand(name string, args []string, stdout, stderr io.Writer) int
 	be, err := g.connect()
 	if err != nil {
 		fmt.Fprintf(stderr, "conch %s: %v\n", name, err)
-		return exitUnavailable
+		return exitForError(err)
 	}
 	defer be.close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

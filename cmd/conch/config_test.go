@@ -229,3 +229,83 @@ func TestJournalQuotaTrimsRunning(t *testing.T) {
 	}
 	c.process(map[string]any{"action": "kill", "sessionId": id})
 }
+
+// TestInvalidConfigExitCode: every command that stops on an invalid
+// config.json exits 78, whatever the command and whatever the fault.
+// Every command of `conch help` runs on a home with the first fault and
+// with one more fault in turn; a command that says "config:" on stderr
+// must exit 78, and those that need the configuration must say it.
+func TestInvalidConfigExitCode(t *testing.T) {
+	faults := []string{
+		`{"tools":{"exec":{"unknownKnob":1}}}`,
+		`{"tools":{"exec":{"host":"bogus"}}}`,
+		`{"agents":{"Bad Agent":{}}}`,
+		`{"tools":{"deny":["rm"]}}`,
+		`{} {}`,
+		`not json`,
+	}
+	// One invocation per command ("H" is the home); needs: it must report
+	// the configuration.
+	type inv struct {
+		args  []string
+		needs bool
+	}
+	cmds := map[string]inv{
+		"serve":       {[]string{"serve", "--home", "H", "--listen", "127.0.0.1:0"}, true},
+		"mcp":         {[]string{"mcp", "--home", "H"}, true},
+		"node":        {[]string{"node", "--home", "H", "--gateway", "http://127.0.0.1:9", "--token", "cnj_x"}, true},
+		"exec":        {[]string{"exec", "--home", "H", "--", "true"}, true},
+		"ps":          {[]string{"ps", "--home", "H"}, true},
+		"poll":        {[]string{"poll", "--home", "H", "some-id"}, true},
+		"log":         {[]string{"log", "--home", "H", "some-id"}, true},
+		"wait":        {[]string{"wait", "--home", "H", "some-id"}, true},
+		"search":      {[]string{"search", "--home", "H", "some-id", "x"}, true},
+		"screen":      {[]string{"screen", "--home", "H", "some-id"}, true},
+		"send":        {[]string{"send", "--home", "H", "some-id", "--data", "x"}, true},
+		"kill":        {[]string{"kill", "--home", "H", "some-id"}, true},
+		"apply-patch": {[]string{"apply-patch", "--home", "H"}, true},
+		"policy":      {[]string{"policy", "explain", "--home", "H", "--", "ls"}, true},
+		"sandbox":     {[]string{"sandbox", "status", "--home", "H"}, true},
+		"agents":      {[]string{"agents", "list", "--home", "H"}, false},
+		"approvals":   {[]string{"approvals", "pending", "--home", "H"}, false},
+		"doctor":      {[]string{"doctor", "--home", "H"}, false}, // reports it as a finding (exit 1)
+		"ledger":      {[]string{"ledger", "verify", "--home", "H"}, false},
+		"nodes":       {[]string{"nodes", "list", "--home", "H"}, false},
+		"ui":          {[]string{"ui", "--home", "H"}, false},
+		"version":     {[]string{"version"}, false},
+	}
+	help, _, _ := runCLI(t, nil, "help")
+	for _, line := range strings.Split(help, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "conch" {
+			if _, ok := cmds[f[1]]; !ok {
+				t.Errorf("command %q of `conch help` is not covered by this test", f[1])
+			}
+		}
+	}
+	homes := make([]string, len(faults))
+	for i, f := range faults {
+		homes[i] = newHome(t, f)
+	}
+	i := 0
+	for name, c := range cmds {
+		i++
+		for _, fi := range []int{0, 1 + i%(len(faults)-1)} {
+			args := make([]string, len(c.args))
+			for j, a := range c.args {
+				if a == "H" {
+					a = homes[fi]
+				}
+				args[j] = a
+			}
+			_, stderr, code := runCLI(t, nil, args...)
+			says := strings.Contains(stderr, "config:")
+			switch {
+			case says && code != exitConfig:
+				t.Errorf("conch %s with config %s: exit %d, want %d: %s", name, faults[fi], code, exitConfig, stderr)
+			case c.needs && !says:
+				t.Errorf("conch %s with config %s: no config error (exit %d): %s", name, faults[fi], code, stderr)
+			}
+		}
+	}
+}

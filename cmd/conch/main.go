@@ -176,7 +176,10 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if errors.Is(err, engine.ErrHomeLocked) {
 		// Another engine (conch serve) holds the home: proxy to it.
 		cfg, cerr := config.Load(filepath.Join(*home, "config.json"))
-		if cerr == nil {
+		if cerr != nil {
+			// The proxy needs the configuration too (the tool list).
+			err = cerr
+		} else {
 			p := newSocketEngine(filepath.Join(*home, "run", "engine.sock"), *agent, *workdir, cfg)
 			if p.ping() {
 				log.Info("proxying to the engine that holds the home", "home", *home)
@@ -186,10 +189,7 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "conch mcp: %v\n", err)
-		if errors.Is(err, engine.ErrHomeLocked) || errors.Is(err, engine.ErrHomeNotWritable) {
-			return exitUnavailable
-		}
-		return exitFailed
+		return exitFor(err, exitFailed)
 	}
 	if eng != nil {
 		defer eng.Close()

@@ -63,10 +63,7 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 	eng, err := engine.New(engine.Options{Home: *home, Mode: "node", Logger: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "conch node: %v\n", err)
-		if errors.Is(err, engine.ErrHomeLocked) || errors.Is(err, engine.ErrHomeNotWritable) {
-			return exitUnavailable
-		}
-		return exitFailed
+		return exitFor(err, exitFailed)
 	}
 	defer eng.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

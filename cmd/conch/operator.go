@@ -202,7 +202,7 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	p, err := engine.ExplainPolicy(*home, *agent, *cwd, cmd)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch policy explain: %v\n", err)
-		return exitFailed
+		return exitFor(err, exitFailed)
 	}
 	if *asJSON {
 		json.NewEncoder(stdout).Encode(p.JSON())

@@ -43,7 +43,7 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 		st, err := engine.SandboxStatusOf(ctx, *home)
 		if err != nil {
 			fmt.Fprintf(stderr, "conch sandbox %s: %v\n", sub, err)
-			return exitFailed
+			return exitFor(err, exitFailed)
 		}
 		if *asJSON {
 			if sub == "list" {
@@ -101,7 +101,7 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "conch sandbox %s: %v\n", sub, err)
-			return exitUnavailable
+			return exitFor(err, exitUnavailable)
 		}
 		if *asJSON {
 			out(map[string]any{"removed": removed})

@@ -116,10 +116,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "conch serve: %v\n", err)
-		if errors.Is(err, engine.ErrHomeLocked) || errors.Is(err, engine.ErrHomeNotWritable) {
-			return exitUnavailable
-		}
-		return exitFailed
+		return exitFor(err, exitFailed)
 	}
 	engp.Store(eng)
 	closeEngine := func() {

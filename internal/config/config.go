@@ -212,19 +212,31 @@ func Load(path string) (*Config, error) {
 	return Parse(b)
 }
 
+// ErrInvalid is wrapped by every error of Parse (and so of Load, for a
+// file that exists): the configuration is not valid JSON of the schema, or
+// a value is out of range. Commands map it to one exit code.
+var ErrInvalid = errors.New("invalid configuration")
+
+// invalidError is a Parse failure: "config: <why>", unwrapping to
+// ErrInvalid and to the cause.
+type invalidError struct{ err error }
+
+func (e *invalidError) Error() string   { return "config: " + e.err.Error() }
+func (e *invalidError) Unwrap() []error { return []error{ErrInvalid, e.err} }
+
 // Parse decodes a configuration strictly.
 func Parse(b []byte) (*Config, error) {
 	var c Config
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, &invalidError{err}
 	}
 	if dec.More() {
-		return nil, errors.New("config: trailing data after the JSON object")
+		return nil, &invalidError{errors.New("trailing data after the JSON object")}
 	}
 	if err := c.validate(); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, &invalidError{err}
 	}
 	return &c, nil
 }
