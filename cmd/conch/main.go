@@ -230,7 +230,7 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	case <-sig:
 	}
-	stopMCP(eng, stdio, sig, log)
+	stopMCP(eng, srv, stdio, sig, log)
 	cancelRun()
 	select {
 	case <-runErr:
@@ -246,8 +246,9 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // window returns running with its session id, and the command keeps
 // running); a proxy's calls are answered by the engine it proxies to, at
 // the latest when their yield windows end. A second signal stops waiting.
-func stopMCP(eng *engine.Engine, stdio *mcpserver.Stdio, sig <-chan os.Signal, log *slog.Logger) {
+func stopMCP(eng *engine.Engine, srv *mcpserver.Server, stdio *mcpserver.Stdio, sig <-chan os.Signal, log *slog.Logger) {
 	log.Info("stopping: answering the calls in flight")
+	srv.Stop()
 	// The longest yield window (120 s) and then some.
 	ctx, cancel := context.WithTimeout(context.Background(), 130*time.Second)
 	defer cancel()

@@ -290,3 +290,46 @@ func TestKill9ServeWithCallInFlight(t *testing.T) {
 	})
 	checkStopped(t, home, pattern, mark, ids, true)
 }
+
+// TestStopSignalMCPProxy: a conch mcp that proxies to conch serve answers
+// its calls in flight on SIGTERM too: the gateway answers them (at the
+// latest when their yield windows end), and their commands keep running
+// there, not killed as if the agent had given up.
+func TestStopSignalMCPProxy(t *testing.T) {
+	home := newHome(t, "")
+	const mark = "924.1"
+	pattern := "^sleep " + mark
+	g := startGateway(t, home)
+	c := startConch(t, home)
+	out := make(chan outcome, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "sleep " + mark, "yieldMs": 3000}})
+			var r result
+			if err == nil {
+				b, _ := json.Marshal(res.StructuredContent)
+				json.Unmarshal(b, &r.D)
+				r.IsError = res.IsError
+			}
+			out <- outcome{r, err}
+		}()
+	}
+	waitCommands(t, pattern, home, 2)
+	pid := c.cmd.Process.Pid
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	ids := answered(t, out, 2)
+	waitExit(t, pid, 30*time.Second)
+	if len(ids) != 2 {
+		t.Fatalf("answered running: %v", ids)
+	}
+	for _, id := range ids {
+		if code, m := g.do("GET", "/v1/sessions/"+id, g.token, nil, nil); code != 200 || m["state"] != "running" {
+			t.Errorf("session %s on the gateway: %d %v", id, code, m)
+		}
+	}
+	if p := pgrepHome(pattern, home); len(p) != 2 {
+		t.Errorf("commands running after the proxy stopped: %v", p)
+	}
+}

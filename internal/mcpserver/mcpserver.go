@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -47,7 +48,16 @@ type Server struct {
 	eng Engine
 	opt Options
 	key [32]byte // signs the request state of multi round-trip calls
+
+	stopped  chan struct{} // closed by Stop
+	stopOnce sync.Once
 }
+
+// Stop makes the server refuse new tool calls with "conch engine is
+// shutting down." (code unavailable) and end its waits on the client:
+// for a stdio server whose engine it does not own (a proxy). Calls in
+// flight still get their answers.
+func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopped) }) }
 
 // New returns a server with the exec and process tools, and apply_patch
 // when the agent is offered it.
@@ -71,7 +81,7 @@ func New(eng Engine, opt Options) *Server {
 	if opt.Agent == "" {
 		opt.Agent = "main"
 	}
-	s := &Server{eng: eng, opt: opt}
+	s := &Server{eng: eng, opt: opt, stopped: make(chan struct{})}
 	rand.Read(s.key[:])
 	s.Server = mcp.NewServer(&mcp.Implementation{Name: "conch", Version: opt.Version}, &mcp.ServerOptions{
 		HasTools: true,
@@ -96,6 +106,12 @@ func New(eng Engine, opt Options) *Server {
 
 func (s *Server) handler(tool string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		select {
+		case <-s.stopped:
+			e := apitype.Errorf(apitype.CodeUnavailable, "conch engine is shutting down.")
+			return s.toMCP(apitype.Result{Text: e.Message, Details: &apitype.ErrorDetails{Status: "error", Error: e}}), nil
+		default:
+		}
 		if tool == "exec" && len(req.Params.InputResponses) > 0 {
 			// The retry of a multi round-trip call (SEP-2322): the human's
 			// answer to our approval question; the command is not run
@@ -245,6 +261,9 @@ func (s *Server) elicit(ctx context.Context, req *mcp.CallToolRequest, d *engine
 			case <-s.eng.Stopping():
 				// conch stops: the approval stays open (it
 				// survives the restart); the call answers pending.
+				cancel()
+				return
+			case <-s.stopped:
 				cancel()
 				return
 			case <-t.C:
