@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -217,11 +218,22 @@ func TestStopSignalServe(t *testing.T) {
 			// Calls through MCP over HTTP, and one through the /v1 API.
 			out := callsInFlight(c, stopCalls-1, "echo started; sleep "+mark)
 			go func() {
-				code, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo started; sleep " + mark, "yieldMs": 120000}, nil)
+				// Not g.do: it may not fail the test from this goroutine.
+				body := strings.NewReader(`{"command":"echo started; sleep ` + mark + `","yieldMs":120000}`)
+				req, _ := http.NewRequest("POST", g.base+"/v1/exec", body)
+				req.Header.Set("Authorization", "Bearer "+g.token)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					out <- outcome{err: err}
+					return
+				}
+				defer resp.Body.Close()
+				var m map[string]any
+				json.NewDecoder(resp.Body).Decode(&m)
 				var r result
 				r.D, _ = m["details"].(map[string]any)
 				r.Text, _ = m["text"].(string)
-				r.IsError = code != 200
+				r.IsError = resp.StatusCode != 200
 				out <- outcome{r: r}
 			}()
 			waitCommands(t, pattern, home, stopCalls)
