@@ -75,7 +75,7 @@ func TestSafeBinProfiles(t *testing.T) {
 		{"uniq -D -u -i -z", true},
 		{"uniq input.txt", false},
 		{"uniq in out", false},
-		{"uniq --all-repeated", false},
+		{"uniq --all-repeated", true},
 		// head
 		{"head", true},
 		{"head -n 5", true},
@@ -88,7 +88,7 @@ func TestSafeBinProfiles(t *testing.T) {
 		{"head -qv", true},
 		{"head -qn 5", true},
 		{"head -n -5", true},
-		{"head -", true},
+		{"head -", false}, // "-" is an operand (a file to the tool)
 		{"head -n 5 -- ", true},
 		{"head /etc/passwd", false},
 		{"head -n 5 file", false},

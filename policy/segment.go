@@ -742,13 +742,21 @@ func (e *evaluator) shell(seg *Segment, name string, res resolved, prefix []stri
 			e.setVerdict(seg, VerdictMiss, name+" -o: only pipefail is accepted")
 			return nil
 		}
-		if t == "--login" || t == "--noprofile" || t == "--norc" {
+		if t == "--login" {
+			e.setVerdict(seg, VerdictMiss, loginShell(name, t))
+			return nil
+		}
+		if t == "--noprofile" || t == "--norc" {
 			i++
 			continue
 		}
 		if len(t) > 1 && t[0] == '-' && t[1] != '-' {
 			for _, c := range t[1:] {
-				if !strings.ContainsRune("leuxc", c) || c == 'c' && sawC {
+				if c == 'l' {
+					e.setVerdict(seg, VerdictMiss, loginShell(name, t))
+					return nil
+				}
+				if !strings.ContainsRune("euxc", c) || c == 'c' && sawC {
 					e.setVerdict(seg, VerdictMiss, name+" option "+t+" is not accepted")
 					return nil
 				}
@@ -832,6 +840,12 @@ func (e *evaluator) shell(seg *Segment, name string, res resolved, prefix []stri
 	}
 	e.setVerdict(seg, verdict, "shell "+name+" -c: every inner segment satisfied")
 	return append(pin, quote(pinned.String()))
+}
+
+// loginShell is the rule of a login shell: it runs the profile files
+// (/etc/profile, ~/.bash_profile, ~/.profile), code the gate never judged.
+func loginShell(name, opt string) string {
+	return name + " " + opt + ": a login shell runs profile files the gate never judged"
 }
 
 // shellScript judges `<shell> path/to/script [args]`: the script's realpath
