@@ -17,6 +17,18 @@ const (
 	OptionalArg
 )
 
+func (k ArgKind) String() string {
+	switch k {
+	case NoArg:
+		return "no argument"
+	case RequiredArg:
+		return "a required argument"
+	case OptionalArg:
+		return "an optional argument (only with =)"
+	}
+	return "ArgKind(" + string(rune('0'+k)) + ")"
+}
+
 // Grammar names the command-line parser of a tool.
 type Grammar uint8
 
@@ -42,9 +54,10 @@ type Option struct {
 	Short string
 	// Long is the long name without "--" ("lines"), or "".
 	Long string
-	// Alias names the canonical long name when Long is another spelling
-	// of it with no short name (grep --colour is --color): getopt does
-	// not call a prefix of both ambiguous.
+	// Alias names the canonical long name of the option this entry is
+	// another spelling of: grep --colour is --color (getopt does not call
+	// a prefix of both ambiguous), tail -f is --follow without its
+	// optional argument. Denying one name denies every spelling.
 	Alias string
 	// Arg is the argument kind.
 	Arg ArgKind
@@ -129,7 +142,8 @@ var OptionTables = map[string]OptionTable{
 	)},
 	"tail": {ObsoleteCount: true, Options: withHelp(
 		opt("c", "bytes", RequiredArg),
-		opt("f", "follow", OptionalArg),
+		Option{Short: "f", Alias: "follow"}, // -f takes no argument, --follow an optional one
+		opt("", "follow", OptionalArg),
 		opt("F", "", NoArg),
 		opt("n", "lines", RequiredArg),
 		opt("", "max-unchanged-stats", RequiredArg),
@@ -158,6 +172,7 @@ var OptionTables = map[string]OptionTable{
 		opt("L", "max-line-length", NoArg),
 		opt("w", "words", NoArg),
 		since("9.2", opt("", "total", RequiredArg)),
+		hidden(opt("", "debug", NoArg)),
 	)},
 	"grep": {DigitOptions: true, Options: []Option{
 		opt("E", "extended-regexp", NoArg),
@@ -229,7 +244,8 @@ var OptionTables = map[string]OptionTable{
 		opt("", "sort", RequiredArg),
 		opt("V", "version-sort", NoArg),
 		opt("", "batch-size", RequiredArg),
-		opt("c", "check", OptionalArg),
+		Option{Short: "c", Alias: "check"}, // -c takes no argument, --check an optional one
+		opt("", "check", OptionalArg),
 		opt("C", "", NoArg),
 		opt("", "compress-program", RequiredArg),
 		opt("", "debug", NoArg),

@@ -62,10 +62,10 @@ func compileTable(t OptionTable) *compiledTable {
 // spelling getopt maps to the same option.
 func identity(o *Option) string {
 	switch {
-	case o.Short != "":
-		return "-" + o.Short
 	case o.Alias != "":
 		return "--" + o.Alias
+	case o.Short != "":
+		return "-" + o.Short
 	}
 	return "--" + o.Long
 }
