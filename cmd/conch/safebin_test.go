@@ -66,7 +66,7 @@ func TestGateSafeBinFileAccess(t *testing.T) {
 	}
 }
 
-// TestGateJQEmptyFilter: with jq a safe bin, `jq '' FILE` read FILE (the
+// TestGateJQEmptyFilter: with jq a safe bin, `jq ” FILE` read FILE (the
 // empty word was skipped, so FILE counted as the filter).
 func TestGateJQEmptyFilter(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/jq"); err != nil {
