@@ -1,4 +1,4 @@
-package policy
+package proof
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/conchsh/conch/policy"
 )
 
 // This file proves the safe-bin profiles by execution: it generates
@@ -26,8 +28,13 @@ import (
 //
 // go test runs a bounded number (safeBinExecBudget). A longer run:
 //
-//	CONCH_SAFEBIN_EXEC=20000 go test ./policy -run TestSafeBinExecution -timeout 60m -v
-//	go test ./policy -run '^$' -fuzz FuzzSafeBinExec -fuzztime 30m
+//	CONCH_SAFEBIN_EXEC=20000 go test ./policy/proof -run TestSafeBinExecution -timeout 60m -v
+//	go test ./policy/proof -run '^$' -fuzz FuzzSafeBinExec -fuzztime 30m
+
+// allProfiled lists every tool with a built-in profile.
+var allProfiled = []string{"cut", "uniq", "head", "tail", "tr", "wc", "grep", "sort", "jq"}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // safeBinExecBudget is how many allowed invocations go test runs.
 const safeBinExecBudget = 200
@@ -69,13 +76,13 @@ var genValues = []string{
 // attached or separate values), "-", "", "--", obsolete counts, operands
 // and odd values, in any order.
 func genInvocation(tool string, c chooser) []string {
-	t := OptionTables[tool]
+	t := policy.OptionTables[tool]
 	value := func() string { return genValues[c.intn(len(genValues))] }
-	var longs, shorts, valued []Option
+	var longs, shorts, valued []policy.Option
 	for _, o := range t.Options {
 		if o.Long != "" {
 			longs = append(longs, o)
-			if o.Arg != NoArg {
+			if o.Arg != policy.NoArg {
 				valued = append(valued, o) // drawn more often: where grammars differ
 			}
 		}
@@ -97,7 +104,7 @@ func genInvocation(tool string, c chooser) []string {
 				name = name[:1+c.intn(len(name))] // abbreviation
 			}
 			form := c.intn(3)
-			if o.Arg == OptionalArg && c.intn(2) == 0 {
+			if o.Arg == policy.OptionalArg && c.intn(2) == 0 {
 				form = 1 // a separate word after an optional argument
 			}
 			switch form {
@@ -170,7 +177,7 @@ func newExecHarness(tb testing.TB) *execHarness {
 	return h
 }
 
-// decide asks Evaluate about tool with args, every profiled tool a safe bin
+// decide asks policy.Evaluate about tool with args, every profiled tool a safe bin
 // and an allowlist that allows nothing; it returns the decision's pinned
 // argv source for the report and whether it runs.
 func (h *execHarness) decide(tool string, args []string, cwd string) (string, bool) {
@@ -179,11 +186,11 @@ func (h *execHarness) decide(tool string, args []string, cwd string) (string, bo
 		words = append(words, quote(a))
 	}
 	cmd := strings.Join(words, " ")
-	d := Evaluate(Request{
-		Command: cmd, Security: SecurityAllowlist, Ask: AskOff, SafeBins: allProfiled,
-		Env: Env{PATH: "/usr/bin:/bin", Cwd: cwd, Home: h.home},
+	d := policy.Evaluate(policy.Request{
+		Command: cmd, Security: policy.SecurityAllowlist, Ask: policy.AskOff, SafeBins: allProfiled,
+		Env: policy.Env{PATH: "/usr/bin:/bin", Cwd: cwd, Home: h.home},
 	})
-	return cmd, d.Outcome == OutcomeRun
+	return cmd, d.Outcome == policy.OutcomeRun
 }
 
 var (
