@@ -71,6 +71,11 @@ var genValues = []string{
 	"a-z", "A-Z", ",", ":", ".", ".a", "env", "1 2",
 }
 
+// genEnvs are environments an agent may give a command that change how
+// GNU tools read their arguments: POSIXLY_CORRECT stops option parsing at
+// the first operand; _POSIX2_VERSION revives `uniq +N` and `tail +N`.
+var genEnvs = [][]string{nil, nil, {"POSIXLY_CORRECT=1"}, {"_POSIX2_VERSION=199209"}}
+
 // genInvocation returns the arguments of one invocation of tool: options
 // from its table (long, abbreviated, with "=value", short, clustered, with
 // attached or separate values), "-", "", "--", obsolete counts, operands
@@ -226,7 +231,7 @@ func (h *execHarness) allowedPath(p string) bool {
 
 // run executes tool args under strace in a fresh directory holding files
 // the generator names, and returns what it did that a safe bin must not.
-func (h *execHarness) run(tool string, args []string, cwd string) []string {
+func (h *execHarness) run(tool string, args []string, cwd string, env []string) []string {
 	exe, err := exec.LookPath(tool)
 	if err != nil {
 		return []string{"lookup: " + err.Error()}
@@ -238,7 +243,7 @@ func (h *execHarness) run(tool string, args []string, cwd string) []string {
 	argv := append([]string{"-f", "-qq", "-e", "trace=%file,%desc", "-o", log, "--", exe}, args...)
 	cmd := exec.CommandContext(ctx, h.strace, argv...)
 	cmd.Dir = cwd
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + h.home, "LANG=C.UTF-8", "TMPDIR=" + filepath.Join(cwd, "tmp")}
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + h.home, "LANG=C.UTF-8", "TMPDIR=" + filepath.Join(cwd, "tmp")}, env...)
 	if f, err := os.Open(h.stdin); err == nil {
 		defer f.Close()
 		cmd.Stdin = f
@@ -299,6 +304,13 @@ func (h *execHarness) workdir(tb testing.TB, i int) string {
 	return d
 }
 
+func envPrefix(env []string) string {
+	if len(env) == 0 {
+		return ""
+	}
+	return strings.Join(env, " ") + " "
+}
+
 // safeBinExecSeeds are invocations every run executes when allowed: the
 // reported bypasses and their neighbours.
 var safeBinExecSeeds = [][]string{
@@ -345,6 +357,7 @@ func TestSafeBinExecution(t *testing.T) {
 	type job struct {
 		tool string
 		args []string
+		env  []string
 		cmd  string
 		dir  string
 	}
@@ -358,12 +371,12 @@ func TestSafeBinExecution(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				bad := h.run(j.tool, j.args, j.dir)
+				bad := h.run(j.tool, j.args, j.dir, j.env)
 				_ = os.RemoveAll(j.dir)
 				mu.Lock()
 				ran[j.tool]++
 				if len(bad) > 0 {
-					failures = append(failures, fmt.Sprintf("%s\n\t%s", j.cmd, strings.Join(bad, "\n\t")))
+					failures = append(failures, fmt.Sprintf("%s%s\n\t%s", envPrefix(j.env), j.cmd, strings.Join(bad, "\n\t")))
 				}
 				mu.Unlock()
 			}
@@ -377,7 +390,7 @@ func TestSafeBinExecution(t *testing.T) {
 			return
 		}
 		allowed++
-		jobs <- job{tool, args, cmd, h.workdir(t, generated)}
+		jobs <- job{tool, args, genEnvs[c.intn(len(genEnvs))], cmd, h.workdir(t, generated)}
 	}
 	for _, s := range safeBinExecSeeds {
 		submit(s[0], s[1:])
@@ -424,8 +437,9 @@ func FuzzSafeBinExec(f *testing.F) {
 		}
 		dir := h.workdir(t, i)
 		defer os.RemoveAll(dir)
-		if bad := h.run(tool, args, dir); len(bad) > 0 {
-			t.Fatalf("an allowed safe-bin invocation touched the file system:\n%s\n\t%s", cmd, strings.Join(bad, "\n\t"))
+		env := genEnvs[c.intn(len(genEnvs))]
+		if bad := h.run(tool, args, dir, env); len(bad) > 0 {
+			t.Fatalf("an allowed safe-bin invocation touched the file system:\n%s%s\n\t%s", envPrefix(env), cmd, strings.Join(bad, "\n\t"))
 		}
 	})
 }
