@@ -133,12 +133,14 @@ var BuiltinProfiles = map[string]Profile{
 		DeniedFlags: []string{"-f", "-d", "-r", "-R", "--file", "--exclude-from", "--dereference-recursive", "--directories", "--recursive"},
 	},
 	"sort": {
-		AllowedValueFlags: []string{"-k", "-t", "-S", "--key", "--field-separator", "--buffer-size", "--parallel", "--batch-size"},
+		AllowedValueFlags: []string{"-k", "-t", "--key", "--field-separator", "--parallel", "--batch-size"},
 		AllowedBoolFlags: []string{"-b", "-d", "-f", "-g", "-h", "-i", "-M", "-n", "-r", "-R", "-s", "-u", "-V", "-z", "-c", "-C",
 			"--ignore-leading-blanks", "--dictionary-order", "--ignore-case", "--general-numeric-sort", "--human-numeric-sort",
 			"--ignore-nonprinting", "--month-sort", "--numeric-sort", "--reverse", "--random-sort", "--stable", "--unique",
 			"--version-sort", "--zero-terminated", "--check"},
-		DeniedFlags: []string{"-o", "-T", "--output", "--compress-program", "--files0-from", "--random-source", "--temporary-directory"},
+		// A tiny buffer (-S 1) makes sort write temporary files even for
+		// a small input.
+		DeniedFlags: []string{"-o", "-T", "-S", "--output", "--compress-program", "--files0-from", "--random-source", "--temporary-directory", "--buffer-size"},
 	},
 	"jq": {
 		MaxPositional:     1,

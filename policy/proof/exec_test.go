@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/policy"
 )
 
@@ -71,10 +72,29 @@ var genValues = []string{
 	"a-z", "A-Z", ",", ":", ".", ".a", "env", "1 2",
 }
 
-// genEnvs are environments an agent may give a command that change how
-// GNU tools read their arguments: POSIXLY_CORRECT stops option parsing at
-// the first operand; _POSIX2_VERSION revives `uniq +N` and `tail +N`.
-var genEnvs = [][]string{nil, nil, {"POSIXLY_CORRECT=1"}, {"_POSIX2_VERSION=199209"}}
+// genEnvs are environments an agent may give a command: locale and
+// temporary directory. The variables that change how GNU tools read their
+// arguments are refused for host commands (parsingEnv, checked below).
+var genEnvs = [][]string{nil, nil, {"LC_ALL=C"}, {"LANG=C", "TMPDIR=."}}
+
+// parsingEnv change how GNU tools parse the arguments the gate judged:
+// POSIXLY_CORRECT stops option parsing at the first operand;
+// _POSIX2_VERSION=199209 makes `tail -c 5` read the file "5". Host
+// commands never get them.
+var parsingEnv = []string{"POSIXLY_CORRECT", "_POSIX2_VERSION"}
+
+// TestParsingEnvRefused: the environment the execution proof leaves out
+// cannot reach a host command, neither inherited nor from a request.
+func TestParsingEnvRefused(t *testing.T) {
+	for _, k := range parsingEnv {
+		if msg := hostenv.Validate(map[string]string{k: "1"}); msg == "" {
+			t.Errorf("a request may set %s", k)
+		}
+		if got := hostenv.Inherit([]string{k + "=1"}); len(got) != 0 {
+			t.Errorf("host commands inherit %s", k)
+		}
+	}
+}
 
 // genInvocation returns the arguments of one invocation of tool: options
 // from its table (long, abbreviated, with "=value", short, clustered, with
