@@ -96,6 +96,12 @@ func TestSafeBinGetoptForms(t *testing.T) {
 		{"head -5 -n 2", true},
 		{"head -n 2 -5", false}, // -NUM is only a count as the first word
 		{"tail -5f", false},
+		{"tail -cf", false}, // obsolete form: follow, not -c f
+		{"tail -5cf", false},
+		{"tail -lf", false},
+		{"tail -c", false},  // -c without a value
+		{"tail -c f", true}, // -c with the value f (the tool rejects it)
+		{"tail -n 2 -cf", true},
 		{"uniq --group=append", true},
 		{"uniq --group=", true},
 		{"uniq --group=/etc/x", false},

@@ -79,7 +79,9 @@ type Option struct {
 type OptionTable struct {
 	Grammar Grammar
 	Options []Option
-	// ObsoleteCount: a first word `-<digits>` is a count (`head -5`).
+	// ObsoleteCount: a first word `-<digits>` is a count (`head -5`); a
+	// first word of the obsolete form `-[NUM][bcl][f]` (`tail -cf`) is
+	// refused, because the tool reads it as one option, not as a cluster.
 	ObsoleteCount bool
 	// DigitOptions: each digit is a short option without argument
 	// (`grep -5` is a context of 5, `uniq -3` skips 3 fields).

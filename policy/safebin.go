@@ -275,9 +275,14 @@ func (c *compiledProfile) check(args []string) ([]usedFlag, string) {
 			used = append(used, usedFlag{full, o.Arg == RequiredArg || attached})
 			continue
 		}
-		if i == 0 && t.obsoleteCount && allDigits(a[1:]) {
-			used = append(used, usedFlag{a, false})
-			continue
+		if i == 0 && t.obsoleteCount {
+			if allDigits(a[1:]) {
+				used = append(used, usedFlag{a, false})
+				continue
+			}
+			if obsoleteTail(a[1:]) {
+				return nil, "obsolete option form " + a
+			}
 		}
 		for j := 1; j < len(a); j++ {
 			o := t.short[a[j]]
@@ -317,6 +322,26 @@ func (c *compiledProfile) check(args []string) ([]usedFlag, string) {
 		return nil, "positional arguments out of range"
 	}
 	return used, ""
+}
+
+// obsoleteTail reports whether x (a first word without its "-") has the
+// obsolete form GNU tail reads as one option, NUM[bcl][f] (`-cf` follows
+// forever; it is not -c with the value "f"). A lone "c" is -c.
+func obsoleteTail(x string) bool {
+	if x == "" || x == "c" {
+		return false
+	}
+	i := 0
+	for i < len(x) && x[i] >= '0' && x[i] <= '9' {
+		i++
+	}
+	if i < len(x) && strings.IndexByte("bcl", x[i]) >= 0 {
+		i++
+	}
+	if i < len(x) && x[i] == 'f' {
+		i++
+	}
+	return i == len(x)
 }
 
 // isOption reports whether the parser of grammar g reads word a as an
