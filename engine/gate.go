@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -121,7 +122,8 @@ func (e *Engine) EffectivePolicy(agent, reqSecurity, reqAsk, command, cwd, path 
 		Command: command, Security: p.Security, Ask: p.Ask, Host: "gateway", Allowlist: p.Allowlist,
 		SafeBins: set.SafeBins, TrustedDirs: set.SafeBinTrustedDirs, Profiles: profiles,
 		StrictInlineEval: set.StrictInlineEval,
-		Env:              policy.Env{PATH: path, Cwd: cwd, Home: home},
+		// macOS and Windows file systems fold case; Linux ones do not.
+		Env: policy.Env{PATH: path, Cwd: cwd, Home: home, FoldCase: runtime.GOOS == "darwin" || runtime.GOOS == "windows"},
 	}
 	return p
 }

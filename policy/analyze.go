@@ -111,8 +111,32 @@ func analyze(src string) *analysis {
 		a.fail(src, f)
 		return a
 	}
+	if n := a.segments(); n > MaxSegments {
+		a.fail(src, &failure{reason: tooManySegments(n), off: -1})
+		return a
+	}
 	a.OK = true
 	return a
+}
+
+// MaxSegments bounds the simple commands of one command, the inline
+// scripts of shell wrappers included: beyond it the command is not
+// satisfied (its analysis fails, or the wrapper's segment is a miss), so
+// that one request cannot make the gate resolve and judge thousands of
+// executables.
+const MaxSegments = 256
+
+func tooManySegments(n int) string {
+	return "too many segments: " + strconv.Itoa(n) + " (the limit is " + strconv.Itoa(MaxSegments) + ")"
+}
+
+// segments counts the simple commands of the analysis.
+func (a *analysis) segments() int {
+	n := 0
+	for _, p := range a.Parts {
+		n += len(p.Segments)
+	}
+	return n
 }
 
 // parse parses src as bash. A panic in the parser is turned into an error

@@ -3,6 +3,7 @@ package policy
 import (
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,5 +58,22 @@ func BenchmarkEvaluatePipeline(b *testing.B) {
 func BenchmarkAnalyze(b *testing.B) {
 	for range b.N {
 		Analyze("git status | head -n 5 | wc -l")
+	}
+}
+
+// BenchmarkEvaluateSegmentCap measures the refusal of a command of 2,000
+// segments (beyond MaxSegments): the analysis fails before any executable
+// is resolved.
+func BenchmarkEvaluateSegmentCap(b *testing.B) {
+	req := Request{
+		Command:  "echo hi" + strings.Repeat(" | cat", 2000),
+		Security: SecurityAllowlist, Ask: AskOff,
+		Env: Env{PATH: "/usr/bin:/bin", Cwd: "/tmp", Home: "/root"},
+	}
+	if d := Evaluate(req); d.Outcome == OutcomeRun || !strings.HasPrefix(d.Analysis.Reason, "too many segments") {
+		b.Fatalf("%s: %s", d.Outcome, d.Analysis.Reason)
+	}
+	for b.Loop() {
+		Evaluate(req)
 	}
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -107,6 +108,19 @@ var bypassCorpus = []string{
 	`sh -c "$PAYLOAD"`,
 	"sh -c 'git status' 'rm -rf /'",
 	`bash -lc 'eval "$X"'`,
+	// login shells run profile files the gate never judged
+	"bash -lc 'echo hi'",
+	"bash --login -c 'git status'",
+	"sh -cl 'echo hi'",
+	// safe bins reading or writing files through their own grammar
+	"echo 'touch /tmp/PWNED' | uniq --group - --group .bash_profile",
+	"uniq --group etc/shadow",
+	"uniq --all-repeated - out",
+	"head - etc/shadow",
+	"tail -- etc/shadow",
+	"tail -cf",
+	"wc --files0-from=-",
+	"echo hi" + strings.Repeat(" | head", 300),
 	`sh -c "echo \$(id)"`,
 	"zsh -c 'rm -rf /'",
 	"dash -c 'rm -rf /'",

@@ -88,7 +88,11 @@ var InlineEvalInterpreters = []InlineEval{
 	{Name: "osascript", Short: "e"},
 }
 
-// BuiltinProfiles are the built-in safe-bin profiles (policy.md §7). grep,
+// BuiltinProfiles are the built-in safe-bin profiles (policy.md §7). A
+// profile only judges options: the tool's command line is parsed with its
+// complete [OptionTables] entry, so an abbreviation, an optional argument
+// (uniq --group[=METHOD], listed here as a value flag: the value must be
+// attached) or a cluster means what it means to the tool. grep,
 // sort and jq are profiled but not in [DefaultSafeBins]. For jq, a filter
 // mentioning env, $ENV, input_filename, import or include is also rejected
 // (whatever profile is used for jq).
@@ -98,7 +102,7 @@ var BuiltinProfiles = map[string]Profile{
 		AllowedBoolFlags:  []string{"-s", "-z", "-n", "--complement", "--only-delimited", "--zero-terminated"},
 	},
 	"uniq": {
-		AllowedValueFlags: []string{"-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars", "--group"},
+		AllowedValueFlags: []string{"-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated"},
 		AllowedBoolFlags:  []string{"-c", "-d", "-D", "-u", "-i", "-z", "--count", "--repeated", "--unique", "--ignore-case", "--zero-terminated"},
 	},
 	"head": {
@@ -108,6 +112,8 @@ var BuiltinProfiles = map[string]Profile{
 	"tail": {
 		AllowedValueFlags: []string{"-n", "-c", "--lines", "--bytes", "--sleep-interval", "--max-unchanged-stats", "--pid"},
 		AllowedBoolFlags:  []string{"-q", "-v", "-z", "--quiet", "--silent", "--verbose", "--zero-terminated"},
+		// Following never ends: a safe bin must not hang the agent.
+		DeniedFlags: []string{"-f", "-F", "--follow", "--retry"},
 	},
 	"tr": {
 		MinPositional:    1,
@@ -127,12 +133,14 @@ var BuiltinProfiles = map[string]Profile{
 		DeniedFlags: []string{"-f", "-d", "-r", "-R", "--file", "--exclude-from", "--dereference-recursive", "--directories", "--recursive"},
 	},
 	"sort": {
-		AllowedValueFlags: []string{"-k", "-t", "-S", "--key", "--field-separator", "--buffer-size", "--parallel", "--batch-size"},
+		AllowedValueFlags: []string{"-k", "-t", "--key", "--field-separator", "--parallel", "--batch-size"},
 		AllowedBoolFlags: []string{"-b", "-d", "-f", "-g", "-h", "-i", "-M", "-n", "-r", "-R", "-s", "-u", "-V", "-z", "-c", "-C",
 			"--ignore-leading-blanks", "--dictionary-order", "--ignore-case", "--general-numeric-sort", "--human-numeric-sort",
 			"--ignore-nonprinting", "--month-sort", "--numeric-sort", "--reverse", "--random-sort", "--stable", "--unique",
 			"--version-sort", "--zero-terminated", "--check"},
-		DeniedFlags: []string{"-o", "-T", "--output", "--compress-program", "--files0-from", "--random-source", "--temporary-directory"},
+		// A tiny buffer (-S 1) makes sort write temporary files even for
+		// a small input.
+		DeniedFlags: []string{"-o", "-T", "-S", "--output", "--compress-program", "--files0-from", "--random-source", "--temporary-directory", "--buffer-size"},
 	},
 	"jq": {
 		MaxPositional:     1,

@@ -18,7 +18,8 @@
 //     and strictInlineEval (§8). An auto-allowed command in allowlist mode is
 //     pinned (§5.6): its executables are replaced by absolute paths.
 //   - [Decision.Explain] renders the `conch policy explain` tree (§13).
-//   - [MatchGlob] is the allowlist glob of §5.5.
+//   - [MatchGlob] is the allowlist glob of §5.5 (case-sensitive);
+//     [MatchGlobFold] the same for hosts whose file system folds case.
 //
 // The rule that governs every choice in this package: when the analyser
 // cannot tell what a command will do, the command is a miss (a prompt, or a
@@ -27,6 +28,8 @@
 // The lists that grow — blocked wrappers, builtins, shells, interpreters and
 // safe-bin profiles — are data: see [BlockedWrappers], [DispatchWrappers],
 // [ShellWrappers], [Builtins], [InlineEvalInterpreters] and [BuiltinProfiles].
+// A safe bin's arguments are parsed with the tool's complete command line,
+// [OptionTables], before its profile judges them.
 // They are read once, when the package is initialised; per-request changes
 // go through [Request] (SafeBins, TrustedDirs, Profiles).
 //

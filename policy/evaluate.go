@@ -51,6 +51,7 @@ func Evaluate(req Request) Decision {
 	e := newEvaluator(&req)
 
 	all := a.OK
+	e.segments = a.segments()
 	var pinned strings.Builder
 	if a.OK {
 		for pi := range a.Parts {

@@ -3,21 +3,34 @@ package policy
 import "strings"
 
 // MatchGlob reports whether the allowlist pattern matches the resolved
-// executable path (policy.md §5.5):
+// executable path (policy.md §5.5) on a host whose file system tells case
+// apart (Linux):
 //
 //   - Only patterns containing "/" or starting with "~" count; "\" is
 //     normalised to "/". Bare names ("rg") match nothing.
 //   - The pattern exactly "*" matches every non-empty path.
 //   - A leading "~" or "~/" expands to home; with an empty home, or "~user",
 //     the pattern matches nothing.
-//   - Matching is case-insensitive on the full path: "**" is any characters
+//   - Matching is on the full path and case-sensitive: "/x/bin/tool" does
+//     not match the different file "/x/BIN/TOOL". "**" is any characters
 //     including "/", "*" any characters except "/", "?" any one character
 //     (including "/", as in OpenClaw); everything else is literal.
 //
-// The realpath rule of §5.5 (a pattern without wildcards also matches when
-// its realpath equals the segment's) needs the filesystem and is applied by
-// [Evaluate], not here.
+// [MatchGlobFold] is the same match for hosts whose file system folds
+// case (macOS, Windows). The realpath rule of §5.5 (a pattern without
+// wildcards also matches when its realpath equals the segment's) needs the
+// filesystem and is applied by [Evaluate], not here.
 func MatchGlob(pattern, path, home string) bool {
+	return matchGlob(pattern, path, home, false)
+}
+
+// MatchGlobFold is [MatchGlob] ignoring case, for hosts whose file system
+// folds case: there "/usr/bin/git" and "/USR/BIN/GIT" name one file.
+func MatchGlobFold(pattern, path, home string) bool {
+	return matchGlob(pattern, path, home, true)
+}
+
+func matchGlob(pattern, path, home string, fold bool) bool {
 	p, ok := normalizePattern(pattern, home)
 	if !ok || path == "" {
 		return false
@@ -25,7 +38,10 @@ func MatchGlob(pattern, path, home string) bool {
 	if p == "*" {
 		return true
 	}
-	return globMatch(strings.ToLower(p), strings.ToLower(path))
+	if fold {
+		p, path = strings.ToLower(p), strings.ToLower(path)
+	}
+	return globMatch(p, path)
 }
 
 // normalizePattern trims, converts "\" to "/" and expands "~"; ok is false
@@ -55,7 +71,8 @@ func normalizePattern(pattern, home string) (string, bool) {
 // hasWildcard reports whether a normalised pattern has glob characters.
 func hasWildcard(p string) bool { return strings.ContainsAny(p, "*?") }
 
-// globMatch matches s against pat (both already lower-cased) with the
+// globMatch matches s against pat (both already case-folded when the host
+// folds case) with the
 // wildcards of MatchGlob, in O(len(pat)·len(s)) time.
 func globMatch(pat, s string) bool {
 	i := strings.IndexAny(pat, "*?")

@@ -23,9 +23,10 @@ func TestMatchGlob(t *testing.T) {
 		{"~/bin/tool", "/home/u/bin/tool", true},
 		{"~", "/home/u", true},
 		{"~u/bin/tool", "/home/u/bin/tool", false},
-		// case-insensitive on the full path
-		{"/USR/BIN/GIT", "/usr/bin/git", true},
-		{"/usr/bin/git", "/USR/bin/Git", true},
+		// case-sensitive on the full path (MatchGlobFold: see below)
+		{"/USR/BIN/GIT", "/usr/bin/git", false},
+		{"/usr/bin/git", "/USR/bin/Git", false},
+		{"/x/bin/tool", "/x/BIN/TOOL", false},
 		{"/usr/bin/git", "/usr/bin/git2", false},
 		{"/usr/bin/git", "/usr/bin/gi", false},
 		{"/usr/bin/git", "/x/usr/bin/git", false},
@@ -60,7 +61,8 @@ func TestMatchGlob(t *testing.T) {
 		{`\usr\bin\git`, "/usr/bin/git", true},
 		{`C:\tools\*`, "C:/tools/rg", true},
 		// unicode
-		{"/opt/ÄÖ/*", "/opt/äö/x", true},
+		{"/opt/ÄÖ/*", "/opt/äö/x", false},
+		{"/opt/äö/*", "/opt/äö/x", true},
 		{"/opt/ą?/x", "/opt/ąb/x", true},
 		// empty
 		{"", "/usr/bin/git", false},
@@ -76,6 +78,25 @@ func TestMatchGlob(t *testing.T) {
 	}
 	if !MatchGlob("~/bin/tool", "/home/u/bin/tool", "/home/u/") {
 		t.Error("home with a trailing slash")
+	}
+}
+
+// TestMatchGlobFold: on a host that folds case, case never matters.
+func TestMatchGlobFold(t *testing.T) {
+	for _, tt := range []struct {
+		pattern, path string
+		want          bool
+	}{
+		{"/USR/BIN/GIT", "/usr/bin/git", true},
+		{"/usr/bin/git", "/USR/bin/Git", true},
+		{"/x/bin/tool", "/x/BIN/TOOL", true},
+		{"/opt/ÄÖ/*", "/opt/äö/x", true},
+		{"/usr/bin/git", "/usr/bin/git2", false},
+		{"RG", "/usr/bin/rg", false},
+	} {
+		if got := MatchGlobFold(tt.pattern, tt.path, "/home/u"); got != tt.want {
+			t.Errorf("MatchGlobFold(%q, %q) = %v, want %v", tt.pattern, tt.path, got, tt.want)
+		}
 	}
 }
 

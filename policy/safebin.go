@@ -1,9 +1,6 @@
 package policy
 
-import (
-	"sort"
-	"strings"
-)
+import "strings"
 
 // flagKind is the kind of a profile flag.
 type flagKind int
@@ -20,9 +17,101 @@ const (
 type compiledProfile struct {
 	name     string
 	min, max int
-	flags    map[string]flagKind // "-n", "--lines" → kind
-	longs    []string            // every long flag, sorted
+	flags    map[string]flagKind // "-n", "--lines" → kind, as the profile lists them
+	table    *compiledTable      // the tool's command line
 }
+
+// compiledTable is an OptionTable ready for parsing.
+type compiledTable struct {
+	grammar       Grammar
+	short         map[byte]*Option
+	longs         []*Option           // table order, for abbreviations
+	names         map[string][]string // identity → every name of the option
+	obsoleteCount bool
+}
+
+func compileTable(t OptionTable) *compiledTable {
+	c := &compiledTable{grammar: t.Grammar, short: map[byte]*Option{}, names: map[string][]string{}, obsoleteCount: t.ObsoleteCount}
+	add := func(o *Option) {
+		if o.Short != "" {
+			if _, dup := c.short[o.Short[0]]; !dup {
+				c.short[o.Short[0]] = o
+			}
+		}
+		if o.Long != "" {
+			c.longs = append(c.longs, o)
+		}
+		id := identity(o)
+		for _, n := range optionNames(o) {
+			c.names[id] = append(c.names[id], n)
+		}
+	}
+	for i := range t.Options {
+		o := t.Options[i]
+		add(&o)
+	}
+	if t.DigitOptions {
+		for d := byte('0'); d <= '9'; d++ {
+			add(&Option{Short: string(d)})
+		}
+	}
+	return c
+}
+
+// identity groups the names of one option: a short name and every long
+// spelling getopt maps to the same option.
+func identity(o *Option) string {
+	switch {
+	case o.Alias != "":
+		return "--" + o.Alias
+	case o.Short != "":
+		return "-" + o.Short
+	}
+	return "--" + o.Long
+}
+
+func optionNames(o *Option) []string {
+	var out []string
+	if o.Short != "" {
+		out = append(out, "-"+o.Short)
+	}
+	if o.Long != "" {
+		out = append(out, "--"+o.Long)
+	}
+	return out
+}
+
+// tableFromProfile is the command line assumed for a tool without a
+// built-in option table: the profile's own flags, value flags taking a
+// required argument.
+func tableFromProfile(p Profile) OptionTable {
+	var t OptionTable
+	add := func(list []string, arg ArgKind) {
+		for _, f := range list {
+			f = strings.TrimSpace(f)
+			switch {
+			case len(f) < 2 || f[0] != '-' || f == "--":
+			case strings.HasPrefix(f, "--"):
+				t.Options = append(t.Options, Option{Long: f[2:], Arg: arg})
+			case len(f) == 2:
+				t.Options = append(t.Options, Option{Short: f[1:], Arg: arg})
+			}
+		}
+	}
+	add(p.DeniedFlags, NoArg)
+	add(p.AllowedValueFlags, RequiredArg)
+	add(p.AllowedBoolFlags, NoArg)
+	return t
+}
+
+// compiled option tables of the built-in tools.
+var builtinTables = func() map[string]*compiledTable {
+	out := make(map[string]*compiledTable, len(OptionTables))
+	for name, t := range OptionTables {
+		out[name] = compileTable(t)
+	}
+	return out
+}()
 
 func compileProfiles(m map[string]Profile) map[string]*compiledProfile {
 	out := make(map[string]*compiledProfile, len(m))
@@ -55,36 +144,61 @@ func compileProfile(name string, p Profile) *compiledProfile {
 	add(p.AllowedValueFlags, flagValue)
 	add(p.AllowedBoolFlags, flagBool)
 	add(p.DeniedFlags, flagDenied)
-	for f := range c.flags {
-		if strings.HasPrefix(f, "--") {
-			c.longs = append(c.longs, f)
-		}
+	if t, ok := builtinTables[name]; ok {
+		c.table = t
+	} else {
+		c.table = compileTable(tableFromProfile(p))
 	}
-	sort.Strings(c.longs)
 	return c
 }
 
-// long resolves a long option name by exact match or unique prefix.
-func (c *compiledProfile) long(name string) (string, flagKind) {
-	if k, ok := c.flags[name]; ok {
-		return name, k
-	}
-	if len(name) <= 2 {
-		return name, flagUnknown
-	}
-	found := ""
-	for _, f := range c.longs {
-		if strings.HasPrefix(f, name) {
-			if found != "" {
-				return name, flagAmbiguous
-			}
-			found = f
+// long resolves a long option name (without "--") the way getopt_long
+// does: an exact match, else a unique prefix, where prefixes of several
+// spellings of one option are not ambiguous. jq takes exact names only.
+func (t *compiledTable) long(name string) (*Option, string) {
+	for _, o := range t.longs {
+		if o.Long == name {
+			return o, ""
 		}
 	}
-	if found == "" {
-		return name, flagUnknown
+	if t.grammar == JQ {
+		return nil, "unknown flag --" + name
 	}
-	return found, c.flags[found]
+	var found *Option
+	for _, o := range t.longs {
+		if !strings.HasPrefix(o.Long, name) {
+			continue
+		}
+		if found == nil {
+			found = o
+		} else if identity(found) != identity(o) || found.Arg != o.Arg {
+			return nil, "ambiguous flag --" + name
+		}
+	}
+	if found == nil {
+		return nil, "unknown flag --" + name
+	}
+	return found, ""
+}
+
+// judge decides whether the profile allows option o used under name;
+// attached says a value was attached (`--group=x`, `-xARG` of an
+// optional-argument option).
+func (c *compiledProfile) judge(o *Option, name string, attached bool) string {
+	for _, n := range c.table.names[identity(o)] {
+		if c.flags[n] == flagDenied {
+			return "denied flag " + n
+		}
+	}
+	switch c.flags[name] {
+	case flagUnknown:
+		return "unknown flag " + name
+	case flagBool:
+		if attached || o.Arg == RequiredArg {
+			return "flag " + name + " takes no value"
+		}
+	}
+	return ""
 }
 
 // usedFlag records a flag that passed, for the explain rule.
@@ -93,96 +207,154 @@ type usedFlag struct {
 	value bool
 }
 
-// check validates the arguments after the executable (policy.md §7). It
-// returns the flags used, or a rejection reason.
+// check validates the arguments after the executable (policy.md §7): it
+// parses them as the tool's own parser does, with the tool's complete
+// option table, and judges every option found by the profile. It returns
+// the flags used, or a rejection reason.
 func (c *compiledProfile) check(args []string) ([]usedFlag, string) {
 	var used []usedFlag
-	positional := 0
+	var operands []string
+	t := c.table
+	// value takes the argument of a required-argument option: the rest of
+	// the word, else the next word, whatever it is.
+	value := func(i *int, rest, name string, words int) string {
+		if words == 0 {
+			words = 1
+		}
+		if rest != "" {
+			words--
+			if !safeLiteral(rest) {
+				return "unsafe value for " + name
+			}
+		}
+		for ; words > 0; words-- {
+			if *i+1 >= len(args) {
+				return "flag " + name + " needs a value"
+			}
+			*i++
+			if !safeLiteral(args[*i]) {
+				return "unsafe value for " + name
+			}
+		}
+		return ""
+	}
 	endOpts := false
 	for i := 0; i < len(args); i++ {
-		t := args[i]
-		switch {
-		case t == "" || t == "-":
+		a := args[i]
+		if endOpts || !isOption(t.grammar, a) {
+			operands = append(operands, a)
 			continue
-		case endOpts:
-		case t == "--":
+		}
+		if a == "--" {
 			endOpts = true
 			continue
-		case strings.HasPrefix(t, "--"):
-			name, val, hasVal := strings.Cut(t, "=")
-			full, k := c.long(name)
-			switch k {
-			case flagUnknown:
-				return nil, "unknown flag " + name
-			case flagAmbiguous:
-				return nil, "ambiguous flag " + name
-			case flagDenied:
-				return nil, "denied flag " + full
-			case flagBool:
-				if hasVal {
-					return nil, "flag " + full + " takes no value"
-				}
-				used = append(used, usedFlag{full, false})
-			case flagValue:
-				if !hasVal {
-					if i+1 >= len(args) {
-						return nil, "flag " + full + " needs a value"
-					}
-					i++
-					val = args[i]
-				}
-				if !safeLiteral(val) {
-					return nil, "unsafe value for " + full
-				}
-				used = append(used, usedFlag{full, true})
+		}
+		if strings.HasPrefix(a, "--") {
+			name, val, attached := a[2:], "", false
+			if t.grammar == GetoptLong {
+				name, val, attached = strings.Cut(name, "=")
 			}
+			o, why := t.long(name)
+			if why != "" {
+				return nil, why
+			}
+			full := "--" + o.Long
+			if why := c.judge(o, full, attached && o.Arg == OptionalArg); why != "" {
+				return nil, why
+			}
+			switch {
+			case o.Arg == NoArg && attached:
+				return nil, "flag " + full + " takes no value"
+			case o.Arg == RequiredArg && !attached:
+				if why := value(&i, "", full, o.Words); why != "" {
+					return nil, why
+				}
+			case attached && !safeLiteral(val):
+				return nil, "unsafe value for " + full
+			}
+			used = append(used, usedFlag{full, o.Arg == RequiredArg || attached})
 			continue
-		case strings.HasPrefix(t, "-"):
-			if (c.name == "head" || c.name == "tail") && allDigits(t[1:]) {
-				used = append(used, usedFlag{t, false})
+		}
+		if i == 0 && t.obsoleteCount {
+			if allDigits(a[1:]) {
+				used = append(used, usedFlag{a, false})
 				continue
 			}
-			cluster := t[1:]
-			for j := 0; j < len(cluster); j++ {
-				f := "-" + cluster[j:j+1]
-				switch c.flags[f] {
-				case flagDenied:
-					return nil, "denied flag " + f
-				case flagBool:
-					used = append(used, usedFlag{f, false})
-					continue
-				case flagValue:
-					val := cluster[j+1:]
-					if val == "" {
-						if i+1 >= len(args) {
-							return nil, "flag " + f + " needs a value"
-						}
-						i++
-						val = args[i]
-					}
-					if !safeLiteral(val) {
-						return nil, "unsafe value for " + f
-					}
-					used = append(used, usedFlag{f, true})
-					j = len(cluster)
-					continue
-				}
+			if obsoleteTail(a[1:]) {
+				return nil, "obsolete option form " + a
+			}
+		}
+		for j := 1; j < len(a); j++ {
+			o := t.short[a[j]]
+			f := "-" + a[j:j+1]
+			if o == nil {
 				return nil, "unknown flag " + f
 			}
-			continue
+			rest := a[j+1:]
+			if why := c.judge(o, f, o.Arg == OptionalArg && rest != ""); why != "" {
+				return nil, why
+			}
+			if o.Arg == NoArg {
+				used = append(used, usedFlag{f, false})
+				continue
+			}
+			switch {
+			case o.Arg == RequiredArg:
+				if why := value(&i, rest, f, o.Words); why != "" {
+					return nil, why
+				}
+			case !safeLiteral(rest):
+				return nil, "unsafe value for " + f
+			}
+			used = append(used, usedFlag{f, o.Arg == RequiredArg || rest != ""})
+			break
 		}
-		positional++
-		if !safeLiteral(t) {
+	}
+	for k, op := range operands {
+		if !safeLiteral(op) {
 			return nil, "unsafe positional argument"
 		}
-		if c.name == "jq" && jqFilterDenied(t) {
+		if c.name == "jq" && k == 0 && jqFilterDenied(op) {
 			return nil, "jq filter uses a denied builtin"
 		}
 	}
-	if positional < c.min || positional > c.max {
+	if len(operands) < c.min || len(operands) > c.max {
 		return nil, "positional arguments out of range"
 	}
 	return used, ""
+}
+
+// obsoleteTail reports whether x (a first word without its "-") has the
+// obsolete form GNU tail reads as one option, NUM[bcl][f] (`-cf` follows
+// forever; it is not -c with the value "f"). A lone "c" is -c.
+func obsoleteTail(x string) bool {
+	if x == "" || x == "c" {
+		return false
+	}
+	i := 0
+	for i < len(x) && x[i] >= '0' && x[i] <= '9' {
+		i++
+	}
+	if i < len(x) && strings.IndexByte("bcl", x[i]) >= 0 {
+		i++
+	}
+	if i < len(x) && x[i] == 'f' {
+		i++
+	}
+	return i == len(x)
+}
+
+// isOption reports whether the parser of grammar g reads word a as an
+// option (or as "--"). `-` and the empty word are operands for both.
+func isOption(g Grammar, a string) bool {
+	if len(a) < 2 || a[0] != '-' {
+		return false
+	}
+	if g == JQ {
+		c := a[1]
+		return c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	return true
 }
 
 func allDigits(s string) bool {

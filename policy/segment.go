@@ -23,6 +23,7 @@ type evaluator struct {
 	trusted      map[string]bool // the same plus their realpaths, lazily built
 	trustedBuilt bool
 
+	segments int      // segments judged so far, inline scripts included
 	heredoc  bool     // an inner script had a heredoc
 	warnings []string // collected once per request
 }
@@ -30,7 +31,7 @@ type evaluator struct {
 // allowPattern is a normalised allowlist entry.
 type allowPattern struct {
 	raw, source string
-	norm        string // lower-cased, ~ expanded; "*" for the star entry
+	norm        string // ~ expanded, lower-cased if Env.FoldCase; "*" for the star entry
 	literal     bool   // no wildcards: the realpath rule applies
 
 	statDone bool
@@ -49,8 +50,11 @@ func newEvaluator(req *Request) *evaluator {
 		if src == "" {
 			src = "allowlist[" + strconv.Itoa(i) + "]"
 		}
+		if req.Env.FoldCase {
+			p = strings.ToLower(p)
+		}
 		e.allow = append(e.allow, allowPattern{
-			raw: a.Pattern, source: src, norm: strings.ToLower(p),
+			raw: a.Pattern, source: src, norm: p,
 			literal: p != "*" && !hasWildcard(p),
 		})
 	}
@@ -122,10 +126,13 @@ func (e *evaluator) allowMatchPath(res resolved) *allowPattern {
 	if res.path == "" {
 		return nil
 	}
-	lower := strings.ToLower(res.path)
+	path := res.path
+	if e.req.Env.FoldCase {
+		path = strings.ToLower(path)
+	}
 	for i := range e.allow {
 		a := &e.allow[i]
-		if a.norm == "*" || globMatch(a.norm, lower) {
+		if a.norm == "*" || globMatch(a.norm, path) {
 			return a
 		}
 	}
@@ -742,13 +749,21 @@ func (e *evaluator) shell(seg *Segment, name string, res resolved, prefix []stri
 			e.setVerdict(seg, VerdictMiss, name+" -o: only pipefail is accepted")
 			return nil
 		}
-		if t == "--login" || t == "--noprofile" || t == "--norc" {
+		if t == "--login" {
+			e.setVerdict(seg, VerdictMiss, loginShell(name, t))
+			return nil
+		}
+		if t == "--noprofile" || t == "--norc" {
 			i++
 			continue
 		}
 		if len(t) > 1 && t[0] == '-' && t[1] != '-' {
 			for _, c := range t[1:] {
-				if !strings.ContainsRune("leuxc", c) || c == 'c' && sawC {
+				if c == 'l' {
+					e.setVerdict(seg, VerdictMiss, loginShell(name, t))
+					return nil
+				}
+				if !strings.ContainsRune("euxc", c) || c == 'c' && sawC {
 					e.setVerdict(seg, VerdictMiss, name+" option "+t+" is not accepted")
 					return nil
 				}
@@ -793,6 +808,10 @@ func (e *evaluator) shell(seg *Segment, name string, res resolved, prefix []stri
 		e.setVerdict(seg, VerdictMiss, rule)
 		return nil
 	}
+	if e.segments += inner.segments(); e.segments > MaxSegments {
+		e.setVerdict(seg, VerdictMiss, "inline script: "+tooManySegments(e.segments)+" with the enclosing command")
+		return nil
+	}
 	var pinned strings.Builder
 	ok, allSafe := true, true
 	seg.Inner = inner.Parts
@@ -832,6 +851,12 @@ func (e *evaluator) shell(seg *Segment, name string, res resolved, prefix []stri
 	}
 	e.setVerdict(seg, verdict, "shell "+name+" -c: every inner segment satisfied")
 	return append(pin, quote(pinned.String()))
+}
+
+// loginShell is the rule of a login shell: it runs the profile files
+// (/etc/profile, ~/.bash_profile, ~/.profile), code the gate never judged.
+func loginShell(name, opt string) string {
+	return name + " " + opt + ": a login shell runs profile files the gate never judged"
 }
 
 // shellScript judges `<shell> path/to/script [args]`: the script's realpath

@@ -119,6 +119,10 @@ type Env struct {
 	// Home is the home of the execution host, for `~` in commands,
 	// allowlist patterns and trusted dirs. Empty: `~` does not expand.
 	Home string
+	// FoldCase says the host's file system folds case (macOS, Windows):
+	// allowlist patterns then match paths ignoring case. False (Linux):
+	// "/x/bin/tool" does not match the different file "/x/BIN/TOOL".
+	FoldCase bool
 	// Stat returns the file info of name, following symlinks. nil means
 	// os.Stat.
 	Stat func(name string) (fs.FileInfo, error)

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gatedDefaults is a home with the issue's reproduction setup: host
+// gateway, security allowlist, ask off, an allowlist of echo only and the
+// given extra exec settings (the default safe bins when empty).
+func gatedDefaults(t *testing.T, extra string) string {
+	t.Helper()
+	echo := echoPath(t)
+	return gatedHome(t, `,"security":"allowlist","ask":"off"`+extra,
+		`{"version":1,"agents":{"main":{"allowlist":[{"pattern":"`+echo+`"}]}}}`)
+}
+
+// runGated runs `conch exec -C dir -- command` in process and returns its
+// stdout, stderr and exit code.
+func runGated(t *testing.T, home, dir, command string) (string, string, int) {
+	t.Helper()
+	return runCLI(t, nil, "exec", "--home", home, "-C", dir, "--", command)
+}
+
+func mustDeny(t *testing.T, home, dir, command string) string {
+	t.Helper()
+	out, errOut, code := runGated(t, home, dir, command)
+	if code != exitDenied || !strings.Contains(out+errOut, "exec denied") {
+		t.Fatalf("%q was not denied: exit %d\nstdout: %s\nstderr: %s", command, code, out, errOut)
+	}
+	return out + errOut
+}
+
+// TestGateSafeBinFileAccess: the reported bypasses of the default safe bins
+// through the real binary. uniq --group takes its argument only with "=",
+// so "-" and ".bash_profile" were uniq's INPUT and OUTPUT: a file write; the
+// same reads a file. Each is denied and touches nothing; the harmless forms
+// still run.
+func TestGateSafeBinFileAccess(t *testing.T) {
+	home := gatedDefaults(t, "")
+	wd := t.TempDir()
+	mustDeny(t, home, wd, "echo 'touch /tmp/PWNED' | uniq --group - --group .bash_profile")
+	if _, err := os.Stat(filepath.Join(wd, ".bash_profile")); !os.IsNotExist(err) {
+		t.Fatalf(".bash_profile was written: %v", err)
+	}
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "shadow"), []byte("SECRET-LINE\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustDeny(t, home, root, "uniq --group etc/shadow"); strings.Contains(out, "SECRET") {
+		t.Fatalf("the file was read: %s", out)
+	}
+	for _, cmd := range []string{"uniq - etc/shadow", "uniq '' out", "head -- etc/shadow", "uniq --gr etc/shadow"} {
+		if out := mustDeny(t, home, root, cmd); strings.Contains(out, "SECRET") {
+			t.Fatalf("%q read the file: %s", cmd, out)
+		}
+	}
+	out, errOut, code := runGated(t, home, root, "echo b | uniq --group=append")
+	if code != 0 || strings.TrimSpace(out) != "b" {
+		t.Fatalf("uniq --group=append: exit %d %q %s", code, out, errOut)
+	}
+}
+
+// TestGateJQEmptyFilter: with jq a safe bin, `jq ” FILE` read FILE (the
+// empty word was skipped, so FILE counted as the filter).
+func TestGateJQEmptyFilter(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/jq"); err != nil {
+		t.Skip("jq is not installed in /usr/bin")
+	}
+	home := gatedDefaults(t, `,"safeBins":["jq"]`)
+	wd := t.TempDir()
+	if err := os.WriteFile(filepath.Join(wd, "secret.json"), []byte(`{"secret":"SECRET-VALUE"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"jq '' secret.json", "jq . secret.json", "jq . - secret.json"} {
+		if out := mustDeny(t, home, wd, cmd); strings.Contains(out, "SECRET") {
+			t.Fatalf("%q read the file: %s", cmd, out)
+		}
+	}
+	out, errOut, code := runGated(t, home, wd, `echo '{"a":1}' | jq -c .a`)
+	if code != 0 || strings.TrimSpace(out) != "1" {
+		t.Fatalf("jq -c .a: exit %d %q %s", code, out, errOut)
+	}
+}
+
+// TestGateLoginShell: bash -lc runs ~/.bash_profile, code the gate never
+// judged, so it is not satisfied by the analysis of its script.
+func TestGateLoginShell(t *testing.T) {
+	home := gatedDefaults(t, "")
+	wd := t.TempDir()
+	for _, cmd := range []string{"bash -lc 'echo hi'", "bash -l -c 'echo hi'", "bash --login -c 'echo hi'", "sh -cl 'echo hi'"} {
+		mustDeny(t, home, wd, cmd)
+	}
+	out, errOut, code := runGated(t, home, wd, "bash -c 'echo hi'")
+	if code != 0 || strings.TrimSpace(out) != "hi" {
+		t.Fatalf("bash -c: exit %d %q %s", code, out, errOut)
+	}
+}
+
+// TestGateSegmentCap: a command of more than 256 segments is not
+// satisfied, with the reason, however cheap each segment is; 2,000
+// segments are refused (the policy reaches its verdict without resolving
+// them).
+func TestGateSegmentCap(t *testing.T) {
+	home := gatedDefaults(t, "")
+	wd := t.TempDir()
+	mustDeny(t, home, wd, "echo hi"+strings.Repeat(" | head", 256))
+	mustDeny(t, home, wd, "echo hi"+strings.Repeat(" | cat", 2000))
+	mustDeny(t, home, wd, "echo hi | bash -c 'echo hi"+strings.Repeat(" | head", 255)+"'")
+	out, code := cli(t, "policy", "explain", "--home", home, "--", "echo hi"+strings.Repeat(" | cat", 2000))
+	if code != 0 || !strings.Contains(out, "too many segments: 2001 (the limit is 256)") {
+		t.Fatalf("explain: exit %d\n%.600s", code, out)
+	}
+	out, errOut, code := runGated(t, home, wd, "echo hi"+strings.Repeat(" | head", 255))
+	if code != 0 || strings.TrimSpace(out) != "hi" {
+		t.Fatalf("256 segments: exit %d %q %s", code, out, errOut)
+	}
+}
+
+// TestGateAllowlistCaseSensitive: on Linux the pattern DIR/bin/tool does
+// not match the different file DIR/BIN/TOOL.
+func TestGateAllowlistCaseSensitive(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"bin/tool", "BIN/TOOL"} {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte("#!/bin/sh\necho ran "+p+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	home := gatedHome(t, `,"security":"allowlist","ask":"off"`,
+		`{"version":1,"agents":{"main":{"allowlist":[{"pattern":"`+filepath.Join(dir, "bin/tool")+`"}]}}}`)
+	out, errOut, code := runGated(t, home, dir, filepath.Join(dir, "bin/tool"))
+	if code != 0 || strings.TrimSpace(out) != "ran bin/tool" {
+		t.Fatalf("bin/tool: exit %d %q %s", code, out, errOut)
+	}
+	if out := mustDeny(t, home, dir, filepath.Join(dir, "BIN/TOOL")); strings.Contains(out, "ran") {
+		t.Fatalf("BIN/TOOL ran: %s", out)
+	}
+}
