@@ -19,6 +19,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/atomicfile"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/ledger"
@@ -367,11 +368,7 @@ func SaveExecDefaults(home, agent string, d ExecDefaults, clear bool) error {
 		return err
 	}
 	b, _ := json.MarshalIndent(f, "", "  ")
-	tmp := execDefaultsPath(home) + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, execDefaultsPath(home))
+	return atomicfile.Write(execDefaultsPath(home), append(b, '\n'))
 }
 
 // ledgerSegments flattens a decision's segments for the ledger.

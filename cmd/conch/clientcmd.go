@@ -177,13 +177,14 @@ func socketAlive(path string) bool {
 	return true
 }
 
-// operatorToken reads the operator token of a home, or "".
+// operatorToken reads the operator token of a home, or "". An empty or
+// damaged token file is said on stderr (the call then fails with 401).
 func operatorToken(home string) string {
-	b, err := os.ReadFile(filepath.Join(home, "operator.token"))
-	if err != nil {
-		return ""
+	tok, err := auth.ReadOperatorToken(home)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(os.Stderr, "conch: %v\n", err)
 	}
-	return strings.TrimSpace(string(b))
+	return tok
 }
 
 // gatewayToken is the bearer token for --gateway: the --token flag, else

@@ -3,43 +3,13 @@ package approvals
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"os"
-	"path/filepath"
+
+	"github.com/conchsh/conch/internal/atomicfile"
 )
 
-// writeFileAtomic replaces path with data: a temporary file in the same directory created
-// with mode 0600, written, fsynced, renamed over path, then the directory fsynced. Readers
-// see either the old or the new content, never a mix.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	// CreateTemp already uses 0600; Chmod makes it independent of that detail.
-	if err = tmp.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
+// writeFileAtomic replaces path with data (mode 0600, fsynced, renamed
+// into place): readers see either the old or the new content, never a mix.
+func writeFileAtomic(path string, data []byte) error { return atomicfile.Write(path, data) }
 
 // newUUID returns a random (version 4) UUID in its lowercase 8-4-4-4-12 form.
 func newUUID() string {

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/conchsh/conch/internal/atomicfile"
 )
 
 // Errors callers branch on.
@@ -127,11 +129,7 @@ func (s *Store) update(fn func(*file) error) error {
 		return err
 	}
 	b, _ := json.MarshalIndent(f, "", "  ")
-	tmp := s.path() + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, s.path()); err != nil {
+	if err := atomicfile.Write(s.path(), append(b, '\n')); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -234,25 +232,49 @@ func (s *Store) Lookup(token string) (string, bool) {
 	return found, found != ""
 }
 
-// OperatorToken returns the operator token of home, creating it (0600) on
-// first use.
-func OperatorToken(home string) (string, error) {
-	p := filepath.Join(home, "operator.token")
-	if b, err := os.ReadFile(p); err == nil {
-		return strings.TrimSpace(string(b)), nil
-	}
-	tok := NewToken("cop_")
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		b, err := os.ReadFile(p)
-		return strings.TrimSpace(string(b)), err
-	}
+// operatorTokenRE is the form of every operator token NewToken makes.
+var operatorTokenRE = regexp.MustCompile(`^cop_[A-Za-z0-9_-]{43}$`)
+
+// OperatorTokenPath is where a home keeps its operator token.
+func OperatorTokenPath(home string) string { return filepath.Join(home, "operator.token") }
+
+// ReadOperatorToken returns the operator token of home. A missing file is
+// reported with an error wrapping fs.ErrNotExist; an empty or malformed one
+// (a write cut short by a full disk or a crash, an edit gone wrong) with an
+// error that says so, never as a token.
+func ReadOperatorToken(home string) (string, error) {
+	p := OperatorTokenPath(home)
+	b, err := os.ReadFile(p)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	_, err = f.WriteString(tok + "\n")
-	return tok, err
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s is empty (a write that failed, e.g. on a full disk): remove it and start conch serve again to create a new token", p)
+	}
+	if !operatorTokenRE.MatchString(tok) {
+		return "", fmt.Errorf("%s is damaged (not cop_ and 43 base64url characters): remove it and start conch serve again to create a new token", p)
+	}
+	return tok, nil
+}
+
+// OperatorToken returns the operator token of home, creating it (0600) on
+// first use. The file appears complete or not at all (a full disk makes
+// this fail, with nothing left behind).
+func OperatorToken(home string) (string, error) {
+	tok, err := ReadOperatorToken(home)
+	if !errors.Is(err, os.ErrNotExist) {
+		return tok, err
+	}
+	tok = NewToken("cop_")
+	err = atomicfile.Create(OperatorTokenPath(home), []byte(tok+"\n"))
+	if errors.Is(err, os.ErrExist) {
+		return ReadOperatorToken(home) // another process made it first
+	}
+	if err != nil {
+		return "", fmt.Errorf("create operator token: %w", err)
+	}
+	return tok, nil
 }
 
 // Equal compares two secrets in constant time.

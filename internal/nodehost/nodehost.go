@@ -33,6 +33,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/atomicfile"
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -97,15 +98,15 @@ func LoadIdentity(home string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	// The key appears whole or not at all: a half-written key would be
+	// refused at every later start.
+	if err := atomicfile.Create(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return LoadIdentity(home) // another process made it first
+		}
 		return nil, err
 	}
-	defer f.Close()
-	if err := pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der}); err != nil {
-		return nil, err
-	}
-	return pk, f.Sync()
+	return pk, nil
 }
 
 func loadState(home string) State {

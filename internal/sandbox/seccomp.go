@@ -13,6 +13,8 @@ import (
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/conchsh/conch/internal/atomicfile"
 )
 
 // DeniedSyscalls fail with EPERM inside every bwrap and landlock sandbox:
@@ -120,11 +122,7 @@ func writeBwrapFilter(home string, network bool) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return err
 	}
-	tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
+	return atomicfile.Write(p, b)
 }
 
 // loadFilter sets no_new_privs and loads raw on every thread of this
