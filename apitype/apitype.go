@@ -35,6 +35,9 @@ const (
 	CodeInternal        = "internal"
 	CodeUnavailable     = "unavailable"
 	CodeSpawnFailed     = "spawn_failed"
+	// CodeDiskFull: the home's filesystem is out of space (or below its
+	// reserve); no new session starts until space is freed.
+	CodeDiskFull = "disk_full"
 )
 
 // Error is the error object carried by results that failed (exec
@@ -194,7 +197,8 @@ var httpStatus = map[string]int{
 	"conflict": 409, "idempotency_conflict": 409, "node_ambiguous": 409, "already_resolved": 409, "invalid_state": 409,
 	"quota_exceeded": 429, "rate_limited": 429,
 	"sandbox_unavailable": 503, "node_unavailable": 503, "unavailable": 503,
-	"timeout": 504,
+	"timeout":   504,
+	"disk_full": 507,
 }
 
 // HTTPStatus returns the HTTP status of an error code; unknown codes

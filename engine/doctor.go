@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/sandbox"
@@ -64,10 +66,16 @@ func Doctor(home string) []Finding {
 	}
 	// The gateway runs as the home's owner; doctor usually runs as the same user.
 	root := doctorEUID() == 0 || homeUID == 0
+	if _, err := auth.ReadOperatorToken(home); err != nil && !errors.Is(err, os.ErrNotExist) {
+		add("home.operator_token", "error", "%v (every operator call is refused with 401 until then)", err)
+	}
 	cfg, err := config.Load(filepath.Join(home, "config.json"))
 	if err != nil {
 		add("config.invalid", "error", "%v", err)
 		cfg = &config.Config{}
+	}
+	if d := homeSpace(home, cfg); d.Full {
+		add("home.disk_full", "error", "the conch home is out of disk space (%s): exec refuses new sessions with disk_full until space is freed", d.Reason)
 	}
 	f, ferr := approvals.Load(home)
 	if ferr != nil {

@@ -165,6 +165,7 @@ type Engine struct {
 	store *approvals.Store // pending approvals
 	nodes nodePlans        // run plans prepared for a gateway (node side)
 	limit limiter          // exec rate limits
+	disk  diskState        // the home's free space (disk.go)
 
 	calls inflight // the calls in flight, for Stop (stop.go)
 

@@ -76,6 +76,9 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	if aerr != nil {
 		return execError(aerr)
 	}
+	if derr := e.diskFull(); derr != nil {
+		return execError(derr)
+	}
 	release, qerr := e.admit(agent)
 	defer release()
 	if qerr != nil {
@@ -396,7 +399,7 @@ func shellPath() string {
 func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, apitype.Result, bool) {
 	id, dir, err := e.newID()
 	if err != nil {
-		return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
+		return nil, e.homeWriteError(err), false
 	}
 	s := newSession(id, dir, pl.agent)
 	s.st = state{
@@ -411,7 +414,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 	}
 	if err != nil {
 		e.removeSession(s)
-		return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
+		return nil, e.homeWriteError(err), false
 	}
 	err = e.launch(s, pl, p, g.requestID, "", g.pinned)
 	if err != nil && pl.node != nil && strings.Contains(err.Error(), "session id in use") {
@@ -419,7 +422,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		// fresh id (hosts.md §5.5).
 		e.removeSession(s)
 		if id, dir, err = e.newID(); err != nil {
-			return nil, execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err)), false
+			return nil, e.homeWriteError(err), false
 		}
 		st := s.st
 		s = newSession(id, dir, pl.agent)
@@ -429,6 +432,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		}
 	}
 	if err != nil {
+		e.noteWrite(err)
 		// A supervisor killed for not reporting in time may have started
 		// the command already: end its tree before forgetting it.
 		var meta supervisor.Meta
@@ -438,6 +442,9 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 			supervisor.SweepSession(s.id) // a host that died before writing it
 		}
 		e.removeSession(s)
+		if isNoSpace(err) {
+			return nil, execError(diskFullError(err.Error())), false
+		}
 		msg := err.Error()
 		return nil, apitype.Result{
 			Text: withWarnings(pl.warnings, msg),
@@ -447,6 +454,16 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		}, false
 	}
 	return s, apitype.Result{}, true
+}
+
+// homeWriteError is the result of a session record that could not be
+// written: disk_full for a full disk, else io_error.
+func (e *Engine) homeWriteError(err error) apitype.Result {
+	e.noteWrite(err)
+	if isNoSpace(err) {
+		return execError(diskFullError(err.Error()))
+	}
+	return execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err))
 }
 
 // launch starts the supervisor of an existing session record, registers

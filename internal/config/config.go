@@ -56,6 +56,11 @@ type Tools struct {
 type Sessions struct {
 	// Survive keeps sessions running when the engine stops (default true).
 	Survive *bool `json:"survive,omitempty"`
+	// DiskReserveBytes is the free space of the home's filesystem below
+	// which exec refuses new sessions with disk_full (default: a tenth of
+	// the filesystem, at most 8 MiB; 0 turns the reserve off, the first
+	// failed write still counts).
+	DiskReserveBytes *int64 `json:"diskReserveBytes,omitempty"`
 }
 
 // AgentConfig is agents.<id>.

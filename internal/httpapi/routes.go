@@ -23,7 +23,14 @@ func (s *Server) routes() {
 	m := http.NewServeMux()
 	s.mux = m
 	m.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, map[string]any{"ok": true, "version": s.opt.Version, "uptimeMs": time.Since(s.started).Milliseconds()})
+		// A full home is a degraded state, not a dead gateway: the answer
+		// stays 200 (it serves running sessions) and says what is wrong.
+		disk := s.eng.DiskStatus()
+		status := "ok"
+		if disk.Full {
+			status = "degraded"
+		}
+		writeJSON(w, 200, map[string]any{"ok": true, "status": status, "disk": disk, "version": s.opt.Version, "uptimeMs": time.Since(s.started).Milliseconds()})
 	})
 	m.HandleFunc("GET /metrics", s.operator(s.metrics))
 	m.HandleFunc("POST /v1/exec", s.tool("exec"))
