@@ -128,6 +128,10 @@ type ExecDetails struct {
 	OutputBytes       *int64   `json:"outputBytes,omitempty"`
 	Cursor            int64    `json:"cursor"`
 	DescendantsKilled *int     `json:"descendantsKilled,omitempty"`
+	// DroppedBytes is output the journal cap dropped, UnrecordedBytes
+	// output a full disk kept from the journal: both gone for good.
+	DroppedBytes    int64 `json:"droppedBytes,omitempty"`
+	UnrecordedBytes int64 `json:"unrecordedBytes,omitempty"`
 
 	// running only
 	PID       *int    `json:"pid,omitempty"`

@@ -12,6 +12,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/supervisor"
 )
 
 // The home out of space is a state of its own: exec refuses new sessions
@@ -141,6 +142,22 @@ func (e *Engine) diskFull() *apitype.Error {
 
 func diskFullError(reason string) *apitype.Error {
 	return apitype.Errorf(apitype.CodeDiskFull, "The conch home is out of disk space (%s): no new command is started until space is freed. Running sessions go on; output they cannot record yet is held back.", reason)
+}
+
+// lostNote is the sentence an end result carries when output of the
+// session is gone for good ("" when none is).
+func lostNote(ex supervisor.Exit) string {
+	var parts []string
+	if ex.DroppedBytes > 0 {
+		parts = append(parts, fmt.Sprintf("%d bytes of output were dropped by the journal cap (journalMaxBytes) and are gone for good", ex.DroppedBytes))
+	}
+	if ex.UnrecordedBytes > 0 {
+		parts = append(parts, fmt.Sprintf("%d bytes of output could not be recorded because the conch home is out of disk space and are gone for good", ex.UnrecordedBytes))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "\n\n(Warning: " + strings.Join(parts, "; ") + ".)"
 }
 
 func sizeText(n int64) string {

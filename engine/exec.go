@@ -846,7 +846,7 @@ func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
 // result of exec.md §8.1/§8.2.
 func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSettings) apitype.Result {
 	dur := ex.DurationMs
-	trunc := out.truncated
+	trunc := out.truncated || ex.DroppedBytes > 0 || ex.UnrecordedBytes > 0
 	bytes := ex.OutputBytes
 	desc := ex.DescendantsKilled
 	agg := out.text
@@ -854,7 +854,9 @@ func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSe
 		State: ex.State, ExitCode: ex.ExitCode, Signal: ex.Signal, KilledBy: ex.KilledBy,
 		DurationMs: &dur, Aggregated: &agg, Cwd: s.st.Cwd, SessionID: s.id, Truncated: &trunc,
 		OutputBytes: &bytes, Cursor: out.cursor, DescendantsKilled: &desc,
+		DroppedBytes: ex.DroppedBytes, UnrecordedBytes: ex.UnrecordedBytes,
 	}
+	lost := lostNote(ex)
 	reason := failureReason(ex, s.st.TimeoutSec)
 	if reason == "" {
 		d.Status = "completed"
@@ -865,7 +867,7 @@ func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSe
 		if ex.ExitCode != nil && *ex.ExitCode != 0 {
 			text += fmt.Sprintf("\n\n(Command exited with code %d)", *ex.ExitCode)
 		}
-		return apitype.Result{Text: text, Details: d}
+		return apitype.Result{Text: text + lost, Details: d}
 	}
 	d.Status = "failed"
 	d.Reason = reason
@@ -875,7 +877,7 @@ func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSe
 	if strings.TrimSpace(out.text) != "" {
 		text = out.text + "\n\n" + reason
 	}
-	return apitype.Result{Text: text, Details: d}
+	return apitype.Result{Text: text + lost, Details: d}
 }
 
 // failureReason returns the reason text of exec.md §8.2, or "" for a run

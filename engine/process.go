@@ -267,7 +267,7 @@ func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) 
 			en.Reason = ex.Reason
 			en.PID = nil
 		}
-		en.Truncated = ex.DroppedBytes > 0
+		en.Truncated = ex.DroppedBytes > 0 || ex.UnrecordedBytes > 0
 	}
 	return en
 }
@@ -370,6 +370,9 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 		d.Reason = failureReason(*ex, st.TimeoutSec)
 	}
 	end := endLine(ex)
+	if ex != nil {
+		end += lostNote(*ex)
+	}
 	if a := e.awaiting(s); a != nil {
 		end = "Process is awaiting input: " + a.Prompt
 		d.AwaitingInput = &apitype.Awaiting{Prompt: a.Prompt, IdleMs: a.IdleMs}
@@ -639,7 +642,7 @@ func (e *Engine) kill(s *session, operator bool) apitype.Result {
 		// news to the agent and keeps its notice.
 		s.update(func(st *state) { st.ObservedEnd = true })
 	}
-	return apitype.Result{Text: fmt.Sprintf("Killed session %s.", s.id),
+	return apitype.Result{Text: fmt.Sprintf("Killed session %s.", s.id) + lostNote(*ex),
 		Details: &apitype.StatusDetails{Status: "failed", State: ex.State, KilledBy: deref(ex.KilledBy), Signal: ex.Signal, SessionID: s.id, Name: st.Name}}
 }
 

@@ -122,8 +122,20 @@ const renderAllLimit = 8 << 20
 // output renders a session's whole output for an exec result: repeats
 // folded, capped at maxChars with head and tail kept.
 func (e *Engine) output(s *session, maxChars int) outputText {
+	info, _ := journal.Stat(s.journal())
+	out := e.renderOutput(s, info, maxChars)
+	if info.DroppedBytes > 0 {
+		// The journal cap dropped part of the output: the result is
+		// truncated whatever fits, and the marker must not promise the
+		// full output.
+		out.truncated = true
+		out.text = strings.Replace(out.text, "; full output: process log", fmt.Sprintf("; %d bytes of it were dropped for good by the journal cap; what was kept: process log", info.DroppedBytes), 1)
+	}
+	return out
+}
+
+func (e *Engine) renderOutput(s *session, info journal.Info, maxChars int) outputText {
 	dir := s.journal()
-	info, _ := journal.Stat(dir)
 	if info.End-info.DroppedBytes <= renderAllLimit {
 		ht := render.NewHeadTail(maxChars)
 		var f render.Folder

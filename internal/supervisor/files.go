@@ -177,6 +177,10 @@ type Exit struct {
 	OutputBytes       int64   `json:"outputBytes"`
 	OutputSha256      string  `json:"outputSha256,omitempty"`
 	DroppedBytes      int64   `json:"droppedBytes"`
+	// UnrecordedBytes is output read from the command that could not be
+	// journaled (a full disk at a kill, or for 60 s after the end): gone
+	// for good, like DroppedBytes.
+	UnrecordedBytes int64 `json:"unrecordedBytes,omitempty"`
 	// Final is false for the first record written right after the main
 	// process was reaped, true once descendants are gone and the output
 	// pumps have finished (the journal is fsynced right after).

@@ -172,6 +172,11 @@ type sup struct {
 	// journalErr is the journal's last write error while output is held
 	// back ("" or nil when writable).
 	journalErr atomic.Value
+	// abandon is set when output that cannot be journaled is given up
+	// (a kill, or the wait for space after the end ran out); unrecorded
+	// counts the bytes given up, reported in exit.json.
+	abandon    atomic.Bool
+	unrecorded atomic.Int64
 
 	outputs sync.WaitGroup // the output pumps
 	readers []*os.File     // their pipes (nil with a PTY)
@@ -212,6 +217,14 @@ type sup struct {
 	exitMu      sync.Mutex // serialises exit.json writes
 	exitFinal   bool       // the final exit.json is written
 	exitWritten bool       // an exit.json (provisional or final) is written
+	exitDue     *Exit      // a record that could not be written yet (a full disk)
+
+	// Files that could not be written (a full disk) are kept in memory
+	// and retried by retryWrites until they are on disk; the supervisor
+	// does not go before (see owed).
+	filesOwed bool // meta.json and state.json; guarded by fileMu
+	retryMu   sync.Mutex
+	retryDone chan struct{} // closed when nothing is owed any more; nil if never
 
 	ln net.Listener
 	// socket is where the session is served: its own socket, or its
@@ -520,6 +533,10 @@ func (s *sup) launch() (retErr error) {
 		}
 	} else if err := s.writeFiles(); err != nil {
 		s.logf("%v", err)
+		s.fileMu.Lock()
+		s.filesOwed = true
+		s.fileMu.Unlock()
+		s.retryWrites()
 	}
 	go func() {
 		defer signal.Stop(term)
@@ -562,7 +579,83 @@ func (s *sup) flushFiles() {
 	s.filesDue = false
 	if err := s.writeFiles(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.logf("%v", err)
+		s.filesOwed = true
+		s.retryWrites()
 	}
+}
+
+// retryWrites starts, once, the retry of the files that could not be
+// written: every 100 ms at first, then every 5 s, until all are on disk
+// or the engine has removed the session. Meanwhile the supervisor keeps
+// them in memory and serves them on its socket.
+func (s *sup) retryWrites() {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	if s.retryDone != nil {
+		return
+	}
+	done := make(chan struct{})
+	s.retryDone = done
+	go func() {
+		defer close(done)
+		wait := 100 * time.Millisecond
+		for {
+			select {
+			case <-time.After(wait):
+			case <-s.releasedCh:
+				return
+			}
+			if _, err := os.Stat(s.dir); err != nil {
+				return // the engine removed the session
+			}
+			if s.payOwed() {
+				s.logf("the files kept in memory are written")
+				return
+			}
+			wait = min(2*wait, 5*time.Second)
+		}
+	}()
+}
+
+// payOwed writes what is owed and reports whether nothing is left.
+func (s *sup) payOwed() bool {
+	paid := true
+	s.fileMu.Lock()
+	if s.filesOwed && !s.released {
+		if err := s.writeFiles(); err != nil {
+			paid = false
+		} else {
+			s.filesOwed = false
+		}
+	}
+	s.fileMu.Unlock()
+	s.exitMu.Lock()
+	if s.writeExitLocked() != nil {
+		paid = false
+	}
+	s.exitMu.Unlock()
+	return paid
+}
+
+// owed waits until the files kept in memory are written (or the session
+// was removed): a supervisor that went before would leave its session
+// lost, or unknown, after an engine restart. It reports whether anything
+// was owed.
+func (s *sup) owed() bool {
+	s.retryMu.Lock()
+	done := s.retryDone
+	s.retryMu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	default:
+	}
+	s.logf("waiting for disk space to write the end state kept in memory")
+	<-done
+	return true
 }
 
 // release records that the engine is done with the session (it removes
@@ -647,6 +740,10 @@ func (s *sup) pump(r *os.File, stream journal.Stream) {
 func (s *sup) record(stream journal.Stream, p []byte) int64 {
 	wait := 50 * time.Millisecond
 	for {
+		if s.abandon.Load() {
+			s.unrecorded.Add(int64(len(p)))
+			return s.j.Cursor()
+		}
 		s.jmu.Lock()
 		start := s.j.Cursor()
 		end, err := s.j.Append(stream, p)
@@ -670,6 +767,14 @@ func (s *sup) record(stream journal.Stream, p []byte) int64 {
 		}
 		time.Sleep(wait)
 		wait = min(2*wait, time.Second)
+	}
+}
+
+// abandonOutput gives up output that cannot be journaled: the pumps read
+// on and count what they drop (Exit.UnrecordedBytes).
+func (s *sup) abandonOutput(why string) {
+	if held, _ := s.journalErr.Load().(string); held != "" && !s.abandon.Swap(true) {
+		s.logf("%s: output that cannot be journaled (%s) is given up", why, held)
 	}
 }
 
@@ -699,11 +804,20 @@ func (s *sup) run() {
 	if held, _ := s.journalErr.Load().(string); held != "" {
 		// Output is held back by a journal that cannot be written: give
 		// the disk a chance to free up before the end state is final.
-		s.logf("the command ended with output held back (%s); waiting up to 60 s for the journal", held)
-		select {
-		case <-pumped:
-		case <-time.After(60 * time.Second):
-			s.logf("output that could not be journaled is lost")
+		s.mu.Lock()
+		killed := s.killedBy != ""
+		s.mu.Unlock()
+		if killed {
+			// A kill ends the session now: what the disk cannot take
+			// is counted, not waited for.
+			s.abandonOutput("killed")
+		} else {
+			s.logf("the command ended with output held back (%s); waiting up to 60 s for the journal", held)
+			select {
+			case <-pumped:
+			case <-time.After(60 * time.Second):
+				s.abandonOutput("no space after 60 s")
+			}
 		}
 	}
 	// Descendants left behind by a command that ended by itself get the
@@ -795,6 +909,10 @@ func (s *sup) run() {
 		case <-deadline:
 		}
 	}
+	// The end state stays served on the socket until it is on disk.
+	if !s.shared && s.owed() {
+		Persist(ExitPath(s.dir))
+	}
 	if s.ln != nil {
 		s.ln.Close()
 		os.Remove(s.spec.Socket)
@@ -817,6 +935,7 @@ func (s *sup) run() {
 			if deferred {
 				s.writeExitOnce(ex, true)
 			}
+			s.owed()
 			s.persist()
 		} else {
 			s.jmu.Lock()
@@ -874,6 +993,7 @@ func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
 	s.jmu.Lock()
 	ex.OutputBytes = s.j.Cursor()
 	ex.DroppedBytes = s.j.Stat().DroppedBytes
+	ex.UnrecordedBytes = s.unrecorded.Load()
 	if final {
 		ex.OutputSha256 = hex.EncodeToString(s.sum.Sum(nil))
 	}
@@ -890,13 +1010,29 @@ func (s *sup) writeExitOnce(ex Exit, final bool) {
 		return
 	}
 	s.exitFinal = final
-	if err := WriteJSON(ExitPath(s.dir), ex); err != nil {
-		if !errors.Is(err, os.ErrNotExist) { // else the engine removed the session
-			s.logf("write exit.json: %v", err)
-		}
-		return
+	s.exitDue = &ex
+	if s.writeExitLocked() != nil {
+		s.retryWrites()
 	}
+}
+
+// writeExitLocked writes the due exit record, if any; one that cannot be
+// written stays due (s.exitMu must be held).
+func (s *sup) writeExitLocked() error {
+	if s.exitDue == nil {
+		return nil
+	}
+	if err := WriteJSON(ExitPath(s.dir), *s.exitDue); err != nil {
+		if errors.Is(err, os.ErrNotExist) { // the engine removed the session
+			s.exitDue = nil
+			return nil
+		}
+		s.logf("write exit.json: %v (kept in memory)", err)
+		return err
+	}
+	s.exitDue = nil
 	s.exitWritten = true
+	return nil
 }
 
 // deferExit reports whether the final exit.json may wait for the
@@ -915,8 +1051,10 @@ func (s *sup) kill(by KilledBy, grace time.Duration) {
 	if s.killedBy == "" {
 		select {
 		case <-s.mainExited:
-			// Already ended by itself: not a kill.
+			// Already ended by itself: not a kill. Output held back
+			// by a full disk is not waited for any more.
 			s.mu.Unlock()
+			s.abandonOutput("kill after the end")
 			return
 		default:
 		}
