@@ -680,6 +680,14 @@ func (e *Engine) reattach() {
 		}
 		s := newSession(id, sdir, "")
 		s.jdir = supervisor.JournalDir(sdir)
+		// A supervisor that could not write meta.json (a full disk)
+		// keeps it in memory and serves it.
+		var live *supervisor.Meta
+		if _, err := os.Stat(supervisor.MetaPath(sdir)); err != nil {
+			if m, ok := supervisor.LiveMeta(id, e.socketPath(id), filepath.Join(e.home, "run", "s"), e.fallbackSocketDir()); ok {
+				live = &m
+			}
+		}
 		err := supervisor.ReadJSON(filepath.Join(sdir, "state.json"), &s.st)
 		if err == nil && s.st.PendingApprovalID != "" {
 			if _, statErr := os.Stat(supervisor.MetaPath(sdir)); statErr != nil {
@@ -698,13 +706,15 @@ func (e *Engine) reattach() {
 			// died before it wrote the files it owed (FlushHosts has
 			// had the live ones write theirs). Nothing runs unless
 			// meta.json exists; what a dead host left is ended.
-			if _, err := os.Stat(supervisor.MetaPath(sdir)); err != nil {
+			if _, err := os.Stat(supervisor.MetaPath(sdir)); err != nil && live == nil {
 				supervisor.SweepSession(id)
 				os.RemoveAll(sdir)
 				continue
 			}
 		}
-		if err := supervisor.ReadJSON(supervisor.MetaPath(sdir), &s.meta); err != nil {
+		if live != nil {
+			s.meta = *live
+		} else if err := supervisor.ReadJSON(supervisor.MetaPath(sdir), &s.meta); err != nil {
 			if !hasOutput(s.jdir) {
 				// A supervisor that never started (or started a command
 				// that printed nothing before a machine crash): nothing
@@ -759,6 +769,21 @@ func (e *Engine) reattach() {
 		}
 		if ch == nil {
 			continue // ended meanwhile
+		}
+		// A supervisor answers a subscription at once: an end state it
+		// keeps in memory (exit.json could not be written: a full disk)
+		// is known before the engine serves anything.
+		select {
+		case ev, ok := <-ch:
+			if ok && ev.Exit != nil && ev.Exit.Final {
+				closeFn()
+				s.finish(*ev.Exit)
+				continue
+			}
+			if ok {
+				s.cursor = max(s.cursor, ev.Cursor)
+			}
+		case <-time.After(2 * time.Second):
 		}
 		e.wg.Add(1)
 		go e.track(s, ch, closeFn)

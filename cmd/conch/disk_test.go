@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/conchsh/conch/internal/supervisor"
 )
 
 // TestFullDiskHoldsOutput runs a command whose output does not fit on the
@@ -58,5 +60,229 @@ func TestFullDiskHoldsOutput(t *testing.T) {
 	tail := c.process(map[string]any{"action": "log", "sessionId": id, "limit": 1})
 	if tail.Text != "END-OF-OUTPUT" {
 		t.Fatalf("last line %q", tail.Text)
+	}
+}
+
+// smallDisk mounts a tmpfs of size (e.g. "20m") on a fresh directory and
+// returns it; the test is skipped where mounting is not permitted. The
+// mount goes after everything the test registers later.
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs for a full disk (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
+
+// fillDisk writes a file that leaves about leave bytes free on dir's
+// filesystem and returns its path.
+func fillDisk(t *testing.T, dir string, leave int64) string {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * st.Bsize
+	p := filepath.Join(dir, "filler")
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n := free - leave; n > 0 {
+		// A short write is the disk being full already: that is the goal.
+		f.Write(make([]byte, n))
+	}
+	return p
+}
+
+// TestDiskFullIsAState fills the home's disk under a gateway running two
+// commands that print 100 MB each: exec refuses new sessions with
+// disk_full at once (it used to accept them and answer "still running"),
+// /v1/health and doctor say so, a kill reports within seconds and says
+// what output is lost (it took 68 s), the killed session's end state,
+// which the disk cannot take, survives a gateway restart (it came back
+// lost), and once space is freed everything is written and the capped
+// journal's result says how much output is gone for good.
+// Both ways of supervising sessions are covered: supervisor hosts (many
+// sessions in one process) and a supervisor process per session.
+func TestDiskFullIsAState(t *testing.T) {
+	for _, mode := range []string{"host", "process"} {
+		t.Run(mode, func(t *testing.T) {
+			diskFullScenario(t, []string{"CONCH_SUPERVISOR=" + mode})
+		})
+	}
+}
+
+func diskFullScenario(t *testing.T, env []string) {
+	dir := smallDisk(t, "20m")
+	home := filepath.Join(dir, "home")
+	os.MkdirAll(home, 0o700)
+	os.WriteFile(filepath.Join(home, "config.json"), []byte(`{"tools":{"exec":{"journalMaxBytes":4194304,"journalHeadBytes":1048576}}}`), 0o600)
+	t.Cleanup(func() { killLeftovers(t, home) })
+	g := startServe(t, home, env, "--listen", "127.0.0.1:0")
+	filler := fillDisk(t, dir, 3<<20)
+
+	// Both start printing once both are running (the first would fill
+	// the disk before the second is accepted).
+	gate := filepath.Join(t.TempDir(), "go")
+	ids := map[string]string{}
+	for _, name := range []string{"A", "B"} {
+		_, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "until [ -e " + gate + " ]; do sleep 0.05; done; yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c 100000000; echo " + name + "-END", "background": true}, nil)
+		d, _ := m["details"].(map[string]any)
+		id, _ := d["sessionId"].(string)
+		if id == "" {
+			t.Fatalf("exec %s: %v", name, m)
+		}
+		ids[name] = id
+	}
+	os.WriteFile(gate, nil, 0o600)
+	// Both journals hit the full disk: output is held back.
+	for _, id := range ids {
+		eventually(t, 60*time.Second, func() string {
+			_, m := g.do("POST", "/v1/sessions/"+id+"/poll", g.token, map[string]any{}, nil)
+			if text, _ := m["text"].(string); !strings.Contains(text, "no space left on device") {
+				return "no held-back warning for " + id
+			}
+			return ""
+		})
+	}
+
+	// What the journals left over is taken too: not a page is free.
+	fillDisk(t, dir, 0)
+
+	// Item 3: a new exec is refused at once with disk_full.
+	start := time.Now()
+	code, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo hi"}, nil)
+	text, _ := m["text"].(string)
+	if code != 507 || !strings.Contains(text, "out of disk space") || !strings.Contains(bodyCode(m), "disk_full") {
+		t.Fatalf("exec on a full disk: %d %v", code, m)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("disk_full took %v", d)
+	}
+	// The health answer stays 200 and says the home is full.
+	code, m = g.do("GET", "/v1/health", "", nil, nil)
+	disk, _ := m["disk"].(map[string]any)
+	if code != 200 || m["status"] != "degraded" || disk["full"] != true {
+		t.Fatalf("health on a full disk: %d %v", code, m)
+	}
+	if out, _ := exec.Command(conchBin, "doctor", "--home", home).CombinedOutput(); !strings.Contains(string(out), "home.disk_full") {
+		t.Fatalf("doctor does not report the full disk:\n%s", out)
+	}
+
+	// kill reports promptly and says what is lost.
+	start = time.Now()
+	code, m = g.do("POST", "/v1/sessions/"+ids["A"]+"/kill", g.token, map[string]any{}, nil)
+	took := time.Since(start)
+	text, _ = m["text"].(string)
+	if code != 200 || !strings.HasPrefix(text, "Killed session") || !strings.Contains(text, "out of disk space") {
+		t.Fatalf("kill on a full disk (%v): %d %v", took, code, m)
+	}
+	if took > 20*time.Second {
+		t.Fatalf("kill took %v", took)
+	}
+	if _, err := os.Stat(supervisor.ExitPath(supervisor.SessionDir(home, ids["A"]))); err == nil {
+		t.Fatal("exit.json written on a full disk: the test does not exercise the in-memory end state")
+	}
+
+	// A restart while the disk is still full: the killed session is
+	// still killed (its supervisor keeps the end state until it can be
+	// written), the running one still runs.
+	tok := g.token
+	g.stop()
+	g = startServe(t, home, env, "--listen", "127.0.0.1:0")
+	g.token = tok
+	_, m = g.do("POST", "/v1/sessions/"+ids["A"]+"/poll", g.token, map[string]any{}, nil)
+	if d, _ := m["details"].(map[string]any); d["state"] != "killed" {
+		t.Fatalf("killed session after a restart on a full disk: %v", m)
+	}
+	_, m = g.do("POST", "/v1/sessions/"+ids["B"]+"/poll", g.token, map[string]any{}, nil)
+	if d, _ := m["details"].(map[string]any); d["status"] != "running" {
+		t.Fatalf("running session after a restart on a full disk: %v", m)
+	}
+
+	// Space returns: the held state is written, exec works again, and
+	// the capped journal's end says what is gone for good.
+	os.Remove(filler)
+	eventually(t, 60*time.Second, func() string {
+		ex, ok, err := supervisor.ReadExit(supervisor.SessionDir(home, ids["A"]))
+		if !ok || ex.State != "killed" {
+			return "A's exit.json not written: " + errString(err)
+		}
+		return ""
+	})
+	// The polls' texts together hold the new output and the end.
+	text = ""
+	eventually(t, 120*time.Second, func() string {
+		_, end := g.do("POST", "/v1/sessions/"+ids["B"]+"/poll", g.token, map[string]any{"timeout": 1000}, nil)
+		s, _ := end["text"].(string)
+		text += s
+		if d, _ := end["details"].(map[string]any); d["status"] == "running" {
+			return "B still running"
+		}
+		return ""
+	})
+	if !strings.Contains(text, "B-END") || !strings.Contains(text, "dropped by the journal cap") || !strings.Contains(text, "gone for good") {
+		t.Fatalf("B's end does not say what the journal cap dropped: %q", text[max(0, len(text)-600):])
+	}
+	code, m = g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo hi"}, nil)
+	if text, _ := m["text"].(string); code != 200 || text != "hi" {
+		t.Fatalf("exec after space returned: %d %v", code, m)
+	}
+	if _, m = g.do("GET", "/v1/health", "", nil, nil); m["status"] != "ok" {
+		t.Fatalf("health after space returned: %v", m)
+	}
+}
+
+// bodyCode returns the error code of a failed tool result.
+func bodyCode(m map[string]any) string {
+	d, _ := m["details"].(map[string]any)
+	e, _ := d["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// TestOperatorTokenOnFullDisk starts a first gateway on a full disk: it
+// fails and leaves no operator.token (it used to leave an empty one that
+// every later start used, so every operator call got 401 for good); once
+// there is space the token is made whole. An empty token file left by an
+// older conch is refused with a clear error, and doctor reports it.
+func TestOperatorTokenOnFullDisk(t *testing.T) {
+	dir := smallDisk(t, "2m")
+	home := filepath.Join(dir, "home")
+	os.MkdirAll(home, 0o700)
+	t.Cleanup(func() { killLeftovers(t, home) })
+	filler := fillDisk(t, dir, 0)
+	tokPath := filepath.Join(home, "operator.token")
+	out, _ := exec.Command(conchBin, "serve", "--home", home, "--listen", "127.0.0.1:0").CombinedOutput()
+	if b, err := os.ReadFile(tokPath); err == nil {
+		t.Fatalf("a serve on a full disk left operator.token %q (serve said %s)", b, out)
+	}
+	os.Remove(filler)
+	g := startGateway(t, home)
+	if code, m := g.do("GET", "/v1/approvals", g.operator, nil, nil); code != 200 {
+		t.Fatalf("operator call after space returned: %d %v", code, m)
+	}
+	g.stop()
+
+	for _, bad := range []string{"", "\n", "cop_abc"} {
+		os.WriteFile(tokPath, []byte(bad), 0o600)
+		out, code := cli(t, "serve", "--home", home, "--listen", "127.0.0.1:0")
+		if code == 0 || !strings.Contains(out, "operator.token is") {
+			t.Fatalf("serve with operator.token %q: exit %d: %s", bad, code, out)
+		}
+		if out, _ := exec.Command(conchBin, "doctor", "--home", home).CombinedOutput(); !strings.Contains(string(out), "home.operator_token") {
+			t.Fatalf("doctor does not report operator.token %q:\n%s", bad, out)
+		}
 	}
 }

@@ -245,6 +245,24 @@ func FlushHosts(dirs ...string) {
 	wg.Wait()
 }
 
+// LiveMeta asks the supervisors behind sockets (a session's own socket,
+// and the host sockets in hostDirs) for session id's meta.json as they keep
+// it in memory: a supervisor that could not write the file (a full disk)
+// still serves its session.
+func LiveMeta(id, socket string, hostDirs ...string) (Meta, bool) {
+	socks := []string{socket}
+	for _, d := range hostDirs {
+		m, _ := filepath.Glob(filepath.Join(d, "host-*.sock"))
+		socks = append(socks, m...)
+	}
+	for _, sock := range socks {
+		if rep, err := Call(sock, Request{Op: "meta", Session: id}); err == nil && rep.Meta != nil && rep.Meta.ID == id {
+			return *rep.Meta, true
+		}
+	}
+	return Meta{}, false
+}
+
 // Subscribe connects to a supervisor and returns its event stream, closed
 // when the supervisor ends (after the final event) or dies.
 func Subscribe(socket, session string) (<-chan Event, func(), error) {

@@ -8,7 +8,7 @@ import (
 // Request is one line a client sends on the control socket.
 type Request struct {
 	V  int    `json:"v"`
-	Op string `json:"op"` // hello status subscribe write closeStdin signal kill resize screen trim flush
+	Op string `json:"op"` // hello status meta subscribe write closeStdin signal kill resize screen trim flush
 	// Session names the session on a supervisor host's socket, which
 	// serves many; a single supervisor takes "" or its own id.
 	Session string `json:"session,omitempty"`
@@ -35,6 +35,9 @@ type Reply struct {
 	Cursor int64 `json:"cursor,omitempty"`
 	// Bytes answers op trim: the journal's bytes on disk after it.
 	Bytes int64 `json:"bytes,omitempty"`
+	// Meta answers op meta: the session's meta.json as kept in memory
+	// (also while a full disk keeps it from being written).
+	Meta *Meta `json:"meta,omitempty"`
 }
 
 // Status is a running session's live state.

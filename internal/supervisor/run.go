@@ -1351,6 +1351,8 @@ func (s *sup) handle(req Request) Reply {
 		return Reply{OK: true, PID: s.cmd.Process.Pid}
 	case "status":
 		return Reply{OK: true, Status: s.status()}
+	case "meta":
+		return Reply{OK: true, Meta: s.meta}
 	case "write":
 		if err := s.write(req.Data); err != nil {
 			return Reply{Error: err.Error()}
