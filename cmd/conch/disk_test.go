@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,5 +285,47 @@ func TestOperatorTokenOnFullDisk(t *testing.T) {
 		if out, _ := exec.Command(conchBin, "doctor", "--home", home).CombinedOutput(); !strings.Contains(string(out), "home.operator_token") {
 			t.Fatalf("doctor does not report operator.token %q:\n%s", bad, out)
 		}
+	}
+}
+
+// TestResultSaysWhatTheJournalDropped: a foreground result whose journal
+// cap dropped output says truncated, how many bytes are gone for good (in
+// the text and in droppedBytes), and its omission marker no longer calls
+// the pager the "full output". The cases cover both ways a result is
+// rendered (the whole retained journal, and head and tail of a large
+// one) and a run that dropped nothing.
+func TestResultSaysWhatTheJournalDropped(t *testing.T) {
+	cases := []struct {
+		capBytes, outBytes int64
+		dropped            bool
+	}{
+		{1 << 20, 3_000_000, true},
+		{12 << 20, 30_000_000, true},
+		{1 << 20, 100_000, false},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("cap=%d/out=%d", tc.capBytes, tc.outBytes), func(t *testing.T) {
+			c := startConch(t, newHome(t, fmt.Sprintf(`{"tools":{"exec":{"journalMaxBytes":%d}}}`, tc.capBytes)))
+			r := c.exec(map[string]any{"command": fmt.Sprintf("yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c %d; echo; echo LAST-LINE", tc.outBytes), "yieldMs": 120000})
+			if r.str("status") != "completed" || !strings.Contains(r.Text, "LAST-LINE") {
+				t.Fatalf("result: %q %v", r.Text[max(0, len(r.Text)-300):], r.D)
+			}
+			dropped := r.num("droppedBytes")
+			if !tc.dropped {
+				if dropped != -1 || strings.Contains(r.Text, "gone for good") {
+					t.Fatalf("nothing was dropped, yet: droppedBytes %v, %q", dropped, r.Text[max(0, len(r.Text)-300):])
+				}
+				return
+			}
+			if r.D["truncated"] != true || dropped < float64(tc.outBytes-tc.capBytes-(1<<20)) || dropped > float64(tc.outBytes) {
+				t.Fatalf("truncated %v droppedBytes %v for %d bytes through a %d-byte journal", r.D["truncated"], dropped, tc.outBytes, tc.capBytes)
+			}
+			if want := fmt.Sprintf("%d bytes of output were dropped by the journal cap", int64(dropped)); !strings.Contains(r.Text, want) || !strings.Contains(r.Text, "gone for good") {
+				t.Fatalf("the text does not say %q: %q", want, r.Text[max(0, len(r.Text)-300):])
+			}
+			if strings.Contains(r.Text, "; full output: process log") {
+				t.Fatalf("the marker promises the full output: %q", r.Text)
+			}
+		})
 	}
 }
