@@ -1,0 +1,129 @@
+package archtest
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writesInPlace lists the places allowed to create or overwrite a file in
+// place (os.WriteFile, os.Create, os.OpenFile with O_CREATE but without
+// O_APPEND), as "<file>:<function>", with the reason. Anything else that
+// writes a file a later reader trusts (a token, a key, a state or config
+// file) must go through internal/atomicfile, so that a write cut short by
+// a full disk or a crash never leaves an empty or partial file under the
+// real name: a first start on a full disk once left an empty
+// operator.token that every later start used.
+var writesInPlace = map[string]string{
+	"engine/engine.go:prepareHome":           "an empty probe file, removed at once",
+	"engine/engine.go:lockHome":              "the lock file: its content is informational",
+	"engine/disk.go:probeWrite":              "a probe of free space, removed at once",
+	"engine/doctorfix.go:DoctorFix":          "a temporary file, loaded and fsynced before it is renamed into place",
+	"internal/supervisor/contain_linux.go:*": "cgroup control files",
+	"internal/supervisor/run.go:launch":      "cgroup.procs",
+	"internal/supervisor/files.go:writeFile": "the supervisor's writer: temporary files renamed into place, or a file created exclusively and removed on failure",
+	"internal/approvals/lock_unix.go:*":      "lock files",
+	"internal/approvals/lock_other.go:*":     "lock files",
+	"internal/auth/auth.go:update":           "the lock file of agents.json",
+	"internal/ledger/ledger.go:*":            "the ledger's lock and segments (appended, hash-chained, checked by ledger verify)",
+	"internal/ledger/verify.go:*":            "the ledger's lock",
+	"internal/nodehub/store.go:*":            "the lock file of the node store",
+}
+
+// TestTrustedFilesWrittenAtomically finds every call that creates or
+// overwrites a file in place and checks it against writesInPlace.
+func TestTrustedFilesWrittenAtomically(t *testing.T) {
+	root := filepath.Join("..", "..")
+	fset := token.NewFileSet()
+	used := map[string]bool{}
+	defer func() {
+		for k := range writesInPlace {
+			if !used[k] {
+				t.Errorf("writesInPlace entry %s matches no call: remove it", k)
+			}
+		}
+	}()
+	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if rel == "bench" || strings.HasPrefix(d.Name(), ".") && rel != "." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Errorf("%s: %v", rel, err)
+			return nil
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok || !writesFileInPlace(call) {
+					return true
+				}
+				key := filepath.ToSlash(rel) + ":" + fn.Name.Name
+				if _, ok := writesInPlace[key]; ok {
+					used[key] = true
+					return true
+				}
+				if _, ok := writesInPlace[filepath.ToSlash(rel)+":*"]; ok {
+					used[filepath.ToSlash(rel)+":*"] = true
+					return true
+				}
+				t.Errorf("%s (%s) writes a file in place: use internal/atomicfile, or add it to writesInPlace with the reason it is safe", fset.Position(call.Pos()), key)
+				return true
+			})
+		}
+		return nil
+	})
+}
+
+// writesFileInPlace reports os.WriteFile, os.Create and os.OpenFile with
+// O_CREATE but without O_APPEND.
+func writesFileInPlace(call *ast.CallExpr) bool {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	if id, ok := sel.X.(*ast.Ident); !ok || id.Name != "os" {
+		return false
+	}
+	switch sel.Sel.Name {
+	case "WriteFile", "Create":
+		return true
+	case "OpenFile":
+		if len(call.Args) < 2 {
+			return false
+		}
+		flags := types(call.Args[1])
+		return flags["O_CREATE"] && !flags["O_APPEND"]
+	}
+	return false
+}
+
+// types returns the identifiers named in an expression.
+func types(e ast.Expr) map[string]bool {
+	out := map[string]bool{}
+	ast.Inspect(e, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok {
+			out[id.Name] = true
+		}
+		return true
+	})
+	return out
+}
