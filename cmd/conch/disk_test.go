@@ -164,6 +164,11 @@ func diskFullScenario(t *testing.T, env []string) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("disk_full took %v", d)
 	}
+	// So is the CLI's, with the reason and a failure exit code.
+	out, code := cli(t, "exec", "--home", home, "--", "echo", "hi")
+	if code == 0 || !strings.Contains(out, "out of disk space") {
+		t.Fatalf("conch exec on a full disk: exit %d: %s", code, out)
+	}
 	// The health answer stays 200 and says the home is full.
 	code, m = g.do("GET", "/v1/health", "", nil, nil)
 	disk, _ := m["disk"].(map[string]any)
