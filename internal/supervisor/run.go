@@ -520,7 +520,9 @@ func (s *sup) launch() (retErr error) {
 			timeout.Stop()
 		}()
 	}
+	s.mu.Lock() // the socket already serves op meta
 	s.meta = &meta
+	s.mu.Unlock()
 	if s.shared {
 		s.fileMu.Lock()
 		s.filesDue = true
@@ -1352,6 +1354,11 @@ func (s *sup) handle(req Request) Reply {
 	case "status":
 		return Reply{OK: true, Status: s.status()}
 	case "meta":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.meta == nil {
+			return Reply{Error: "session is starting"}
+		}
 		return Reply{OK: true, Meta: s.meta}
 	case "write":
 		if err := s.write(req.Data); err != nil {
