@@ -49,10 +49,10 @@ type diskState struct {
 	probed time.Time
 }
 
-// isNoSpace reports an out-of-space error (also a quota's).
+// isNoSpace reports an out-of-space error (also a quota's; a supervisor's
+// start failure matches it too, see supervisor.Launch).
 func isNoSpace(err error) bool {
-	return err != nil && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
-		strings.Contains(err.Error(), syscall.ENOSPC.Error()))
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // noteWrite records a failed write in the home: an ENOSPC makes the home

@@ -74,4 +74,6 @@ type ready struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Meta is what meta.json says, so the engine need not read it.
 	Meta *Meta `json:"meta,omitempty"`
+	// NoSpace marks an Error caused by a full disk (ENOSPC, EDQUOT).
+	NoSpace bool `json:"noSpace,omitempty"`
 }

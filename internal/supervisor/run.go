@@ -114,7 +114,7 @@ func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os
 	}
 	s := &sup{spec: spec, dir: SessionDir(home, spec.ID), shared: shared, done: make(chan struct{}), mainExited: make(chan struct{}), finalSet: make(chan struct{}), releasedCh: make(chan struct{})}
 	if err := s.launch(); err != nil {
-		json.NewEncoder(readyOut).Encode(ready{Error: err.Error()})
+		json.NewEncoder(readyOut).Encode(ready{Error: err.Error(), NoSpace: errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)})
 		readyOut.Close()
 		return 1
 	}
