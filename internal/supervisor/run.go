@@ -1013,7 +1013,8 @@ func (s *sup) writeExitOnce(ex Exit, final bool) {
 	}
 	s.exitFinal = final
 	s.exitDue = &ex
-	if s.writeExitLocked() != nil {
+	if err := s.writeExitLocked(); err != nil {
+		s.logf("write exit.json: %v (kept in memory until it can be written)", err)
 		s.retryWrites()
 	}
 }
@@ -1029,7 +1030,6 @@ func (s *sup) writeExitLocked() error {
 			s.exitDue = nil
 			return nil
 		}
-		s.logf("write exit.json: %v (kept in memory)", err)
 		return err
 	}
 	s.exitDue = nil
