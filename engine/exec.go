@@ -823,6 +823,9 @@ func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
 	if pl.node != nil || ex.OutputBytes > 0 {
 		out = e.output(s, pl.set.MaxOutputChars)
 	}
+	// Output a full disk kept out of the journal makes the result
+	// truncated too: the session is kept like any truncated one.
+	out.truncated = out.truncated || ex.UnrecordedBytes > 0
 	if out.truncated {
 		s.update(func(st *state) { st.Retained = true })
 	} else {
