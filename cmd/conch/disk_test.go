@@ -163,6 +163,8 @@ func diskFullScenario(t *testing.T, env []string) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("disk_full took %v", d)
+	} else {
+		t.Logf("exec on a full disk answered disk_full in %v", d)
 	}
 	// So is the CLI's, with the reason and a failure exit code.
 	out, code := cli(t, "exec", "--home", home, "--", "echo", "hi")
@@ -190,6 +192,7 @@ func diskFullScenario(t *testing.T, env []string) {
 	if took > 20*time.Second {
 		t.Fatalf("kill took %v", took)
 	}
+	t.Logf("kill on a full disk answered in %v", took)
 	if _, err := os.Stat(supervisor.ExitPath(supervisor.SessionDir(home, ids["A"]))); err == nil {
 		t.Fatal("exit.json written on a full disk: the test does not exercise the in-memory end state")
 	}
