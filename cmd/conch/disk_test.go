@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -177,6 +179,9 @@ func diskFullScenario(t *testing.T, env []string) {
 	if code != 200 || m["status"] != "degraded" || disk["full"] != true {
 		t.Fatalf("health on a full disk: %d %v", code, m)
 	}
+	if m := metricsText(t, g); !strings.Contains(m, "conch_home_disk_full 1\n") {
+		t.Fatalf("metrics on a full disk:\n%s", m)
+	}
 	if out, _ := exec.Command(conchBin, "doctor", "--home", home).CombinedOutput(); !strings.Contains(string(out), "home.disk_full") {
 		t.Fatalf("doctor does not report the full disk:\n%s", out)
 	}
@@ -244,6 +249,23 @@ func diskFullScenario(t *testing.T, env []string) {
 	if _, m = g.do("GET", "/v1/health", "", nil, nil); m["status"] != "ok" {
 		t.Fatalf("health after space returned: %v", m)
 	}
+	if m := metricsText(t, g); !strings.Contains(m, "conch_home_disk_full 0\n") {
+		t.Fatalf("metrics after space returned:\n%s", m)
+	}
+}
+
+// metricsText returns the gateway's /metrics page.
+func metricsText(t *testing.T, g *gateway) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", g.base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+g.operator)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 // bodyCode returns the error code of a failed tool result.

@@ -435,6 +435,17 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "conch_exec_duration_seconds_bucket{le=\"+Inf\"} 0")
 	}
 	fmt.Fprintf(w, "conch_exec_duration_seconds_sum %g\nconch_exec_duration_seconds_count %d\n", st.ExecSum, st.ExecCount)
+	disk := s.eng.DiskStatus()
+	full := 0
+	if disk.Full {
+		full = 1
+	}
+	fmt.Fprintln(w, "# HELP conch_home_disk_full 1 while the home is out of disk space (exec refuses new sessions with disk_full).")
+	fmt.Fprintln(w, "# TYPE conch_home_disk_full gauge")
+	fmt.Fprintf(w, "conch_home_disk_full %d\n", full)
+	fmt.Fprintln(w, "# HELP conch_home_free_bytes Free space of the home's filesystem.")
+	fmt.Fprintln(w, "# TYPE conch_home_free_bytes gauge")
+	fmt.Fprintf(w, "conch_home_free_bytes %d\n", disk.FreeBytes)
 	fmt.Fprintln(w, "# HELP conch_approvals_pending Approval requests waiting for a decision.")
 	fmt.Fprintln(w, "# TYPE conch_approvals_pending gauge")
 	fmt.Fprintf(w, "conch_approvals_pending %d\n", st.Pending)
