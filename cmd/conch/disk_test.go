@@ -359,3 +359,73 @@ func TestResultSaysWhatTheJournalDropped(t *testing.T) {
 		})
 	}
 }
+
+// TestDiskFullDefaultJournal is the setup of the original report with the
+// default configuration: a home on a 20 MiB tmpfs and two commands
+// printing 100 MB each fill the disk with their journals alone. exec is
+// refused with disk_full, a kill answers at once, a restart keeps the
+// killed session killed, and removing the other session frees the space
+// the end state needs.
+func TestDiskFullDefaultJournal(t *testing.T) {
+	dir := smallDisk(t, "20m")
+	home := filepath.Join(dir, "home")
+	os.MkdirAll(home, 0o700)
+	t.Cleanup(func() { killLeftovers(t, home) })
+	g := startGateway(t, home)
+	ids := map[string]string{}
+	for _, name := range []string{"A", "B"} {
+		_, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c 100000000", "background": true}, nil)
+		d, _ := m["details"].(map[string]any)
+		id, _ := d["sessionId"].(string)
+		if id == "" {
+			// The first one may fill the disk before the second starts:
+			// that is the refusal under test.
+			if bodyCode(m) != "disk_full" {
+				t.Fatalf("exec %s: %v", name, m)
+			}
+			continue
+		}
+		ids[name] = id
+	}
+	eventually(t, 60*time.Second, func() string {
+		_, m := g.do("POST", "/v1/sessions/"+ids["A"]+"/poll", g.token, map[string]any{}, nil)
+		if text, _ := m["text"].(string); !strings.Contains(text, "no space left on device") {
+			return "no held-back warning"
+		}
+		return ""
+	})
+	fillDisk(t, dir, 0)
+	if code, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo hi"}, nil); code != 507 || bodyCode(m) != "disk_full" {
+		t.Fatalf("exec on a full disk: %d %v", code, m)
+	}
+	start := time.Now()
+	code, m := g.do("POST", "/v1/sessions/"+ids["A"]+"/kill", g.token, map[string]any{}, nil)
+	if text, _ := m["text"].(string); code != 200 || !strings.HasPrefix(text, "Killed session") || time.Since(start) > 20*time.Second {
+		t.Fatalf("kill on a full disk (%v): %d %v", time.Since(start), code, m)
+	}
+	tok := g.token
+	g.stop()
+	g = startGateway(t, home)
+	g.token = tok
+	_, m = g.do("POST", "/v1/sessions/"+ids["A"]+"/poll", g.token, map[string]any{}, nil)
+	if d, _ := m["details"].(map[string]any); d["state"] != "killed" {
+		t.Fatalf("killed session after a restart on a full disk: %v", m)
+	}
+	// Free the space: remove the other session (and the filler).
+	os.Remove(filepath.Join(dir, "filler"))
+	if id := ids["B"]; id != "" {
+		g.do("DELETE", "/v1/sessions/"+id, g.token, nil, nil)
+	}
+	eventually(t, 60*time.Second, func() string {
+		if ex, ok, _ := supervisor.ReadExit(supervisor.SessionDir(home, ids["A"])); !ok || ex.State != "killed" {
+			return "A's exit.json not written"
+		}
+		return ""
+	})
+	eventually(t, 60*time.Second, func() string {
+		if _, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo hi"}, nil); m["text"] != "hi" {
+			return fmt.Sprintf("exec after space returned: %v", m)
+		}
+		return ""
+	})
+}
