@@ -177,11 +177,17 @@ func socketAlive(path string) bool {
 	return true
 }
 
-// operatorToken reads the operator token of a home, or "". An empty or
-// damaged token file is said on stderr (the call then fails with 401).
+// operatorToken reads the operator token of a home, or "". An empty token
+// file (a write cut short) is said on stderr, not sent as no token in
+// silence; any other content is sent as it is: the gateway judges it.
 func operatorToken(home string) string {
-	tok, err := auth.ReadOperatorToken(home)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	b, err := os.ReadFile(auth.OperatorTokenPath(home))
+	if err != nil {
+		return ""
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		_, err := auth.ReadOperatorToken(home)
 		fmt.Fprintf(os.Stderr, "conch: %v\n", err)
 	}
 	return tok
