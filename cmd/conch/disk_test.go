@@ -422,6 +422,9 @@ func TestDiskFullDefaultJournal(t *testing.T) {
 		}
 		return ""
 	})
+	// A's journal goes too: with B refused at its start, it holds the
+	// disk alone.
+	g.do("DELETE", "/v1/sessions/"+ids["A"], g.token, nil, nil)
 	eventually(t, 60*time.Second, func() string {
 		if _, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo hi"}, nil); m["text"] != "hi" {
 			return fmt.Sprintf("exec after space returned: %v", m)
