@@ -29,7 +29,10 @@ var writesInPlace = map[string]string{
 	"internal/approvals/lock_unix.go:*":      "lock files",
 	"internal/approvals/lock_other.go:*":     "lock files",
 	"internal/auth/auth.go:update":           "the lock file of agents.json",
-	"internal/ledger/ledger.go:*":            "the ledger's lock and segments (appended, hash-chained, checked by ledger verify)",
+	"internal/ledger/ledger.go:Open":         "the ledger's lock file",
+	"internal/ledger/ledger.go:writeHead":    "the ledger's HEAD, rewritten in place at a fixed size; ledger verify reports an empty or torn one",
+	"internal/sandbox/git.go:placeholders":   "an empty placeholder file git expects, nothing is read from it",
+	"internal/sandbox/runas.go:stageMounts":  "empty mount targets on a private tmpfs",
 	"internal/ledger/verify.go:*":            "the ledger's lock",
 	"internal/nodehub/store.go:*":            "the lock file of the node store",
 }
