@@ -5,13 +5,15 @@
 // without pulling in the engine. Decoding is strict and conch's own (not a
 // JSON Schema validator): unknown fields are rejected with the exact texts
 // of the specification, enums are case-insensitive where the spec says so,
-// and out-of-range numbers are clamped by the engine rather than rejected.
+// and every number is checked against the range declared in its struct
+// tag (numbers.go): out of range, not finite or not an integer where one
+// is needed is invalid_argument naming the field and the range.
 package apitype
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -131,9 +133,9 @@ func decodeBool(m map[string]json.RawMessage, name string, dst **bool) *Error {
 	return nil
 }
 
-// decodeNumber accepts a JSON number or, when lenient, a numeric string.
-// Non-finite values cannot be expressed in JSON; a string such as "NaN" is
-// taken as absent so the default applies (exec.md §1).
+// decodeNumber accepts a JSON number or a numeric string (lenient only
+// changes the message). Its range, and finiteness ("NaN", "Inf", 1e400),
+// are checked afterwards by CheckRanges.
 func decodeNumber(m map[string]json.RawMessage, name string, lenient bool, dst **float64) *Error {
 	r, ok := m[name]
 	if !ok || isNull(r) {
@@ -141,11 +143,20 @@ func decodeNumber(m map[string]json.RawMessage, name string, lenient bool, dst *
 	}
 	var f float64
 	if err := json.Unmarshal(r, &f); err != nil {
+		// A number beyond float64 (1e400) becomes ±Inf, which the
+		// range check then rejects with the field's range.
+		if v, perr := strconv.ParseFloat(string(r), 64); errors.Is(perr, strconv.ErrRange) {
+			*dst = &v
+			return nil
+		}
 		var s string
 		if json.Unmarshal(r, &s) != nil {
 			return typeErr(name, "a number")
 		}
 		v, perr := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if errors.Is(perr, strconv.ErrRange) {
+			perr = nil
+		}
 		if perr != nil && !lenient {
 			return typeErr(name, "a number")
 		}
@@ -153,9 +164,6 @@ func decodeNumber(m map[string]json.RawMessage, name string, lenient bool, dst *
 			return typeErr(name, "a number or a numeric string")
 		}
 		f = v
-	}
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return nil
 	}
 	*dst = &f
 	return nil

@@ -13,9 +13,9 @@ type ExecParams struct {
 	Command        string            `json:"command"`
 	Workdir        string            `json:"workdir,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
-	YieldMs        *float64          `json:"yieldMs,omitempty"`
+	YieldMs        *float64          `json:"yieldMs,omitempty" range:"0,120000,unit=ms"`
 	Background     *bool             `json:"background,omitempty"`
-	Timeout        *float64          `json:"timeout,omitempty"` // seconds
+	Timeout        *float64          `json:"timeout,omitempty" range:"0,31536000,unit=s"` // 0: none
 	PTY            *bool             `json:"pty,omitempty"`
 	Host           string            `json:"host,omitempty"`     // sandbox | gateway | node (lower-cased)
 	Security       string            `json:"security,omitempty"` // deny | allowlist | full
@@ -80,6 +80,20 @@ func ParseExecParams(raw []byte) (ExecParams, *Error) {
 	if e := decodeNumber(m, "timeoutSeconds", false, &t2); e != nil {
 		return p, e
 	}
+	// Both names share timeout's range; an error names the one sent.
+	tr := timeoutRange()
+	for _, t := range []struct {
+		name string
+		v    *float64
+	}{{"timeout", t1}, {"timeoutSeconds", t2}} {
+		if t.v != nil {
+			r := tr
+			r.Field = t.name
+			if e := r.Check(*t.v); e != nil {
+				return p, e
+			}
+		}
+	}
 	switch {
 	case t1 != nil && t2 != nil && *t1 != *t2:
 		return p, Errorf(CodeInvalidArgument, "Pass either timeout or timeoutSeconds, not both with different values.")
@@ -100,6 +114,12 @@ func ParseExecParams(raw []byte) (ExecParams, *Error) {
 	}
 	if _, ok := m["idempotencyKey"]; ok && !idempotencyKeyRE.MatchString(p.IdempotencyKey) {
 		return p, Errorf(CodeInvalidArgument, "Invalid idempotencyKey: use 1-128 characters of [A-Za-z0-9._:-].")
+	}
+	if e := CheckRanges(&p, ""); e != nil {
+		return p, e
+	}
+	if e := CheckStrings(&p); e != nil {
+		return p, e
 	}
 	return p, nil
 }
@@ -178,4 +198,14 @@ func (d *ExecDetails) MarshalJSON() ([]byte, error) {
 		}
 	}
 	return json.Marshal(m)
+}
+
+// timeoutRange is the range of exec's timeout (and timeoutSeconds).
+func timeoutRange() Range {
+	for _, r := range Ranges(ExecParams{}) {
+		if r.Field == "timeout" {
+			return r
+		}
+	}
+	panic("apitype: ExecParams has no timeout range")
 }

@@ -82,7 +82,7 @@ type NodePlan struct {
 	Script      *NodePlanExe  `json:"script,omitempty"`
 	EnvHash     string        `json:"envHash"`
 	AgentID     string        `json:"agentId"`
-	ExpiresAtMs int64         `json:"expiresAtMs"`
+	ExpiresAtMs int64         `json:"expiresAtMs" range:"0,9007199254740991,int,unit=ms"`
 }
 
 // NodePlanExe is a pinned file: absolute path and sha256.
@@ -107,7 +107,7 @@ type NodeRunParams struct {
 	RawCommand       string            `json:"rawCommand"`
 	Cwd              string            `json:"cwd"`
 	Env              map[string]string `json:"env,omitempty"`
-	TimeoutMs        int64             `json:"timeoutMs"`
+	TimeoutMs        int64             `json:"timeoutMs" range:"0,31536000000,int,unit=ms"`
 	AgentID          string            `json:"agentId"`
 	RunID            string            `json:"runId"`
 	SessionID        string            `json:"sessionId"`
@@ -115,18 +115,18 @@ type NodeRunParams struct {
 	ApprovalDecision string            `json:"approvalDecision,omitempty"`
 	Stream           bool              `json:"stream"`
 	PTY              bool              `json:"pty"`
-	Cols             int               `json:"cols,omitempty"`
-	Rows             int               `json:"rows,omitempty"`
+	Cols             int               `json:"cols,omitempty" range:"0,65535,int"`
+	Rows             int               `json:"rows,omitempty" range:"0,65535,int"`
 	// Stdin is open, closed or pty (the gateway's plan, exec.md §6).
 	Stdin string `json:"stdin,omitempty"`
 	// Since is where the output stream starts (0 for a new run).
-	Since int64 `json:"since,omitempty"`
+	Since int64 `json:"since,omitempty" range:"0,9007199254740991,int,unit=bytes"`
 }
 
 // NodeRunReply is the payload of a streamed system.run.
 type NodeRunReply struct {
 	SessionID string `json:"sessionId"`
-	PID       int    `json:"pid"`
+	PID       int    `json:"pid" range:"0,4194304,int"`
 	Cwd       string `json:"cwd"`
 }
 
@@ -135,8 +135,8 @@ type NodeOutput struct {
 	RunID     string `json:"runId"`
 	SessionID string `json:"sessionId"`
 	Stream    string `json:"stream"`
-	Cursor    int64  `json:"cursor"` // position just after Data
-	Data      []byte `json:"data"`   // base64 in JSON
+	Cursor    int64  `json:"cursor" range:"0,9007199254740991,int,unit=bytes"` // position just after Data
+	Data      []byte `json:"data"`                                             // base64 in JSON
 }
 
 // NodeFinished is the payload of exec.finished. Exit is the node's
@@ -146,14 +146,14 @@ type NodeFinished struct {
 	SessionID string          `json:"sessionId,omitempty"`
 	Host      string          `json:"host"`
 	Command   string          `json:"command"`
-	ExitCode  *int            `json:"exitCode"`
+	ExitCode  *int            `json:"exitCode" range:"-1,255,int"`
 	TimedOut  bool            `json:"timedOut"`
 	Success   bool            `json:"success"`
 	State     string          `json:"state"`
 	Signal    *string         `json:"signal"`
 	KilledBy  *string         `json:"killedBy"`
 	Output    string          `json:"output"`
-	Cursor    int64           `json:"cursor"`
+	Cursor    int64           `json:"cursor" range:"0,9007199254740991,int,unit=bytes"`
 	Exit      json.RawMessage `json:"exit,omitempty"`
 }
 
@@ -162,7 +162,7 @@ type NodeFinished struct {
 type NodeSessionParams struct {
 	SessionID string          `json:"sessionId"`
 	Request   json.RawMessage `json:"request,omitempty"`
-	Since     int64           `json:"since,omitempty"`
+	Since     int64           `json:"since,omitempty" range:"0,9007199254740991,int,unit=bytes"`
 }
 
 // NodeApprovalsFile is the payload of system.execApprovals.get.

@@ -13,31 +13,31 @@ var ProcessActions = []string{"list", "poll", "log", "wait", "search", "screen",
 type ProcessParams struct {
 	Action     string   `json:"action"`
 	SessionID  string   `json:"sessionId,omitempty"`
-	Data       string   `json:"data,omitempty"`
+	Data       string   `json:"data,omitempty" nul:"ok"`
 	EOF        *bool    `json:"eof,omitempty"`
 	Keys       []string `json:"keys,omitempty"`
 	Hex        []string `json:"hex,omitempty"`
-	Literal    string   `json:"literal,omitempty"`
-	DelayMs    *float64 `json:"delayMs,omitempty"`
-	Text       string   `json:"text,omitempty"`
+	Literal    string   `json:"literal,omitempty" nul:"ok"`
+	DelayMs    *float64 `json:"delayMs,omitempty" range:"0,1000,unit=ms"`
+	Text       string   `json:"text,omitempty" nul:"ok"`
 	Bracketed  *bool    `json:"bracketed,omitempty"`
-	Offset     *float64 `json:"offset,omitempty"`
-	Limit      *float64 `json:"limit,omitempty"`
-	Since      *float64 `json:"since,omitempty"`
+	Offset     *float64 `json:"offset,omitempty" range:"0,9007199254740991,int,unit=lines"`
+	Limit      *float64 `json:"limit,omitempty" range:"0,9007199254740991,int,unit=lines"`
+	Since      *float64 `json:"since,omitempty" range:"0,9007199254740991,int,unit=bytes"`
 	Raw        *bool    `json:"raw,omitempty"`
 	Stream     string   `json:"stream,omitempty"`
-	Timeout    *float64 `json:"timeout,omitempty"` // milliseconds
+	Timeout    *float64 `json:"timeout,omitempty" range:"0,600000,unit=ms;poll=0,120000"`
 	Until      []string `json:"until,omitempty"`
 	UntilArray bool     `json:"-"` // until was given as an array
-	Pattern    string   `json:"pattern,omitempty"`
+	Pattern    string   `json:"pattern,omitempty" nul:"ok"`
 	IgnoreCase *bool    `json:"ignoreCase,omitempty"`
 	Host       string   `json:"host,omitempty"`
-	Port       *float64 `json:"port,omitempty"`
+	Port       *float64 `json:"port,omitempty" range:"1,65535,int"`
 	URL        string   `json:"url,omitempty"`
 	Path       string   `json:"path,omitempty"`
-	IdleMs     *float64 `json:"idleMs,omitempty"`
-	Context    *float64 `json:"context,omitempty"`
-	Max        *float64 `json:"max,omitempty"`
+	IdleMs     *float64 `json:"idleMs,omitempty" range:"100,3600000,unit=ms"`
+	Context    *float64 `json:"context,omitempty" range:"0,20,int,unit=lines"`
+	Max        *float64 `json:"max,omitempty" range:"1,1000,int,unit=matches"`
 }
 
 var processFields = map[string]bool{
@@ -116,6 +116,12 @@ func ParseProcessParams(raw []byte) (ProcessParams, *Error) {
 	var err *Error
 	if p.Stream, err = enum("stream", p.Stream, "both", "stdout", "stderr"); err != nil {
 		return p, err
+	}
+	if e := CheckRanges(&p, p.Action); e != nil {
+		return p, e
+	}
+	if e := CheckStrings(&p); e != nil {
+		return p, e
 	}
 	return p, nil
 }

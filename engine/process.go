@@ -312,7 +312,7 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 	st, ex, _ := s.snapshot()
 	since := st.DrainCursors[agent]
 	if p.Since != nil {
-		since = int64(max(*p.Since, 0))
+		since = cursorArg(*p.Since)
 	}
 	set := e.conf().Exec(agent)
 	// Only the newest pendingMaxOutputChars are returned: keep a bounded
@@ -402,9 +402,9 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	st, ex, _ := s.snapshot()
 	since := int64(0)
 	if p.Since != nil {
-		since = int64(max(*p.Since, 0))
+		since = cursorArg(*p.Since)
 	}
-	num := func(f *float64) int { return int(max(*f, 0)) }
+	num := func(f *float64) int { return int(cursorArg(*f)) }
 	// Keep only the lines the window needs; count all of them.
 	var window []render.Line
 	keep := func(l render.Line) { window = append(window, l) }
@@ -431,7 +431,7 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 		o := num(p.Offset)
 		hi := -1
 		if p.Limit != nil {
-			hi = o + num(p.Limit)
+			hi = o + num(p.Limit) // both ≤ 2^53: no overflow
 		}
 		keep = func(l render.Line) {
 			if total-1 >= o && (hi < 0 || total-1 < hi) {
@@ -442,7 +442,7 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	if lastN > 0 {
 		keep = func(l render.Line) {
 			window = append(window, l)
-			if len(window) > 2*lastN {
+			if len(window)-lastN > lastN { // not 2*lastN: no overflow
 				window = append(window[:0:0], window[len(window)-lastN:]...)
 			}
 		}
@@ -679,4 +679,15 @@ func AsOperator(ctx context.Context) context.Context {
 func isOperator(ctx context.Context) bool {
 	v, _ := ctx.Value(operatorKey{}).(bool)
 	return v
+}
+
+// cursorArg converts a caller's cursor or line count to an integer in
+// [0, apitype.MaxSafe]. apitype rejects values outside that range at the
+// boundary; this keeps the engine's arithmetic safe for any caller (a
+// float64 beyond int64 converts to an undefined value).
+func cursorArg(f float64) int64 {
+	if !(f > 0) {
+		return 0
+	}
+	return int64(min(f, apitype.MaxSafe))
 }

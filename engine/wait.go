@@ -124,7 +124,7 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 	}
 	since := int64(0)
 	if p.Since != nil {
-		since = int64(max(*p.Since, 0))
+		since = cursorArg(*p.Since)
 	}
 	start := time.Now()
 	deadline := time.NewTimer(timeout)
@@ -340,7 +340,7 @@ func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Resul
 	}
 	since := int64(0)
 	if p.Since != nil {
-		since = int64(max(*p.Since, 0))
+		since = cursorArg(*p.Since)
 	}
 	cut := func(t string) string {
 		if r := []rune(t); len(r) > 500 {

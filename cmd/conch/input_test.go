@@ -48,19 +48,34 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func TestNumbersClampedNotRejected(t *testing.T) {
+// TestNumbersOutOfRangeRejected: numbers outside a field's range are
+// rejected naming the field, never clamped; the edges are accepted.
+func TestNumbersOutOfRangeRejected(t *testing.T) {
 	c := startConch(t, newHome(t, ""))
 	for _, args := range []map[string]any{
 		{"command": "echo a", "yieldMs": 0},
-		{"command": "echo a", "yieldMs": -5},
-		{"command": "echo a", "yieldMs": 1e300},
-		{"command": "echo a", "yieldMs": "NaN"},
-		{"command": "echo a", "timeout": -1},
-		{"command": "echo a", "timeout": 1e300},
+		{"command": "echo a", "yieldMs": 120000},
+		{"command": "echo a", "timeout": 0},
+		{"command": "echo a", "timeout": 0.5},
 	} {
-		r := c.exec(args)
-		if r.IsError {
+		if r := c.exec(args); r.IsError {
 			t.Errorf("%v: %q", args, r.Text)
+		}
+	}
+	for _, tc := range []struct {
+		args  map[string]any
+		field string
+	}{
+		{map[string]any{"command": "echo a", "yieldMs": -5}, "yieldMs"},
+		{map[string]any{"command": "echo a", "yieldMs": 1e300}, "yieldMs"},
+		{map[string]any{"command": "echo a", "yieldMs": "NaN"}, "yieldMs"},
+		{map[string]any{"command": "echo a", "timeout": -1}, "timeout"},
+		{map[string]any{"command": "echo a", "timeout": 1e300}, "timeout"},
+		{map[string]any{"command": "echo a", "timeoutSeconds": 1e300}, "timeoutSeconds"},
+	} {
+		r := c.exec(tc.args)
+		if !r.IsError || !strings.HasPrefix(r.Text, `Invalid parameter "`+tc.field+`": expected`) {
+			t.Errorf("%v: %q", tc.args, r.Text)
 		}
 	}
 	// yieldMs 0 means 10 ms: a sleep is backgrounded at once.
@@ -70,14 +85,30 @@ func TestNumbersClampedNotRejected(t *testing.T) {
 	}
 	id := r.str("sessionId")
 	for _, args := range []map[string]any{
-		{"action": "log", "sessionId": id, "offset": -3, "limit": -1},
-		{"action": "log", "sessionId": id, "offset": 1e18},
-		{"action": "poll", "sessionId": id, "timeout": -10},
+		{"action": "log", "sessionId": id, "offset": 0, "limit": 0},
+		{"action": "poll", "sessionId": id, "timeout": 0},
 		{"action": "poll", "sessionId": id, "timeout": "50"},
-		{"action": "poll", "sessionId": id, "since": -1},
+		{"action": "poll", "sessionId": id, "since": 0},
 	} {
 		if p := c.process(args); p.IsError {
 			t.Errorf("%v: %q", args, p.Text)
+		}
+	}
+	for _, tc := range []struct {
+		args  map[string]any
+		field string
+	}{
+		{map[string]any{"action": "log", "sessionId": id, "offset": -3}, "offset"},
+		{map[string]any{"action": "log", "sessionId": id, "limit": -1}, "limit"},
+		{map[string]any{"action": "log", "sessionId": id, "offset": 1e18}, "offset"},
+		{map[string]any{"action": "log", "sessionId": id, "limit": 2.5}, "limit"},
+		{map[string]any{"action": "poll", "sessionId": id, "timeout": -10}, "timeout"},
+		{map[string]any{"action": "poll", "sessionId": id, "timeout": 120001}, "timeout"},
+		{map[string]any{"action": "poll", "sessionId": id, "since": -1}, "since"},
+	} {
+		p := c.process(tc.args)
+		if !p.IsError || !strings.HasPrefix(p.Text, `Invalid parameter "`+tc.field+`": expected`) {
+			t.Errorf("%v: %q", tc.args, p.Text)
 		}
 	}
 	c.process(map[string]any{"action": "kill", "sessionId": id})

@@ -199,7 +199,7 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			defer stopSock()
 		}
 	}
-	srv = mcpserver.New(backend, mcpserver.Options{Agent: *agent, Version: version()})
+	srv = mcpserver.New(backend, mcpserver.Options{Agent: *agent, Version: version(), Logger: log})
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

@@ -168,6 +168,25 @@ func TestNodePlanBinding(t *testing.T) {
 	// A session id already used on the node is refused.
 	p = prepare("sh job.sh")
 	wantErr(run(p, "pb-seven", true, nil), "INVALID_REQUEST: session id in use")
+	// Numbers outside their declared ranges are refused naming the field,
+	// before anything runs; the node keeps answering.
+	for _, m := range []func(*apitype.NodeRunParams){
+		func(r *apitype.NodeRunParams) { r.Cols = 1 << 20 },
+		func(r *apitype.NodeRunParams) { r.Rows = -1 },
+		func(r *apitype.NodeRunParams) { r.TimeoutMs = -5 },
+		func(r *apitype.NodeRunParams) { r.Since = 1 << 62 },
+		func(r *apitype.NodeRunParams) { r.Env = map[string]string{"A": "x\x00"} },
+	} {
+		p = prepare("sh job.sh")
+		if r := run(p, "pb-nine", true, m); r.OK || r.Error == nil || !strings.HasPrefix(r.Error.Message, `INVALID_REQUEST: Invalid parameter "`) {
+			t.Fatalf("out-of-range run accepted: %+v", r)
+		}
+	}
+	for _, params := range []string{`{"sessionId":"pb-seven","since":-1}`, `{"sessionId":"pb-seven","since":1e300}`, `{"sessionId":"pb-seven","since":1.5}`} {
+		if r := call("system.session.read", json.RawMessage(params)); r.OK || r.Error == nil || !strings.HasPrefix(r.Error.Message, "INVALID_REQUEST: ") {
+			t.Fatalf("session.read %s accepted: %+v", params, r)
+		}
+	}
 	if !strings.HasPrefix(p.Plan.Cwd, "/") {
 		t.Fatalf("cwd not canonical: %s", p.Plan.Cwd)
 	}

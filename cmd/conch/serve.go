@@ -23,6 +23,7 @@ import (
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/httpapi"
 	"github.com/conchsh/conch/internal/nodehub"
+	"github.com/conchsh/conch/internal/supervisor"
 )
 
 // runServe is `conch serve`: the gateway (interfaces.md §4).
@@ -164,10 +165,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Created agent main. Its token (shown once):\n\n  %s\n\nConnect an MCP client to %s/mcp with the header\n  Authorization: Bearer %s\n\n", tok, base, tok)
 	}
 	sockPath := filepath.Join(eng.Home(), "run", "engine.sock")
-	os.Remove(sockPath)
-	old := syscall.Umask(0o077)
-	sock, err := net.Listen("unix", sockPath)
-	syscall.Umask(old)
+	sock, err := listenEngineSocket(sockPath, log)
 	if err != nil {
 		log.Warn("engine socket unavailable", "err", err)
 	}
@@ -257,10 +255,7 @@ func serverList(cfg *config.Config, key string) []string {
 // nil when the socket cannot be created.
 func serveEngineSocket(eng *engine.Engine, log *slog.Logger) func() {
 	sockPath := filepath.Join(eng.Home(), "run", "engine.sock")
-	os.Remove(sockPath)
-	old := syscall.Umask(0o077)
-	sock, err := net.Listen("unix", sockPath)
-	syscall.Umask(old)
+	sock, err := listenEngineSocket(sockPath, log)
 	if err != nil {
 		log.Warn("engine socket unavailable", "err", err)
 		return nil
@@ -273,5 +268,46 @@ func serveEngineSocket(eng *engine.Engine, log *slog.Logger) func() {
 		defer cancel()
 		hs.Shutdown(ctx)
 		os.Remove(sockPath)
+	}
+}
+
+// listenEngineSocket listens on the engine socket at path: mode 0600, and
+// every connection's peer must run as this process's uid (SO_PEERCRED),
+// so a socket file whose mode was loosened still grants operator rights
+// to no other user.
+func listenEngineSocket(path string, log *slog.Logger) (net.Listener, error) {
+	os.Remove(path)
+	old := syscall.Umask(0o077)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	return &sameUIDListener{Listener: ln, log: log}, nil
+}
+
+// sameUIDListener accepts only connections from processes of our uid.
+type sameUIDListener struct {
+	net.Listener
+	log *slog.Logger
+}
+
+func (l *sameUIDListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		uc, ok := c.(*net.UnixConn)
+		if !ok {
+			c.Close()
+			continue
+		}
+		uid, err := supervisor.PeerUID(uc)
+		if err == nil && uid == os.Getuid() {
+			return c, nil
+		}
+		l.log.Warn("engine socket: refused a connection from another user", "uid", uid, "err", err)
+		c.Close()
 	}
 }

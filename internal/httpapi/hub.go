@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 )
 
@@ -94,7 +94,11 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 			types[t] = true
 		}
 	}
-	since, _ := strconv.ParseInt(r.Header.Get("Last-Event-ID"), 10, 64)
+	since, perr := apitype.ParseQuery("since", r.Header.Get("Last-Event-ID"))
+	if perr != nil {
+		writeError(w, http.StatusBadRequest, perr.Code, perr.Message)
+		return
+	}
 	replay, ch, cancel := s.hub.subscribe(since)
 	defer cancel()
 	visible := func(e hubEvent) bool {

@@ -16,6 +16,7 @@ import (
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/auth"
+	"github.com/conchsh/conch/internal/guard"
 	"github.com/conchsh/conch/internal/ledger"
 )
 
@@ -320,9 +321,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 500, "internal", "streaming unsupported")
 		return
 	}
-	since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
+	sinceText := r.URL.Query().Get("since")
 	if lei := r.Header.Get("Last-Event-ID"); lei != "" {
-		since, _ = strconv.ParseInt(lei, 10, 64)
+		sinceText = lei
+	}
+	since, perr := apitype.ParseQuery("since", sinceText)
+	if perr != nil {
+		writeError(w, 400, perr.Code, perr.Message)
+		return
 	}
 	raw := r.URL.Query().Get("raw") == "true"
 	// bytes=true: the output exactly as produced (partial lines and
@@ -456,6 +462,11 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		connected = s.opt.Nodes.Connected()
 	}
 	fmt.Fprintf(w, "conch_nodes_connected %d\n", connected)
+	fmt.Fprintln(w, "# HELP conch_handler_panics_total Panics recovered in request handlers, by adapter.")
+	fmt.Fprintln(w, "# TYPE conch_handler_panics_total counter")
+	for _, a := range guard.Adapters {
+		fmt.Fprintf(w, "conch_handler_panics_total{adapter=%q} %d\n", a, guard.Get(a))
+	}
 }
 
 func (s *Server) store(w http.ResponseWriter) *approvals.Store {
@@ -659,8 +670,17 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) ledgerTail(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	since, _ := strconv.ParseInt(q.Get("since"), 10, 64)
-	limit, _ := strconv.Atoi(q.Get("limit"))
+	since, perr := apitype.ParseQuery("since", q.Get("since"))
+	if perr != nil {
+		writeError(w, 400, perr.Code, perr.Message)
+		return
+	}
+	limit64, perr := apitype.ParseQuery("limit", q.Get("limit"))
+	if perr != nil {
+		writeError(w, 400, perr.Code, perr.Message)
+		return
+	}
+	limit := int(limit64)
 	if limit <= 0 {
 		limit = 100
 	}

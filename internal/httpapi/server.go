@@ -26,6 +26,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/auth"
+	"github.com/conchsh/conch/internal/guard"
 	"github.com/conchsh/conch/internal/mcpserver"
 	"github.com/conchsh/conch/internal/nodehub"
 	"github.com/conchsh/conch/internal/ui"
@@ -127,7 +128,7 @@ func (s *Server) mcpServer(agent string) *mcpserver.Server {
 	defer s.mu.Unlock()
 	m := s.mcps[agent]
 	if m == nil {
-		m = mcpserver.New(s.eng, mcpserver.Options{Agent: agent, Version: s.opt.Version})
+		m = mcpserver.New(s.eng, mcpserver.Options{Agent: agent, Version: s.opt.Version, Logger: s.log})
 		s.mcps[agent] = m
 	}
 	return m
@@ -156,6 +157,18 @@ func (s *Server) SocketHandler() http.Handler { return s.wrap(true) }
 
 func (s *Server) wrap(socket bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A panic in any handler (/v1, /mcp's HTTP side, the UI, event
+		// streams) answers 500 internal for this request only; net/http
+		// would otherwise drop the connection with an empty reply.
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				p := guard.Recovered("http", s.log, v)
+				writeError(w, http.StatusInternalServerError, apitype.CodeInternal, p.Error()+" (logged; the server keeps running)")
+			}
+		}()
 		rid := newRequestID()
 		w.Header().Set("X-Request-Id", rid)
 		if r.URL.Path == "/v1/nodes/connect" && !socket {

@@ -14,6 +14,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/guard"
 )
 
 // Tool descriptions (exec.md §1, process.md §1).
@@ -40,6 +42,8 @@ type Options struct {
 	Version string
 	// FullDetails keeps "aggregated" in structured content (mcp.fullDetails).
 	FullDetails bool
+	// Logger receives recovered handler panics (nil: slog's default).
+	Logger *slog.Logger
 }
 
 // Server is an MCP server for one engine and one agent.
@@ -105,7 +109,16 @@ func New(eng Engine, opt Options) *Server {
 }
 
 func (s *Server) handler(tool string) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (out *mcp.CallToolResult, err error) {
+		// A panic below answers this call with an internal error and
+		// leaves the server (and every other agent's calls) running.
+		defer func() {
+			if v := recover(); v != nil {
+				p := guard.Recovered("mcp", s.opt.Logger, v)
+				e := apitype.Errorf(apitype.CodeInternal, "%s (logged; the server keeps running)", p.Error())
+				out, err = s.toMCP(apitype.Result{Text: e.Message, Details: &apitype.ErrorDetails{Status: "error", Error: e}}), nil
+			}
+		}()
 		select {
 		case <-s.stopped:
 			e := apitype.Errorf(apitype.CodeUnavailable, "conch engine is shutting down.")

@@ -34,6 +34,7 @@ import (
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/atomicfile"
+	"github.com/conchsh/conch/internal/guard"
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -470,12 +471,32 @@ func (n *node) keepalive(ctx context.Context, cancel context.CancelFunc, ws *web
 	}
 }
 
+// checkParams validates the numbers (against their declared ranges) and
+// strings (no NUL) of a request's params.
+func checkParams(p any) *apitype.Error {
+	e := apitype.CheckRanges(p, "")
+	if e == nil {
+		e = apitype.CheckStrings(p)
+	}
+	if e != nil {
+		return invalid(e.Message)
+	}
+	return nil
+}
+
 func invalid(msg string) *apitype.Error {
 	return &apitype.Error{Code: apitype.NodeInvalidRequest, Message: apitype.NodeInvalidRequest + ": " + msg}
 }
 
 // request handles one gateway request.
 func (n *node) request(l *link, f apitype.Frame) {
+	// A panic answers this request with an error; the node stays up.
+	defer func() {
+		if v := recover(); v != nil {
+			p := guard.Recovered("nodehost", n.opt.Logger, v)
+			l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeUnavailable, Message: p.Error()})
+		}
+	}()
 	eng := n.opt.Engine
 	switch {
 	case f.Method == "system.run.prepare":
@@ -488,8 +509,12 @@ func (n *node) request(l *link, f apitype.Frame) {
 		l.reply(f.ID, rep, aerr)
 	case f.Method == "system.run":
 		var p apitype.NodeRunParams
-		if json.Unmarshal(f.Params, &p) != nil {
-			l.reply(f.ID, nil, invalid("bad params"))
+		if err := json.Unmarshal(f.Params, &p); err != nil {
+			l.reply(f.ID, nil, invalid("bad params: "+err.Error()))
+			return
+		}
+		if e := checkParams(&p); e != nil {
+			l.reply(f.ID, nil, e)
 			return
 		}
 		if !p.Stream {
@@ -503,8 +528,12 @@ func (n *node) request(l *link, f apitype.Frame) {
 		n.stream(l, p.SessionID, p.RunID, p.RawCommand, 0)
 	case f.Method == "system.session.read":
 		var p apitype.NodeSessionParams
-		if json.Unmarshal(f.Params, &p) != nil {
-			l.reply(f.ID, nil, invalid("bad params"))
+		if err := json.Unmarshal(f.Params, &p); err != nil {
+			l.reply(f.ID, nil, invalid("bad params: "+err.Error()))
+			return
+		}
+		if e := checkParams(&p); e != nil {
+			l.reply(f.ID, nil, e)
 			return
 		}
 		if _, _, ok := eng.NodeSession(p.SessionID); !ok {
@@ -520,6 +549,10 @@ func (n *node) request(l *link, f apitype.Frame) {
 		var req supervisor.Request
 		if json.Unmarshal(f.Params, &p) != nil || json.Unmarshal(p.Request, &req) != nil {
 			l.reply(f.ID, nil, invalid("bad params"))
+			return
+		}
+		if e := checkParams(&p); e != nil {
+			l.reply(f.ID, nil, e)
 			return
 		}
 		req.Op = strings.TrimPrefix(f.Method, "system.session.")

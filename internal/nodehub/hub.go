@@ -24,6 +24,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/guard"
 )
 
 // MaxFrame is the largest frame either side accepts (hosts.md §5.3).
@@ -561,38 +562,49 @@ func (h *Hub) readLoop(c *conn) {
 		if err != nil {
 			return
 		}
-		if typ == websocket.MessageBinary {
-			// exec.output in binary form (apitype.EncodeNodeOutput).
-			o, err := apitype.DecodeNodeOutput(b)
-			if err != nil {
-				continue
-			}
-			if m := h.mirror(o.SessionID, c.hello.NodeID); m != nil {
-				m.output(o)
-			}
-			continue
+		h.frame(c, typ, b)
+	}
+}
+
+// frame handles one frame from a node. A panic drops that frame (logged
+// and counted) and keeps the link and the gateway up.
+func (h *Hub) frame(c *conn, typ websocket.MessageType, b []byte) {
+	defer func() {
+		if v := recover(); v != nil {
+			guard.Recovered("nodehub", h.log, v)
 		}
-		var f apitype.Frame
-		if json.Unmarshal(b, &f) != nil {
-			continue
+	}()
+	if typ == websocket.MessageBinary {
+		// exec.output in binary form (apitype.EncodeNodeOutput).
+		o, err := apitype.DecodeNodeOutput(b)
+		if err != nil || apitype.CheckRanges(&o, "") != nil {
+			return
 		}
-		switch f.Type {
-		case "res":
-			c.cmu.Lock()
-			ch := c.calls[f.ID]
-			c.cmu.Unlock()
-			if ch != nil {
-				select {
-				case ch <- f:
-				default:
-				}
+		if m := h.mirror(o.SessionID, c.hello.NodeID); m != nil {
+			m.output(o)
+		}
+		return
+	}
+	var f apitype.Frame
+	if json.Unmarshal(b, &f) != nil {
+		return
+	}
+	switch f.Type {
+	case "res":
+		c.cmu.Lock()
+		ch := c.calls[f.ID]
+		c.cmu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- f:
+			default:
 			}
-		case "event":
-			h.nodeEvent(c, f)
-		case "req":
-			eb, _ := json.Marshal(map[string]any{})
-			c.send(apitype.Frame{Type: "res", ID: f.ID, Payload: eb, Error: apitype.Errorf(apitype.NodeInvalidRequest, "INVALID_REQUEST: unknown method %s", f.Method)})
 		}
+	case "event":
+		h.nodeEvent(c, f)
+	case "req":
+		eb, _ := json.Marshal(map[string]any{})
+		c.send(apitype.Frame{Type: "res", ID: f.ID, Payload: eb, Error: apitype.Errorf(apitype.NodeInvalidRequest, "INVALID_REQUEST: unknown method %s", f.Method)})
 	}
 }
 
@@ -600,7 +612,7 @@ func (h *Hub) nodeEvent(c *conn, f apitype.Frame) {
 	switch f.Event {
 	case "exec.output":
 		var o apitype.NodeOutput
-		if json.Unmarshal(f.Payload, &o) != nil {
+		if json.Unmarshal(f.Payload, &o) != nil || apitype.CheckRanges(&o, "") != nil {
 			return
 		}
 		if m := h.mirror(o.SessionID, c.hello.NodeID); m != nil {
@@ -608,7 +620,7 @@ func (h *Hub) nodeEvent(c *conn, f apitype.Frame) {
 		}
 	case "exec.finished":
 		var fin apitype.NodeFinished
-		if json.Unmarshal(f.Payload, &fin) != nil {
+		if json.Unmarshal(f.Payload, &fin) != nil || apitype.CheckRanges(&fin, "") != nil {
 			return
 		}
 		if m := h.mirror(fin.SessionID, c.hello.NodeID); m != nil {

@@ -1286,7 +1286,8 @@ func listenControl(path string, find func(id string) *sup) (net.Listener, error)
 	return ln, nil
 }
 
-func peerUID(c *net.UnixConn) (int, error) {
+// PeerUID is the uid of the process at the other end of c (SO_PEERCRED).
+func PeerUID(c *net.UnixConn) (int, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return -1, err
@@ -1303,7 +1304,7 @@ func peerUID(c *net.UnixConn) (int, error) {
 }
 
 func serve(c *net.UnixConn, find func(id string) *sup) {
-	if uid, err := peerUID(c); err != nil || uid != os.Getuid() {
+	if uid, err := PeerUID(c); err != nil || uid != os.Getuid() {
 		c.Close()
 		return
 	}

@@ -1,0 +1,270 @@
+package apitype
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// MaxSafe is the largest integer a JSON number carries exactly in every
+// client (2^53-1): the upper bound of cursors and line counts.
+const MaxSafe = 1<<53 - 1
+
+// Every number that crosses a boundary (a tool argument, a node-link
+// frame) is declared with its range in the struct that carries it, in a
+// `range` tag:
+//
+//	range:"MIN,MAX[,int][,unit=UNIT][;ACTION=MIN,MAX...]"
+//
+// int requires an integer; ACTION=MIN,MAX narrows the range for one
+// process action (poll's timeout). CheckRanges enforces the tags, so a
+// field without one cannot reach the engine unchecked (a test walks the
+// structs and fails on a numeric field without a tag).
+
+// Range is the parsed range of one numeric field.
+type Range struct {
+	Field    string // JSON name
+	Min, Max float64
+	Int      bool
+	Unit     string
+	Actions  map[string][2]float64 // per process action
+}
+
+// String renders the range for messages and docs: "[0, 120000]".
+func (r Range) String() string {
+	return "[" + fmtNum(r.Min) + ", " + fmtNum(r.Max) + "]"
+}
+
+func fmtNum(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// ParseRange parses a `range` tag.
+func ParseRange(field, tag string) (Range, error) {
+	r := Range{Field: field}
+	parts := strings.Split(tag, ";")
+	base := strings.Split(parts[0], ",")
+	if len(base) < 2 {
+		return r, fmt.Errorf("range tag %q of %s: want MIN,MAX", tag, field)
+	}
+	var err error
+	if r.Min, err = strconv.ParseFloat(base[0], 64); err != nil {
+		return r, fmt.Errorf("range tag %q of %s: %v", tag, field, err)
+	}
+	if r.Max, err = strconv.ParseFloat(base[1], 64); err != nil {
+		return r, fmt.Errorf("range tag %q of %s: %v", tag, field, err)
+	}
+	for _, o := range base[2:] {
+		switch {
+		case o == "int":
+			r.Int = true
+		case strings.HasPrefix(o, "unit="):
+			r.Unit = strings.TrimPrefix(o, "unit=")
+		default:
+			return r, fmt.Errorf("range tag %q of %s: unknown option %q", tag, field, o)
+		}
+	}
+	for _, a := range parts[1:] {
+		name, mm, ok := strings.Cut(a, "=")
+		lo, hi, ok2 := strings.Cut(mm, ",")
+		if !ok || !ok2 {
+			return r, fmt.Errorf("range tag %q of %s: bad action range %q", tag, field, a)
+		}
+		l, e1 := strconv.ParseFloat(lo, 64)
+		h, e2 := strconv.ParseFloat(hi, 64)
+		if e1 != nil || e2 != nil {
+			return r, fmt.Errorf("range tag %q of %s: bad action range %q", tag, field, a)
+		}
+		if r.Actions == nil {
+			r.Actions = map[string][2]float64{}
+		}
+		r.Actions[name] = [2]float64{l, h}
+	}
+	if !(r.Min <= r.Max) {
+		return r, fmt.Errorf("range tag %q of %s: min > max", tag, field)
+	}
+	return r, nil
+}
+
+// For returns the range that applies to action.
+func (r Range) For(action string) Range {
+	if a, ok := r.Actions[action]; ok {
+		r.Min, r.Max = a[0], a[1]
+	}
+	r.Actions = nil
+	return r
+}
+
+// Check validates v against the range.
+func (r Range) Check(v float64) *Error {
+	kind := "a number"
+	if r.Int {
+		kind = "an integer"
+	}
+	unit := ""
+	if r.Unit != "" {
+		unit = " (" + r.Unit + ")"
+	}
+	bad := math.IsNaN(v) || math.IsInf(v, 0) || v < r.Min || v > r.Max || (r.Int && v != math.Trunc(v))
+	if bad {
+		return Errorf(CodeInvalidArgument, "Invalid parameter %q: expected %s in %s%s, got %s.", r.Field, kind, r, unit, fmtNum(v))
+	}
+	return nil
+}
+
+// Ranges lists the numeric fields of a parameter struct (ExecParams,
+// ProcessParams, NodeRunParams, …) with their ranges, in field order. It
+// panics on a numeric field without a valid tag: that is a programming
+// error the tests catch.
+func Ranges(v any) []Range {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var out []Range
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !isNumeric(f.Type) {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		tag, ok := f.Tag.Lookup("range")
+		if !ok {
+			panic(fmt.Sprintf("apitype: numeric field %s.%s has no range tag", t.Name(), f.Name))
+		}
+		r, err := ParseRange(name, tag)
+		if err != nil {
+			panic("apitype: " + err.Error())
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// isNumeric reports whether t is a number or a pointer to one.
+func isNumeric(t reflect.Type) bool {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
+}
+
+// CheckRanges validates every numeric field of the struct v points to
+// against its `range` tag; action selects per-action ranges. Absent
+// optional numbers (nil pointers) pass.
+func CheckRanges(v any, action string) *Error {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer {
+		rv = rv.Elem()
+	}
+	t := rv.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !isNumeric(f.Type) {
+			continue
+		}
+		fv := rv.Field(i)
+		if fv.Kind() == reflect.Pointer {
+			if fv.IsNil() {
+				continue
+			}
+			fv = fv.Elem()
+		}
+		var x float64
+		switch {
+		case fv.CanInt():
+			x = float64(fv.Int())
+		case fv.CanUint():
+			x = float64(fv.Uint())
+		default:
+			x = fv.Float()
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		r, err := ParseRange(name, f.Tag.Get("range"))
+		if err != nil {
+			return Errorf(CodeInternal, "%v", err)
+		}
+		if e := r.For(action).Check(x); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// CheckStrings rejects a NUL byte in any string field of the struct v
+// points to (strings, string slices, string maps: keys and values), except
+// fields tagged nul:"ok" (bytes for a session's stdin, a regular
+// expression). Strings become argv entries, environment entries and paths,
+// none of which can hold a NUL.
+func CheckStrings(v any) *Error {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer {
+		rv = rv.Elem()
+	}
+	t := rv.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Tag.Get("nul") == "ok" || !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		bad := func(s string) bool { return strings.IndexByte(s, 0) >= 0 }
+		fv := rv.Field(i)
+		found := false
+		switch {
+		case fv.Kind() == reflect.String:
+			found = bad(fv.String())
+		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.String:
+			for j := 0; j < fv.Len() && !found; j++ {
+				found = bad(fv.Index(j).String())
+			}
+		case fv.Kind() == reflect.Map && fv.Type().Key().Kind() == reflect.String && fv.Type().Elem().Kind() == reflect.String:
+			for it := fv.MapRange(); it.Next() && !found; {
+				found = bad(it.Key().String()) || bad(it.Value().String())
+			}
+		}
+		if found {
+			return Errorf(CodeInvalidArgument, "Invalid parameter %q: must not contain a NUL byte.", name)
+		}
+	}
+	return nil
+}
+
+// HTTPQuery declares the numeric query parameters (and the Last-Event-ID
+// header) of the HTTP API's streams and tails.
+type HTTPQuery struct {
+	// Since is a journal cursor (session stream) or an event or ledger
+	// sequence number.
+	Since int64 `json:"since" range:"0,9007199254740991,int"`
+	// Limit is the number of ledger records to return (0: 100).
+	Limit int64 `json:"limit" range:"0,100000,int,unit=records"`
+}
+
+// ParseQuery parses the query parameter name of HTTPQuery from its text;
+// empty is 0.
+func ParseQuery(name, s string) (int64, *Error) {
+	if strings.TrimSpace(s) == "" {
+		return 0, nil
+	}
+	for _, r := range Ranges(HTTPQuery{}) {
+		if r.Field != name {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0, Errorf(CodeInvalidArgument, "Invalid parameter %q: expected an integer in %s.", name, r)
+		}
+		if e := r.Check(f); e != nil {
+			return 0, e
+		}
+		return int64(f), nil
+	}
+	return 0, Errorf(CodeInternal, "no range for query parameter %q", name)
+}
