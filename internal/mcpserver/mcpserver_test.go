@@ -147,7 +147,7 @@ var (
 	fuzzOnce sync.Once
 	fuzzCS   *mcp.ClientSession
 	fuzzEng  *engine.Engine
-	fuzzSID  string // the fixture session
+	fuzzSID  string   // the fixture session
 	fuzzBase int64    // the panic counter before the first input
 	fuzzDirs []string // removed by TestMain
 )
