@@ -82,7 +82,7 @@ type NodePlan struct {
 	Script      *NodePlanExe  `json:"script,omitempty"`
 	EnvHash     string        `json:"envHash"`
 	AgentID     string        `json:"agentId"`
-	ExpiresAtMs int64         `json:"expiresAtMs" range:"0,9007199254740991,int,unit=ms"`
+	ExpiresAtMs int64         `json:"expiresAtMs" range:"0,9007199254740992,int,unit=ms"`
 }
 
 // NodePlanExe is a pinned file: absolute path and sha256.
@@ -120,7 +120,7 @@ type NodeRunParams struct {
 	// Stdin is open, closed or pty (the gateway's plan, exec.md §6).
 	Stdin string `json:"stdin,omitempty"`
 	// Since is where the output stream starts (0 for a new run).
-	Since int64 `json:"since,omitempty" range:"0,9007199254740991,int,unit=bytes"`
+	Since int64 `json:"since,omitempty" range:"0,9007199254740992,int,unit=bytes"`
 }
 
 // NodeRunReply is the payload of a streamed system.run.
@@ -135,7 +135,7 @@ type NodeOutput struct {
 	RunID     string `json:"runId"`
 	SessionID string `json:"sessionId"`
 	Stream    string `json:"stream"`
-	Cursor    int64  `json:"cursor" range:"0,9007199254740991,int,unit=bytes"` // position just after Data
+	Cursor    int64  `json:"cursor" range:"0,9007199254740992,int,unit=bytes"` // position just after Data
 	Data      []byte `json:"data"`                                             // base64 in JSON
 }
 
@@ -153,7 +153,7 @@ type NodeFinished struct {
 	Signal    *string         `json:"signal"`
 	KilledBy  *string         `json:"killedBy"`
 	Output    string          `json:"output"`
-	Cursor    int64           `json:"cursor" range:"0,9007199254740991,int,unit=bytes"`
+	Cursor    int64           `json:"cursor" range:"0,9007199254740992,int,unit=bytes"`
 	Exit      json.RawMessage `json:"exit,omitempty"`
 }
 
@@ -162,7 +162,7 @@ type NodeFinished struct {
 type NodeSessionParams struct {
 	SessionID string          `json:"sessionId"`
 	Request   json.RawMessage `json:"request,omitempty"`
-	Since     int64           `json:"since,omitempty" range:"0,9007199254740991,int,unit=bytes"`
+	Since     int64           `json:"since,omitempty" range:"0,9007199254740992,int,unit=bytes"`
 }
 
 // NodeApprovalsFile is the payload of system.execApprovals.get.

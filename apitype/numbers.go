@@ -9,9 +9,10 @@ import (
 	"strings"
 )
 
-// MaxSafe is the largest integer a JSON number carries exactly in every
-// client (2^53-1): the upper bound of cursors and line counts.
-const MaxSafe = 1<<53 - 1
+// MaxSafe (2^53) is the upper bound of cursors and line counts: every
+// integer up to it is exact in a JSON number in every client, and it is
+// the conventional "beyond any end" cursor.
+const MaxSafe = 1 << 53
 
 // Every number that crosses a boundary (a tool argument, a node-link
 // frame) is declared with its range in the struct that carries it, in a
@@ -242,7 +243,7 @@ func CheckStrings(v any) *Error {
 type HTTPQuery struct {
 	// Since is a journal cursor (session stream) or an event or ledger
 	// sequence number.
-	Since int64 `json:"since" range:"0,9007199254740991,int"`
+	Since int64 `json:"since" range:"0,9007199254740992,int"`
 	// Limit is the number of ledger records to return (0: 100).
 	Limit int64 `json:"limit" range:"0,100000,int,unit=records"`
 }

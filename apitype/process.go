@@ -21,9 +21,9 @@ type ProcessParams struct {
 	DelayMs    *float64 `json:"delayMs,omitempty" range:"0,1000,unit=ms"`
 	Text       string   `json:"text,omitempty" nul:"ok"`
 	Bracketed  *bool    `json:"bracketed,omitempty"`
-	Offset     *float64 `json:"offset,omitempty" range:"0,9007199254740991,int,unit=lines"`
-	Limit      *float64 `json:"limit,omitempty" range:"0,9007199254740991,int,unit=lines"`
-	Since      *float64 `json:"since,omitempty" range:"0,9007199254740991,int,unit=bytes"`
+	Offset     *float64 `json:"offset,omitempty" range:"0,9007199254740992,int,unit=lines"`
+	Limit      *float64 `json:"limit,omitempty" range:"0,9007199254740992,int,unit=lines"`
+	Since      *float64 `json:"since,omitempty" range:"0,9007199254740992,int,unit=bytes"`
 	Raw        *bool    `json:"raw,omitempty"`
 	Stream     string   `json:"stream,omitempty"`
 	Timeout    *float64 `json:"timeout,omitempty" range:"0,600000,unit=ms;poll=0,120000"`
