@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -268,4 +269,27 @@ func ParseQuery(name, s string) (int64, *Error) {
 		return int64(f), nil
 	}
 	return 0, Errorf(CodeInternal, "no range for query parameter %q", name)
+}
+
+// DocRow is the row of the numeric-ranges table in docs/tools.md for a
+// field of tool: `| tool | `field` | unit | range | integer |`.
+func DocRow(tool string, r Range) string {
+	rng := r.String()
+	var acts []string
+	for a := range r.Actions {
+		acts = append(acts, a)
+	}
+	sort.Strings(acts)
+	for _, a := range acts {
+		rng += "; " + a + ": " + r.For(a).String()
+	}
+	unit := r.Unit
+	if unit == "" {
+		unit = "—"
+	}
+	integer := "no"
+	if r.Int {
+		integer = "yes"
+	}
+	return fmt.Sprintf("| %s | `%s` | %s | %s | %s |", tool, r.Field, unit, rng, integer)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -236,5 +237,29 @@ func TestNULRejected(t *testing.T) {
 	// Bytes for stdin may hold a NUL.
 	if _, e := ParseProcessParams([]byte(`{"action":"write","sessionId":"a","data":"\u0000"}`)); e != nil {
 		t.Errorf("write data with NUL: %v", e)
+	}
+}
+
+// TestRangesDocumented: docs/tools.md lists every numeric tool field
+// with exactly its declared range.
+func TestRangesDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/tools.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	ts := timeoutRange()
+	ts.Field = "timeoutSeconds"
+	rows := []string{DocRow("exec", ts)}
+	for _, r := range Ranges(ExecParams{}) {
+		rows = append(rows, DocRow("exec", r))
+	}
+	for _, r := range Ranges(ProcessParams{}) {
+		rows = append(rows, DocRow("process", r))
+	}
+	for _, row := range rows {
+		if !strings.Contains(doc, row+"\n") {
+			t.Errorf("docs/tools.md lacks the row\n%s", row)
+		}
 	}
 }

@@ -249,3 +249,33 @@ func (o *onceTB) TempDir() string {
 	fuzzDirs = append(fuzzDirs, d)
 	return filepath.Clean(d)
 }
+
+// TestSchemaRangesMatch: every numeric property of the input schemas
+// states the range apitype enforces, and "integer" where it needs one.
+func TestSchemaRangesMatch(t *testing.T) {
+	for _, c := range []struct {
+		schema string
+		ranges []apitype.Range
+	}{{execSchema, apitype.Ranges(apitype.ExecParams{})}, {processSchema, apitype.Ranges(apitype.ProcessParams{})}} {
+		var s struct {
+			Properties map[string]struct {
+				Type    any      `json:"type"`
+				Minimum *float64 `json:"minimum"`
+				Maximum *float64 `json:"maximum"`
+			} `json:"properties"`
+		}
+		if err := json.Unmarshal([]byte(c.schema), &s); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range c.ranges {
+			p, ok := s.Properties[r.Field]
+			if !ok || p.Minimum == nil || p.Maximum == nil || *p.Minimum != r.Min || *p.Maximum != r.Max {
+				t.Errorf("schema of %s: %+v, want [%v, %v]", r.Field, p, r.Min, r.Max)
+				continue
+			}
+			if r.Int && p.Type != "integer" {
+				t.Errorf("schema of %s: type %v, want integer", r.Field, p.Type)
+			}
+		}
+	}
+}

@@ -1,8 +1,9 @@
 package mcpserver
 
 // Input schemas (interfaces.md §2.3): JSON Schema objects without
-// additionalProperties, enums for the closed sets, clamps stated in the
-// descriptions so out-of-range values clamp instead of failing.
+// additionalProperties, enums for the closed sets, and each number's
+// range (apitype's range tags; a test keeps them equal). conch checks
+// the arguments itself, so the texts of its errors are conch's.
 const execSchema = `{
  "type": "object",
  "additionalProperties": false,
@@ -11,10 +12,10 @@ const execSchema = `{
   "command": {"type": "string", "description": "Shell command to run."},
   "workdir": {"type": "string", "description": "Working directory (default: the agent workspace)."},
   "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Environment overrides. PATH, LD_*/DYLD_* and other dangerous keys are rejected on host runs."},
-  "yieldMs": {"type": "number", "description": "Background after this many ms (default 10000, 10-120000)."},
+  "yieldMs": {"type": "number", "minimum": 0, "maximum": 120000, "description": "Background after this many ms (default 10000; 0 means 10)."},
   "background": {"type": "boolean", "description": "Return at once with a running session (stdin stays open for process write)."},
-  "timeout": {"type": "number", "description": "Seconds before the command is killed (default 1800; <=0 none)."},
-  "timeoutSeconds": {"type": "number", "description": "Alias of timeout."},
+  "timeout": {"type": "number", "minimum": 0, "maximum": 31536000, "description": "Seconds before the command is killed (default 1800; 0 none)."},
+  "timeoutSeconds": {"type": "number", "minimum": 0, "maximum": 31536000, "description": "Alias of timeout."},
   "pty": {"type": "boolean", "description": "Run under a pseudo-terminal (120x30) for programs that need a terminal."},
   "host": {"type": "string", "enum": ["sandbox", "gateway", "node"], "description": "Where to run."},
   "security": {"type": "string", "enum": ["deny", "allowlist", "full"], "description": "Enforcement mode; may only tighten the configured one."},
@@ -37,25 +38,25 @@ const processSchema = `{
   "keys": {"type": "array", "items": {"type": "string"}, "description": "send-keys: key tokens (Enter, C-c, Up, M-x, ^D, F5, ...)."},
   "hex": {"type": "array", "items": {"type": "string"}, "description": "send-keys: bytes as hex (0d, 0x1b)."},
   "literal": {"type": "string", "description": "send-keys: text sent as is."},
-  "delayMs": {"type": "number", "description": "send-keys: pause between tokens, 0-1000 ms."},
+  "delayMs": {"type": "number", "minimum": 0, "maximum": 1000, "description": "send-keys: pause between tokens, ms."},
   "text": {"type": "string", "description": "paste: text to paste."},
   "bracketed": {"type": "boolean", "description": "paste: wrap in bracketed-paste markers when the program enabled them (default true)."},
-  "offset": {"type": "number", "description": "log: first line (0-based)."},
-  "limit": {"type": "number", "description": "log: number of lines."},
-  "since": {"type": "number", "description": "poll/log/search/wait: journal cursor; read only output after it."},
+  "offset": {"type": "integer", "minimum": 0, "maximum": 9007199254740992, "description": "log: first line (0-based)."},
+  "limit": {"type": "integer", "minimum": 0, "maximum": 9007199254740992, "description": "log: number of lines."},
+  "since": {"type": "integer", "minimum": 0, "maximum": 9007199254740992, "description": "poll/log/search/wait: journal cursor; read only output after it."},
   "raw": {"type": "boolean", "description": "poll/log: keep terminal escapes."},
   "stream": {"type": "string", "enum": ["both", "stdout", "stderr"], "description": "poll/log/search: which stream (default both)."},
-  "timeout": {"type": ["number", "string"], "description": "poll: wait up to this many ms for the exit (0-120000, default 0); wait: 0-600000, default 30000."},
+  "timeout": {"type": ["number", "string"], "minimum": 0, "maximum": 600000, "description": "poll: wait up to this many ms for the exit (0-120000, default 0); wait: 0-600000, default 30000."},
   "until": {"anyOf": [{"type": "string", "enum": ["exit", "regex", "port", "http", "file", "idle"]}, {"type": "array", "items": {"type": "string", "enum": ["exit", "regex", "port", "http", "file", "idle"]}}], "description": "wait: condition(s)."},
   "pattern": {"type": "string", "description": "wait (regex), search: RE2 pattern."},
   "ignoreCase": {"type": "boolean"},
   "host": {"type": "string", "description": "wait (port): host, default 127.0.0.1."},
-  "port": {"type": "number", "description": "wait (port): TCP port."},
+  "port": {"type": "integer", "minimum": 1, "maximum": 65535, "description": "wait (port): TCP port."},
   "url": {"type": "string", "description": "wait (http): URL."},
   "path": {"type": "string", "description": "wait (file): path relative to the session cwd."},
-  "idleMs": {"type": "number", "description": "wait (idle): 100-3600000 ms without output."},
-  "context": {"type": "number", "description": "search: lines of context, 0-20."},
-  "max": {"type": "number", "description": "search: matches returned, 1-1000 (default 50)."}
+  "idleMs": {"type": "number", "minimum": 100, "maximum": 3600000, "description": "wait (idle): ms without output."},
+  "context": {"type": "integer", "minimum": 0, "maximum": 20, "description": "search: lines of context."},
+  "max": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "search: matches returned (default 50)."}
  }
 }`
 
