@@ -34,13 +34,13 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	env := envFlag{}
 	fs.Var(env, "e", "set K=V in the command's environment (short for --env; repeat)")
 	fs.Var(env, "env", "set K=V in the command's environment (repeat)")
-	yield := fs.Float64("yield", 0, "milliseconds after which a still-running command is backgrounded (default: the engine's, 10000)")
+	var yield, timeout optNum
+	fs.Var(&yield, "yield", "milliseconds after which a still-running command is backgrounded, 0 to 120000 (default: the engine's, 10000)")
 	var background, detach bool
 	fs.BoolVar(&background, "b", false, "short for --background")
 	fs.BoolVar(&background, "background", false, "start in the background; print the session id and exit")
-	var timeout float64
-	fs.Float64Var(&timeout, "t", 0, "short for --timeout")
-	fs.Float64Var(&timeout, "timeout", 0, "timeout in seconds; 0 or less: none (default: the engine's)")
+	fs.Var(&timeout, "t", "short for --timeout")
+	fs.Var(&timeout, "timeout", "timeout in seconds, 0 to 31536000; 0: none (default: the engine's)")
 	pty := fs.Bool("pty", false, "run under a pseudo-terminal")
 	host := fs.String("host", "", "where to run: sandbox, gateway or node")
 	security := fs.String("security", "", "deny, allowlist or full (may only tighten the configured mode)")
@@ -74,15 +74,11 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(env) > 0 {
 		p["env"] = map[string]string(env)
 	}
-	if set["yield"] {
-		p["yieldMs"] = *yield
-	}
+	yield.put(p, "yieldMs")
 	if background {
 		p["background"] = true
 	}
-	if set["t"] || set["timeout"] {
-		p["timeout"] = timeout
-	}
+	timeout.put(p, "timeout")
 	if set["pty"] {
 		p["pty"] = *pty
 	}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -147,8 +148,8 @@ func (n *optNum) String() string {
 
 func (n *optNum) Set(s string) error {
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return errors.New("not a number")
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return errors.New("not a finite number")
 	}
 	n.v, n.set = f, true
 	return nil

@@ -79,6 +79,8 @@ func TestCLIExecInProcess(t *testing.T) {
 		{"no command", nil, "", "no command", 125},
 		{"bad flag", []string{"--no-such-flag", "--", "true"}, "", "flag provided but not defined", 125},
 		{"invalid argument", []string{"--host", "moon", "--", "true"}, "", "Invalid host", 125},
+		{"timeout out of range", []string{"-t", "-1", "--", "true"}, "", `Invalid parameter "timeout": expected a number in [0, 31536000] (s), got -1.`, 125},
+		{"yield not finite", []string{"--yield", "NaN", "--", "true"}, "", "not a finite number", 125},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, errOut, code := runCLI(t, nil, append([]string{"exec", "--home", home}, c.args...)...)

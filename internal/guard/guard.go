@@ -62,8 +62,9 @@ func Counts() []Count {
 	return out
 }
 
-// Adapters are the adapter labels; /metrics reports each, zero included.
-var Adapters = []string{"http", "mcp", "nodehost", "nodehub"}
+// Adapters are the labels /metrics reports, zero included ("nodehost"
+// counts in a node process, which has no /metrics: it only logs).
+var Adapters = []string{"http", "mcp", "nodehub"}
 
 // Get returns the count of one adapter.
 func Get(adapter string) int64 {
