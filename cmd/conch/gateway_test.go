@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/supervisor"
 )
 
 // processFieldActions names the process actions that read each numeric
@@ -433,3 +434,12 @@ func TestEngineSocketRefusesOtherUID(t *testing.T) {
 }
 
 func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestForwardedSupervisorRequestHasRanges: the supervisor request a node
+// host forwards from its gateway declares a range for every number
+// (apitype.Ranges panics on a numeric field without one).
+func TestForwardedSupervisorRequestHasRanges(t *testing.T) {
+	if rs := apitype.Ranges(supervisor.Request{}); len(rs) < 6 {
+		t.Fatalf("ranges: %+v", rs)
+	}
+}

@@ -187,6 +187,16 @@ func TestNodePlanBinding(t *testing.T) {
 			t.Fatalf("session.read %s accepted: %+v", params, r)
 		}
 	}
+	for _, c := range []struct{ method, params string }{
+		{"system.session.kill", `{"sessionId":"pb-seven","request":{"v":1,"graceMs":-5}}`},
+		{"system.session.resize", `{"sessionId":"pb-seven","request":{"v":1,"cols":70000,"rows":5}}`},
+		{"system.session.signal", `{"sessionId":"pb-seven","request":{"v":1,"sig":4096}}`},
+		{"system.session.trim", `{"sessionId":"pb-seven","request":{"v":1,"maxBytes":-1}}`},
+	} {
+		if r := call(c.method, json.RawMessage(c.params)); r.OK || r.Error == nil || !strings.HasPrefix(r.Error.Message, `INVALID_REQUEST: Invalid parameter "`) {
+			t.Fatalf("%s %s accepted: %+v", c.method, c.params, r)
+		}
+	}
 	if !strings.HasPrefix(p.Plan.Cwd, "/") {
 		t.Fatalf("cwd not canonical: %s", p.Plan.Cwd)
 	}

@@ -90,6 +90,18 @@ func New(eng Engine, opt Options) *Server {
 	s.Server = mcp.NewServer(&mcp.Implementation{Name: "conch", Version: opt.Version}, &mcp.ServerOptions{
 		HasTools: true,
 	})
+	// Any other method (initialize, tools/list, …): a panic answers that
+	// request with a JSON-RPC error instead of ending the process.
+	s.Server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					res, err = nil, guard.Recovered("mcp", s.opt.Logger, v)
+				}
+			}()
+			return next(ctx, method, req)
+		}
+	})
 	if eng.Config().MCP.FullDetails {
 		s.opt.FullDetails = true
 	}

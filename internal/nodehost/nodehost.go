@@ -555,6 +555,10 @@ func (n *node) request(l *link, f apitype.Frame) {
 			l.reply(f.ID, nil, e)
 			return
 		}
+		if e := checkParams(&req); e != nil {
+			l.reply(f.ID, nil, e)
+			return
+		}
 		req.Op = strings.TrimPrefix(f.Method, "system.session.")
 		rep, err := eng.NodeCall(p.SessionID, req)
 		if err != nil {

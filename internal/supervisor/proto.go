@@ -5,22 +5,24 @@ import (
 	"github.com/conchsh/conch/internal/vt"
 )
 
-// Request is one line a client sends on the control socket.
+// Request is one line a client sends on the control socket. Its numbers
+// carry apitype range tags: a node host checks a request forwarded from
+// its gateway against them (apitype.CheckRanges).
 type Request struct {
-	V  int    `json:"v"`
+	V  int    `json:"v" range:"0,1000000,int"`
 	Op string `json:"op"` // hello status meta subscribe write closeStdin signal kill resize screen trim flush
 	// Session names the session on a supervisor host's socket, which
 	// serves many; a single supervisor takes "" or its own id.
 	Session string `json:"session,omitempty"`
 
-	Data    []byte `json:"data,omitempty"`    // write
-	Sig     int    `json:"sig,omitempty"`     // signal
-	By      string `json:"by,omitempty"`      // kill: a KilledBy (killedby.go)
-	GraceMs *int64 `json:"graceMs,omitempty"` // kill
-	Cols    int    `json:"cols,omitempty"`    // resize
-	Rows    int    `json:"rows,omitempty"`
+	Data    []byte `json:"data,omitempty"`                                  // write
+	Sig     int    `json:"sig,omitempty" range:"0,64,int"`                  // signal
+	By      string `json:"by,omitempty"`                                    // kill: a KilledBy (killedby.go)
+	GraceMs *int64 `json:"graceMs,omitempty" range:"0,3600000,int,unit=ms"` // kill
+	Cols    int    `json:"cols,omitempty" range:"0,65535,int"`              // resize
+	Rows    int    `json:"rows,omitempty" range:"0,65535,int"`
 	// MaxBytes is op trim's new journal cap (journal.Writer.Trim).
-	MaxBytes int64 `json:"maxBytes,omitempty"`
+	MaxBytes int64 `json:"maxBytes,omitempty" range:"0,9007199254740992,int,unit=bytes"`
 }
 
 // Reply answers one Request.
