@@ -35,8 +35,11 @@
 //
 // HEAD is updated (in place, without fsync) after the record is durable. If a crash leaves
 // records after HEAD, the next Append checks that they continue the chain and moves HEAD to
-// them; an unreadable HEAD is rebuilt from the log; an incomplete last line after HEAD (a
-// torn write that was never acknowledged) is truncated away. Any other damage makes Append
+// them; an incomplete last line after HEAD (a torn write that was never acknowledged) is
+// truncated away. A HEAD that is missing, unreadable or not signed by the appender's key
+// vouches for nothing: the next Append rebuilds the position from the log and writes a
+// TypeGap record (dropped 0, the reason starting "HEAD") before signing a new HEAD, so
+// that whatever was done to the end of the log stays visible. Any other damage makes Append
 // fail with [ErrBroken] rather than extend a broken chain; `conch ledger verify` ([Verify])
 // says where.
 //
@@ -166,10 +169,11 @@ type Ledger struct {
 	// appendFile writes a batch of lines; tests replace it to inject write failures.
 	appendFile func(path string, size int64, buf []byte) error
 
-	mu     sync.Mutex // guards lock's flock (one holder per description), closed and gap
+	mu     sync.Mutex // guards lock's flock (one holder per description), closed, gap and trusted
 	lock   *os.File   // ledger/.lock
 	closed bool
-	gap    Gap // records this Ledger failed to write since its last successful write
+	gap    Gap    // records this Ledger failed to write since its last successful write
+	signed string // the text of the last checkpoint of HEAD found signed by key
 }
 
 // Open opens the ledger in home/ledger, creating the directory (0700) and its lock file
@@ -218,18 +222,40 @@ func Open(home string, opts Options) (*Ledger, error) {
 // KeyError returns why l writes unsigned checkpoints (its key file is unusable), or nil.
 func (l *Ledger) KeyError() error { return l.keyErr }
 
-// signHead signs the current HEAD, if there is one, with l's key.
+// signHead signs the current HEAD with l's new key: a HEAD written before the home had
+// a key. A HEAD that is missing, unreadable or signed (by a key that is gone) is left
+// for the next append, which records what it finds in a gap record before signing.
 func (l *Ledger) signHead() error {
 	if err := flock(l.lock, true); err != nil {
 		return err
 	}
 	defer funlock(l.lock)
-	tip, err := findTip(l.dir)
-	if err != nil || tip.Seq == 0 {
+	if h, ok, _ := readHead(l.dir); !ok || h.Sig != "" {
+		return nil
+	}
+	tip, err := findTip(l.dir, nil)
+	if err != nil || tip.Seq == 0 || tip.distrust != "" {
 		return err
 	}
 	_, err = writeHead(l.dir, tip, l.key)
 	return err
+}
+
+// trusts reports whether HEAD h carries a checkpoint signed by l's key (always, when
+// l has no key). Called with l.mu held.
+func (l *Ledger) trusts(h head) bool {
+	if l.key == nil {
+		return true
+	}
+	ck := h.checkpoint()
+	if ck.Sig != nil && ck.String() == l.signed {
+		return true
+	}
+	if !ck.Valid(l.key.Public().(ed25519.PublicKey)) {
+		return false
+	}
+	l.signed = ck.String()
+	return true
 }
 
 // Gap describes records a [Ledger] failed to write; it is the Fields of a TypeGap record.
@@ -389,7 +415,7 @@ func (l *Ledger) appendLocked(ms []map[string]any) ([]Record, error) {
 		return nil, err
 	}
 	defer funlock(l.lock)
-	tip, err := findTip(l.dir)
+	tip, err := findTip(l.dir, l.trusts)
 	if err != nil {
 		l.lose(len(ms), err)
 		return nil, err
@@ -400,25 +426,37 @@ func (l *Ledger) appendLocked(ms []map[string]any) ([]Record, error) {
 	}
 	memGap := l.gap
 	pending := mergeGaps(headGap, memGap)
+	// Records the ledger writes itself go first: a gap record for an end of the log
+	// that HEAD does not vouch for (see findTip), and one for the records lost.
+	var prefix []map[string]any
+	if tip.distrust != "" {
+		g, _ := fieldsMap(newGap(0, errors.New(tip.distrust)))
+		g["type"], g["agent"] = TypeGap, ""
+		prefix = append(prefix, g)
+	}
 	if pending.Dropped > 0 {
 		g, _ := fieldsMap(pending)
 		g["type"], g["agent"] = TypeGap, ""
-		ms = append([]map[string]any{g}, ms...)
+		prefix = append(prefix, g)
 	}
+	ms = append(prefix, ms...)
 	if len(ms) == 0 {
 		return nil, nil
 	}
 	out, next, err := l.writeRecords(tip, ms)
-	lost := len(ms) - len(out)
-	gapWritten := pending.Dropped > 0 && len(out) > 0
-	if gapWritten {
-		out = out[1:]
-	} else if pending.Dropped > 0 {
-		lost-- // the gap record is not one of the caller's
-	}
+	own := min(len(out), len(prefix)) // of the prefix, written
+	out = out[own:]
+	lost := len(ms) - len(prefix) - len(out)
+	gapWritten := pending.Dropped > 0 && own == len(prefix)
 	var newLoss Gap
 	if lost > 0 {
 		newLoss = newGap(lost, err)
+	}
+	if tip.distrust != "" && own == 0 {
+		// Nothing written: HEAD must not be signed over the end of the log it does not
+		// vouch for. The next append tries again.
+		l.gap = mergeGaps(memGap, newLoss)
+		return out, err
 	}
 	carry := newLoss // what HEAD is to hold
 	if !gapWritten {
@@ -447,8 +485,11 @@ func (l *Ledger) appendLocked(ms []map[string]any) ([]Record, error) {
 			// The records are durable and the next Append repairs HEAD; do not append them again.
 			err = fmt.Errorf("record %d written, HEAD not updated: %w", out[len(out)-1].Seq, herr)
 		}
-	} else if l.fwd != nil && next.Seq > tip.Seq {
-		l.fwd.send("checkpoint " + ck.String())
+	} else {
+		l.signed = ck.String()
+		if l.fwd != nil && next.Seq > tip.Seq {
+			l.fwd.send("checkpoint " + ck.String())
+		}
 	}
 	return out, err
 }
@@ -615,6 +656,10 @@ type head struct {
 	// Lost are records lost after seq and not yet in a gap record: the next append
 	// writes the gap record first.
 	Lost *Gap `json:"lost,omitempty"`
+
+	// distrust, set by findTip, says why the position was rebuilt from the log rather
+	// than taken from HEAD; the next append records it in a gap record.
+	distrust string
 }
 
 // checkpoint returns the checkpoint HEAD carries; Sig is nil when HEAD is unsigned or the
@@ -776,13 +821,40 @@ func isHash(s string) bool {
 // findTip returns the position of the chain's last record, under the append lock. The
 // fast path trusts HEAD when it names the last file at its current size; otherwise the
 // log is recovered (see the package comment).
-func findTip(dir string) (head, error) {
+//
+// HEAD is what stops records from being cut off the end or rewritten: its checkpoint
+// is signed. A HEAD that is missing, unreadable, or (trusted non-nil) not trusted is
+// rebuilt from the log, and the tip's distrust says so, for the next append to record
+// in a gap record: signing the log as it is found would launder whatever was done to it.
+func findTip(dir string, trusted func(head) bool) (head, error) {
 	files, err := listFiles(dir)
 	if err != nil {
 		return head{}, err
 	}
-	// An unreadable HEAD is rebuilt from the log, like a missing one.
-	h, ok, _ := readHead(dir)
+	h, ok, herr := readHead(dir)
+	var distrust string
+	switch {
+	case herr != nil:
+		distrust = "HEAD unreadable"
+	case !ok && len(files) > 0:
+		distrust = "HEAD missing"
+	case ok && trusted != nil && !trusted(h):
+		distrust = fmt.Sprintf("HEAD (seq %d) not signed by the ledger key", h.Seq)
+	}
+	if distrust != "" {
+		var tip head
+		if len(files) > 0 {
+			if tip, err = recoverTail(dir, files); err != nil {
+				return head{}, err
+			}
+		}
+		if tip.Seq == 0 && !ok && herr == nil {
+			return tip, nil // no HEAD and no record yet: a new ledger
+		}
+		tip.Lost = h.Lost
+		tip.distrust = fmt.Sprintf("%s: rebuilt from the log at seq %d, records after it may be missing", distrust, tip.Seq)
+		return tip, nil
+	}
 	if len(files) == 0 {
 		if ok {
 			return head{}, fmt.Errorf("%w: HEAD is at seq %d but there are no ledger files", ErrBroken, h.Seq)
@@ -790,15 +862,12 @@ func findTip(dir string) (head, error) {
 		return head{}, nil
 	}
 	last := files[len(files)-1]
-	if ok {
-		if h.File == last {
-			if st, err := os.Stat(filepath.Join(dir, last)); err == nil && st.Size() == h.Size {
-				return h, nil
-			}
+	if h.File == last {
+		if st, err := os.Stat(filepath.Join(dir, last)); err == nil && st.Size() == h.Size {
+			return h, nil
 		}
-		return recoverFrom(dir, files, h)
 	}
-	return recoverTail(dir, files)
+	return recoverFrom(dir, files, h)
 }
 
 // recoverFrom checks the records after HEAD's position and returns the tip after them,

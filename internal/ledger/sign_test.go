@@ -245,3 +245,88 @@ func TestUnusableKey(t *testing.T) {
 		t.Fatal("EnsureKey returned a key")
 	}
 }
+
+// TestAppendAfterTamperingLeavesTrace: an appender (the gateway, already running or
+// started afterwards) that finds HEAD missing, unreadable or not signed by its key must
+// not sign the ledger as it finds it: otherwise cutting records off the end (or rewriting
+// them) and then breaking HEAD passes every later verify. For every cut and every way of
+// breaking HEAD without the key, the next append leaves a gap record saying so, or
+// verification against the saved public key fails.
+func TestAppendAfterTamperingLeavesTrace(t *testing.T) {
+	const n = 6
+	home := t.TempDir()
+	l := openLedger(t, home, Options{})
+	appendN(t, l, n)
+	l.Close()
+	pub, err := EnsureKey(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed, _, _ := readHead(Dir(home))
+	headPath := func(h string) string { return filepath.Join(Dir(h), headName) }
+	breaks := []struct {
+		name string
+		do   func(t *testing.T, home string, cut head)
+	}{
+		{"HEAD removed", func(t *testing.T, home string, cut head) { os.Remove(headPath(home)) }},
+		{"HEAD garbage", func(t *testing.T, home string, cut head) { os.WriteFile(headPath(home), []byte("{garbage"), 0o600) }},
+		{"HEAD empty", func(t *testing.T, home string, cut head) { os.WriteFile(headPath(home), nil, 0o600) }},
+		{"HEAD unsigned", func(t *testing.T, home string, cut head) { writeRawHead(t, home, cut) }},
+		{"HEAD with the old signature", func(t *testing.T, home string, cut head) {
+			cut.TS, cut.Sig = signed.TS, signed.Sig
+			writeRawHead(t, home, cut)
+		}},
+		{"HEAD with the old signature, key removed", func(t *testing.T, home string, cut head) {
+			cut.TS, cut.Sig = signed.TS, signed.Sig
+			writeRawHead(t, home, cut)
+			os.Remove(KeyPath(home))
+		}},
+	}
+	for k := 1; k < n; k++ {
+		for _, b := range breaks {
+			for _, restart := range []bool{false, true} {
+				h := copyHome(t, home)
+				var running *Ledger
+				if !restart {
+					running = openLedger(t, h, Options{})
+				}
+				b.do(t, h, truncate(t, h, k))
+				if restart {
+					running = openLedger(t, h, Options{})
+				}
+				if _, err := running.Append(Record{Type: TypeNode}); err != nil {
+					t.Fatalf("cut %d, %s: append: %v", k, b.name, err)
+				}
+				running.Close()
+				rep, err := VerifyWith(h, VerifyOptions{PublicKey: pub})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep.Complete() {
+					t.Errorf("cut %d, %s, restart=%v: the next append laundered it: %s", k, b.name, restart, rep)
+				} else if rep.OK && !strings.Contains(rep.Gaps[0].Reason, "HEAD") {
+					t.Errorf("cut %d, %s, restart=%v: gap reason: %s", k, b.name, restart, rep)
+				}
+			}
+		}
+	}
+
+	// Every record removed and HEAD broken: the new first record is a gap record.
+	for _, files := range []bool{true, false} {
+		h := copyHome(t, home)
+		if files {
+			os.Truncate(filepath.Join(Dir(h), fileName(1)), 0)
+		} else {
+			os.Remove(filepath.Join(Dir(h), fileName(1)))
+		}
+		os.WriteFile(headPath(h), []byte("x"), 0o600)
+		l := openLedger(t, h, Options{})
+		if _, err := l.Append(Record{Type: TypeNode}); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		if rep, _ := VerifyWith(h, VerifyOptions{PublicKey: pub}); rep.Complete() || !rep.OK || rep.Gaps[0].Seq != 1 {
+			t.Errorf("ledger emptied (file kept %v): %s", files, rep)
+		}
+	}
+}
