@@ -330,3 +330,35 @@ func TestAppendAfterTamperingLeavesTrace(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointsAllCount: every given checkpoint must hold, also when several name the
+// same seq (checkpoints collected from a syslog stream anyone on the machine can write
+// to): a spoofed line naming a rewritten record must not displace the real one.
+func TestCheckpointsAllCount(t *testing.T) {
+	home := t.TempDir()
+	l := openLedger(t, home, Options{})
+	appendN(t, l, 4)
+	l.Close()
+	rep, _ := Verify(home)
+	real, err := ParseCheckpoint(rep.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last record rewritten (HEAD is then broken too, but a checkpoint alone must
+	// also say so: check the record, not HEAD).
+	path := filepath.Join(Dir(home), fileName(1))
+	lines := readLines(t, path)
+	lines[3] = rehash(t, bytes.Replace(lines[3], []byte(`"main"`), []byte(`"xx"`), 1))
+	writeLines(t, path, lines)
+	forged, _ := parseRecord(lines[3])
+	spoof, err := ParseCheckpoint("Dec  1 12:00:00 host conch-ledger[1]: checkpoint 4:" + forged["hash"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, order := range [][]Checkpoint{{real, spoof}, {spoof, real}} {
+		rep, _ := VerifyWith(home, VerifyOptions{Checkpoints: order})
+		if rep.OK || rep.BrokenAt != 4 || !strings.Contains(rep.Reason, "does not match the given checkpoint") {
+			t.Errorf("checkpoints %v: %s", order, rep)
+		}
+	}
+}

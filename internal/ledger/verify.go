@@ -141,14 +141,16 @@ func VerifyWith(home string, o VerifyOptions) (Report, error) {
 			return rep, fmt.Errorf("verify ledger: %w", err)
 		}
 	}
-	want := map[int64]Checkpoint{}
+	// Every checkpoint counts, several for one seq too: one of them spoofed (any
+	// local user can write to syslog) must not displace a real one.
+	want := map[int64][]Checkpoint{}
 	var maxCkpt Checkpoint
 	for _, c := range o.Checkpoints {
 		if c.Sig != nil && !c.Valid(pub) {
 			rep.BrokenAt, rep.File, rep.Reason = c.Seq, "checkpoint", fmt.Sprintf("the given checkpoint for seq %d: %v", c.Seq, ErrBadSignature)
 			return rep, nil
 		}
-		want[c.Seq] = c
+		want[c.Seq] = append(want[c.Seq], c)
 		if c.Seq > maxCkpt.Seq {
 			maxCkpt = c
 		}
@@ -218,7 +220,7 @@ func VerifyWith(home string, o VerifyOptions) (Report, error) {
 			}
 			off += int64(len(line))
 			seq, prev = seqOf(m), m["hash"].(string)
-			if c, ok := want[seq]; ok {
+			for _, c := range want[seq] {
 				if c.Hash != prev {
 					f.Close()
 					rep.BrokenAt, rep.File, rep.Line = seq, name, lineNo
