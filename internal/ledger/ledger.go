@@ -190,7 +190,7 @@ func Open(home string, opts Options) (*Ledger, error) {
 	// An unusable key must not stop the audit trail: records are then written with
 	// unsigned checkpoints, which Verify reports.
 	key, created, keyErr := ensureKey(home)
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	lock, _, err := openOwn(filepath.Join(dir, ".lock"), os.O_RDWR)
 	if err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
 	}
@@ -583,7 +583,7 @@ func (l *Ledger) write(tip head, lines [][]byte) (head, int, error) {
 // appendSync appends buf to the file at path, which is size bytes long, and fsyncs it. On
 // failure it truncates the file back to size when it can, leaving no torn line behind.
 func appendSync(path string, size int64, buf []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, _, err := openOwn(path, os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return err
 	}
@@ -683,12 +683,12 @@ const headName = "HEAD"
 
 // readHead reads HEAD. A missing HEAD gives ok false and no error.
 func readHead(dir string) (h head, ok bool, err error) {
-	data, err := os.ReadFile(filepath.Join(dir, headName))
+	data, err := readSmall(filepath.Join(dir, headName), oNoFollow, maxHead)
 	if errors.Is(err, fs.ErrNotExist) {
 		return head{}, false, nil
 	}
 	if err != nil {
-		return head{}, false, err
+		return head{}, false, fmt.Errorf("HEAD unreadable: %w", err)
 	}
 	if err := json.Unmarshal(data, &h); err != nil {
 		return head{}, false, fmt.Errorf("HEAD unreadable: %w", err)
@@ -697,6 +697,75 @@ func readHead(dir string) (h head, ok bool, err error) {
 		return head{}, false, fmt.Errorf("HEAD unreadable: invalid content %q", bytes.TrimSpace(data))
 	}
 	return h, true, nil
+}
+
+// maxHead bounds what readHead reads: a longer HEAD is unreadable.
+const maxHead = 4096
+
+// errNotRegular is the error of openFile for a path that is not a regular file.
+var errNotRegular = errors.New("not a regular file")
+
+// openFile opens the existing regular file at path with flag: never a FIFO (opened
+// without blocking, then refused), and with oNoFollow in flag never through a symlink.
+func openFile(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|oNonBlock, 0)
+	if err != nil {
+		if fi, lerr := os.Lstat(path); lerr == nil && !fi.Mode().IsRegular() {
+			return nil, &fs.PathError{Op: "open", Path: path, Err: errNotRegular}
+		}
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = &fs.PathError{Op: "open", Path: path, Err: errNotRegular}
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// openOwn opens (creating it, 0600, when missing) one of the ledger's own files at path
+// with flag, never through a symlink nor into a FIFO: anything but a regular file there
+// (put by someone who can write the directory) is removed and the file made anew.
+// created reports whether this call created it.
+func openOwn(path string, flag int) (f *os.File, created bool, err error) {
+	for try := 0; try < 3; try++ {
+		f, err = os.OpenFile(path, flag|os.O_CREATE|os.O_EXCL|oNoFollow|oNonBlock, 0o600)
+		if err == nil {
+			return f, true, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, false, err
+		}
+		f, err = openFile(path, flag|oNoFollow)
+		switch {
+		case err == nil:
+			return f, false, nil
+		case errors.Is(err, errNotRegular):
+			if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				return nil, false, err
+			}
+		case !errors.Is(err, fs.ErrNotExist): // (removed meanwhile: try again)
+			return nil, false, err
+		}
+	}
+	return nil, false, err
+}
+
+// readSmall reads the regular file at path, opened with flag (O_RDONLY and oNoFollow or
+// not), failing when it holds more than limit bytes.
+func readSmall(path string, flag, limit int) ([]byte, error) {
+	f, err := openFile(path, os.O_RDONLY|flag)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err == nil && len(data) > limit {
+		err = fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return data, err
 }
 
 // headSize is the size HEAD is padded to (a signed head takes about 270 bytes): one
@@ -732,11 +801,7 @@ func writeHead(dir string, h head, key ed25519.PrivateKey) (Checkpoint, error) {
 	path := filepath.Join(dir, headName)
 	// The first HEAD is made durable, so that a crash cannot leave an
 	// empty one (which Verify would report); later ones need not be.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	created := err == nil
-	if errors.Is(err, fs.ErrExist) {
-		f, err = os.OpenFile(path, os.O_WRONLY, 0)
-	}
+	f, created, err := openOwn(path, os.O_WRONLY)
 	if err != nil {
 		return ck, err
 	}

@@ -4,6 +4,12 @@ package ledger
 
 import "os"
 
+// Open flags of lock_unix.go; none here.
+const (
+	oNoFollow = 0
+	oNonBlock = 0
+)
+
 // flock does nothing where flock is not available; the caller must ensure a single
 // appender.
 func flock(*os.File, bool) error { return nil }

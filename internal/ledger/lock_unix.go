@@ -9,6 +9,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Open flags that keep the ledger off what someone who can write its directory may put
+// there instead of a file: O_NOFOLLOW (a symlink would have the gateway, perhaps root,
+// write anywhere) and O_NONBLOCK (a FIFO would block the open forever).
+const (
+	oNoFollow = unix.O_NOFOLLOW
+	oNonBlock = unix.O_NONBLOCK
+)
+
 // flock takes an exclusive (or shared) flock(2) on the open file f, blocking until it is
 // granted. flock locks belong to the open file description: a second description of the
 // same file, in this process or another, is excluded.

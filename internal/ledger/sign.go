@@ -20,6 +20,9 @@ import (
 // PEM, mode 0600). [Open] creates it when it is missing.
 const KeyFile = "ledger.key"
 
+// maxKey bounds the size of the key file LoadKey reads (a PEM Ed25519 key is 119 bytes).
+const maxKey = 64 << 10
+
 // pubPrefix starts the text form of a public key: "ed25519:" and the key in standard
 // base64.
 const pubPrefix = "ed25519:"
@@ -33,7 +36,8 @@ func KeyPath(home string) string { return filepath.Join(home, KeyFile) }
 
 // LoadKey reads the signing key of a conch home. A missing key gives fs.ErrNotExist.
 func LoadKey(home string) (ed25519.PrivateKey, error) {
-	data, err := os.ReadFile(KeyPath(home))
+	// A symlink is followed (the key may live elsewhere), a FIFO or device refused.
+	data, err := readSmall(KeyPath(home), 0, maxKey)
 	if err != nil {
 		return nil, err
 	}

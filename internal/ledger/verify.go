@@ -163,7 +163,7 @@ func VerifyWith(home string, o VerifyOptions) (Report, error) {
 		rep.OK = true
 		return rep, nil
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	lock, _, err := openOwn(filepath.Join(dir, ".lock"), os.O_RDWR)
 	if err != nil {
 		return rep, fmt.Errorf("verify ledger: %w", err)
 	}
