@@ -231,7 +231,7 @@ func Doctor(home string) []Finding {
 	} else if os.IsNotExist(err) {
 		add("ledger.key", "info", "no ledger signing key yet: conch ledger key creates it and prints the public key to keep elsewhere")
 	} else {
-		add("ledger.key", "error", "the ledger's signing key is unusable (%v): appends fail until it is fixed or removed", err)
+		add("ledger.key", "error", "the ledger's signing key is unusable (%v): records are written with unsigned checkpoints and conch ledger verify fails until it is restored (removing it makes a new key, a change the next record notes as a gap)", err)
 	}
 	if cfg.Ledger.Forward == nil {
 		add("ledger.forward_off", "info", "the ledger is kept only on this machine: set ledger.forward to send records and signed checkpoints to syslog or journald")
