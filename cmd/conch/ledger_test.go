@@ -294,3 +294,58 @@ func TestLedgerForwardCLI(t *testing.T) {
 		t.Fatalf("verify against the forwarded checkpoint %q: %d\n%s", last, code, out)
 	}
 }
+
+// TestLedgerBrokenHeadCLI: cutting records and then breaking HEAD (unsigned, removed,
+// garbage) instead of forging it does not pass either once conch appends again (the
+// gateway running a command, or `conch ledger key`): the append writes a gap record
+// saying HEAD did not vouch for the end, which verify, with the saved public key too,
+// reports. Replacing the key is recorded the same way.
+func TestLedgerBrokenHeadCLI(t *testing.T) {
+	home := ledgerHome(t, "")
+	pubOut, code := cli(t, "ledger", "key", "--home", home)
+	if code != 0 {
+		t.Fatalf("ledger key: %d %q", code, pubOut)
+	}
+	pub := strings.TrimSpace(pubOut)
+	recs, _ := ledger.Tail(home, 0, ledger.Filter{})
+	headPath := func(h string) string { return filepath.Join(h, "ledger", "HEAD") }
+	breaks := map[string]func(h string){
+		"unsigned": func(string) {},
+		"removed":  func(h string) { os.Remove(headPath(h)) },
+		"garbage":  func(h string) { os.WriteFile(headPath(h), []byte("{"), 0o600) },
+	}
+	for k := 1; k < len(recs); k++ {
+		for name, brk := range breaks {
+			h := cloneLedger(t, home)
+			cutTail(t, h, k, nil)
+			brk(h)
+			if k == 1 {
+				// The gateway itself appends.
+				c := startConch(t, h)
+				if r := c.exec(map[string]any{"command": "echo after"}); r.str("status") != "completed" {
+					t.Fatalf("exec: %q %v", r.Text, r.D)
+				}
+				closeAndWait(t, c)
+			} else if out, code := cli(t, "ledger", "key", "--home", h); code != 0 || strings.TrimSpace(out) != pub {
+				t.Fatalf("cut %d, HEAD %s: ledger key %d %q", k, name, code, out)
+			}
+			out, code := cli(t, "ledger", "verify", "--home", h, "--pubkey", pub)
+			if code != 1 || !strings.HasPrefix(out, "gaps: 0 records dropped in 1 gaps") || !strings.Contains(out, "rebuilt from the log at seq") {
+				t.Fatalf("cut %d, HEAD %s, then an append: verify --pubkey %d\n%s", k, name, code, out)
+			}
+			if _, code := cli(t, "ledger", "verify", "--home", h, "--pubkey", pub, "--allow-gaps"); code != 0 {
+				t.Fatalf("cut %d, HEAD %s: verify --allow-gaps %d", k, name, code)
+			}
+		}
+	}
+	// The key replaced: the next append says so.
+	h := cloneLedger(t, home)
+	os.Remove(filepath.Join(h, ledger.KeyFile))
+	newPub, code := cli(t, "ledger", "key", "--home", h)
+	if code != 0 || newPub == pubOut {
+		t.Fatalf("ledger key after removing the key: %d %q", code, newPub)
+	}
+	if out, code := cli(t, "ledger", "verify", "--home", h); code != 1 || !strings.Contains(out, "not signed by the ledger key") {
+		t.Fatalf("verify after the key was replaced: %d\n%s", code, out)
+	}
+}
