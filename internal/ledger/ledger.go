@@ -94,7 +94,10 @@ const (
 	TypePatch = "patch"
 	// TypeGap: dropped, firstTs, lastTs, reason. Written by the ledger itself, before the
 	// first record it manages to write after failing to write others: dropped records
-	// were lost between firstTs and lastTs, the first of them for reason ([Gap]).
+	// were lost between firstTs and lastTs, the first of them for reason ([Gap]). A gap
+	// record with dropped 0 and a reason starting "HEAD" says that the appender found
+	// HEAD missing, unreadable or not signed by its key and rebuilt the end from the log:
+	// an unknown number of records after the one before it may be missing.
 	TypeGap = "gap"
 )
 
