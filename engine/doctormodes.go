@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/conchsh/conch/internal/ledger"
@@ -68,10 +69,14 @@ func looseModes(home string, skip []string) []loosePath {
 			if path == home {
 				return nil // the home itself is home.permissions
 			}
-			if rel, _ := filepath.Rel(home, path); slices.Contains(skip, rel) {
+			rel, _ := filepath.Rel(home, path)
+			if slices.Contains(skip, rel) {
 				return nil
 			}
 			check(path, d)
+			if d.IsDir() && agentTree(rel) {
+				return filepath.SkipDir
+			}
 			return nil
 		})
 	}
@@ -85,6 +90,14 @@ func looseModes(home string, skip []string) []loosePath {
 		}
 	}
 	return out
+}
+
+// agentTree reports whether rel (relative to the home) is a sandbox's home, tmp or
+// private workspace: what is inside is the agent's, written with the agent's umask,
+// and only the owner can enter the directory (which is itself checked).
+func agentTree(rel string) bool {
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	return len(parts) == 3 && parts[0] == "sandboxes" && slices.Contains([]string{"home", "tmp", "workspace"}, parts[2])
 }
 
 // doctorModes adds the home.modes warnings: at most maxModeFindings paths

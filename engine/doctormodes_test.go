@@ -111,3 +111,46 @@ func TestDoctorLooseModes(t *testing.T) {
 		t.Fatalf("after --fix:\n%s%s", msgs("home.modes"), msgs("home.permissions"))
 	}
 }
+
+// TestDoctorModesSandboxTrees: what an agent writes in its sandbox's home, tmp and
+// private workspace (a build's 0644 files, a cache's 0755 directories) is the agent's,
+// inside directories only the owner can enter: no home.modes warning, and --fix leaves
+// the modes alone. The directories themselves are still checked.
+func TestDoctorModesSandboxTrees(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	var agentFiles []string
+	for _, tree := range []string{"home", "tmp", "workspace"} {
+		root := filepath.Join(home, "sandboxes", "main", tree)
+		os.MkdirAll(filepath.Join(root, ".cache", "pip"), 0o755)
+		os.Chmod(filepath.Join(root, ".cache"), 0o755)
+		for _, f := range []string{"build.sh", ".cache/pip/wheel"} {
+			p := filepath.Join(root, f)
+			os.WriteFile(p, []byte("x"), 0o600)
+			os.Chmod(p, 0o755)
+			agentFiles = append(agentFiles, p)
+		}
+		agentFiles = append(agentFiles, filepath.Join(root, ".cache"), filepath.Join(root, ".cache", "pip"))
+		os.Chmod(root, 0o700)
+	}
+	os.Chmod(filepath.Join(home, "sandboxes", "main", "tmp"), 0o755) // the tree itself, loosened
+	os.Chmod(home, 0o700)
+	var msgs []string
+	for _, f := range findings(home)["home.modes"] {
+		msgs = append(msgs, f.Message)
+	}
+	all := strings.Join(msgs, "\n")
+	if !strings.Contains(all, filepath.Join(home, "sandboxes", "main", "tmp")+" has mode 0755") {
+		t.Errorf("a loosened sandbox tmp is not reported:\n%s", all)
+	}
+	if strings.Contains(all, ".cache") || strings.Contains(all, "build.sh") {
+		t.Errorf("the agent's own files are reported:\n%s", all)
+	}
+	if _, err := DoctorFix(home); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range agentFiles {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("--fix changed %s: %v %v", p, fi.Mode(), err)
+		}
+	}
+}
