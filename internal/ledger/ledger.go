@@ -172,7 +172,7 @@ type Ledger struct {
 	// appendFile writes a batch of lines; tests replace it to inject write failures.
 	appendFile func(path string, size int64, buf []byte) error
 
-	mu     sync.Mutex // guards lock's flock (one holder per description), closed, gap and trusted
+	mu     sync.Mutex // guards lock's flock (one holder per description), closed, gap and signed
 	lock   *os.File   // ledger/.lock
 	closed bool
 	gap    Gap    // records this Ledger failed to write since its last successful write
