@@ -207,3 +207,32 @@ func TestGapPartialBatch(t *testing.T) {
 		t.Fatalf("verify: %s %+v", rep, rep)
 	}
 }
+
+// TestGapFsyncFailure: records whose fsync fails are reported lost, so they must not
+// stay in the file either: the next append would otherwise find them after HEAD and
+// adopt them, and the ledger would hold records its gap record says were lost.
+func TestGapFsyncFailure(t *testing.T) {
+	home := t.TempDir()
+	l := openLedger(t, home, Options{})
+	appendN(t, l, 2)
+	l.appendFile = func(path string, size int64, buf []byte) error {
+		return appendWith(path, size, buf, func(*os.File) error { return syscall.EIO })
+	}
+	if got, err := l.Append(Record{Type: TypeNode, Fields: map[string]any{"action": "pair", "nodeId": "lost"}}); !errors.Is(err, syscall.EIO) || got.Seq != 0 {
+		t.Fatalf("append with a failing fsync: %+v %v", got, err)
+	}
+	l.appendFile = appendSync
+	if _, err := l.Append(Record{Type: TypeNode, Fields: map[string]any{"action": "pair", "nodeId": "kept"}}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(home)
+	if err != nil || !rep.OK || rep.Dropped != 1 || rep.Records != 4 {
+		t.Fatalf("verify: %s %v", rep, err)
+	}
+	recs, _ := Tail(home, 0, Filter{})
+	for _, r := range recs {
+		if strings.Contains(fmt.Sprint(r.Fields), "lost") {
+			t.Fatalf("a record reported lost is in the ledger: %v", recs)
+		}
+	}
+}
