@@ -208,31 +208,38 @@ func TestGapPartialBatch(t *testing.T) {
 	}
 }
 
-// TestGapFsyncFailure: records whose fsync fails are reported lost, so they must not
-// stay in the file either: the next append would otherwise find them after HEAD and
-// adopt them, and the ledger would hold records its gap record says were lost.
+// TestGapFsyncFailure: records whose fsync (of the file, or of the directory of a new
+// file) fails are reported lost, so they must not stay in the file either: the next
+// append would otherwise find them after HEAD and adopt them, and the ledger would hold
+// records its gap record says were lost.
 func TestGapFsyncFailure(t *testing.T) {
-	home := t.TempDir()
-	l := openLedger(t, home, Options{})
-	appendN(t, l, 2)
-	l.appendFile = func(path string, size int64, buf []byte) error {
-		return appendWith(path, size, buf, func(*os.File) error { return syscall.EIO })
-	}
-	if got, err := l.Append(Record{Type: TypeNode, Fields: map[string]any{"action": "pair", "nodeId": "lost"}}); !errors.Is(err, syscall.EIO) || got.Seq != 0 {
-		t.Fatalf("append with a failing fsync: %+v %v", got, err)
-	}
-	l.appendFile = appendSync
-	if _, err := l.Append(Record{Type: TypeNode, Fields: map[string]any{"action": "pair", "nodeId": "kept"}}); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Verify(home)
-	if err != nil || !rep.OK || rep.Dropped != 1 || rep.Records != 4 {
-		t.Fatalf("verify: %s %v", rep, err)
-	}
-	recs, _ := Tail(home, 0, Filter{})
-	for _, r := range recs {
-		if strings.Contains(fmt.Sprint(r.Fields), "lost") {
-			t.Fatalf("a record reported lost is in the ledger: %v", recs)
+	for _, rotate := range []int64{0, 1} { // 1: every record in a new file
+		home := t.TempDir()
+		l := openLedger(t, home, Options{RotateBytes: rotate})
+		appendN(t, l, 2)
+		var isNew bool
+		l.appendFile = func(path string, size int64, buf []byte) error {
+			return appendWith(path, size, buf, func(_ *os.File, n bool) error { isNew = n; return syscall.EIO })
+		}
+		if got, err := l.Append(Record{Type: TypeNode, Fields: map[string]any{"action": "pair", "nodeId": "lost"}}); !errors.Is(err, syscall.EIO) || got.Seq != 0 {
+			t.Fatalf("rotate %d: append with a failing fsync: %+v %v", rotate, got, err)
+		}
+		if isNew != (rotate == 1) {
+			t.Fatalf("rotate %d: the failing write was to a new file: %v", rotate, isNew)
+		}
+		l.appendFile = appendSync
+		if _, err := l.Append(Record{Type: TypeNode, Fields: map[string]any{"action": "pair", "nodeId": "kept"}}); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Verify(home)
+		if err != nil || !rep.OK || rep.Dropped != 1 || rep.Records != 4 {
+			t.Fatalf("rotate %d: verify: %s %v", rotate, rep, err)
+		}
+		recs, _ := Tail(home, 0, Filter{})
+		for _, r := range recs {
+			if strings.Contains(fmt.Sprint(r.Fields), "lost") {
+				t.Fatalf("rotate %d: a record reported lost is in the ledger: %v", rotate, recs)
+			}
 		}
 	}
 }

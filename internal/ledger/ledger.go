@@ -571,11 +571,6 @@ func (l *Ledger) write(tip head, lines [][]byte) (head, int, error) {
 		if err := appendFile(filepath.Join(l.dir, name), size, buf); err != nil {
 			return end, done, err
 		}
-		if size == 0 {
-			if err := syncDir(l.dir); err != nil {
-				return end, done, err
-			}
-		}
 		size += int64(len(buf))
 		end = head{File: name, Size: size}
 		done = k
@@ -583,15 +578,27 @@ func (l *Ledger) write(tip head, lines [][]byte) (head, int, error) {
 	return end, done, nil
 }
 
-// appendSync appends buf to the file at path, which is size bytes long, and fsyncs it. On
-// failure it truncates the file back to size when it can, leaving no torn line behind
-// and no line that was reported lost.
+// appendSync appends buf to the file at path, which is size bytes long, and makes it
+// durable: fsyncs it, and its directory too when the file is new (size 0). On failure it
+// truncates the file back to size when it can, leaving no torn line behind and no line
+// that was reported lost.
 func appendSync(path string, size int64, buf []byte) error {
-	return appendWith(path, size, buf, (*os.File).Sync)
+	return appendWith(path, size, buf, durable)
 }
 
-// appendWith is appendSync with fsync done by sync; tests inject failures.
-func appendWith(path string, size int64, buf []byte, sync func(*os.File) error) error {
+// durable fsyncs f, and the directory of a new file.
+func durable(f *os.File, isNew bool) error {
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if isNew {
+		return syncDir(filepath.Dir(f.Name()))
+	}
+	return nil
+}
+
+// appendWith is appendSync with sync making the write durable; tests inject failures.
+func appendWith(path string, size int64, buf []byte, sync func(f *os.File, isNew bool) error) error {
 	f, _, err := openOwn(path, os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return err
@@ -601,7 +608,7 @@ func appendWith(path string, size int64, buf []byte, sync func(*os.File) error) 
 		f.Close()
 		return err
 	}
-	if err := sync(f); err != nil {
+	if err := sync(f, size == 0); err != nil {
 		// The lines may still be in the page cache, and would be found after HEAD
 		// by the next append, though counted in a gap: drop them.
 		f.Truncate(size)
