@@ -671,7 +671,7 @@ func (e *Engine) hostGone(h *supervisor.Host) {
 		if !mine || ex == nil || !ex.Final {
 			continue
 		}
-		if _, ok, _ := supervisor.ReadExit(s.dir); ok {
+		if _, ok, _ := e.readExit(s.dir); ok {
 			continue
 		}
 		if _, err := os.Stat(s.dir); err != nil {

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// damages are the ways a state file is damaged: each returns the damaged
+// bytes of b.
+var damages = []struct {
+	name string
+	fn   func(b []byte) []byte
+}{
+	{"zero-length", func(b []byte) []byte { return nil }},
+	{"cut-1", func(b []byte) []byte { return b[:1] }},
+	{"cut-half", func(b []byte) []byte { return b[:len(b)/2] }},
+	{"cut-last-byte", func(b []byte) []byte { return b[:len(b)-1] }},
+	{"cut-before-brace", func(b []byte) []byte { return b[:len(b)-2] }},
+	{"flip-early", func(b []byte) []byte { return flip(b, len(b)/5) }},
+	{"flip-middle", func(b []byte) []byte { return flip(b, len(b)/2) }},
+	{"flip-late", func(b []byte) []byte { return flip(b, len(b)*4/5) }},
+	{"garbage", func(b []byte) []byte { return []byte("\x00\x17garbage{{{not json") }},
+}
+
+// flip changes the byte at i into another byte that keeps the file valid
+// UTF-8 text where it can (a digit into another digit, a letter into
+// another letter), the hardest damage to notice.
+func flip(b []byte, i int) []byte {
+	b = bytes.Clone(b)
+	switch c := b[i]; {
+	case c >= '0' && c <= '8':
+		b[i] = c + 1
+	case c == '9':
+		b[i] = '0'
+	case c >= 'a' && c <= 'y':
+		b[i] = c + 1
+	default:
+		b[i] ^= 0x01
+	}
+	return b
+}
+
+func damageFile(t *testing.T, path string, fn func([]byte) []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, fn(b), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDamageExitJSON damages the exit.json of finished sessions (exit 3)
+// every way in damages, restarts conch once, and checks that every
+// session still reports exit code 3: the end state is recovered from the
+// journal's end record, and the file is repaired.
+func TestDamageExitJSON(t *testing.T) {
+	home := newHome(t, "")
+	c := startConch(t, home)
+	ids := make([]string, len(damages))
+	for i := range damages {
+		r := c.exec(map[string]any{"command": fmt.Sprintf("echo out-%d; exit 3", i), "background": true})
+		ids[i] = r.str("sessionId")
+	}
+	for _, id := range ids {
+		if p := c.waitEnd(id, 30*time.Second); p.num("exitCode") != 3 {
+			t.Fatalf("before the damage: %q %v", p.Text, p.D)
+		}
+		eventually(t, 10*time.Second, func() string {
+			if _, err := os.Stat(filepath.Join(home, "sessions", id, "exit.json")); err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+	}
+	c.kill9()
+	for i, d := range damages {
+		damageFile(t, filepath.Join(home, "sessions", ids[i], "exit.json"), d.fn)
+	}
+	c = startConch(t, home)
+	for i, d := range damages {
+		p := c.process(map[string]any{"action": "poll", "sessionId": ids[i]})
+		if p.num("exitCode") != 3 || p.str("state") != "exited" {
+			t.Errorf("%s: after restart: %q %v", d.name, p.Text, p.D)
+		}
+		if l := c.process(map[string]any{"action": "log", "sessionId": ids[i]}); l.Text != fmt.Sprintf("out-%d", i) {
+			t.Errorf("%s: log after restart: %q", d.name, l.Text)
+		}
+		b, _ := os.ReadFile(filepath.Join(home, "sessions", ids[i], "exit.json"))
+		if !bytes.Contains(b, []byte(`"exitCode": 3`)) {
+			t.Errorf("%s: exit.json not repaired: %q", d.name, b)
+		}
+	}
+}
+
+// TestDamageMetaRunning damages the meta.json of running sessions every
+// way in damages, restarts conch once, and checks that each is still
+// running (not lost), takes input and ends with its own exit code.
+func TestDamageMetaRunning(t *testing.T) {
+	home := newHome(t, "")
+	c := startConch(t, home)
+	ids := make([]string, len(damages))
+	for i := range damages {
+		r := c.exec(map[string]any{"command": fmt.Sprintf("read x; echo got-$x; exit %d", 10+i), "background": true})
+		ids[i] = r.str("sessionId")
+	}
+	for _, id := range ids {
+		supervisorPID(t, home, id)
+	}
+	c.kill9()
+	for i, d := range damages {
+		damageFile(t, filepath.Join(home, "sessions", ids[i], "meta.json"), d.fn)
+	}
+	c = startConch(t, home)
+	for i, d := range damages {
+		p := c.process(map[string]any{"action": "poll", "sessionId": ids[i]})
+		if p.str("status") != "running" {
+			t.Fatalf("%s: after restart: %q %v", d.name, p.Text, p.D)
+		}
+	}
+	for i, d := range damages {
+		c.process(map[string]any{"action": "write", "sessionId": ids[i], "data": "go\n", "eof": true})
+		p := c.waitEnd(ids[i], 30*time.Second)
+		if p.num("exitCode") != float64(10+i) || !strings.Contains(p.Text, "got-go") {
+			t.Errorf("%s: end: %q %v", d.name, p.Text, p.D)
+		}
+	}
+}
+
+// TestDamageStateJSON damages state.json of a finished and of a running
+// session: both stay listed with their true state.
+func TestDamageStateJSON(t *testing.T) {
+	home := newHome(t, "")
+	c := startConch(t, home)
+	done := c.exec(map[string]any{"command": "echo fin; exit 3", "background": true}).str("sessionId")
+	run := c.exec(map[string]any{"command": "read x; exit 4", "background": true}).str("sessionId")
+	c.waitEnd(done, 30*time.Second)
+	supervisorPID(t, home, run)
+	c.kill9()
+	for i, id := range []string{done, run} {
+		damageFile(t, filepath.Join(home, "sessions", id, "state.json"), damages[5+i].fn)
+	}
+	c = startConch(t, home)
+	if p := c.process(map[string]any{"action": "poll", "sessionId": done}); p.num("exitCode") != 3 {
+		t.Fatalf("finished session: %q %v", p.Text, p.D)
+	}
+	if p := c.process(map[string]any{"action": "poll", "sessionId": run}); p.str("status") != "running" {
+		t.Fatalf("running session: %q %v", p.Text, p.D)
+	}
+	c.process(map[string]any{"action": "write", "sessionId": run, "data": "x\n", "eof": true})
+	if p := c.waitEnd(run, 30*time.Second); p.num("exitCode") != 4 {
+		t.Fatalf("running session end: %q %v", p.Text, p.D)
+	}
+}
+
+var unreadable = regexp.MustCompile(`\[… (\d+) bytes unreadable …\]`)
+
+// fiftyLines runs a command printing 50 numbered lines a little apart (so
+// they land in separate journal records) and exiting 3, and returns its
+// session id and journal segment once it ended.
+func fiftyLines(t *testing.T, c *conch, home string) (string, string) {
+	t.Helper()
+	r := c.exec(map[string]any{"command": "for i in $(seq 1 50); do echo line-$i; sleep 0.01; done; exit 3", "background": true})
+	id := r.str("sessionId")
+	c.waitEnd(id, 60*time.Second)
+	segs, _ := filepath.Glob(filepath.Join(home, "sessions", id, "*.seg"))
+	if len(segs) != 1 {
+		t.Fatalf("segments: %v", segs)
+	}
+	return id, segs[0]
+}
+
+// TestDamageJournalFlip flips one byte in the middle of a finished
+// session's journal: log shows every other line, marks the gap and says
+// truncated.
+func TestDamageJournalFlip(t *testing.T) {
+	home := newHome(t, "")
+	c := startConch(t, home)
+	id, seg := fiftyLines(t, c, home)
+	b, _ := os.ReadFile(seg)
+	i := bytes.Index(b, []byte("line-25\n"))
+	if i < 0 {
+		t.Fatalf("line-25 not in the segment")
+	}
+	damageFile(t, seg, func(b []byte) []byte { return flip(b, i+2) })
+	l := c.process(map[string]any{"action": "log", "sessionId": id})
+	lines := strings.Split(l.Text, "\n")
+	m := unreadable.FindStringSubmatch(l.Text)
+	if len(lines) < 47 || m == nil || l.D["truncated"] != true || l.num("unreadableBytes") <= 0 || !strings.Contains(l.Text, "line-50") {
+		t.Fatalf("log of the damaged journal (%d lines): %q %v", len(lines), l.Text, l.D)
+	}
+	if strings.Contains(l.Text, "line-25\n") {
+		t.Fatalf("the damaged line is shown: %q", l.Text)
+	}
+}
+
+// TestDamageJournalCut cuts half of a finished session's journal off: log
+// shows the first half and marks the lost end.
+func TestDamageJournalCut(t *testing.T) {
+	home := newHome(t, "")
+	c := startConch(t, home)
+	id, seg := fiftyLines(t, c, home)
+	damageFile(t, seg, func(b []byte) []byte { return b[:len(b)/2] })
+	l := c.process(map[string]any{"action": "log", "sessionId": id})
+	if !strings.HasPrefix(l.Text, "line-1\nline-2\n") || unreadable.FindString(l.Text) == "" || l.D["truncated"] != true {
+		t.Fatalf("log of the cut journal: %q %v", l.Text, l.D)
+	}
+}
