@@ -927,6 +927,8 @@ type Stats struct {
 	Running map[[2]string]int
 	// Pending counts sessions waiting for an approval.
 	Pending int
+	// Damaged counts the damaged state files found, by kind (damage.go).
+	Damaged map[string]int64
 }
 
 // Stats returns the engine's current gauges.
@@ -945,6 +947,7 @@ func (e *Engine) Stats() Stats {
 	st.ExecCounts = append([]int64(nil), e.counters.buckets...)
 	st.ExecSum, st.ExecCount = e.counters.sum, e.counters.count
 	e.mu.Unlock()
+	_, st.Damaged = e.DamageCounts()
 	for _, s := range ss {
 		if s.pending() {
 			st.Pending++

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -211,5 +213,37 @@ func TestDamageJournalCut(t *testing.T) {
 	l := c.process(map[string]any{"action": "log", "sessionId": id})
 	if !strings.HasPrefix(l.Text, "line-1\nline-2\n") || unreadable.FindString(l.Text) == "" || l.D["truncated"] != true {
 		t.Fatalf("log of the cut journal: %q %v", l.Text, l.D)
+	}
+}
+
+// TestDamageMetrics: a damaged exit.json found at start is counted in
+// /metrics by kind.
+func TestDamageMetrics(t *testing.T) {
+	home := newHome(t, "")
+	c := startConch(t, home)
+	id := c.exec(map[string]any{"command": "exit 3", "background": true}).str("sessionId")
+	c.waitEnd(id, 30*time.Second)
+	exitPath := filepath.Join(home, "sessions", id, "exit.json")
+	eventually(t, 10*time.Second, func() string {
+		if _, err := os.Stat(exitPath); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	c.kill9()
+	damageFile(t, exitPath, func(b []byte) []byte { return b[:len(b)/2] })
+	g := startGateway(t, home)
+	req, _ := http.NewRequest("GET", g.base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+g.operator)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`conch_corrupt_files_total{kind="exit"} 1`, `conch_corrupt_files_total{kind="meta"} 0`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("metrics lack %q:\n%s", want, b)
+		}
 	}
 }
