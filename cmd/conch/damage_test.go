@@ -247,3 +247,37 @@ func TestDamageMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestRetainBurstUnread: more background sessions than maxRetained end
+// without anyone reading them: none is lost.
+func TestRetainBurstUnread(t *testing.T) {
+	home := newHome(t, `{"quotas":{"maxRunning":3,"maxRetained":3}}`)
+	c := startConch(t, home)
+	var ids []string
+	for batch := range 3 {
+		var now []string
+		for i := range 3 {
+			r := c.exec(map[string]any{"command": fmt.Sprintf("echo r-%d-%d", batch, i), "background": true})
+			if r.str("sessionId") == "" {
+				t.Fatalf("exec: %q %v", r.Text, r.D)
+			}
+			now = append(now, r.str("sessionId"))
+		}
+		// Wait for the ends on disk, without reading the results.
+		for _, id := range now {
+			eventually(t, 30*time.Second, func() string {
+				if _, err := os.Stat(filepath.Join(home, "sessions", id, "exit.json")); err != nil {
+					return err.Error()
+				}
+				return ""
+			})
+		}
+		ids = append(ids, now...)
+	}
+	for n, id := range ids {
+		l := c.process(map[string]any{"action": "log", "sessionId": id})
+		if l.Text != fmt.Sprintf("r-%d-%d", n/3, n%3) {
+			t.Errorf("session %d (%s): %q", n, id, l.Text)
+		}
+	}
+}

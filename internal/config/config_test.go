@@ -99,3 +99,22 @@ func TestApplyPatch(t *testing.T) {
 		t.Fatalf("unknown key: %v", err)
 	}
 }
+
+// TestRetainedAtLeastRunning: a configuration that keeps fewer finished
+// sessions than may run at once is rejected, globally and per agent.
+func TestRetainedAtLeastRunning(t *testing.T) {
+	for _, bad := range []string{
+		`{"quotas":{"maxRunning":10,"maxRetained":5}}`,
+		`{"quotas":{"maxRetained":100}}`,
+		`{"agents":{"a":{"quotas":{"maxRunning":600}}}}`,
+	} {
+		if _, err := Parse([]byte(bad)); err == nil || !strings.Contains(err.Error(), "maxRetained") {
+			t.Errorf("%s: err = %v", bad, err)
+		}
+	}
+	for _, good := range []string{`{}`, `{"quotas":{"maxRunning":4,"maxRetained":4}}`, `{"quotas":{"maxRetained":0}}`, `{"quotas":{"maxRunning":0,"maxRetained":3}}`} {
+		if _, err := Parse([]byte(good)); err != nil {
+			t.Errorf("%s: %v", good, err)
+		}
+	}
+}
