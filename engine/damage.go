@@ -132,3 +132,16 @@ func outputEndOf(ex *supervisor.Exit) int64 {
 	}
 	return ex.OutputBytes
 }
+
+// cleanRun removes what dead supervisors left behind: sockets and host
+// logs in run/ and empty session cgroups. It runs when the engine starts
+// (after reattach, so that every live session's socket is known to be
+// served) and at every sweep.
+func (e *Engine) cleanRun() {
+	for _, p := range supervisor.CleanRun(e.home, filepath.Join(e.home, "run", "s"), e.fallbackSocketDir()) {
+		e.log.Info("removed a dead supervisor's file", "path", p)
+	}
+	if n := supervisor.RemoveEmptyCgroups(); n > 0 {
+		e.log.Info("removed empty session cgroups", "count", n)
+	}
+}

@@ -238,6 +238,8 @@ func New(opt Options) (*Engine, error) {
 		return nil, &homeError{ErrHomeNotWritable, fmt.Sprintf("conch home %s is not writable (%v)", home, err)}
 	}
 	e.reattach()
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.cleanRun() }()
 	// A supervisor host starts with the first session.
 	e.shared = sharedSupervisors()
 	if !e.shared {
@@ -653,6 +655,7 @@ func (e *Engine) sweep() {
 		for _, s := range old {
 			e.removeSession(s)
 		}
+		e.cleanRun()
 	}
 }
 

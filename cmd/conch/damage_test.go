@@ -6,9 +6,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -279,5 +281,80 @@ func TestRetainBurstUnread(t *testing.T) {
 		if l.Text != fmt.Sprintf("r-%d-%d", n/3, n%3) {
 			t.Errorf("session %d (%s): %q", n, id, l.Text)
 		}
+	}
+}
+
+// ownPidsCgroup returns this process's cgroup directory in the v1 pids
+// hierarchy (conch's own, which it inherits), or "" if there is none.
+func ownPidsCgroup() string {
+	b, _ := os.ReadFile("/proc/self/cgroup")
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.SplitN(l, ":", 3); len(f) == 3 && f[1] == "pids" {
+			return filepath.Join("/sys/fs/cgroup/pids", f[2])
+		}
+	}
+	return ""
+}
+
+// TestCleanRunAfterHostDeath: a supervisor host killed with its engine
+// leaves its socket, its log and its session's cgroup; an empty session
+// cgroup of a dead supervisor lies around too. The next conch removes
+// them all (and ends the orphaned command).
+func TestCleanRunAfterHostDeath(t *testing.T) {
+	home := newHome(t, "")
+	c := startConch(t, home)
+	id := c.exec(map[string]any{"command": "sleep 931.7", "background": true}).str("sessionId")
+	sup := supervisorPID(t, home, id)
+	sock := filepath.Join(home, "run", "s", fmt.Sprintf("host-%d.sock", sup))
+	logf := filepath.Join(home, "run", fmt.Sprintf("supervisor-host-%d.log", sup))
+	if _, err := os.Stat(sock); err != nil {
+		t.Skipf("sessions do not run in a supervisor host here: %v", err)
+	}
+	c.kill9()
+	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if !isZombie(sup) {
+			return "host still alive"
+		}
+		return ""
+	})
+	// An empty cgroup named for a supervisor that is gone.
+	var fake string
+	if own := ownPidsCgroup(); own != "" {
+		dead := exec.Command("true")
+		dead.Run()
+		fake = filepath.Join(own, fmt.Sprintf("conch-cleanrun-test-%d", dead.Process.Pid))
+		if err := os.Mkdir(fake, 0o755); err != nil {
+			fake = ""
+		} else {
+			t.Cleanup(func() { os.Remove(fake) })
+		}
+	}
+	for _, p := range []string{sock, logf} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("before restart: %v", err)
+		}
+	}
+	c = startConch(t, home)
+	eventually(t, 20*time.Second, func() string {
+		for _, p := range []string{sock, logf, fake} {
+			if _, err := os.Stat(p); p != "" && err == nil {
+				return "still there: " + p
+			}
+		}
+		if left := pgrepHome("^sleep 931.7", home); len(left) > 0 {
+			return fmt.Sprintf("orphaned command still runs: %v", left)
+		}
+		if own := ownPidsCgroup(); own != "" {
+			if m, _ := filepath.Glob(filepath.Join(own, "conch-"+id+"-*")); len(m) > 0 {
+				return fmt.Sprintf("session cgroup left: %v", m)
+			}
+		}
+		return ""
+	})
+	if fake == "" {
+		t.Log("no writable pids cgroup: the empty-cgroup part was not checked")
 	}
 }
