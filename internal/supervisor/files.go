@@ -20,6 +20,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	"github.com/conchsh/conch/internal/journal"
 )
@@ -302,13 +303,18 @@ const checksumKey = `"crc32c": "`
 // short or with a changed byte from a good one. A file without the member
 // (written by an earlier conch, or not an object) is still read; only a
 // damage that breaks its JSON shows then.
+//
+// Any other value (a list) is written as the member listKey of such an
+// object, which ReadJSON unwraps.
 func encodeJSON(v any) ([]byte, error) {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
-		return append(b, '\n'), nil
+		if b, err = json.MarshalIndent(map[string]json.RawMessage{listKey: b}, "", "  "); err != nil {
+			return nil, err
+		}
 	}
 	sum := fmt.Sprintf("%08x", crc32.Checksum(b, crcTable))
 	out := make([]byte, 0, len(b)+32)
@@ -325,28 +331,38 @@ func encodeJSON(v any) ([]byte, error) {
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
+// listKey holds a value that is not an object in a checksummed file.
+const listKey = "conchList"
+
+// checksumLine matches the last line of a checksummed object whatever its
+// key's bytes, so that a changed byte in the key is caught too rather than
+// turning the file into one without a checksum.
+var checksumLine = regexp.MustCompile(`(?s)\A(.*)(,\n  |\{\n  )"([^\n]{6})": "([^\n]{8})"\n\}\n\z`)
+
 // verifyJSON checks b as written by encodeJSON and returns the JSON text
 // without the checksum member. ok is false for a checksum that does not
 // match; a text without one is returned as it is.
 func verifyJSON(b []byte) (text []byte, ok bool) {
-	i := bytes.LastIndex(b, []byte(checksumKey))
-	if i < 0 {
+	m := checksumLine.FindSubmatch(b)
+	if m == nil {
+		if bytes.Contains(b, []byte(checksumKey)) {
+			return nil, false // cut short or changed around the member
+		}
 		return b, true
 	}
-	rest := b[i+len(checksumKey):]
-	if len(rest) < 8 || string(rest[8:]) != "\"\n}\n" {
-		return nil, false
-	}
 	var orig []byte
-	switch head := b[:i]; {
-	case string(head) == "{\n  ":
+	if string(m[2]) == "{\n  " {
+		if len(m[1]) > 0 {
+			return nil, false
+		}
 		orig = []byte("{}")
-	case bytes.HasSuffix(head, []byte(",\n  ")):
-		orig = append(append([]byte(nil), head[:len(head)-4]...), "\n}"...)
-	default:
+	} else {
+		orig = append(append([]byte(nil), m[1]...), "\n}"...)
+	}
+	if `"`+string(m[3])+`": "` != checksumKey {
 		return nil, false
 	}
-	return orig, fmt.Sprintf("%08x", crc32.Checksum(orig, crcTable)) == string(rest[:8])
+	return orig, fmt.Sprintf("%08x", crc32.Checksum(orig, crcTable)) == string(m[4])
 }
 
 // ReadJSON reads a JSON file written by WriteJSON or CreateJSON into v. A
@@ -364,6 +380,12 @@ func ReadJSON(path string, v any) error {
 	}
 	if !json.Valid(text) {
 		return fmt.Errorf("%s: not valid JSON (%d bytes): %w", filepath.Base(path), len(b), ErrDamaged)
+	}
+	if len(text) > 0 && text[0] == '{' && bytes.Contains(text, []byte(`"`+listKey+`"`)) {
+		var w map[string]json.RawMessage
+		if json.Unmarshal(text, &w) == nil && len(w) == 1 && w[listKey] != nil {
+			text = w[listKey]
+		}
 	}
 	if err := json.Unmarshal(text, v); err != nil {
 		return fmt.Errorf("decode %s: %v: %w", filepath.Base(path), err, ErrDamaged)
