@@ -45,6 +45,9 @@ func (e *Engine) forgetDamage(dir string) {
 	d := &e.damage
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if len(d.seen) == 0 {
+		return
+	}
 	for p := range d.seen {
 		if p == dir || filepath.Dir(p) == dir {
 			delete(d.seen, p)
