@@ -729,16 +729,14 @@ func (e *Engine) reattach() {
 			// its cgroups is ended (a supervisor that answered would
 			// have given back the record).
 			supervisor.SweepSession(id)
-			if !hasOutput(s.jdir) {
-				// A supervisor that never started (or started a command
-				// that printed nothing before a machine crash): nothing
-				// to follow.
-				supervisor.SweepSession(id)
+			if !hasOutput(s.jdir) && errors.Is(err, os.ErrNotExist) {
+				// A supervisor that never started: nothing to follow.
 				os.RemoveAll(sdir)
 				continue
 			}
-			// Output exists but meta.json is unreadable (a machine crash
-			// tore it): keep the journal and report the session lost.
+			// Output exists, or meta.json does but is damaged (a
+			// machine crash tore it, or a disk fault): the command
+			// started, so keep the session and report it lost.
 			s.agent = s.st.Agent
 			s.start = time.UnixMilli(s.st.CreatedAt)
 			e.sessions[id] = s

@@ -303,8 +303,16 @@ func ownPidsCgroup() string {
 func TestCleanRunAfterHostDeath(t *testing.T) {
 	home := newHome(t, "")
 	c := startConch(t, home)
-	id := c.exec(map[string]any{"command": "sleep 931.7", "background": true}).str("sessionId")
+	script := filepath.Join(t.TempDir(), marker(t)+".sh")
+	os.WriteFile(script, []byte("sleep 931.7\n"), 0o600)
+	id := c.exec(map[string]any{"command": "sh " + script, "background": true}).str("sessionId")
 	sup := supervisorPID(t, home, id)
+	eventually(t, 10*time.Second, func() string {
+		if len(pgrep(marker(t))) != 1 {
+			return "command not started"
+		}
+		return ""
+	})
 	sock := filepath.Join(home, "run", "s", fmt.Sprintf("host-%d.sock", sup))
 	logf := filepath.Join(home, "run", fmt.Sprintf("supervisor-host-%d.log", sup))
 	if _, err := os.Stat(sock); err != nil {
@@ -344,7 +352,7 @@ func TestCleanRunAfterHostDeath(t *testing.T) {
 				return "still there: " + p
 			}
 		}
-		if left := pgrepHome("^sleep 931.7", home); len(left) > 0 {
+		if left := pgrep(marker(t)); len(left) > 0 {
 			return fmt.Sprintf("orphaned command still runs: %v", left)
 		}
 		if own := ownPidsCgroup(); own != "" {
@@ -357,4 +365,65 @@ func TestCleanRunAfterHostDeath(t *testing.T) {
 	if fake == "" {
 		t.Log("no writable pids cgroup: the empty-cgroup part was not checked")
 	}
+}
+
+// TestDamageMetaSingleSupervisor: with one supervisor process per session
+// (no hosts), a damaged meta.json is given back by the session's own
+// supervisor.
+func TestDamageMetaSingleSupervisor(t *testing.T) {
+	home := newHome(t, "")
+	env := []string{"CONCH_SUPERVISOR=process"}
+	c := startConchEnv(t, home, env)
+	id := c.exec(map[string]any{"command": "read x; echo got-$x; exit 7", "background": true}).str("sessionId")
+	supervisorPID(t, home, id)
+	c.kill9()
+	damageFile(t, filepath.Join(home, "sessions", id, "meta.json"), damages[len(damages)-1].fn)
+	c = startConchEnv(t, home, env)
+	if p := c.process(map[string]any{"action": "poll", "sessionId": id}); p.str("status") != "running" {
+		t.Fatalf("after restart: %q %v", p.Text, p.D)
+	}
+	c.process(map[string]any{"action": "write", "sessionId": id, "data": "go\n", "eof": true})
+	if p := c.waitEnd(id, 30*time.Second); p.num("exitCode") != 7 || !strings.Contains(p.Text, "got-go") {
+		t.Fatalf("end: %q %v", p.Text, p.D)
+	}
+}
+
+// TestDamageMetaSupervisorGone: meta.json is damaged and the supervisor is
+// gone too, so nothing can give the record back: the session is reported
+// lost, keeps its output, and the command it left running is ended (found
+// by its cgroup), not left behind.
+func TestDamageMetaSupervisorGone(t *testing.T) {
+	home := newHome(t, "")
+	c := startConch(t, home)
+	// The command is found by a marker in its command line: once its
+	// supervisor is gone, pgrepHome no longer sees it.
+	script := filepath.Join(t.TempDir(), marker(t)+".sh")
+	os.WriteFile(script, []byte("sleep 932.3\n"), 0o600)
+	id := c.exec(map[string]any{"command": "echo started; sh " + script, "background": true}).str("sessionId")
+	sup := supervisorPID(t, home, id)
+	eventually(t, 10*time.Second, func() string {
+		if len(pgrep(marker(t))) != 1 {
+			return "command not started"
+		}
+		return ""
+	})
+	c.kill9()
+	syscall.Kill(sup, syscall.SIGKILL)
+	eventually(t, 10*time.Second, func() string {
+		if !isZombie(sup) {
+			return "supervisor still alive"
+		}
+		return ""
+	})
+	damageFile(t, filepath.Join(home, "sessions", id, "meta.json"), damages[len(damages)-1].fn)
+	c = startConch(t, home)
+	if p := c.process(map[string]any{"action": "poll", "sessionId": id}); p.str("state") != "lost" || !strings.Contains(p.Text, "started") {
+		t.Fatalf("after restart: %q %v", p.Text, p.D)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if left := pgrep(marker(t)); len(left) > 0 {
+			return fmt.Sprintf("the command runs on: %v", left)
+		}
+		return ""
+	})
 }
