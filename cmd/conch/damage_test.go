@@ -61,106 +61,86 @@ func damageFile(t *testing.T, path string, fn func([]byte) []byte) {
 	}
 }
 
-// TestDamageExitJSON damages the exit.json of finished sessions (exit 3)
-// every way in damages, restarts conch once, and checks that every
-// session still reports exit code 3: the end state is recovered from the
-// journal's end record, and the file is repaired.
-func TestDamageExitJSON(t *testing.T) {
+// TestDamageStateFiles generates its cases: each state file of a finished
+// session (exit.json, meta.json, state.json) and of a running one
+// (meta.json, state.json), damaged each way in damages. After one restart
+// of conch every session must report the honest state: a finished one its
+// exit code 3 and its output, a running one "running", and then take input
+// and end with its own exit code. Never lost, never gone.
+func TestDamageStateFiles(t *testing.T) {
+	type member struct {
+		file    string
+		running bool
+		damage  int
+		id      string
+	}
+	var ms []*member
+	for d := range damages {
+		for _, f := range []string{"exit.json", "meta.json", "state.json"} {
+			ms = append(ms, &member{file: f, damage: d})
+		}
+		for _, f := range []string{"meta.json", "state.json"} {
+			ms = append(ms, &member{file: f, running: true, damage: d})
+		}
+	}
 	home := newHome(t, "")
 	c := startConch(t, home)
-	ids := make([]string, len(damages))
-	for i := range damages {
-		r := c.exec(map[string]any{"command": fmt.Sprintf("echo out-%d; exit 3", i), "background": true})
-		ids[i] = r.str("sessionId")
-	}
-	for _, id := range ids {
-		if p := c.waitEnd(id, 30*time.Second); p.num("exitCode") != 3 {
-			t.Fatalf("before the damage: %q %v", p.Text, p.D)
+	for i, m := range ms {
+		cmd := fmt.Sprintf("echo out-%d; exit 3", i)
+		if m.running {
+			cmd = fmt.Sprintf("read x; echo got-$x; exit %d", 10+i%100)
 		}
-		eventually(t, 10*time.Second, func() string {
-			if _, err := os.Stat(filepath.Join(home, "sessions", id, "exit.json")); err != nil {
+		m.id = c.exec(map[string]any{"command": cmd, "background": true}).str("sessionId")
+	}
+	for _, m := range ms {
+		supervisorPID(t, home, m.id)
+		if m.running {
+			continue
+		}
+		eventually(t, 30*time.Second, func() string {
+			if _, err := os.Stat(filepath.Join(home, "sessions", m.id, "exit.json")); err != nil {
 				return err.Error()
 			}
 			return ""
 		})
 	}
 	c.kill9()
-	for i, d := range damages {
-		damageFile(t, filepath.Join(home, "sessions", ids[i], "exit.json"), d.fn)
+	for _, m := range ms {
+		damageFile(t, filepath.Join(home, "sessions", m.id, m.file), damages[m.damage].fn)
 	}
 	c = startConch(t, home)
-	for i, d := range damages {
-		p := c.process(map[string]any{"action": "poll", "sessionId": ids[i]})
-		if p.num("exitCode") != 3 || p.str("state") != "exited" {
-			t.Errorf("%s: after restart: %q %v", d.name, p.Text, p.D)
+	for i, m := range ms {
+		name := fmt.Sprintf("%s of a %s session, %s", m.file, map[bool]string{false: "finished", true: "running"}[m.running], damages[m.damage].name)
+		p := c.process(map[string]any{"action": "poll", "sessionId": m.id})
+		if m.running {
+			if p.str("status") != "running" {
+				t.Errorf("%s: after restart: %q %v", name, p.Text, p.D)
+			}
+			continue
 		}
-		if l := c.process(map[string]any{"action": "log", "sessionId": ids[i]}); l.Text != fmt.Sprintf("out-%d", i) {
-			t.Errorf("%s: log after restart: %q", d.name, l.Text)
+		if p.str("state") != "exited" || p.num("exitCode") != 3 {
+			t.Errorf("%s: after restart: %q %v", name, p.Text, p.D)
 		}
-		b, _ := os.ReadFile(filepath.Join(home, "sessions", ids[i], "exit.json"))
-		if !bytes.Contains(b, []byte(`"exitCode": 3`)) {
-			t.Errorf("%s: exit.json not repaired: %q", d.name, b)
+		if l := c.process(map[string]any{"action": "log", "sessionId": m.id}); l.Text != fmt.Sprintf("out-%d", i) {
+			t.Errorf("%s: log after restart: %q", name, l.Text)
 		}
-	}
-}
-
-// TestDamageMetaRunning damages the meta.json of running sessions every
-// way in damages, restarts conch once, and checks that each is still
-// running (not lost), takes input and ends with its own exit code.
-func TestDamageMetaRunning(t *testing.T) {
-	home := newHome(t, "")
-	c := startConch(t, home)
-	ids := make([]string, len(damages))
-	for i := range damages {
-		r := c.exec(map[string]any{"command": fmt.Sprintf("read x; echo got-$x; exit %d", 10+i), "background": true})
-		ids[i] = r.str("sessionId")
-	}
-	for _, id := range ids {
-		supervisorPID(t, home, id)
-	}
-	c.kill9()
-	for i, d := range damages {
-		damageFile(t, filepath.Join(home, "sessions", ids[i], "meta.json"), d.fn)
-	}
-	c = startConch(t, home)
-	for i, d := range damages {
-		p := c.process(map[string]any{"action": "poll", "sessionId": ids[i]})
-		if p.str("status") != "running" {
-			t.Fatalf("%s: after restart: %q %v", d.name, p.Text, p.D)
+		if m.file == "exit.json" {
+			b, _ := os.ReadFile(filepath.Join(home, "sessions", m.id, "exit.json"))
+			if !bytes.Contains(b, []byte(`"exitCode": 3`)) {
+				t.Errorf("%s: exit.json not repaired: %q", name, b)
+			}
 		}
 	}
-	for i, d := range damages {
-		c.process(map[string]any{"action": "write", "sessionId": ids[i], "data": "go\n", "eof": true})
-		p := c.waitEnd(ids[i], 30*time.Second)
-		if p.num("exitCode") != float64(10+i) || !strings.Contains(p.Text, "got-go") {
-			t.Errorf("%s: end: %q %v", d.name, p.Text, p.D)
+	for i, m := range ms {
+		if !m.running {
+			continue
 		}
-	}
-}
-
-// TestDamageStateJSON damages state.json of a finished and of a running
-// session: both stay listed with their true state.
-func TestDamageStateJSON(t *testing.T) {
-	home := newHome(t, "")
-	c := startConch(t, home)
-	done := c.exec(map[string]any{"command": "echo fin; exit 3", "background": true}).str("sessionId")
-	run := c.exec(map[string]any{"command": "read x; exit 4", "background": true}).str("sessionId")
-	c.waitEnd(done, 30*time.Second)
-	supervisorPID(t, home, run)
-	c.kill9()
-	for i, id := range []string{done, run} {
-		damageFile(t, filepath.Join(home, "sessions", id, "state.json"), damages[5+i].fn)
-	}
-	c = startConch(t, home)
-	if p := c.process(map[string]any{"action": "poll", "sessionId": done}); p.num("exitCode") != 3 {
-		t.Fatalf("finished session: %q %v", p.Text, p.D)
-	}
-	if p := c.process(map[string]any{"action": "poll", "sessionId": run}); p.str("status") != "running" {
-		t.Fatalf("running session: %q %v", p.Text, p.D)
-	}
-	c.process(map[string]any{"action": "write", "sessionId": run, "data": "x\n", "eof": true})
-	if p := c.waitEnd(run, 30*time.Second); p.num("exitCode") != 4 {
-		t.Fatalf("running session end: %q %v", p.Text, p.D)
+		name := fmt.Sprintf("%s of a running session, %s", m.file, damages[m.damage].name)
+		c.process(map[string]any{"action": "write", "sessionId": m.id, "data": "go\n", "eof": true})
+		p := c.waitEnd(m.id, 30*time.Second)
+		if p.num("exitCode") != float64(10+i%100) || !strings.Contains(p.Text, "got-go") {
+			t.Errorf("%s: end: %q %v", name, p.Text, p.D)
+		}
 	}
 }
 
