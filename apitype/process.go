@@ -153,31 +153,33 @@ type PollDetails struct {
 	AwaitingInput *Awaiting `json:"awaitingInput,omitempty"`
 	SkippedChars  int       `json:"skippedChars,omitempty"`
 	SkippedBytes  int64     `json:"skippedBytes,omitempty"`
+	RetryInMs     int       `json:"retryInMs,omitempty"`
+
 	// UnreadableBytes counts output lost to damaged journal records.
 	UnreadableBytes int64 `json:"unreadableBytes,omitempty"`
-	RetryInMs       int   `json:"retryInMs,omitempty"`
 }
 
 // LogDetails is the details object of log (process.md §4.3).
 type LogDetails struct {
-	Status       string `json:"status"`
-	State        string `json:"state"`
-	SessionID    string `json:"sessionId"`
-	Name         string `json:"name"`
-	Total        int    `json:"total"`
-	TotalLines   int    `json:"totalLines"`
-	TotalChars   int    `json:"totalChars"`
-	Truncated    bool   `json:"truncated"`
-	DroppedLines int64  `json:"droppedLines"`
-	Cursor       int64  `json:"cursor"`
-	SkippedBytes int64  `json:"skippedBytes,omitempty"`
+	Status       string  `json:"status"`
+	State        string  `json:"state"`
+	SessionID    string  `json:"sessionId"`
+	Name         string  `json:"name"`
+	Total        int     `json:"total"`
+	TotalLines   int     `json:"totalLines"`
+	TotalChars   int     `json:"totalChars"`
+	Truncated    bool    `json:"truncated"`
+	DroppedLines int64   `json:"droppedLines"`
+	Cursor       int64   `json:"cursor"`
+	SkippedBytes int64   `json:"skippedBytes,omitempty"`
+	ExitCode     *int    `json:"exitCode,omitempty"`
+	Signal       *string `json:"signal,omitempty"`
+	ExitSignal   *string `json:"exitSignal,omitempty"`
+	KilledBy     *string `json:"killedBy,omitempty"`
+
 	// UnreadableBytes counts output lost to damaged journal records
 	// (shown as "[… N bytes unreadable …]" lines); Truncated is then set.
-	UnreadableBytes int64   `json:"unreadableBytes,omitempty"`
-	ExitCode        *int    `json:"exitCode,omitempty"`
-	Signal          *string `json:"signal,omitempty"`
-	ExitSignal      *string `json:"exitSignal,omitempty"`
-	KilledBy        *string `json:"killedBy,omitempty"`
+	UnreadableBytes int64 `json:"unreadableBytes,omitempty"`
 }
 
 // SessionEntry is one session in list results (process.md §4.1).

@@ -858,6 +858,7 @@ func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSe
 		DurationMs: &dur, Aggregated: &agg, Cwd: s.st.Cwd, SessionID: s.id, Truncated: &trunc,
 		OutputBytes: &bytes, Cursor: out.cursor, DescendantsKilled: &desc,
 		DroppedBytes: ex.DroppedBytes, UnrecordedBytes: ex.UnrecordedBytes,
+		UnreadableBytes: out.unreadable,
 	}
 	lost := lostNote(ex)
 	reason := failureReason(ex, s.st.TimeoutSec)
