@@ -407,3 +407,13 @@ func TestDamageMetaSupervisorGone(t *testing.T) {
 		return ""
 	})
 }
+
+// TestRetainedBelowRunningRejected: a configuration that keeps fewer
+// finished sessions than may run is refused at start with a clear error.
+func TestRetainedBelowRunningRejected(t *testing.T) {
+	home := newHome(t, `{"quotas":{"maxRunning":10,"maxRetained":5}}`)
+	out, err := exec.Command(conchBin, "mcp", "--home", home).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "quotas: maxRetained (5) must be at least maxRunning (10)") {
+		t.Fatalf("accepted: %v %s", err, out)
+	}
+}
