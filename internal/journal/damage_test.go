@@ -239,3 +239,40 @@ func TestReadEnd(t *testing.T) {
 		t.Fatalf("ReadEnd without an end record = %v, %v", ok, err)
 	}
 }
+
+// TestDamageResyncLargeAppends: one Append split over records and over a
+// segment start (its records are older than the segment record): a damaged
+// record among them costs only that record.
+func TestDamageResyncLargeAppends(t *testing.T) {
+	src := t.TempDir()
+	w, err := Create(src, Options{SegmentBytes: 128 << 10, SyncInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want output
+	for i := range 6 {
+		// 150 KiB: three records, and a segment starts inside it.
+		want.append(t, w, Stdout, bytes.Repeat(fmt.Appendf(nil, "big append %d ...\n", i), 150<<10/18))
+	}
+	w.AppendEnd([]byte("{}"))
+	w.Close()
+	seqs, _ := listSegments(src)
+	for _, seq := range seqs[1:] {
+		orig, _ := os.ReadFile(filepath.Join(src, segName(seq)))
+		dir := copyDir(t, src)
+		path := filepath.Join(dir, segName(seq))
+		// The payload of the first record after the segment record, and
+		// its header.
+		for _, off := range []int{segRecordLen + headerLen + 10, segRecordLen + 3} {
+			b := bytes.Clone(orig)
+			b[off] ^= 0x10
+			os.WriteFile(path, b, 0o600)
+			lost := checkDamaged(t, dir, want, int64(len(want.data)), int64(len(orig)))
+			if first := recordLenAt(orig, segRecordLen) - overhead; lost > int64(first) {
+				t.Fatalf("segment %d offset %d: lost %d bytes, the damaged record held %d", seq, off, lost, first)
+			}
+		}
+	}
+}
+
+func recordLenAt(b []byte, off int) int { return recordLen(b[off:]) }

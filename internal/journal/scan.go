@@ -86,7 +86,12 @@ func (s *scanner) next() bool {
 }
 
 func (s *scanner) accept(r record, n int) {
-	s.lastTS = r.ts
+	// Not a segment record's time: one Append takes its time before it
+	// starts a segment, so its records after the segment record are
+	// older than it.
+	if r.typ != recSegment {
+		s.lastTS = r.ts
+	}
 	s.rec = r
 	s.n++
 	s.off += int64(n)
