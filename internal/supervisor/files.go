@@ -300,12 +300,10 @@ const checksumKey = `"crc32c": "`
 // encodeJSON returns v as indented JSON and a newline. An object gets a
 // last member "crc32c": the CRC-32C (Castagnoli, 8 hex digits) of the
 // indented object without that member, so a reader can tell a file cut
-// short or with a changed byte from a good one. A file without the member
-// (written by an earlier conch, or not an object) is still read; only a
-// damage that breaks its JSON shows then.
-//
-// Any other value (a list) is written as the member listKey of such an
-// object, which ReadJSON unwraps.
+// short or with a changed byte from a good one. Any other value (a list)
+// is written as the member listKey of such an object, which ReadJSON
+// unwraps. A file without the checksum member (written by an earlier
+// conch) is still read; only a damage that breaks its JSON shows then.
 func encodeJSON(v any) ([]byte, error) {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
