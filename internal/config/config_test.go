@@ -112,9 +112,23 @@ func TestRetainedAtLeastRunning(t *testing.T) {
 			t.Errorf("%s: err = %v", bad, err)
 		}
 	}
-	for _, good := range []string{`{}`, `{"quotas":{"maxRunning":4,"maxRetained":4}}`, `{"quotas":{"maxRetained":0}}`, `{"quotas":{"maxRunning":0,"maxRetained":3}}`} {
+	for _, good := range []string{`{}`, `{"quotas":{"maxRunning":4,"maxRetained":4}}`, `{"quotas":{"maxRetained":0}}`, `{"quotas":{"maxRunning":0,"maxRetained":3}}`, `{"quotas":{"minRetainAgeMs":1000},"agents":{"a":{"quotas":{"minRetainAgeMs":0}}}}`} {
 		if _, err := Parse([]byte(good)); err != nil {
 			t.Errorf("%s: %v", good, err)
 		}
+	}
+}
+
+func TestMinRetainAge(t *testing.T) {
+	c, _ := Parse([]byte(`{}`))
+	if q := c.Quota("a"); q.MinRetainAge != time.Hour || q.MaxRetained != 512 {
+		t.Fatalf("defaults: %+v", q)
+	}
+	c, err := Parse([]byte(`{"quotas":{"minRetainAgeMs":1500},"agents":{"b":{"quotas":{"minRetainAgeMs":-5}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := c.Quota("a").MinRetainAge, c.Quota("b").MinRetainAge; a != 1500*time.Millisecond || b != 0 {
+		t.Fatalf("minRetainAge a=%v b=%v", a, b)
 	}
 }
