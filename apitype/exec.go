@@ -153,6 +153,9 @@ type ExecDetails struct {
 	DroppedBytes    int64 `json:"droppedBytes,omitempty"`
 	UnrecordedBytes int64 `json:"unrecordedBytes,omitempty"`
 
+	// UnreadableBytes counts output lost to damaged journal records.
+	UnreadableBytes int64 `json:"unreadableBytes,omitempty"`
+
 	// running only
 	PID       *int    `json:"pid,omitempty"`
 	StartedAt int64   `json:"startedAt,omitempty"`

@@ -154,6 +154,9 @@ type PollDetails struct {
 	SkippedChars  int       `json:"skippedChars,omitempty"`
 	SkippedBytes  int64     `json:"skippedBytes,omitempty"`
 	RetryInMs     int       `json:"retryInMs,omitempty"`
+
+	// UnreadableBytes counts output lost to damaged journal records.
+	UnreadableBytes int64 `json:"unreadableBytes,omitempty"`
 }
 
 // LogDetails is the details object of log (process.md §4.3).
@@ -173,6 +176,10 @@ type LogDetails struct {
 	Signal       *string `json:"signal,omitempty"`
 	ExitSignal   *string `json:"exitSignal,omitempty"`
 	KilledBy     *string `json:"killedBy,omitempty"`
+
+	// UnreadableBytes counts output lost to damaged journal records
+	// (shown as "[… N bytes unreadable …]" lines); Truncated is then set.
+	UnreadableBytes int64 `json:"unreadableBytes,omitempty"`
 }
 
 // SessionEntry is one session in list results (process.md §4.1).

@@ -200,6 +200,7 @@ func (e *Engine) removeSession(s *session) error {
 	release := s.release
 	s.mu.Unlock()
 	e.dirs.forget(s.id)
+	e.forgetDamage(s.dir)
 	sessions := filepath.Dir(s.dir)
 	gone := filepath.Join(sessions, trashPrefix+filepath.Base(s.dir))
 	err := os.Rename(s.dir, gone)

@@ -129,6 +129,7 @@ type Engine struct {
 	lock    *os.File
 	cwd     string
 	dirs    dirPool // reusable session directories (dirs.go)
+	damage  damageLog
 	supArgv []string
 
 	mu        sync.Mutex // guards sessions, notices, retaining and closed
@@ -237,6 +238,8 @@ func New(opt Options) (*Engine, error) {
 		return nil, &homeError{ErrHomeNotWritable, fmt.Sprintf("conch home %s is not writable (%v)", home, err)}
 	}
 	e.reattach()
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.cleanRun() }()
 	// A supervisor host starts with the first session.
 	e.shared = sharedSupervisors()
 	if !e.shared {
@@ -493,7 +496,7 @@ func (e *Engine) track(s *session, events <-chan supervisor.Event, closeEvents f
 				return
 			}
 		}
-		if ex, ok, _ := supervisor.ReadExit(s.dir); ok && ex.Final {
+		if ex, ok, _ := e.readExit(s.dir); ok && ex.Final {
 			e.ended(s, ex)
 			return
 		}
@@ -526,7 +529,7 @@ func (e *Engine) resubscribe(s *session) (<-chan supervisor.Event, func(), error
 		if !supervisor.Alive(meta.SupervisorPID, meta.SupervisorStartTime) {
 			// A supervisor that just committed its end state and exited
 			// is not lost.
-			if ex, ok, _ := supervisor.ReadExit(s.dir); ok && ex.Final {
+			if ex, ok, _ := e.readExit(s.dir); ok && ex.Final {
 				e.ended(s, ex)
 				return nil, nil, nil
 			}
@@ -539,7 +542,7 @@ func (e *Engine) resubscribe(s *session) (<-chan supervisor.Event, func(), error
 		lastErr = err
 		// A host outlives the sessions it served: one that no longer
 		// knows the session has committed its end state.
-		if ex, ok, _ := supervisor.ReadExit(s.dir); ok && ex.Final {
+		if ex, ok, _ := e.readExit(s.dir); ok && ex.Final {
 			e.ended(s, ex)
 			return nil, nil, nil
 		}
@@ -562,7 +565,7 @@ func (e *Engine) markLost(s *session) {
 	meta := s.meta
 	cursor := s.cursor
 	s.mu.Unlock()
-	if ex, ok, _ := supervisor.ReadExit(s.dir); ok {
+	if ex, ok, _ := e.readExit(s.dir); ok {
 		// The supervisor died after reaping the command but before it
 		// finished cleaning up: the recorded state is the truth.
 		ex.Final = true
@@ -652,6 +655,7 @@ func (e *Engine) sweep() {
 		for _, s := range old {
 			e.removeSession(s)
 		}
+		e.cleanRun()
 	}
 }
 
@@ -689,11 +693,17 @@ func (e *Engine) reattach() {
 			}
 		}
 		err := supervisor.ReadJSON(filepath.Join(sdir, "state.json"), &s.st)
+		if errors.Is(err, supervisor.ErrDamaged) {
+			// Rebuilt from meta.json below; what only state.json knew
+			// (drain cursors, retention flags) starts over.
+			e.damaged("state", filepath.Join(sdir, "state.json"), err, "rebuilt from meta.json")
+			s.st = state{}
+		}
 		if err == nil && s.st.PendingApprovalID != "" {
 			if _, statErr := os.Stat(supervisor.MetaPath(sdir)); statErr != nil {
 				s.agent = s.st.Agent
 				e.sessions[id] = s
-				if ex, ok, _ := supervisor.ReadExit(sdir); ok {
+				if ex, ok, _ := e.readExit(sdir); ok {
 					s.finish(ex)
 					continue
 				}
@@ -714,21 +724,23 @@ func (e *Engine) reattach() {
 		}
 		if live != nil {
 			s.meta = *live
-		} else if err := supervisor.ReadJSON(supervisor.MetaPath(sdir), &s.meta); err != nil {
-			if !hasOutput(s.jdir) {
-				// A supervisor that never started (or started a command
-				// that printed nothing before a machine crash): nothing
-				// to follow.
-				supervisor.SweepSession(id)
+		} else if err := e.readMeta(id, sdir, &s.meta); err != nil {
+			// Nothing follows the session: whatever of it still runs in
+			// its cgroups is ended (a supervisor that answered would
+			// have given back the record).
+			supervisor.SweepSession(id)
+			if !hasOutput(s.jdir) && errors.Is(err, os.ErrNotExist) {
+				// A supervisor that never started: nothing to follow.
 				os.RemoveAll(sdir)
 				continue
 			}
-			// Output exists but meta.json is unreadable (a machine crash
-			// tore it): keep the journal and report the session lost.
+			// Output exists, or meta.json does but is damaged (a
+			// machine crash tore it, or a disk fault): the command
+			// started, so keep the session and report it lost.
 			s.agent = s.st.Agent
 			s.start = time.UnixMilli(s.st.CreatedAt)
 			e.sessions[id] = s
-			if ex, ok, _ := supervisor.ReadExit(sdir); ok {
+			if ex, ok, _ := e.readExit(sdir); ok {
 				s.finish(ex)
 			} else {
 				e.markLost(s)
@@ -754,7 +766,7 @@ func (e *Engine) reattach() {
 			s.cursor = info
 		}
 		e.sessions[id] = s
-		if ex, ok, _ := supervisor.ReadExit(sdir); ok && ex.Final {
+		if ex, ok, _ := e.readExit(sdir); ok && ex.Final {
 			s.finish(ex)
 			if s.st.Hidden {
 				delete(e.sessions, id)
@@ -916,6 +928,8 @@ type Stats struct {
 	Running map[[2]string]int
 	// Pending counts sessions waiting for an approval.
 	Pending int
+	// Damaged counts the damaged state files found, by kind (damage.go).
+	Damaged map[string]int64
 }
 
 // Stats returns the engine's current gauges.
@@ -934,6 +948,7 @@ func (e *Engine) Stats() Stats {
 	st.ExecCounts = append([]int64(nil), e.counters.buckets...)
 	st.ExecSum, st.ExecCount = e.counters.sum, e.counters.count
 	e.mu.Unlock()
+	_, st.Damaged = e.DamageCounts()
 	for _, s := range ss {
 		if s.pending() {
 			st.Pending++

@@ -671,7 +671,7 @@ func (e *Engine) hostGone(h *supervisor.Host) {
 		if !mine || ex == nil || !ex.Final {
 			continue
 		}
-		if _, ok, _ := supervisor.ReadExit(s.dir); ok {
+		if _, ok, _ := e.readExit(s.dir); ok {
 			continue
 		}
 		if _, err := os.Stat(s.dir); err != nil {
@@ -858,6 +858,7 @@ func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSe
 		DurationMs: &dur, Aggregated: &agg, Cwd: s.st.Cwd, SessionID: s.id, Truncated: &trunc,
 		OutputBytes: &bytes, Cursor: out.cursor, DescendantsKilled: &desc,
 		DroppedBytes: ex.DroppedBytes, UnrecordedBytes: ex.UnrecordedBytes,
+		UnreadableBytes: out.unreadable,
 	}
 	lost := lostNote(ex)
 	reason := failureReason(ex, s.st.TimeoutSec)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"time"
@@ -45,13 +46,25 @@ func (e *Engine) idemPath() string { return filepath.Join(e.home, "state", "idem
 // loadIdem reads the stored idempotency entries.
 func (e *Engine) loadIdem() {
 	e.idem = map[string]*idemEntry{}
-	b, err := os.ReadFile(e.idemPath())
+	// The entries are an object's "entries" (checksummed by WriteJSON);
+	// an earlier conch wrote the bare list.
+	var raw json.RawMessage
+	err := supervisor.ReadJSON(e.idemPath(), &raw)
+	if errors.Is(err, supervisor.ErrDamaged) {
+		e.damaged("idempotency", e.idemPath(), err, "idempotency keys forgotten")
+	}
 	if err != nil {
 		return
 	}
 	var list []*idemEntry
-	if json.Unmarshal(b, &list) != nil {
-		return
+	if len(raw) > 0 && raw[0] == '[' {
+		json.Unmarshal(raw, &list)
+	} else {
+		var f struct {
+			Entries []*idemEntry `json:"entries"`
+		}
+		json.Unmarshal(raw, &f)
+		list = f.Entries
 	}
 	for _, en := range list {
 		en.res = apitype.Result{Text: en.Text, Details: en.Details}
@@ -68,7 +81,9 @@ func (e *Engine) saveIdemLocked() {
 		}
 	}
 	os.MkdirAll(filepath.Dir(e.idemPath()), 0o700)
-	supervisor.WriteJSON(e.idemPath(), list)
+	supervisor.WriteJSON(e.idemPath(), struct {
+		Entries []*idemEntry `json:"entries"`
+	}{list})
 }
 
 // expiredLocked reports whether an entry may be forgotten: past its TTL

@@ -320,7 +320,7 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 	tail := newLineTail(0, set.PendingMaxOutputChars+1)
 	var f render.Folder
 	add := func(l render.Line) { tail.add(l.Text) }
-	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream)}, func(l render.Line) {
+	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream), outputEnd: outputEndOf(ex)}, func(l render.Line) {
 		if p.Raw != nil && *p.Raw {
 			add(l)
 			return
@@ -342,8 +342,9 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 	}
 	d := &apitype.PollDetails{
 		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name, Cursor: res.end,
-		SkippedChars: skipped, SkippedBytes: res.skippedBytes,
+		SkippedChars: skipped, SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable,
 	}
+	e.journalDamage(s, res)
 	hadOutput := res.end > since
 	s.update(func(st *state) {
 		if st.DrainCursors == nil {
@@ -447,7 +448,7 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 			}
 		}
 	}
-	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream)}, func(l render.Line) {
+	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream), outputEnd: outputEndOf(ex)}, func(l render.Line) {
 		total++
 		totalChars += utf8.RuneCountInString(l.Text)
 		keep(l)
@@ -493,9 +494,10 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	info, _ := journal.Stat(s.journal())
 	d := &apitype.LogDetails{
 		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name, Total: total, TotalLines: total,
-		TotalChars: totalChars, Truncated: info.DroppedBytes > 0, DroppedLines: info.DroppedLines, Cursor: cursor,
-		SkippedBytes: res.skippedBytes,
+		TotalChars: totalChars, Truncated: info.DroppedBytes > 0 || res.unreadable > 0, DroppedLines: info.DroppedLines, Cursor: cursor,
+		SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable,
 	}
+	e.journalDamage(s, res)
 	if ex != nil {
 		d.State = ex.State
 		d.ExitCode, d.Signal, d.ExitSignal, d.KilledBy = ex.ExitCode, ex.Signal, ex.Signal, ex.KilledBy

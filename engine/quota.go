@@ -135,10 +135,25 @@ func (e *Engine) retain(agent string) {
 		e.forget(s)
 		e.removeSession(s)
 	}
-	for len(finished) > 0 && q.MaxRetained > 0 && len(finished) > q.MaxRetained {
-		evict(finished[0], "quotas.maxRetained")
-		total -= sizes[finished[0]]
-		finished = finished[1:]
+	// maxRetained evicts only results that were read (poll, log, wait,
+	// or an exec result delivered) or that are older than minRetainAge,
+	// the oldest first: an unread young result is kept past the cap.
+	if q.MaxRetained > 0 && len(finished) > q.MaxRetained {
+		now := time.Now()
+		over := len(finished) - q.MaxRetained
+		kept := finished[:0:0]
+		for _, s := range finished {
+			st, ex, _ := s.snapshot()
+			read := st.ObservedEnd || st.Retained && !st.Backgrounded
+			if over > 0 && (read || now.Sub(time.UnixMilli(ex.EndedAt)) >= q.MinRetainAge) {
+				evict(s, "quotas.maxRetained")
+				total -= sizes[s]
+				over--
+				continue
+			}
+			kept = append(kept, s)
+		}
+		finished = kept
 	}
 	for len(finished) > 0 && q.JournalBytes > 0 && total > q.JournalBytes {
 		evict(finished[0], "quotas.journalBytes")

@@ -20,6 +20,9 @@ type readOpts struct {
 	stream journal.Stream // 0: both
 	// exact says since is a line boundary: no resynchronisation guess.
 	exact bool
+	// outputEnd, if > 0, is how much output the session recorded in all
+	// (its exit record): a journal that ends before it lost its end.
+	outputEnd int64
 }
 
 // readResult describes a finished read.
@@ -27,6 +30,23 @@ type readResult struct {
 	end          int64 // cursor after the last byte covered
 	skippedBytes int64 // since fell inside the dropped range
 	droppedLines int64 // lines in the dropped range, if the read crossed it
+	unreadable   int64 // output bytes lost to damaged journal records
+}
+
+// unreadableMarker is the line that stands for output a damaged journal
+// lost.
+func unreadableMarker(bytes int64) string {
+	return fmt.Sprintf("[… %d bytes unreadable …]", bytes)
+}
+
+// splitGap splits the jump of a read from cursor a to b into the part in
+// the dropped range [info.HeadEnd, info.TailStart) and the rest, which
+// damaged records lost.
+func splitGap(info journal.Info, a, b int64) (dropped, lost int64) {
+	if info.DroppedBytes > 0 {
+		dropped = max(0, min(b, info.TailStart)-max(a, info.HeadEnd))
+	}
+	return dropped, b - a - dropped
 }
 
 // gapMarker is the line that stands for a dropped range (process.md §3.3).
@@ -58,16 +78,21 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 	}
 	end, err := journal.Read(dir, since, func(c journal.Chunk) error {
 		if c.Cursor > expected {
+			if info == nil {
+				i, _ := journal.Stat(dir)
+				info = &i
+			}
+			dropped, lost := splitGap(*info, expected, c.Cursor)
+			r.Flush(out)
 			if first {
-				res.skippedBytes = c.Cursor - expected
-			} else {
-				if info == nil {
-					i, _ := journal.Stat(dir)
-					info = &i
-				}
-				r.Flush(out)
-				emit(render.Line{Cursor: expected, End: c.Cursor, Text: gapMarker(c.Cursor-expected, info.DroppedLines)})
+				res.skippedBytes = dropped
+			} else if dropped > 0 {
+				emit(render.Line{Cursor: expected, End: expected + dropped, Text: gapMarker(dropped, info.DroppedLines)})
 				res.droppedLines = info.DroppedLines
+			}
+			if lost > 0 {
+				emit(render.Line{Cursor: c.Cursor - lost, End: c.Cursor, Text: unreadableMarker(lost)})
+				res.unreadable += lost
 			}
 			r = render.New(c.Cursor, render.Options{Raw: o.raw, Resync: true})
 			rpos = c.Cursor
@@ -87,6 +112,13 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 	r.Flush(out)
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil
+	}
+	if err == nil && o.outputEnd > max(end, since) {
+		// The journal's end is lost (a segment cut short).
+		lost := o.outputEnd - max(end, since)
+		emit(render.Line{Cursor: o.outputEnd - lost, End: o.outputEnd, Text: unreadableMarker(lost)})
+		res.unreadable += lost
+		end = o.outputEnd
 	}
 	res.end = end
 	if end < since && err == nil {
@@ -109,9 +141,10 @@ func mapCursor(spans []span, x int64) int64 {
 
 // outputText is the rendered output of a run for an exec result.
 type outputText struct {
-	text      string
-	truncated bool
-	cursor    int64
+	text       string
+	truncated  bool
+	cursor     int64
+	unreadable int64 // output bytes lost to a damaged journal
 }
 
 // renderAllLimit is the retained journal size up to which exec results are
@@ -139,10 +172,11 @@ func (e *Engine) renderOutput(s *session, info journal.Info, maxChars int) outpu
 	if info.End-info.DroppedBytes <= renderAllLimit {
 		ht := render.NewHeadTail(maxChars)
 		var f render.Folder
-		res, _ := readLines(dir, readOpts{}, func(l render.Line) { f.Add(l, ht.Add) })
+		res, _ := readLines(dir, readOpts{outputEnd: s.outputEnd()}, func(l render.Line) { f.Add(l, ht.Add) })
 		f.Flush(ht.Add)
 		ex := ht.Excerpt(s.id)
-		return outputText{text: ex.Text, truncated: ex.Truncated, cursor: res.end}
+		e.journalDamage(s, res)
+		return outputText{text: ex.Text, truncated: ex.Truncated || res.unreadable > 0, cursor: res.end, unreadable: res.unreadable}
 	}
 	return e.outputHeadTail(s, info, maxChars)
 }

@@ -164,7 +164,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestMaxRetainedEviction(t *testing.T) {
-	c := startConch(t, newHome(t, `{"quotas":{"maxRetained":2}}`))
+	c := startConch(t, newHome(t, `{"quotas":{"maxRunning":2,"maxRetained":2}}`))
 	var ids []string
 	for i := 0; i < 3; i++ {
 		r := c.exec(map[string]any{"command": "echo " + strconv.Itoa(i), "background": true})

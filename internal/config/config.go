@@ -80,6 +80,9 @@ type Quotas struct {
 	JournalBytes  *int64   `json:"journalBytes,omitempty"`
 	ExecPerSecond *float64 `json:"execPerSecond,omitempty"`
 	ExecBurst     *float64 `json:"execBurst,omitempty"`
+	// MinRetainAgeMs is how long a finished session whose result nobody
+	// read is kept even past maxRetained.
+	MinRetainAgeMs *int64 `json:"minRetainAgeMs,omitempty"`
 }
 
 // QuotaSettings are an agent's resolved quotas.
@@ -89,12 +92,19 @@ type QuotaSettings struct {
 	JournalBytes  int64   // journal bytes on disk; 0: no limit
 	ExecPerSecond float64 // 0: no rate limit
 	ExecBurst     float64
+	// MinRetainAge: a finished session is evicted by maxRetained only
+	// once its result was read or it ended this long ago.
+	MinRetainAge time.Duration
 }
 
+// DefaultMinRetainAge is quotas.minRetainAgeMs when unset.
+const DefaultMinRetainAge = time.Hour
+
 // Quota resolves agent's quotas: agents.<id>.quotas key by key over the
-// global section over the defaults (256 running, 50 exec/s, burst 200).
+// global section over the defaults (256 running, 512 retained, 50 exec/s,
+// burst 200, unread results kept at least 1 h).
 func (c *Config) Quota(agent string) QuotaSettings {
-	q := QuotaSettings{MaxRunning: 256, MaxRetained: 200, JournalBytes: 1 << 30, ExecPerSecond: 50, ExecBurst: 200}
+	q := QuotaSettings{MaxRunning: 256, MaxRetained: 512, JournalBytes: 1 << 30, ExecPerSecond: 50, ExecBurst: 200, MinRetainAge: DefaultMinRetainAge}
 	apply := func(s *Quotas) {
 		if s == nil {
 			return
@@ -113,6 +123,9 @@ func (c *Config) Quota(agent string) QuotaSettings {
 		}
 		if s.ExecBurst != nil {
 			q.ExecBurst = max(*s.ExecBurst, 1)
+		}
+		if s.MinRetainAgeMs != nil {
+			q.MinRetainAge = time.Duration(max(*s.MinRetainAgeMs, 0)) * time.Millisecond
 		}
 	}
 	apply(&c.Quotas)
@@ -267,6 +280,17 @@ func (e Exec) validate(prefix string) error {
 	)
 }
 
+// validateRetained checks that agent's resolved quotas keep at least as
+// many finished sessions as may run at once: else a burst of background
+// sessions that all end loses results before anyone reads them.
+func (c *Config) validateRetained(where, agent string) error {
+	q := c.Quota(agent)
+	if q.MaxRetained > 0 && q.MaxRunning > 0 && q.MaxRetained < q.MaxRunning {
+		return fmt.Errorf("%s: maxRetained (%d) must be at least maxRunning (%d), or 0 for no limit", where, q.MaxRetained, q.MaxRunning)
+	}
+	return nil
+}
+
 func (c *Config) validate() error {
 	errs := []error{c.Tools.Exec.validate("tools.exec"), oneOf("ledger.scope", c.Ledger.Scope, "all", "gated"), c.Ledger.Forward.validate(), c.Sandbox.validate("sandbox")}
 	for _, d := range c.Tools.Deny {
@@ -275,9 +299,13 @@ func (c *Config) validate() error {
 		}
 		errs = append(errs, oneOf("tools.deny", strings.TrimSpace(d), "exec", "process", "apply_patch"))
 	}
+	errs = append(errs, c.validateRetained("quotas", ""))
 	for id, a := range c.Agents {
 		if !ValidAgent(id) {
 			errs = append(errs, fmt.Errorf("agents: invalid agent id %q", id))
+		}
+		if a.Quotas != nil {
+			errs = append(errs, c.validateRetained("agents."+id+".quotas", id))
 		}
 		if a.Sandbox != nil {
 			errs = append(errs, a.Sandbox.validate("agents."+id+".sandbox"))

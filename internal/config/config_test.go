@@ -99,3 +99,36 @@ func TestApplyPatch(t *testing.T) {
 		t.Fatalf("unknown key: %v", err)
 	}
 }
+
+// TestRetainedAtLeastRunning: a configuration that keeps fewer finished
+// sessions than may run at once is rejected, globally and per agent.
+func TestRetainedAtLeastRunning(t *testing.T) {
+	for _, bad := range []string{
+		`{"quotas":{"maxRunning":10,"maxRetained":5}}`,
+		`{"quotas":{"maxRetained":100}}`,
+		`{"agents":{"a":{"quotas":{"maxRunning":600}}}}`,
+	} {
+		if _, err := Parse([]byte(bad)); err == nil || !strings.Contains(err.Error(), "maxRetained") {
+			t.Errorf("%s: err = %v", bad, err)
+		}
+	}
+	for _, good := range []string{`{}`, `{"quotas":{"maxRunning":4,"maxRetained":4}}`, `{"quotas":{"maxRetained":0}}`, `{"quotas":{"maxRunning":0,"maxRetained":3}}`, `{"quotas":{"minRetainAgeMs":1000},"agents":{"a":{"quotas":{"minRetainAgeMs":0}}}}`} {
+		if _, err := Parse([]byte(good)); err != nil {
+			t.Errorf("%s: %v", good, err)
+		}
+	}
+}
+
+func TestMinRetainAge(t *testing.T) {
+	c, _ := Parse([]byte(`{}`))
+	if q := c.Quota("a"); q.MinRetainAge != time.Hour || q.MaxRetained != 512 {
+		t.Fatalf("defaults: %+v", q)
+	}
+	c, err := Parse([]byte(`{"quotas":{"minRetainAgeMs":1500},"agents":{"b":{"quotas":{"minRetainAgeMs":-5}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := c.Quota("a").MinRetainAge, c.Quota("b").MinRetainAge; a != 1500*time.Millisecond || b != 0 {
+		t.Fatalf("minRetainAge a=%v b=%v", a, b)
+	}
+}

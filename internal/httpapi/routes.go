@@ -467,6 +467,11 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	for _, a := range guard.Adapters {
 		fmt.Fprintf(w, "conch_handler_panics_total{adapter=%q} %d\n", a, guard.Get(a))
 	}
+	fmt.Fprintln(w, "# HELP conch_corrupt_files_total Damaged state files found (cut short, not JSON, checksum mismatch, unreadable journal records), by kind.")
+	fmt.Fprintln(w, "# TYPE conch_corrupt_files_total counter")
+	for _, kind := range []string{"exit", "idempotency", "journal", "meta", "state"} {
+		fmt.Fprintf(w, "conch_corrupt_files_total{kind=%q} %d\n", kind, st.Damaged[kind])
+	}
 }
 
 func (s *Server) store(w http.ResponseWriter) *approvals.Store {

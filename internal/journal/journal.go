@@ -39,6 +39,11 @@
 //	           droppedLines u64 (LE, 24 bytes; longer payloads are allowed
 //	           and the extra bytes ignored)
 //
+//	5 end      the session's end state, written once after the last
+//	           output; cursor = output end; payload = opaque to the
+//	           journal (the supervisor's exit record); does not advance
+//	           the cursor
+//
 // Records of unknown type with a valid CRC are skipped. Within a segment each
 // record's cursor equals the end of the record before it; a record that breaks
 // this rule is invalid.
@@ -64,10 +69,18 @@
 //
 // Readers take no locks and never write. They rely on the writer appending
 // records in order and starting a new segment only after the previous one is
-// complete: an incomplete or CRC-invalid record at the end of the last
-// segment is taken as the end of the journal (the writer may be in the middle
-// of writing it), while one in any other segment is corruption and is
-// reported with an error wrapping [ErrCorrupt]. A segment deleted by the cap
+// complete: an incomplete or CRC-invalid record with no valid record after
+// it in the last segment is taken as the end of the journal (the writer may
+// be in the middle of writing it). A damaged record anywhere else (a flipped
+// byte, a zeroed block, a segment cut short) does not end the read: the
+// reader resynchronises on the next valid record, which it finds by
+// scanning forward byte by byte for a header of a known type with zero
+// flags, a length in range and a cursor the skipped bytes can account for,
+// whose CRC-32C matches. The output bytes the damaged records held are
+// missing from what a read delivers: the chunks jump over them, as over the
+// dropped range, and a caller tells the two apart with [Info] (the dropped
+// range is [HeadEnd, TailStart)). A segment whose first (segment) record is
+// damaged starts at its first readable record. A segment deleted by the cap
 // while a reader looks for it is skipped. An empty last segment (one the
 // writer has just created) is ignored.
 //
@@ -215,7 +228,8 @@ type Info struct {
 // Errors callers may branch on with errors.Is.
 var (
 	// ErrCorrupt marks an invalid record that is not at the end of the
-	// journal.
+	// journal. Readers no longer return it (they resynchronise past
+	// damage); it is kept for callers that test for it.
 	ErrCorrupt = errors.New("journal corrupt")
 	// ErrLocked is returned by Create when another writer has the journal
 	// open.
@@ -230,6 +244,7 @@ const (
 	recStderr  = 2
 	recInput   = 3
 	recSegment = 4
+	recEnd     = 5
 
 	headerLen      = 22
 	crcLen         = 4

@@ -558,46 +558,6 @@ func TestTornNewSegment(t *testing.T) {
 	}
 }
 
-func TestCorruptMiddle(t *testing.T) {
-	dir := t.TempDir()
-	w, err := Create(dir, Options{SegmentBytes: 8 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want output
-	for range 10 {
-		want.append(t, w, Stdout, bytes.Repeat([]byte("abc\n"), 1000))
-	}
-	w.Close()
-	// Damage a record in the second segment, which is not the last.
-	path := filepath.Join(dir, segName(2))
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte{'X'}, 3000); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	var c collected
-	end, err := Read(dir, 0, c.add)
-	if !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("Read err = %v, want ErrCorrupt", err)
-	}
-	if end <= 0 || !bytes.Equal(c.data, want.data[:end]) {
-		t.Fatalf("Read before the corruption: end %d, %d bytes", end, len(c.data))
-	}
-	// Reading from after the bad segment still works.
-	info, err := Stat(dir)
-	if err != nil || info.End != int64(len(want.data)) {
-		t.Fatalf("Stat = %+v, %v", info, err)
-	}
-	c = collect(t, dir, info.End-100)
-	if !bytes.Equal(c.data, want.data[info.End-100:]) {
-		t.Fatal("tail read differs")
-	}
-}
-
 func TestConcurrentReaders(t *testing.T) {
 	dir := t.TempDir()
 	// Small segments and a cap, so segments are created and deleted while

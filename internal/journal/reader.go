@@ -121,6 +121,43 @@ func stat(dir string, sizes bool) (Info, error) {
 	}
 }
 
+// ReadEnd returns the payload of the last end record ([Writer.AppendEnd])
+// in the journal's last readable segment and the cursor it was written at;
+// ok is false if there is none (the session has not ended, or the record
+// was lost). The payload is a copy.
+func ReadEnd(dir string) (p []byte, cursor int64, ok bool, err error) {
+	seqs, err := listSegments(dir)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("read journal end: %w", err)
+	}
+	for i := len(seqs) - 1; i >= 0; i-- {
+		f, err := os.Open(filepath.Join(dir, segName(seqs[i])))
+		if isNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, false, fmt.Errorf("read journal end: %w", err)
+		}
+		sc := scanFile(f)
+		sc.resync = true
+		for sc.next() {
+			if sc.rec.typ == recEnd {
+				p, cursor, ok = append([]byte(nil), sc.rec.payload...), sc.rec.cursor, true
+			}
+		}
+		n, serr := sc.n, sc.err
+		f.Close()
+		sc.done()
+		if serr != nil {
+			return nil, 0, false, fmt.Errorf("read journal end: %w", serr)
+		}
+		if n > 0 {
+			return p, cursor, ok, nil
+		}
+	}
+	return nil, 0, false, nil
+}
+
 // lastSeg is what a scan of the last segment learned, so that a read
 // starting in it need not scan it again.
 type lastSeg struct {
@@ -144,6 +181,7 @@ func statSegments(dir string, seqs []int, sizes bool) (info Info, last *lastSeg,
 			return Info{}, nil, err
 		}
 		sc := scanFile(f)
+		sc.resync = true
 		ls := &lastSeg{seq: seqs[i]}
 		var markOff int64
 		for {
@@ -161,12 +199,10 @@ func statSegments(dir string, seqs []int, sizes bool) (info Info, last *lastSeg,
 		switch {
 		case sc.err != nil:
 			return Info{}, nil, sc.err
-		case sc.n == 0 && i == len(seqs)-1:
-			// Just created by the writer, or torn by a crash: the journal
-			// ends in the segment before.
-			continue
 		case sc.n == 0:
-			return Info{}, nil, corrupt(seqs[i], 0)
+			// Just created by the writer, torn by a crash, or damaged
+			// beyond reading: the journal ends in the segment before.
+			continue
 		}
 		ls.start = sc.meta.start
 		info, last = sc.meta.info(sc.pos), ls
@@ -250,6 +286,7 @@ func readSegments(dir string, seqs []int, last *lastSeg, since, until int64, inp
 			return first, end, err
 		}
 		sc := scanFile(f)
+		sc.resync = true
 		if last != nil && seq == last.seq {
 			// Start at the last record boundary before since.
 			j := sort.Search(len(last.marks), func(j int) bool { return last.marks[j].cursor >= since })
@@ -274,12 +311,8 @@ func readSegments(dir string, seqs []int, last *lastSeg, since, until int64, inp
 		if err != nil {
 			return first, end, err
 		}
-		if (sc.bad || sc.n == 0) && i < len(seqs)-1 {
-			return first, end, corrupt(seq, sc.off)
-		}
-		if sc.bad {
-			break
-		}
+		// A segment damaged past its last readable record is followed by
+		// the next one: the chunks jump over what was lost.
 	}
 	if until >= 0 && end > until {
 		end = until
@@ -348,12 +381,11 @@ func locate(dir string, seqs []int, last *lastSeg, since int64) (int, error) {
 		}
 		m, e := readMeta(dir, seqs[i])
 		switch {
-		case errors.Is(e, errNoMeta) && i == len(seqs)-1:
-			// The writer is creating it; nothing to find in it yet.
-			m.start = math.MaxInt64
 		case errors.Is(e, errNoMeta):
-			err = corrupt(seqs[i], 0)
-			return true
+			// The writer is creating it (the last one), or it is
+			// damaged beyond reading: nothing to find in it. (Starting
+			// the read earlier than needed only costs time.)
+			m.start = math.MaxInt64
 		case e != nil:
 			err = e
 			return true

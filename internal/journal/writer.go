@@ -300,6 +300,28 @@ func (w *Writer) AppendInput(p []byte) error {
 	return nil
 }
 
+// AppendEnd records the session's end state p (at most MaxRecordPayload
+// bytes, opaque to the journal) at the current cursor, for [ReadEnd]: a
+// second copy of what the session's exit record says, which survives the
+// loss of that file. It does not move the cursor.
+func (w *Writer) AppendEnd(p []byte) error {
+	if len(p) > MaxRecordPayload {
+		return fmt.Errorf("append journal end: %d bytes is over %d", len(p), MaxRecordPayload)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.usable(); err != nil {
+		return fmt.Errorf("append journal end: %w", err)
+	}
+	if _, err := w.prepare(len(p)); err != nil {
+		return fmt.Errorf("append journal end: %w", err)
+	}
+	if err := w.writeRecord(recEnd, w.cursor.Load(), time.Now().UnixNano(), p); err != nil {
+		return fmt.Errorf("append journal end: %w", err)
+	}
+	return w.maybeSync()
+}
+
 // Cursor returns the output end: the number of output bytes appended over
 // the journal's life. It does not block on Append.
 func (w *Writer) Cursor() int64 { return w.cursor.Load() }

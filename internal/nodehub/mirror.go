@@ -361,6 +361,13 @@ func (m *mirror) end(ex supervisor.Exit) {
 	ex.Final = true
 	ex.OutputBytes = m.w.Cursor()
 	ex.OutputSha256 = ""
+	// The journal's end record is a second copy of exit.json, as a
+	// local supervisor writes one (supervisor.ReadExit falls back on it).
+	if b, err := json.Marshal(ex); err == nil {
+		if err := m.w.AppendEnd(b); err != nil {
+			m.h.log.Warn("journal end record of node session", "session", m.id, "err", err)
+		}
+	}
 	m.w.Sync()
 	if err := supervisor.WriteJSON(supervisor.ExitPath(m.dir), ex); err != nil {
 		m.h.log.Warn("write exit.json of node session", "session", m.id, "err", err)

@@ -156,14 +156,12 @@ var errStop = errors.New("read only")
 func (s *Store) load() (*State, error) {
 	st := &State{Routes: map[string]Route{}}
 	for name, v := range map[string]any{"invites.json": &st.Invites, "pending.json": &st.Pending, "paired.json": &st.Paired, "sessions.json": &st.Routes} {
-		b, err := os.ReadFile(s.path(name))
+		// ReadJSON checks the checksum WriteJSON adds (and strips it).
+		err := supervisor.ReadJSON(s.path(name), v)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(b, v); err != nil {
 			return nil, fmt.Errorf("nodes/%s: %w", name, err)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -299,4 +301,65 @@ func Subscribe(socket, session string) (<-chan Event, func(), error) {
 	out := make(chan Event, 16)
 	go decodeEvents(br, c, out)
 	return out, func() { c.Close() }, nil
+}
+
+// StaleLogAge is how long CleanRun keeps a non-empty log of a dead
+// supervisor host, which may hold its crash report.
+const StaleLogAge = 7 * 24 * time.Hour
+
+// staleSocketAge is how old a socket nobody listens on must be before
+// CleanRun removes it: a supervisor starting now has bound its socket but
+// may not listen on it yet.
+const staleSocketAge = time.Minute
+
+// CleanRun removes what dead supervisors left in the socket directories
+// dirs (home/run/s and the fallback directory) and in home/run: the socket
+// of a host whose process is gone (host-<pid>.sock), a session's socket
+// nobody has listened on for a minute (a connect is refused), and the log
+// of a host whose process is gone when it is empty or older than
+// StaleLogAge. It returns the paths it removed.
+func CleanRun(home string, dirs ...string) []string {
+	var removed []string
+	dead := func(pid string) bool {
+		n, err := strconv.Atoi(pid)
+		return err == nil && n > 0 && (syscall.Kill(n, 0) == syscall.ESRCH || isZombie(n))
+	}
+	for _, d := range dirs {
+		socks, _ := filepath.Glob(filepath.Join(d, "*.sock"))
+		for _, sock := range socks {
+			name := strings.TrimSuffix(filepath.Base(sock), ".sock")
+			if pid, ok := strings.CutPrefix(name, "host-"); ok {
+				if dead(pid) && os.Remove(sock) == nil {
+					removed = append(removed, sock)
+				}
+				continue
+			}
+			fi, err := os.Lstat(sock)
+			if err != nil || time.Since(fi.ModTime()) < staleSocketAge {
+				continue
+			}
+			c, err := net.DialTimeout("unix", sock, 2*time.Second)
+			if err == nil {
+				c.Close()
+				continue
+			}
+			if errors.Is(err, syscall.ECONNREFUSED) && os.Remove(sock) == nil {
+				removed = append(removed, sock)
+			}
+		}
+	}
+	logs, _ := filepath.Glob(filepath.Join(home, "run", "supervisor-host-*.log"))
+	for _, l := range logs {
+		if !dead(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(l), "supervisor-host-"), ".log")) {
+			continue
+		}
+		fi, err := os.Stat(l)
+		if err != nil || fi.Size() > 0 && time.Since(fi.ModTime()) < StaleLogAge {
+			continue
+		}
+		if os.Remove(l) == nil {
+			removed = append(removed, l)
+		}
+	}
+	return removed
 }

@@ -619,3 +619,47 @@ func SessionPids(m Meta) []int {
 	}
 	return append([]int{m.PID}, descendants(m.PID)...)
 }
+
+// RemoveEmptyCgroups removes the session cgroups (conch-<name>-<pid>)
+// under this process's cgroups, in every hierarchy, whose supervisor (the
+// pid at the end of the name) is gone and which hold no live process: what
+// a sweep that gave up waiting for its members left behind, or what a
+// supervisor killed before it cleaned up left empty. A cgroup that still
+// holds a process is left to SweepSession, which knows its session. It
+// returns how many it removed.
+func RemoveEmptyCgroups() int {
+	mounts, own := cgroupMountsOnce(), ownCgroupsOnce()
+	var parents []string
+	if mnt, ok := mounts["cgroup2"]; ok {
+		if rel, ok := own[""]; ok {
+			parents = append(parents, filepath.Join(mnt, rel))
+		}
+	}
+	for ctl, mnt := range mounts {
+		if ctl != "cgroup2" {
+			parents = append(parents, filepath.Join(mnt, own[ctl]))
+		}
+	}
+	n := 0
+	for _, parent := range parents {
+		dirs, _ := filepath.Glob(filepath.Join(parent, "conch-*-*"))
+		for _, d := range dirs {
+			name := filepath.Base(d)
+			pid, err := strconv.Atoi(name[strings.LastIndexByte(name, '-')+1:])
+			if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH && !isZombie(pid) {
+				continue // not a session cgroup, or its supervisor lives
+			}
+			live := false
+			for _, p := range readPids(filepath.Join(d, "cgroup.procs")) {
+				if !isZombie(p) {
+					live = true
+					break
+				}
+			}
+			if !live && os.Remove(d) == nil {
+				n++
+			}
+		}
+	}
+	return n
+}

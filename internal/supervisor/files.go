@@ -13,11 +13,16 @@
 package supervisor
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
+	"regexp"
+
+	"github.com/conchsh/conch/internal/journal"
 )
 
 // ProtocolVersion is the version of the control protocol and of the spec
@@ -220,11 +225,11 @@ func WriteJSONDurable(path string, v any) error { return writeJSON(path, v, true
 // file can only mean the writer died before it went on). It saves the
 // rename of WriteJSON.
 func CreateJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := encodeJSON(v)
 	if err != nil {
 		return err
 	}
-	return writeFile(path, os.O_EXCL, append(b, '\n'), false)
+	return writeFile(path, os.O_EXCL, b, false)
 }
 
 // Persist fsyncs an already written file and its directory.
@@ -243,12 +248,12 @@ func Persist(path string) error {
 }
 
 func writeJSON(path string, v any, durable bool) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := encodeJSON(v)
 	if err != nil {
 		return err
 	}
 	tmp := path + ".tmp"
-	if err := writeFile(tmp, os.O_TRUNC, append(b, '\n'), durable); err != nil {
+	if err := writeFile(tmp, os.O_TRUNC, b, durable); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -284,25 +289,124 @@ func writeFile(path string, flag int, b []byte, durable bool) error {
 	return err
 }
 
-// ReadJSON reads a JSON file written by WriteJSON. A missing file is
-// reported with an error wrapping fs.ErrNotExist.
+// ErrDamaged marks a state file that exists but cannot be trusted: cut
+// short, not JSON, or its checksum does not match.
+var ErrDamaged = errors.New("file damaged")
+
+// checksumKey is the last member of every JSON object the writers here
+// write: the CRC-32C of the file's text without it (see encodeJSON).
+const checksumKey = `"crc32c": "`
+
+// encodeJSON returns v as indented JSON and a newline. An object gets a
+// last member "crc32c": the CRC-32C (Castagnoli, 8 hex digits) of the
+// indented object without that member, so a reader can tell a file cut
+// short or with a changed byte from a good one. Any other value (a list)
+// is written as the member listKey of such an object, which ReadJSON
+// unwraps. A file without the checksum member (written by an earlier
+// conch) is still read; only a damage that breaks its JSON shows then.
+func encodeJSON(v any) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		if b, err = json.MarshalIndent(map[string]json.RawMessage{listKey: b}, "", "  "); err != nil {
+			return nil, err
+		}
+	}
+	sum := fmt.Sprintf("%08x", crc32.Checksum(b, crcTable))
+	out := make([]byte, 0, len(b)+32)
+	if string(b) == "{}" {
+		out = append(out, "{\n  "...)
+	} else {
+		out = append(out, b[:len(b)-2]...) // drop "\n}"
+		out = append(out, ",\n  "...)
+	}
+	out = append(out, checksumKey...)
+	out = append(out, sum...)
+	return append(out, "\"\n}\n"...), nil
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// listKey holds a value that is not an object in a checksummed file.
+const listKey = "conchList"
+
+// checksumLine matches the last line of a checksummed object whatever its
+// key's bytes, so that a changed byte in the key is caught too rather than
+// turning the file into one without a checksum.
+var checksumLine = regexp.MustCompile(`(?s)\A(.*)(,\n  |\{\n  )"([^\n]{6})": "([^\n]{8})"\n\}\n\z`)
+
+// verifyJSON checks b as written by encodeJSON and returns the JSON text
+// without the checksum member. ok is false for a checksum that does not
+// match; a text without one is returned as it is.
+func verifyJSON(b []byte) (text []byte, ok bool) {
+	m := checksumLine.FindSubmatch(b)
+	if m == nil {
+		if bytes.Contains(b, []byte(checksumKey)) {
+			return nil, false // cut short or changed around the member
+		}
+		return b, true
+	}
+	var orig []byte
+	if string(m[2]) == "{\n  " {
+		if len(m[1]) > 0 {
+			return nil, false
+		}
+		orig = []byte("{}")
+	} else {
+		orig = append(append([]byte(nil), m[1]...), "\n}"...)
+	}
+	if `"`+string(m[3])+`": "` != checksumKey {
+		return nil, false
+	}
+	return orig, fmt.Sprintf("%08x", crc32.Checksum(orig, crcTable)) == string(m[4])
+}
+
+// ReadJSON reads a JSON file written by WriteJSON or CreateJSON into v. A
+// missing file is reported with an error wrapping fs.ErrNotExist; a file
+// cut short, not JSON, or whose checksum does not match, with one wrapping
+// ErrDamaged (v may then be partly filled).
 func ReadJSON(path string, v any) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("decode %s: %w", filepath.Base(path), err)
+	text, ok := verifyJSON(b)
+	if !ok {
+		return fmt.Errorf("%s: checksum mismatch: %w", filepath.Base(path), ErrDamaged)
+	}
+	if !json.Valid(text) {
+		return fmt.Errorf("%s: not valid JSON (%d bytes): %w", filepath.Base(path), len(b), ErrDamaged)
+	}
+	if len(text) > 0 && text[0] == '{' && bytes.Contains(text, []byte(`"`+listKey+`"`)) {
+		var w map[string]json.RawMessage
+		if json.Unmarshal(text, &w) == nil && len(w) == 1 && w[listKey] != nil {
+			text = w[listKey]
+		}
+	}
+	if err := json.Unmarshal(text, v); err != nil {
+		return fmt.Errorf("decode %s: %v: %w", filepath.Base(path), err, ErrDamaged)
 	}
 	return nil
 }
 
 // ReadExit returns the session's exit record, or ok=false when the session
-// has none yet (running or lost).
+// has none yet (running or lost). When exit.json is damaged (ErrDamaged) it
+// falls back on the copy the supervisor appended to the journal when the
+// session ended: then ok is true and err still reports the damage, so a
+// caller can log it and repair the file; without that copy ok is false.
 func ReadExit(dir string) (e Exit, ok bool, err error) {
 	err = ReadJSON(ExitPath(dir), &e)
 	if errors.Is(err, os.ErrNotExist) {
 		return e, false, nil
+	}
+	if errors.Is(err, ErrDamaged) {
+		e = Exit{}
+		if b, _, found, jerr := journal.ReadEnd(JournalDir(dir)); jerr == nil && found && json.Unmarshal(b, &e) == nil && e.State != "" {
+			return e, true, fmt.Errorf("%w; recovered from the journal's end record", err)
+		}
+		return Exit{}, false, err
 	}
 	return e, err == nil, err
 }

@@ -38,7 +38,8 @@ type Reply struct {
 	// Bytes answers op trim: the journal's bytes on disk after it.
 	Bytes int64 `json:"bytes,omitempty"`
 	// Meta answers op meta: the session's meta.json as kept in memory
-	// (also while a full disk keeps it from being written).
+	// (also while a full disk keeps it from being written, or for an
+	// engine that found the file damaged).
 	Meta *Meta `json:"meta,omitempty"`
 }
 

@@ -1012,6 +1012,17 @@ func (s *sup) writeExitOnce(ex Exit, final bool) {
 		return
 	}
 	s.exitFinal = final
+	if final {
+		// A second copy of the end state, in the journal, for an engine
+		// that finds exit.json damaged (ReadExit).
+		if b, err := json.Marshal(ex); err == nil {
+			s.jmu.Lock()
+			if err := s.j.AppendEnd(b); err != nil && !errors.Is(err, os.ErrNotExist) {
+				s.logf("journal end record: %v", err)
+			}
+			s.jmu.Unlock()
+		}
+	}
 	s.exitDue = &ex
 	if err := s.writeExitLocked(); err != nil {
 		s.logf("write exit.json: %v (kept in memory until it can be written)", err)
