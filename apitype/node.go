@@ -189,12 +189,17 @@ func NodeIDOf(pub []byte) string {
 // NodeHelloMessage is what a node signs to answer a challenge.
 func NodeHelloMessage(nonce string) []byte { return []byte("conch-node-hello\n" + nonce) }
 
-// NormalizeNodeName lower-cases a node name, turns runs of other than
-// [a-z0-9] into "-" and trims them (hosts.md §5.2).
+// NormalizeNodeName lower-cases the ASCII letters of a node name, turns
+// runs of anything else than [a-z0-9] (spaces, punctuation, every
+// non-ASCII character, so no look-alike letter survives) into "-" and
+// trims them (hosts.md §5.2).
 func NormalizeNodeName(s string) string {
 	var b strings.Builder
 	dash := false
-	for _, r := range strings.ToLower(s) {
+	for _, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			r += 'a' - 'A'
+		}
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
 			if dash && b.Len() > 0 {
 				b.WriteByte('-')

@@ -40,6 +40,10 @@ type Nodes interface {
 	// Start mirrors spec.ID into the local session directory and sends
 	// system.run; the handle behaves like a local supervisor's.
 	Start(nodeID string, spec supervisor.Spec, run apitype.NodeRunParams) (*supervisor.Handle, error)
+	// Removed records that session id was removed before its node
+	// reported the end: it is never resumed after a restart, and its
+	// kill reaches the node when it is back.
+	Removed(sessionID string)
 }
 
 // NodeRef names a selected node.
@@ -68,7 +72,7 @@ func (e *Engine) planNode(agent string, p apitype.ExecParams, pl *plan) *apitype
 	binding := firstNonEmpty(e.execDefaults(agent).Node, pl.set.Node)
 	query := p.Node
 	if binding != "" {
-		if p.Node != "" && !strings.EqualFold(p.Node, binding) {
+		if p.Node != "" && !sameNodeRef(p.Node, binding) {
 			return apitype.Errorf(apitype.CodeNodeNotAllowed, "exec node not allowed (bound to %s)", binding)
 		}
 		query = binding
@@ -97,6 +101,18 @@ func (e *Engine) planNode(agent string, p apitype.ExecParams, pl *plan) *apitype
 	pl.envHash = envHash(p.Env)
 	pl.argv = []string{"/bin/sh", "-lc", p.Command}
 	return nil
+}
+
+// sameNodeRef reports whether two node references are the same reference
+// (same kind, same value once normalised): a call may repeat its agent's
+// binding in another spelling, never name the node another way.
+func sameNodeRef(a, b string) bool {
+	ra, err1 := apitype.ParseNodeRef(a)
+	rb, err2 := apitype.ParseNodeRef(b)
+	if err1 != nil || err2 != nil {
+		return strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b))
+	}
+	return ra == rb
 }
 
 // nodeError maps a node or hub error to the exec error of hosts.md §5.3.

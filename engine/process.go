@@ -652,6 +652,9 @@ func (e *Engine) removeAction(s *session, operator bool) apitype.Result {
 	st, _, _ := s.snapshot()
 	if s.running() {
 		s.update(func(st *state) { st.Hidden = true; st.AgentEnded = true })
+		if st.Host == "node" && e.opt.Nodes != nil {
+			e.opt.Nodes.Removed(s.id)
+		}
 		by := supervisor.KilledByAgent
 		if operator {
 			by = supervisor.KilledByOperator

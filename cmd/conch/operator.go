@@ -17,6 +17,7 @@ import (
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/nodehub"
 	"github.com/conchsh/conch/policy"
 )
 
@@ -349,7 +350,7 @@ func runAgents(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(kvs) == 0 {
 		fmt.Fprintf(stdout, "Current exec defaults: host=%s, security=%s, ask=%s, node=%s.\n", show(cur.Host), show(cur.Security), show(cur.Ask), show(cur.Node))
-		fmt.Fprintln(stdout, "Options: host=sandbox|gateway|node, security=deny|allowlist|full, ask=off|on-miss|always, node=<id>.")
+		fmt.Fprintln(stdout, "Options: host=sandbox|gateway|node, security=deny|allowlist|full, ask=off|on-miss|always, node=<id>|<name>|<ip>.")
 		return exitOK
 	}
 	var set []string
@@ -384,7 +385,12 @@ func runAgents(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintln(stderr, "Exec node requires a value.")
 				return exitUsage
 			}
-			cur.Node = v
+			n, err := nodehub.CanonicalBinding(*home, v)
+			if err != nil {
+				fmt.Fprintf(stderr, "Invalid exec node: %v\n", err)
+				return exitUsage
+			}
+			cur.Node, lv = n, n
 		default:
 			fmt.Fprintf(stderr, "conch agents defaults: unknown key %q\n", k)
 			return exitUsage

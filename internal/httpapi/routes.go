@@ -18,6 +18,7 @@ import (
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/guard"
 	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/nodehub"
 )
 
 func (s *Server) routes() {
@@ -558,7 +559,7 @@ func (s *Server) nodeApprovals(w http.ResponseWriter, r *http.Request, query str
 		writeError(w, 503, apitype.CodeNodeUnavailable, "node hosts are served by conch serve")
 		return
 	}
-	ref, aerr := s.opt.Nodes.Select(query)
+	ref, aerr := s.opt.Nodes.SelectOperator(query)
 	if aerr != nil {
 		writeError(w, statusOf(aerr.Code), aerr.Code, aerr.Message)
 		return
@@ -786,6 +787,14 @@ func (s *Server) putDefaults(w http.ResponseWriter, r *http.Request) {
 			writeError(w, 400, "invalid_argument", fmt.Sprintf("invalid exec default %q", c.v))
 			return
 		}
+	}
+	if d.Node != "" {
+		n, err := nodehub.CanonicalBinding(s.opt.Home, d.Node)
+		if err != nil {
+			writeError(w, 400, "invalid_argument", "invalid exec default node: "+err.Error())
+			return
+		}
+		d.Node = n
 	}
 	if err := engine.SaveExecDefaults(s.opt.Home, r.PathValue("id"), d, false); err != nil {
 		writeError(w, 500, "io_error", err.Error())

@@ -18,13 +18,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	"github.com/coder/websocket"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/guard"
+	"github.com/conchsh/conch/internal/supervisor"
 )
 
 // MaxFrame is the largest frame either side accepts (hosts.md §5.3).
@@ -80,6 +80,15 @@ func New(opt Options) (*Hub, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Hub{opt: opt, store: st, log: log, conns: map[string]*conn{}, waiting: map[string]*conn{}, mirrors: map[string]*mirror{}}
+	// Names an earlier conch let through (or a hand edit) that break the
+	// naming rules are rewritten before any lookup reads them.
+	var renamed []string
+	if err := st.Update(func(s *State) error { renamed = s.fixNames(); return nil }); err != nil {
+		return nil, err
+	}
+	for _, r := range renamed {
+		log.Warn("node renamed: its name could be taken for another node's id or was not unique", "change", r)
+	}
 	h.restore()
 	return h, nil
 }
@@ -145,6 +154,17 @@ type conn struct {
 	next     atomic.Int64
 	cmu      sync.Mutex // guards calls
 	calls    map[string]chan apitype.Frame
+	// badFrames counts the frames refused (checkFrame and the rest):
+	// the first few are logged.
+	badFrames atomic.Int64
+}
+
+// refused logs node input that failed its check (the first few per
+// connection: a flood must not flood the log).
+func (c *conn) refused(what string, err error) {
+	if n := c.badFrames.Add(1); n <= 20 {
+		c.h.log.Warn("node sent invalid input; ignored", "node", c.hello.NodeID, "what", what, "err", err, "count", n)
+	}
 }
 
 func (c *conn) send(f apitype.Frame) error {
@@ -198,6 +218,10 @@ func (c *conn) call(ctx context.Context, method string, params any, timeout time
 				f.Error = apitype.Errorf(apitype.NodeUnavailable, "node error")
 			}
 			return nil, f.Error
+		}
+		if err := checkReply(method, f.Payload); err != nil {
+			c.refused(method+" answer", err)
+			return nil, apitype.Errorf(apitype.NodeUnavailable, "node %s sent an invalid answer to %s (%v)", c.hello.NodeID, method, err)
 		}
 		return f.Payload, nil
 	case <-t.C:
@@ -314,7 +338,7 @@ func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
 	// A join token: a node approved while offline gets its token now;
 	// others become (or stay) a pairing request.
 	var token string
-	var reqID string
+	var reqID, reqName string
 	err = h.store.Update(func(st *State) error {
 		for i := range st.Paired {
 			p := &st.Paired[i]
@@ -330,7 +354,7 @@ func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, p := range st.Pending {
 			if p.NodeID == hello.NodeID && p.PublicKey == hello.PublicKey {
-				reqID = p.RequestID
+				reqID, reqName = p.RequestID, p.Name
 				return nil
 			}
 		}
@@ -349,10 +373,8 @@ func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
 				in.Used = true
 			}
 		}
-		reqID = newID()
-		st.Pending = append(st.Pending, Pending{RequestID: reqID, NodeID: hello.NodeID, PublicKey: hello.PublicKey,
-			Name: hello.Name, Platform: hello.Platform, Arch: hello.Arch, Version: hello.Version, Caps: hello.Caps,
-			RemoteIP: ip, InviteHash: hash, CreatedAtMs: time.Now().UnixMilli(), ExpiresAtMs: time.Now().Add(24 * time.Hour).UnixMilli()})
+		p := st.addPending(hello, ip, hash)
+		reqID, reqName = p.RequestID, p.Name
 		return nil
 	})
 	if err != nil {
@@ -374,7 +396,7 @@ func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
 	if reply(apitype.NodeHelloReply{Status: "pending", RequestID: reqID, NodeID: hello.NodeID}) != nil {
 		return
 	}
-	h.emit("node.pairing.requested", map[string]any{"nodeId": hello.NodeID, "name": hello.Name, "platform": hello.Platform, "remoteIp": ip, "requestId": reqID})
+	h.emit("node.pairing.requested", map[string]any{"nodeId": hello.NodeID, "name": reqName, "platform": hello.Platform, "remoteIp": ip, "requestId": reqID})
 	h.mu.Lock()
 	if old := h.waiting[hello.NodeID]; old != nil {
 		old.ws.Close(websocket.StatusPolicyViolation, "replaced by a newer connection")
@@ -398,35 +420,17 @@ func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
 // without limit.
 const MaxPending = 64
 
-// checkHello refuses oversized node.hello fields and strips control
-// characters from the ones operators read (names reach terminals).
-func checkHello(h *apitype.NodeHello) string {
-	clean := func(s string, max int) (string, bool) {
-		if len(s) > max {
-			return "", false
-		}
-		return strings.Map(func(r rune) rune {
-			if unicode.IsControl(r) {
-				return -1
-			}
-			return r
-		}, s), true
-	}
-	var ok bool
-	for _, f := range []*string{&h.Name, &h.Platform, &h.Arch, &h.Version} {
-		if *f, ok = clean(*f, 256); !ok {
-			return "node.hello field too long"
-		}
-	}
-	if len(h.Caps) > 64 {
-		return "node.hello has too many caps"
-	}
-	for i := range h.Caps {
-		if h.Caps[i], ok = clean(h.Caps[i], 128); !ok {
-			return "node.hello cap too long"
-		}
-	}
-	return ""
+// addPending makes a node's hello a pairing request. The proposed name
+// is checked like any name: it never looks like an id and never takes a
+// name a paired node or another request holds (assignName).
+func (st *State) addPending(hello apitype.NodeHello, ip, inviteHash string) Pending {
+	now := time.Now()
+	p := Pending{RequestID: newID(), NodeID: hello.NodeID, PublicKey: hello.PublicKey,
+		Name: st.assignName(hello.Name, hello.NodeID, true), Platform: hello.Platform, Arch: hello.Arch,
+		Version: hello.Version, Caps: hello.Caps, RemoteIP: ip, InviteHash: inviteHash,
+		CreatedAtMs: now.UnixMilli(), ExpiresAtMs: now.Add(24 * time.Hour).UnixMilli()}
+	st.Pending = append(st.Pending, p)
+	return p
 }
 
 func inviteHeld(st *State, hash string) bool {
@@ -491,6 +495,8 @@ func (h *Hub) promote(c *conn) {
 		h.wg.Add(1)
 		go func() { defer h.wg.Done(); m.resume(c) }()
 	}
+	h.wg.Add(1)
+	go func() { defer h.wg.Done(); h.reap(c) }()
 	h.wg.Add(1)
 	go func() { defer h.wg.Done(); h.keepalive(c) }()
 }
@@ -566,8 +572,9 @@ func (h *Hub) readLoop(c *conn) {
 	}
 }
 
-// frame handles one frame from a node. A panic drops that frame (logged
-// and counted) and keeps the link and the gateway up.
+// frame handles one frame from a node: checked (validate.go) before any
+// of it is used. A panic drops that frame (logged and counted) and keeps
+// the link and the gateway up.
 func (h *Hub) frame(c *conn, typ websocket.MessageType, b []byte) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -577,7 +584,11 @@ func (h *Hub) frame(c *conn, typ websocket.MessageType, b []byte) {
 	if typ == websocket.MessageBinary {
 		// exec.output in binary form (apitype.EncodeNodeOutput).
 		o, err := apitype.DecodeNodeOutput(b)
-		if err != nil || apitype.CheckRanges(&o, "") != nil {
+		if err == nil {
+			err = checkOutput(o)
+		}
+		if err != nil {
+			c.refused("exec.output", err)
 			return
 		}
 		if m := h.mirror(o.SessionID, c.hello.NodeID); m != nil {
@@ -586,8 +597,17 @@ func (h *Hub) frame(c *conn, typ websocket.MessageType, b []byte) {
 		return
 	}
 	var f apitype.Frame
-	if json.Unmarshal(b, &f) != nil {
+	if err := json.Unmarshal(b, &f); err != nil {
+		c.refused("frame", err)
 		return
+	}
+	if err := checkFrame(&f); err != nil {
+		c.refused("frame", err)
+		if f.Type != "res" {
+			return
+		}
+		// The call it answers (if any) fails rather than waits.
+		f = apitype.Frame{Type: "res", ID: f.ID, Error: apitype.Errorf(apitype.NodeUnavailable, "node %s sent an invalid response (%v)", c.hello.NodeID, err)}
 	}
 	switch f.Type {
 	case "res":
@@ -612,7 +632,12 @@ func (h *Hub) nodeEvent(c *conn, f apitype.Frame) {
 	switch f.Event {
 	case "exec.output":
 		var o apitype.NodeOutput
-		if json.Unmarshal(f.Payload, &o) != nil || apitype.CheckRanges(&o, "") != nil {
+		err := json.Unmarshal(f.Payload, &o)
+		if err == nil {
+			err = checkOutput(o)
+		}
+		if err != nil {
+			c.refused("exec.output", err)
 			return
 		}
 		if m := h.mirror(o.SessionID, c.hello.NodeID); m != nil {
@@ -620,11 +645,23 @@ func (h *Hub) nodeEvent(c *conn, f apitype.Frame) {
 		}
 	case "exec.finished":
 		var fin apitype.NodeFinished
-		if json.Unmarshal(f.Payload, &fin) != nil || apitype.CheckRanges(&fin, "") != nil {
+		if err := json.Unmarshal(f.Payload, &fin); err != nil {
+			c.refused("exec.finished", err)
+			return
+		}
+		ex, err := checkFinished(fin)
+		if err != nil {
+			c.refused("exec.finished", err)
+			if m := h.mirror(fin.SessionID, c.hello.NodeID); m != nil {
+				// An end state that cannot be trusted still ends the
+				// session (nothing waits for ever), as lost.
+				m.end(supervisor.Exit{State: supervisor.StateLost, EndedAt: time.Now().UnixMilli(),
+					Reason: fmt.Sprintf("Command lost: node %s reported an invalid end state (%v).", c.hello.NodeID, err)})
+			}
 			return
 		}
 		if m := h.mirror(fin.SessionID, c.hello.NodeID); m != nil {
-			m.finished(fin)
+			m.end(ex)
 		}
 	}
 }
@@ -639,8 +676,22 @@ func (h *Hub) mirror(id, nodeID string) *mirror {
 	return m
 }
 
-// Select picks a paired node (hosts.md §5.2).
+// Select picks a paired node for an exec run or apply_patch (hosts.md
+// §5.2): query is the agent's stored binding or the call's node, read as
+// one kind of reference (an id matches the id only, a name the name
+// only); an id prefix is refused. "" is the only connected node.
 func (h *Hub) Select(query string) (engine.NodeRef, *apitype.Error) {
+	return h.selectNode(query, false)
+}
+
+// SelectOperator is Select for a reference an operator typed (conch
+// approvals --node): an id prefix of at least apitype.MinNodePrefix
+// characters is accepted too.
+func (h *Hub) SelectOperator(query string) (engine.NodeRef, *apitype.Error) {
+	return h.selectNode(query, true)
+}
+
+func (h *Hub) selectNode(query string, operator bool) (engine.NodeRef, *apitype.Error) {
 	st, err := h.store.Read()
 	if err != nil {
 		return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnavailable, "node pairing state unreadable: %v", err)
@@ -651,9 +702,9 @@ func (h *Hub) Select(query string) (engine.NodeRef, *apitype.Error) {
 		connected[id] = c
 	}
 	h.mu.Unlock()
-	label := func(p Paired) string { return p.Name }
-	var cands []Paired
-	if query == "" {
+	var p Paired
+	if strings.TrimSpace(query) == "" {
+		var cands []Paired
 		for _, p := range st.Paired {
 			if c := connected[p.NodeID]; c != nil && slices.Contains(c.hello.Caps, "system.run") {
 				cands = append(cands, p)
@@ -666,41 +717,37 @@ func (h *Hub) Select(query string) (engine.NodeRef, *apitype.Error) {
 		default:
 			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeAmbiguous, "exec host=node requires a node id when multiple nodes are available (set tools.exec.node or exec.node).")
 		}
+		p = cands[0]
 	} else {
-		for _, p := range st.Paired {
-			if match(query, p.NodeID, p.Name, p.RemoteIP) {
-				cands = append(cands, p)
+		r, err := apitype.ParseNodeRef(query)
+		if err != nil {
+			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnknown, "unknown node: %v", err)
+		}
+		if r.Kind == apitype.NodeRefPrefix {
+			if !operator {
+				return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnknown, "unknown node: %s (an id prefix is not accepted here: give the node's full id, its name or its IP)", query)
+			}
+			if len(r.Value) < apitype.MinNodePrefix {
+				return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnknown, "unknown node: %s (an id prefix needs at least %d characters)", query, apitype.MinNodePrefix)
 			}
 		}
-		if len(cands) > 1 {
-			var on []Paired
-			for _, p := range cands {
-				if connected[p.NodeID] != nil {
-					on = append(on, p)
-				}
-			}
-			if len(on) > 0 {
-				cands = on
-			}
-		}
+		cs := st.lookup(r, true, false)
 		switch {
-		case len(cands) == 0:
+		case len(cs) == 0 && r.Kind == apitype.NodeRefID:
+			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnavailable, "node %s is not paired (unknown or removed).", r.Value)
+		case len(cs) == 0:
 			var known []string
 			for _, p := range st.Paired {
-				known = append(known, label(p))
+				known = append(known, p.Name)
 			}
 			sort.Strings(known)
 			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnknown, "unknown node: %s (known: %s)", query, strings.Join(known, ", "))
-		case len(cands) > 1:
-			var names []string
-			for _, p := range cands {
-				names = append(names, label(p))
-			}
-			sort.Strings(names)
-			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeAmbiguous, "ambiguous node: %s (matches: %s)", query, strings.Join(names, ", "))
+		case len(cs) > 1:
+			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeAmbiguous, "ambiguous node: %s (matches: %s)", query, labels(cs))
 		}
+		i := slices.IndexFunc(st.Paired, func(p Paired) bool { return p.NodeID == cs[0].id })
+		p = st.Paired[i]
 	}
-	p := cands[0]
 	c := connected[p.NodeID]
 	if c == nil {
 		return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnavailable, "node %s (%s) is not connected.", p.Name, p.NodeID)
@@ -739,29 +786,6 @@ func (h *Hub) Prepare(ctx context.Context, nodeID string, p apitype.NodePrepareP
 	return rep, nil
 }
 
-// Resolve finds the paired node or pending request matching q.
-func (h *Hub) resolve(st *State, q string) (id string, pending bool, err error) {
-	var ids []string
-	var pend []bool
-	for _, p := range st.Paired {
-		if match(q, p.NodeID, p.Name, p.RemoteIP) {
-			ids, pend = append(ids, p.NodeID), append(pend, false)
-		}
-	}
-	for _, p := range st.Pending {
-		if match(q, p.NodeID, apitype.NormalizeNodeName(p.Name), p.RemoteIP) || q == p.RequestID {
-			ids, pend = append(ids, p.NodeID), append(pend, true)
-		}
-	}
-	switch len(ids) {
-	case 0:
-		return "", false, ErrNotFound
-	case 1:
-		return ids[0], pend[0], nil
-	}
-	return "", false, ErrAmbiguous
-}
-
 // Approve pairs a pending request; a connected requester gets its node
 // token at once.
 func (h *Hub) Approve(q string) (Paired, error) {
@@ -793,14 +817,19 @@ func (h *Hub) Remove(q string) (string, error) {
 	var id string
 	var pending bool
 	err := h.store.Update(func(st *State) error {
-		var err error
-		id, pending, err = h.resolve(st, q)
+		c, err := st.resolve(q, true, true)
 		if err != nil {
 			return err
 		}
+		id, pending = c.id, c.pending
 		st.Pending = filter(st.Pending, func(p Pending) bool { return p.NodeID != id })
 		if !pending {
 			st.Paired = filter(st.Paired, func(p Paired) bool { return p.NodeID != id })
+			for sid, r := range st.Routes {
+				if r.NodeID == id && r.Removed {
+					delete(st.Routes, sid) // no node left to deliver its kill to
+				}
+			}
 		}
 		return nil
 	})
@@ -825,21 +854,17 @@ func (h *Hub) Remove(q string) (string, error) {
 func (h *Hub) Rename(q, name string) (Paired, error) {
 	var out Paired
 	n := apitype.NormalizeNodeName(name)
-	if n == "" {
-		return out, errors.New("invalid node name")
+	if err := apitype.ValidNodeName(n); err != nil {
+		return out, err
 	}
 	err := h.store.Update(func(st *State) error {
-		id, pending, err := h.resolve(st, q)
+		c, err := st.resolve(q, true, false)
 		if err != nil {
 			return err
 		}
-		if pending {
-			return ErrNotFound
-		}
-		for _, p := range st.Paired {
-			if p.Name == n && p.NodeID != id {
-				return ErrNameTaken
-			}
+		id := c.id
+		if st.nameTaken(n, id, true) {
+			return fmt.Errorf("%w: %s", ErrNameTaken, n)
 		}
 		for i := range st.Paired {
 			if st.Paired[i].NodeID == id {

@@ -130,7 +130,19 @@ func (h *Hub) restore() {
 		return
 	}
 	var gone []string
+	paired := map[string]bool{}
+	for _, p := range st.Paired {
+		paired[p.NodeID] = true
+	}
 	for id, r := range st.Routes {
+		if r.Removed {
+			// A removed session is not mirrored again: its route stays
+			// only to deliver the kill (promote), while its node is paired.
+			if !paired[r.NodeID] {
+				gone = append(gone, id)
+			}
+			continue
+		}
 		dir := supervisor.SessionDir(h.opt.Home, id)
 		if ex, ok, _ := supervisor.ReadExit(dir); ok && ex.Final {
 			gone = append(gone, id)
@@ -148,6 +160,9 @@ func (h *Hub) restore() {
 		}
 		m := &mirror{h: h, id: id, nodeID: r.NodeID, agent: r.Agent, dir: dir, w: w, offset: r.Offset, subs: map[chan struct{}]struct{}{}}
 		m.nodeCur = w.Cursor() + r.Offset
+		if r.KillBy != "" {
+			m.pendingKill = &supervisor.Request{V: supervisor.ProtocolVersion, Op: "kill", Session: id, By: r.KillBy}
+		}
 		if err := m.listen(meta.Socket); err != nil {
 			w.Close()
 			h.log.Warn("node session socket", "session", id, "err", err)
@@ -291,6 +306,7 @@ func (m *mirror) forward(req supervisor.Request) supervisor.Reply {
 			m.mu.Lock()
 			m.pendingKill = &req
 			m.mu.Unlock()
+			m.setRoute(func(r *Route) { r.KillBy = firstNonEmpty(req.By, "agent") })
 		}
 		return supervisor.Reply{Error: aerr.Message}
 	}
@@ -321,12 +337,7 @@ func (m *mirror) output(o apitype.NodeOutput) {
 	if start > m.nodeCur {
 		m.offset += start - m.nodeCur
 		off := m.offset
-		m.h.store.Update(func(st *State) error {
-			r := st.Routes[m.id]
-			r.Offset = off
-			st.Routes[m.id] = r
-			return nil
-		})
+		m.setRoute(func(r *Route) { r.Offset = off })
 	}
 	stream := journal.Stdout
 	if o.Stream == "stderr" {
@@ -340,18 +351,8 @@ func (m *mirror) output(o apitype.NodeOutput) {
 	m.kick()
 }
 
-// finished records the node's end state.
-func (m *mirror) finished(f apitype.NodeFinished) {
-	var ex supervisor.Exit
-	if len(f.Exit) > 0 {
-		json.Unmarshal(f.Exit, &ex)
-	}
-	if ex.State == "" {
-		ex = supervisor.Exit{State: f.State, ExitCode: f.ExitCode, Signal: f.Signal, KilledBy: f.KilledBy, TimedOut: f.TimedOut, EndedAt: time.Now().UnixMilli()}
-	}
-	m.end(ex)
-}
-
+// end records the session's end state (checked by checkFinished, or made
+// by the gateway).
 func (m *mirror) end(ex supervisor.Exit) {
 	m.mu.Lock()
 	if m.final != nil || m.stopped {
@@ -428,6 +429,8 @@ func (m *mirror) resume(c *conn) {
 		if kill != nil {
 			if rep := m.forward(*kill); rep.Error != "" {
 				m.h.log.Warn("deliver a kill asked for while the node was away", "session", m.id, "err", rep.Error)
+			} else {
+				m.setRoute(func(r *Route) { r.KillBy = "" })
 			}
 		}
 		return
@@ -438,4 +441,73 @@ func (m *mirror) resume(c *conn) {
 	m.h.log.Warn("node lost a session", "session", m.id, "node", m.nodeID, "err", aerr.Message)
 	m.end(supervisor.Exit{State: supervisor.StateLost, EndedAt: time.Now().UnixMilli(),
 		Reason: fmt.Sprintf("Command lost: node %s no longer knows the session (%s).", m.nodeID, aerr.Message)})
+}
+
+// setRoute changes the mirror's route in nodes/sessions.json (if it is
+// still there).
+func (m *mirror) setRoute(f func(*Route)) {
+	m.h.store.Update(func(st *State) error {
+		r, ok := st.Routes[m.id]
+		if !ok {
+			return errStop
+		}
+		f(&r)
+		st.Routes[m.id] = r
+		return nil
+	})
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Removed records that the gateway removed session id (process remove)
+// before its node reported the end: a restarted gateway does not resume
+// it, and its kill still reaches the node at its next connection.
+func (h *Hub) Removed(id string) {
+	h.store.Update(func(st *State) error {
+		r, ok := st.Routes[id]
+		if !ok {
+			return errStop
+		}
+		r.Removed = true
+		if r.KillBy == "" {
+			r.KillBy = "agent"
+		}
+		st.Routes[id] = r
+		return nil
+	})
+}
+
+// reap delivers the kills of removed sessions (routes without a mirror,
+// left by an earlier gateway) to a node that just connected, and forgets
+// their routes once the node answered.
+func (h *Hub) reap(c *conn) {
+	st, err := h.store.Read()
+	if err != nil {
+		return
+	}
+	for id, r := range st.Routes {
+		if !r.Removed || r.NodeID != c.hello.NodeID {
+			continue
+		}
+		h.mu.Lock()
+		live := h.mirrors[id] != nil
+		h.mu.Unlock()
+		if live {
+			continue // this gateway still follows it; its end drops the route
+		}
+		raw, _ := json.Marshal(supervisor.Request{V: supervisor.ProtocolVersion, Op: "kill", Session: id, By: r.KillBy})
+		_, aerr := c.call(c.ctx, "system.session.kill", apitype.NodeSessionParams{SessionID: id, Request: raw}, 10*time.Second)
+		if aerr != nil && aerr.Code == apitype.NodeUnavailable {
+			return // the connection went; the next one tries again
+		}
+		h.store.Update(func(st *State) error {
+			delete(st.Routes, id)
+			return nil
+		})
+	}
 }

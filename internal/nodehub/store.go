@@ -13,11 +13,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"syscall"
 	"time"
 
-	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -74,6 +73,14 @@ type Route struct {
 	// Offset is the node's cursor minus the mirror's: it grows when the
 	// node's journal dropped a range the mirror never saw.
 	Offset int64 `json:"offset,omitempty"`
+	// KillBy is a kill asked for while the node was unreachable, to
+	// deliver when it is back (also after a gateway restart).
+	KillBy string `json:"killBy,omitempty"`
+	// Removed is set when the session was removed on the gateway before
+	// the node reported its end: a restarted gateway does not mirror it
+	// again; it only delivers the kill at the node's next connection,
+	// then forgets the route.
+	Removed bool `json:"removed,omitempty"`
 }
 
 // State is the whole pairing state.
@@ -227,21 +234,6 @@ type Node struct {
 	ExpiresAtMs int64    `json:"expiresAtMs,omitempty"`
 }
 
-// match finds the entries whose id, normalised name, remote IP or id
-// prefix (≥ 6 chars) match q (hosts.md §5.2).
-func match(q, id, name, ip string) bool {
-	ql := strings.ToLower(strings.TrimSpace(q))
-	switch {
-	case ql == "":
-		return false
-	case ql == id, ql == ip && ip != "", apitype.NormalizeNodeName(q) == name && name != "":
-		return true
-	case len(ql) >= 6 && strings.HasPrefix(id, ql):
-		return true
-	}
-	return false
-}
-
 // Errors of operator actions.
 var (
 	ErrNotFound  = errors.New("no such node or pairing request")
@@ -249,27 +241,21 @@ var (
 	ErrNameTaken = errors.New("node name already in use")
 )
 
-// Approve pairs the pending request matching q and returns the paired
-// record and its new node token.
+// Approve pairs the pending request q names (request id, node id, name,
+// IP or id prefix of at least apitype.MinNodePrefix characters) and
+// returns the paired record and its new node token.
 func (s *Store) Approve(q string) (Paired, string, error) {
 	var out Paired
 	tok := NewToken("cnt_")
 	err := s.Update(func(st *State) error {
-		idx := -1
-		for i, p := range st.Pending {
-			if match(q, p.NodeID, apitype.NormalizeNodeName(p.Name), p.RemoteIP) || q == p.RequestID {
-				if idx >= 0 {
-					return ErrAmbiguous
-				}
-				idx = i
-			}
+		c, err := st.resolve(q, false, true)
+		if err != nil {
+			return err
 		}
-		if idx < 0 {
-			return ErrNotFound
-		}
+		idx := slices.IndexFunc(st.Pending, func(p Pending) bool { return p.NodeID == c.id })
 		p := st.Pending[idx]
 		st.Pending = append(st.Pending[:idx:idx], st.Pending[idx+1:]...)
-		name := uniqueName(st, apitype.NormalizeNodeName(p.Name), p.NodeID)
+		name := st.assignName(p.Name, p.NodeID, false)
 		out = Paired{NodeID: p.NodeID, PublicKey: p.PublicKey, Name: name, TokenHash: TokenHash(tok),
 			Platform: p.Platform, Arch: p.Arch, Version: p.Version, Caps: p.Caps, RemoteIP: p.RemoteIP,
 			PairedAt: time.Now().UnixMilli(), InviteHash: p.InviteHash, Undelivered: true}
@@ -278,22 +264,4 @@ func (s *Store) Approve(q string) (Paired, string, error) {
 		return nil
 	})
 	return out, tok, err
-}
-
-func uniqueName(st *State, name, id string) string {
-	if name == "" {
-		name = "node-" + id[:6]
-	}
-	taken := func(n string) bool {
-		for _, x := range st.Paired {
-			if x.Name == n && x.NodeID != id {
-				return true
-			}
-		}
-		return false
-	}
-	if !taken(name) {
-		return name
-	}
-	return name + "-" + id[:6]
 }

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestNodeIdentitySquat is the squatting reproducer through the real
+// binaries: a second node proposes the first node's id as its name. The
+// name is rewritten at pairing, an agent bound to the first node by id
+// runs there while both are online, and gets node_unavailable (never the
+// squatter) once it is gone; operator commands by id are not ambiguous.
+func TestNodeIdentitySquat(t *testing.T) {
+	t.Parallel()
+	gh := newHome(t, "")
+	g := startNodeGateway(t, gh, "127.0.0.1:0")
+	n1, a := pairNode(t, g, "n1", nodeFullConfig)
+
+	// The squatter proposes a's id, in upper case for good measure.
+	sh := newHome(t, nodeFullConfig)
+	squat := startNode(t, sh, nil, "--gateway", g.base, "--token", g.invite("1h", true), "--name", strings.ToUpper(a))
+	var sid string
+	eventually(t, 15*time.Second, func() string {
+		_, m := g.do("GET", "/v1/nodes", g.operator, nil, nil)
+		for _, x := range m["pending"].([]any) {
+			p := x.(map[string]any)
+			sid = p["nodeId"].(string)
+			if strings.EqualFold(p["name"].(string), a) || strings.HasPrefix(a, p["name"].(string)) {
+				t.Fatalf("pending request took the id of n1 as its name: %v", p)
+			}
+			return ""
+		}
+		return "no pairing request"
+	})
+	if out, code := runCLIHome(t, gh, "nodes", "approve", sid); code != 0 {
+		t.Fatalf("approve squatter: %d %s", code, out)
+	}
+	_, sq := g.nodeStatus("node-" + sid[:6])
+	if sq != sid {
+		t.Fatalf("squatter's name is not node-%s", sid[:6])
+	}
+	g.waitNode("node-"+sid[:6], "connected")
+
+	if out, code := runCLIHome(t, gh, "agents", "defaults", "main", "host=node", "node="+a, "security=full", "ask=off"); code != 0 {
+		t.Fatalf("agents defaults: %d %s", code, out)
+	}
+	run := func() (map[string]any, int, string) {
+		t.Helper()
+		out, errOut, code := runCLI(t, nil, "exec", "--home", gh, "--json", "--", "pwd")
+		var r map[string]any
+		json.Unmarshal([]byte(strings.Split(strings.TrimSpace(out), "\n")[0]), &r)
+		return r, code, out + errOut
+	}
+	// Both online: the binding by id is not ambiguous.
+	r, code, out := run()
+	if code != 0 || details(r)["nodeId"] != a {
+		t.Fatalf("bound run with both nodes online: exit %d: %s", code, out)
+	}
+	// n1 gone: the squatter does not get the run.
+	n1.stop()
+	g.waitNode("n1", "offline")
+	r, code, out = run()
+	if code == 0 || strings.Contains(out, sid) || !strings.Contains(out, "node_unavailable") && !strings.Contains(out, "is not connected") {
+		t.Fatalf("bound run with n1 offline: exit %d: %s", code, out)
+	}
+	// A per-call node naming the squatter another way is refused.
+	if _, m := g.tool("exec", map[string]any{"command": "true", "node": "node-" + sid[:6]}); errCode(m) != "node_not_allowed" {
+		t.Fatalf("call naming another node: %v", m)
+	}
+	// The squatter reconnects proposing another node's id again: its name
+	// does not change (a node's name is the gateway's, set at pairing).
+	squat.stop()
+	g.waitNode("node-"+sid[:6], "offline")
+	startNode(t, sh, nil, "--name", a)
+	g.waitNode("node-"+sid[:6], "connected")
+
+	// A binding by a short prefix is refused; a long one is stored as the
+	// full id.
+	if out, code := runCLIHome(t, gh, "agents", "defaults", "main", "node="+a[:6]); code == 0 {
+		t.Fatalf("binding by a 6-character prefix accepted: %s", out)
+	}
+	if out, code := runCLIHome(t, gh, "agents", "defaults", "main", "node="+strings.ToUpper(a[:12])); code != 0 {
+		t.Fatalf("binding by a 12-character prefix: %d %s", code, out)
+	}
+	if out, _ := runCLIHome(t, gh, "agents", "defaults", "main"); !strings.Contains(out, "node="+a+".") {
+		t.Fatalf("a prefix binding was not stored as the full id: %s", out)
+	}
+	// Operator commands by id: never ambiguous with a name.
+	if out, code := runCLIHome(t, gh, "nodes", "remove", a); code != 0 {
+		t.Fatalf("remove by id: %d %s", code, out)
+	}
+	if st, _ := g.nodeStatus("n1"); st != "" {
+		t.Fatalf("n1 still listed: %s", st)
+	}
+	if st, _ := g.nodeStatus("node-" + sid[:6]); st != "connected" {
+		t.Fatalf("the squatter was removed instead of n1: %s", st)
+	}
+	// The removed node's id now names nothing: node_unavailable, not the
+	// squatter.
+	r, code, out = run()
+	if code == 0 || strings.Contains(out, sid) {
+		t.Fatalf("bound to a removed node: exit %d: %s", code, out)
+	}
+}
+
+// runCLIHome runs conch with args and --home home; it returns the
+// combined output and the exit code.
+func runCLIHome(t *testing.T, home string, args ...string) (string, int) {
+	t.Helper()
+	out, errOut, code := runCLI(t, nil, append(args, "--home", home)...)
+	return out + errOut, code
+}
+
+// TestNodeRemovedNotResumed removes a node session while its node is
+// down and restarts the gateway: the session is not mirrored again, and
+// its kill reaches the node when the node is back.
+func TestNodeRemovedNotResumed(t *testing.T) {
+	t.Parallel()
+	gh := newHome(t, nodeGatewayConfig)
+	g := startNodeGateway(t, gh, "127.0.0.1:0")
+	n, _ := pairNode(t, g, "gone", nodeFullConfig)
+	r := execOK(t, g, map[string]any{"command": "sleep 971.3", "background": true})
+	sid := details(r)["sessionId"].(string)
+	eventually(t, 5*time.Second, func() string {
+		if len(pgrep("^sleep 971.3")) != 1 {
+			return "sleep 971.3 not running"
+		}
+		return ""
+	})
+	n.stop()
+	g.waitNode("gone", "offline")
+	if _, m := g.tool("process", map[string]any{"action": "remove", "sessionId": sid}); !strings.Contains(m["text"].(string), "Removed session") {
+		t.Fatalf("remove while away: %v", m)
+	}
+	routes := func() string {
+		b, _ := os.ReadFile(filepath.Join(gh, "nodes", "sessions.json"))
+		return string(b)
+	}
+	addr := strings.TrimPrefix(g.base, "http://")
+	g = g.restartOn(addr)
+	if _, m := g.tool("process", map[string]any{"action": "poll", "sessionId": sid}); errCode(m) == "" {
+		t.Fatalf("a removed session came back after the restart: %v", m)
+	}
+	if _, m := g.tool("process", map[string]any{"action": "list"}); strings.Contains(m["text"].(string), sid) {
+		t.Fatalf("a removed session is listed after the restart: %v", m)
+	}
+	startNode(t, n.home, nil)
+	g.waitNode("gone", "connected")
+	eventually(t, 20*time.Second, func() string {
+		if p := pgrep("^sleep 971.3"); len(p) > 0 {
+			return "sleep 971.3 still runs on the node"
+		}
+		if strings.Contains(routes(), sid) {
+			return "nodes/sessions.json still has the session: " + routes()
+		}
+		return ""
+	})
+	if _, err := os.Stat(filepath.Join(gh, "sessions", sid)); err == nil {
+		t.Fatalf("the removed session's directory is still on the gateway")
+	}
+}
