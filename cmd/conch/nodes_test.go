@@ -214,7 +214,7 @@ func TestNodePairing(t *testing.T) {
 
 	ah := newHome(t, nodeFullConfig)
 	a := startNode(t, ah, nil, "--gateway", g.base, "--token", inv.Token, "--name", "Build 1")
-	id := g.waitNode("Build 1", "pending")
+	id := g.waitNode("build-1", "pending") // a request shows the name it would get
 	if len(id) != 24 {
 		t.Fatalf("node id %q", id)
 	}
@@ -285,7 +285,7 @@ func TestNodePairing(t *testing.T) {
 	}
 
 	// Rename, then remove: the node is told and stops.
-	if code, m := g.do("PATCH", "/v1/nodes/"+id[:8], g.operator, map[string]any{"name": "Renamed Box"}, nil); code != 200 || m["name"] != "renamed-box" {
+	if code, m := g.do("PATCH", "/v1/nodes/"+id[:12], g.operator, map[string]any{"name": "Renamed Box"}, nil); code != 200 || m["name"] != "renamed-box" {
 		t.Fatalf("rename: %d %v", code, m)
 	}
 	out, err = exec.Command(conchBin, "nodes", "remove", "renamed-box", "--home", gh).CombinedOutput()
@@ -348,7 +348,8 @@ func TestNodeExecAndProcess(t *testing.T) {
 		t.Fatalf("host=gateway on a node-configured gateway: %v", m)
 	}
 
-	// Foreground on alpha by name, beta by id prefix.
+	// Foreground on alpha by name, beta by id; an id prefix names no node
+	// for a run.
 	wd := t.TempDir()
 	r := execOK(t, g, map[string]any{"command": "echo out; echo err >&2; pwd; exit 3", "node": "ALPHA", "workdir": wd})
 	d := details(r)
@@ -356,7 +357,10 @@ func TestNodeExecAndProcess(t *testing.T) {
 		!strings.Contains(r["text"].(string), "out\n") || !strings.Contains(r["text"].(string), "err\n") || !strings.Contains(r["text"].(string), wd+"\n") {
 		t.Fatalf("foreground on alpha: %v", r)
 	}
-	r = execOK(t, g, map[string]any{"command": "echo $CONCH_SHELL $OPENCLAW_SHELL $FOO", "node": id2[:7], "env": map[string]any{"FOO": "bar"}})
+	if _, m := g.tool("exec", map[string]any{"command": "true", "node": id2[:12]}); errCode(m) != "node_unknown" || !strings.Contains(errText(m), "prefix") {
+		t.Fatalf("exec by id prefix: %v", m)
+	}
+	r = execOK(t, g, map[string]any{"command": "echo $CONCH_SHELL $OPENCLAW_SHELL $FOO", "node": strings.ToUpper(id2), "env": map[string]any{"FOO": "bar"}})
 	if d := details(r); d["nodeId"] != id2 || !strings.Contains(r["text"].(string), "exec exec bar") {
 		t.Fatalf("foreground on beta: %v", r)
 	}
@@ -797,7 +801,7 @@ func TestNodeApprovedOffline(t *testing.T) {
 	id := g.waitNode("late", "pending")
 	addr := strings.TrimPrefix(g.base, "http://")
 	g.stop()
-	out, err := exec.Command(conchBin, "nodes", "approve", id[:8], "--home", gh).CombinedOutput()
+	out, err := exec.Command(conchBin, "nodes", "approve", id[:12], "--home", gh).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "Approved node "+id) {
 		t.Fatalf("offline approve: %v %s", err, out)
 	}

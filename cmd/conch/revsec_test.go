@@ -170,7 +170,7 @@ func TestNodeHelloBounds(t *testing.T) {
 	}
 	_, m := g.do("GET", "/v1/nodes", g.operator, nil, nil)
 	out := fmt.Sprint(m)
-	if strings.Contains(out, "\x1b") || strings.Contains(out, "\x07") || !strings.Contains(out, "esc]0;pwnedname") {
+	if strings.Contains(out, "\x1b") || strings.Contains(out, "\x07") || !strings.Contains(out, "esc-0-pwnedname") {
 		t.Errorf("control characters in a node name reach the operator (%d bytes of /v1/nodes)", len(out))
 	}
 	refused := 0
