@@ -228,11 +228,14 @@ func TestSelectionProperty(t *testing.T) {
 	if s := os.Getenv("CONCH_PROPERTY_SEED"); s != "" {
 		fmt.Sscan(s, &seed)
 	}
-	t.Logf("seed %d (CONCH_PROPERTY_SEED=%d reruns it)", seed, seed)
+	t.Logf("seed %d (CONCH_PROPERTY_SEED=%d reruns it; CONCH_PROPERTY_FLEETS=N tries N fleets)", seed, seed)
 	rng := rand.New(rand.NewSource(seed))
-	fleets := 300
+	fleets := 100
+	if s := os.Getenv("CONCH_PROPERTY_FLEETS"); s != "" {
+		fmt.Sscan(s, &fleets)
+	}
 	if testing.Short() {
-		fleets = 50
+		fleets = 30
 	}
 	for i := 0; i < fleets; i++ {
 		f := genFleet(t, rng)
