@@ -45,7 +45,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	host := fs.String("host", "", "where to run: sandbox, gateway or node")
 	security := fs.String("security", "", "deny, allowlist or full (may only tighten the configured mode)")
 	ask := fs.String("ask", "", "off, on-miss or always (may only tighten the configured mode)")
-	node := fs.String("node", "", "node id, name, IP or id prefix for --host node")
+	node := fs.String("node", "", "node id, name or IP for --host node")
 	elevated := fs.Bool("elevated", false, "request elevated mode")
 	idem := fs.String("idempotency-key", "", "de-duplicate retries of this call (1-128 chars [A-Za-z0-9._:-])")
 	fs.BoolVar(&detach, "d", false, "short for --detach")
