@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,5 +162,41 @@ func TestNodeRemovedNotResumed(t *testing.T) {
 	})
 	if _, err := os.Stat(filepath.Join(gh, "sessions", sid)); err == nil {
 		t.Fatalf("the removed session's directory is still on the gateway")
+	}
+}
+
+// TestNodeKillWhileAwayRestart kills a node session while its node is
+// down, then restarts the gateway before the node is back: the kill was
+// recorded with the session's route and still reaches the node.
+func TestNodeKillWhileAwayRestart(t *testing.T) {
+	t.Parallel()
+	gh := newHome(t, nodeGatewayConfig)
+	g := startNodeGateway(t, gh, "127.0.0.1:0")
+	n, _ := pairNode(t, g, "away2", nodeFullConfig)
+	r := execOK(t, g, map[string]any{"command": "sleep 971.4", "background": true})
+	sid := details(r)["sessionId"].(string)
+	eventually(t, 5*time.Second, func() string {
+		if len(pgrep("^sleep 971.4")) != 1 {
+			return "sleep 971.4 not running"
+		}
+		return ""
+	})
+	n.stop()
+	g.waitNode("away2", "offline")
+	if _, m := g.tool("process", map[string]any{"action": "kill", "sessionId": sid}); !strings.Contains(m["text"].(string), "Termination requested") {
+		t.Fatalf("kill while away: %v", m)
+	}
+	g = g.restartOn(strings.TrimPrefix(g.base, "http://"))
+	startNode(t, n.home, nil)
+	g.waitNode("away2", "connected")
+	eventually(t, 20*time.Second, func() string {
+		_, m := g.tool("process", map[string]any{"action": "poll", "sessionId": sid})
+		if details(m)["state"] != "killed" {
+			return "not killed yet: " + fmt.Sprint(details(m))
+		}
+		return ""
+	})
+	if p := pgrep("^sleep 971.4"); len(p) > 0 {
+		t.Fatalf("sleep 971.4 survived: %v", p)
 	}
 }
