@@ -339,6 +339,34 @@ func checkReply(method string, b json.RawMessage) error {
 			return bad("payload", "%v", err)
 		}
 		return first(text("path", rep.Path, maxPath, false), optional("hash", tokenRE, rep.Hash))
+	case method == "system.execApprovals.set":
+		var rep struct {
+			Hash string `json:"hash"`
+		}
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return bad("payload", "%v", err)
+		}
+		return optional("hash", tokenRE, rep.Hash)
+	case method == "system.which":
+		var rep struct {
+			Paths map[string]*string `json:"paths"`
+		}
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return bad("payload", "%v", err)
+		}
+		if len(rep.Paths) > 4096 {
+			return bad("paths", "more than 4096 entries")
+		}
+		for k, v := range rep.Paths {
+			if err := text("paths", k, maxPath, false); err != nil {
+				return err
+			}
+			if v != nil {
+				if err := text("paths["+truncate(k, 32)+"]", *v, maxPath, false); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	return nil
 }

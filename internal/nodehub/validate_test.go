@@ -168,6 +168,9 @@ func TestCheckOutputAndFrames(t *testing.T) {
 		{"system.session.status", `{"ok":true,"status":{"pid":1,"cursor":-1}}`, "status.cursor"},
 		{"system.session.kill", `{"ok":false,"error":"` + strings.Repeat("e", maxReason+1) + `"}`, "error"},
 		{"system.execApprovals.get", `{"path":"a\u0000b"}`, "path"},
+		{"system.execApprovals.set", `{"hash":"a b"}`, "hash"},
+		{"system.which", `{"paths":{"sh":"/bin/\u001bsh"}}`, "paths[sh]"},
+		{"system.patch.apply", `{"text":"` + strings.Repeat("t", maxText+1) + `"}`, "text"},
 	} {
 		var ie *inputError
 		if err := checkReply(c.method, json.RawMessage(c.payload)); !errors.As(err, &ie) || ie.field != c.field {
