@@ -138,7 +138,7 @@ func genFleet(t *testing.T, rng *rand.Rand) *fleet {
 		}
 		return id
 	}
-	var names, ips []string
+	var names, ips, reqs []string
 	proposal := func() string {
 		pick := func(xs []string) string {
 			if len(xs) == 0 {
@@ -146,7 +146,7 @@ func genFleet(t *testing.T, rng *rand.Rand) *fleet {
 			}
 			return xs[rng.Intn(len(xs))]
 		}
-		switch rng.Intn(12) {
+		switch rng.Intn(13) {
 		case 0:
 			return pick(ids)
 		case 1:
@@ -168,6 +168,8 @@ func genFleet(t *testing.T, rng *rand.Rand) *fleet {
 			return ""
 		case 9:
 			return fmt.Sprintf("%x", rng.Intn(1<<16))
+		case 10:
+			return pick(reqs) // another request's id
 		}
 		return fmt.Sprintf("build-%d", rng.Intn(4))
 	}
@@ -176,7 +178,7 @@ func genFleet(t *testing.T, rng *rand.Rand) *fleet {
 			id := newID()
 			ip := ipPool[rng.Intn(len(ipPool))]
 			p := st.addPending(apitype.NodeHello{NodeID: id, Name: proposal(), Caps: []string{"system.run"}}, ip, "h")
-			ids, names, ips = append(ids, id), append(names, p.Name), append(ips, ip)
+			ids, names, ips, reqs = append(ids, id), append(names, p.Name), append(ips, ip), append(reqs, p.RequestID)
 		}
 		return nil
 	})
@@ -510,4 +512,21 @@ func closeHub(h *Hub) {
 	h.conns = map[string]*conn{}
 	h.mu.Unlock()
 	h.Close()
+}
+
+// TestApproveKeepsRequestNames: the name a request gets at approval is
+// held by no other request either (found by TestSelectionProperty).
+func TestApproveKeepsRequestNames(t *testing.T) {
+	h := testHub(t, t.TempDir())
+	a, b, c := "aaaaaa111111111111111111", "bbbbbb222222222222222222", "cccccc333333333333333333"
+	exp := time.Now().Add(time.Hour).UnixMilli()
+	h.store.Update(func(st *State) error {
+		st.Paired = []Paired{{NodeID: a, Name: "web"}}
+		st.Pending = []Pending{{RequestID: "r1", NodeID: b, Name: "web", ExpiresAtMs: exp}, {RequestID: "r2", NodeID: c, Name: "web-bbbbbb", ExpiresAtMs: exp}}
+		return nil
+	})
+	p, _, err := h.store.Approve(b)
+	if err != nil || p.Name != "web-bbbbbb222222" {
+		t.Fatalf("approve: %+v %v", p, err)
+	}
 }

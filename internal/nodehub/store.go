@@ -255,7 +255,7 @@ func (s *Store) Approve(q string) (Paired, string, error) {
 		idx := slices.IndexFunc(st.Pending, func(p Pending) bool { return p.NodeID == c.id })
 		p := st.Pending[idx]
 		st.Pending = append(st.Pending[:idx:idx], st.Pending[idx+1:]...)
-		name := st.assignName(p.Name, p.NodeID, false)
+		name := st.assignName(p.Name, p.NodeID, true) // never a name another request holds
 		out = Paired{NodeID: p.NodeID, PublicKey: p.PublicKey, Name: name, TokenHash: TokenHash(tok),
 			Platform: p.Platform, Arch: p.Arch, Version: p.Version, Caps: p.Caps, RemoteIP: p.RemoteIP,
 			PairedAt: time.Now().UnixMilli(), InviteHash: p.InviteHash, Undelivered: true}
