@@ -42,12 +42,14 @@ func TestStoreInvitesAndApprove(t *testing.T) {
 	if _, _, err := s.Approve("nosuch"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown: %v", err)
 	}
+	// The other request still holds "twin" (a state from before requests
+	// had unique names): the first approved gets the suffix.
 	p, nt, err := s.Approve("aaaaaa111111")
-	if err != nil || p.Name != "twin" || !strings.HasPrefix(nt, "cnt_") || p.TokenHash != TokenHash(nt) {
+	if err != nil || p.Name != "twin-aaaaaa" || !strings.HasPrefix(nt, "cnt_") || p.TokenHash != TokenHash(nt) {
 		t.Fatalf("approve: %+v %q %v", p, nt, err)
 	}
 	p2, _, err := s.Approve("AAAAAA222222")
-	if err != nil || p2.Name != "twin-aaaaaa" {
+	if err != nil || p2.Name != "twin" {
 		t.Fatalf("second approve keeps names unique: %+v %v", p2, err)
 	}
 	// Expired requests disappear.

@@ -62,7 +62,7 @@ func finishedMutations(rng *mrand.Rand) []struct {
 		{"state", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.State = "running" }},
 		{"state", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.State = "" }},
 		{"state", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.State = "EXITED" }},
-		{"exitCode", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.ExitCode = ptr(-1 - rng.Intn(1000)) }},
+		{"exitCode", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.ExitCode = ptr(-2 - rng.Intn(1000)) }},
 		{"exitCode", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.ExitCode = ptr(256 + rng.Intn(1000)) }},
 		{"exitCode", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.ExitCode = nil }},
 		{"signal", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.Signal = ptr("KILL") }},
