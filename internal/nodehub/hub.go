@@ -84,7 +84,9 @@ func New(opt Options) (*Hub, error) {
 	// naming rules are rewritten before any lookup reads them.
 	var renamed []string
 	if err := st.Update(func(s *State) error { renamed = s.fixNames(); return nil }); err != nil {
-		return nil, err
+		// An unreadable state fails every lookup and pairing with its
+		// error; the gateway still serves everything else.
+		log.Warn("read node pairing state", "err", err)
 	}
 	for _, r := range renamed {
 		log.Warn("node renamed: its name could be taken for another node's id or was not unique", "change", r)
