@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -182,51 +181,48 @@ func (e *Engine) renderOutput(s *session, info journal.Info, maxChars int) outpu
 }
 
 // outputHeadTail renders only the first and the last part of a large
-// output: complete lines from a raw-byte budget at the start and at the
-// end of the journal. The middle is never rendered, so the omitted count
-// in the marker is the number of raw bytes between the two parts (an
-// estimate of characters; docs/differences.md).
+// output: lines rendered from a raw-byte budget at the start and at the
+// end of the journal, cut by the rule of render.Truncate (at a line
+// boundary when the complete lines fill at least half of their part,
+// inside a line otherwise, so output without newlines still shows both
+// ends). The middle is never rendered, so the omitted count in the marker
+// is the number of raw bytes between the two parts (an estimate of
+// characters; docs/differences.md).
 func (e *Engine) outputHeadTail(s *session, info journal.Info, maxChars int) outputText {
 	dir := s.journal()
 	headMax := maxChars / 4
-	tailMax := maxChars - headMax
 
-	// Head: complete lines from the first headMax*4 raw bytes.
+	// Head: lines from the first headMax*4 raw bytes; the last one, cut
+	// by the end of the read, is Partial.
 	budget := int64(headMax)*4 + 4096
 	var headLines []render.Line
 	var hf render.Folder
+	addHead := func(l render.Line) { headLines = append(headLines, l) }
 	hr := render.New(0, render.Options{})
 	errStop := errors.New("stop")
 	journal.Read(dir, 0, func(c journal.Chunk) error {
 		if c.Cursor >= budget || c.Cursor >= info.HeadEnd && info.DroppedBytes > 0 {
 			return errStop
 		}
-		hr.Write(c.Data, func(l render.Line) { hf.Add(l, func(l render.Line) { headLines = append(headLines, l) }) })
+		hr.Write(c.Data, func(l render.Line) { hf.Add(l, addHead) })
 		return nil
 	})
-	hf.Flush(func(l render.Line) { headLines = append(headLines, l) })
-	var head []string
-	headChars := 0
-	omitCursor := int64(0)
-	for _, l := range headLines {
-		n := utf8.RuneCountInString(l.Text) + 1
-		if headChars+n > headMax {
-			break
-		}
-		head = append(head, l.Text)
-		headChars += n
-		omitCursor = l.End
-	}
+	hr.Flush(func(l render.Line) { hf.Add(l, addHead) })
+	hf.Flush(addHead)
+	head := render.CutHead(headLines, headMax)
 
-	// Tail: complete lines from the last tailMax*4 raw bytes; the first
-	// line may have started before the read and is dropped.
+	// Tail: lines from the last (maxChars−head)*4 raw bytes; the first
+	// one may have started before the read.
+	tailMax := maxChars - head.Chars
 	var tailLines []render.Line
 	var tf render.Folder
 	var tr *render.Renderer
+	readStart := int64(-1)
 	addTail := func(l render.Line) { tailLines = append(tailLines, l) }
 	journal.ReadTail(dir, int64(tailMax)*4+4096, func(c journal.Chunk) error {
 		if tr == nil {
 			tr = render.New(c.Cursor, render.Options{Resync: true})
+			readStart = c.Cursor
 		}
 		tr.Write(c.Data, func(l render.Line) { tf.Add(l, addTail) })
 		return nil
@@ -235,33 +231,17 @@ func (e *Engine) outputHeadTail(s *session, info journal.Info, maxChars int) out
 		tr.Flush(func(l render.Line) { tf.Add(l, addTail) })
 	}
 	tf.Flush(addTail)
-	if len(tailLines) > 1 {
-		tailLines = tailLines[1:]
-	}
-	var tail []string
-	tailChars := 0
-	tailCursor := info.End
-	for i := len(tailLines) - 1; i >= 0; i-- {
-		t := tailLines[i].Text
-		n := utf8.RuneCountInString(t) + 1
-		if tailChars+n > tailMax {
-			break
-		}
-		tail = append(tail, t)
-		tailChars += n
-		tailCursor = tailLines[i].Cursor
-	}
-	slices.Reverse(tail)
-	omitted := max(tailCursor-omitCursor, 0)
+	tail := render.CutTail(tailLines, tailMax, readStart > 0)
+	omitted := max(tail.Edge-head.Edge, 0)
 	var b strings.Builder
-	for _, l := range head {
-		b.WriteString(l)
+	b.WriteString(head.Text)
+	if head.Text != "" {
 		b.WriteByte('\n')
 	}
-	b.WriteString(render.OmitMarker(int(omitted), s.id, omitCursor))
-	for _, l := range tail {
+	b.WriteString(render.OmitMarker(int(omitted), s.id, head.Line))
+	if tail.Text != "" {
 		b.WriteByte('\n')
-		b.WriteString(l)
+		b.WriteString(tail.Text)
 	}
 	return outputText{text: b.String(), truncated: true, cursor: info.End}
 }

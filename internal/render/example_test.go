@@ -71,14 +71,13 @@ func ExampleHeadTail() {
 	// Output:
 	// line 0
 	// line 1
-	// l
-	// [… 8829 chars omitted; full output: process log sessionId=s1 since=14 …]
+	// [… 8831 chars omitted; full output: process log sessionId=s1 since=14 …]
 	// line 995
 	// line 996
 	// line 997
 	// line 998
 	// line 999
-	// true 8829 14
+	// true 8831 14
 }
 
 func ExampleTruncate() {
@@ -87,8 +86,7 @@ func ExampleTruncate() {
 	fmt.Println(e.Text)
 	// Output:
 	// alpha
-	// [… 10 chars omitted; full output: process log sessionId=s2 since=6 …]
-	// rlie
+	// [… 14 chars omitted; full output: process log sessionId=s2 since=6 …]
 	// delta
 	// echo
 }

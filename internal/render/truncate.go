@@ -37,10 +37,19 @@ func OmitMarker(n int, sessionID string, cursor int64) string {
 }
 
 // Truncate joins the texts of lines with "\n" and caps the result at
-// maxChars code points (exec.md §7, tools.exec.maxOutputChars): if it is
-// longer, the first maxChars/4 and the last maxChars−maxChars/4 code points
+// maxChars code points (tools.exec.maxOutputChars): if it is longer, a head
+// of at most maxChars/4 code points and a tail of the rest of the budget
 // are kept around an [OmitMarker] naming sessionID. maxChars ≤ 0 means no
 // limit. It is [HeadTail] applied to a slice.
+//
+// The head ends at a line boundary: it is the complete lines that fit in
+// maxChars/4, as long as they fill at least half of it; otherwise (one long
+// line, no newline at all) it is cut inside the line. The tail is the
+// complete last lines that fit in what the head left of maxChars, as long
+// as they fill at least half of it; otherwise it starts inside a line. The
+// head and the tail together never exceed maxChars code points, a cut
+// never splits a code point, and OmittedChars is exactly the number of
+// code points not shown.
 func Truncate(lines []Line, maxChars int, sessionID string) Excerpt {
 	h := NewHeadTail(maxChars)
 	for _, l := range lines {
@@ -50,10 +59,10 @@ func Truncate(lines []Line, maxChars int, sessionID string) Excerpt {
 }
 
 // HeadTail is the streaming form of [Truncate], for outputs too large to
-// hold: it keeps the first maxChars/4 code points of the joined text and a
-// ring of the last lines covering its last maxChars−maxChars/4 code points,
-// and counts the rest. Its memory is about maxChars code points plus one
-// line. Create it with [NewHeadTail]; it is not safe for concurrent use.
+// hold: it keeps the head (at most the first maxChars/4 code points of the
+// joined text) and a ring of the last lines covering what the head leaves
+// of maxChars, and counts the rest. Its memory is about maxChars code
+// points plus one line. Create it with [NewHeadTail]; it is not safe for concurrent use.
 type HeadTail struct {
 	limit   int // maxChars; ≤ 0: no limit
 	headMax int // code points of head to keep
@@ -127,8 +136,13 @@ func (h *HeadTail) Add(l Line) {
 			h.headChars += p.chars
 			h.headDone = h.headChars == h.headMax
 		} else {
-			h.head = append(h.head, headRunes(p.String(), need)...)
-			h.headChars = h.headMax
+			// The line does not fit. Stop at the line boundary before it
+			// when the complete lines fill at least half of the head;
+			// otherwise cut inside the line.
+			if h.headChars == 0 || 2*h.headChars < h.headMax {
+				h.head = append(h.head, headRunes(p.String(), need)...)
+				h.headChars = h.headMax
+			}
 			h.headDone = true
 			h.omitCursor, h.omitKnown = l.Cursor, true
 		}
@@ -138,7 +152,8 @@ func (h *HeadTail) Add(l Line) {
 
 	h.ring = append(h.ring, p)
 	h.ringChars += p.chars
-	for len(h.ring)-h.ringOff > 1 && h.ringChars-h.ring[h.ringOff].chars >= h.tailMax {
+	keep := h.tailKeep()
+	for len(h.ring)-h.ringOff > 1 && h.ringChars-h.ring[h.ringOff].chars >= keep {
 		h.ringChars -= h.ring[h.ringOff].chars
 		h.ring[h.ringOff] = piece{}
 		h.ringOff++
@@ -149,6 +164,15 @@ func (h *HeadTail) Add(l Line) {
 		h.ring = h.ring[:n]
 		h.ringOff = 0
 	}
+}
+
+// tailKeep is how many code points of the end the ring must cover: the
+// budget the head leaves (tailMax until the head is known).
+func (h *HeadTail) tailKeep() int {
+	if h.headDone {
+		return h.limit - h.headChars
+	}
+	return h.tailMax
 }
 
 // Chars returns the length of the joined text so far, in code points.
@@ -166,8 +190,8 @@ func (h *HeadTail) Excerpt(sessionID string) Excerpt {
 		}
 		return Excerpt{Text: text, Chars: h.total}
 	}
-	omitted := h.total - h.headMax - h.tailMax
-	tail := h.last(h.tailMax)
+	tail, tailChars := h.lastLines(h.limit - h.headChars)
+	omitted := h.total - h.headChars - tailChars
 	var b strings.Builder
 	b.Grow(len(h.head) + len(tail) + 120)
 	b.Write(h.head)
@@ -210,6 +234,34 @@ func (h *HeadTail) last(n int) string {
 		b.WriteString(p.text)
 	}
 	return b.String()
+}
+
+// lastLines returns the tail of a truncated excerpt: the complete last
+// lines (each with the "\n" before it) that fit in n code points if they
+// fill at least half of n, else the last n code points. It returns the
+// text and its length in code points.
+func (h *HeadTail) lastLines(n int) (string, int) {
+	if n <= 0 {
+		return "", 0
+	}
+	ring := h.ring[h.ringOff:]
+	i, acc := len(ring), 0
+	for i > 0 && acc+ring[i-1].chars <= n {
+		i--
+		acc += ring[i].chars
+	}
+	if i > 0 && (acc == 0 || 2*acc < n) {
+		// No boundary close enough: cut inside the line.
+		return h.last(n), n
+	}
+	var b strings.Builder
+	for _, p := range ring[i:] {
+		if p.sep {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.text)
+	}
+	return b.String(), acc
 }
 
 // headRunes returns the first n code points of s.
@@ -277,4 +329,112 @@ func Snippet(s string) string {
 		out = headRunes(out, 180) + "…"
 	}
 	return out
+}
+
+// A Cut is one end of a truncated text built from some of its lines by
+// [CutHead] or [CutTail].
+type Cut struct {
+	// Text is the kept text: lines joined by "\n", the first or last one
+	// possibly cut inside.
+	Text string
+	// Chars is the length of Text in code points.
+	Chars int
+	// Line is the Cursor of the line holding the first omitted character
+	// (CutHead) or the first kept one (CutTail); for CutHead of lines that
+	// all fit, the End of the last line.
+	Line int64
+	// Edge estimates the raw cursor where the omitted part begins (CutHead)
+	// or ends (CutTail): exact at a line boundary, counted in bytes of the
+	// kept text inside a cut line.
+	Edge int64
+}
+
+// CutHead keeps the start of the text of lines within n code points, by
+// the rule of [Truncate]: the complete lines that fit if they fill at least
+// half of n, else the first n code points. A Partial line counts as not
+// complete (it was cut by the end of a read), so it is only ever cut.
+func CutHead(lines []Line, n int) Cut {
+	var b strings.Builder
+	c := Cut{}
+	for i, l := range lines {
+		s := l.Text
+		if i > 0 {
+			s = "\n" + s
+		}
+		k := utf8.RuneCountInString(s)
+		if c.Chars+k <= n && !l.Partial {
+			b.WriteString(s)
+			c.Chars += k
+			c.Line, c.Edge = l.End, l.End
+			continue
+		}
+		c.Line, c.Edge = l.Cursor, l.Cursor
+		if c.Chars == 0 || 2*c.Chars < n {
+			part := headRunes(s, n-c.Chars)
+			b.WriteString(part)
+			c.Chars += utf8.RuneCountInString(part)
+			c.Edge += int64(len(strings.TrimPrefix(part, "\n")))
+		}
+		break
+	}
+	c.Text = b.String()
+	return c
+}
+
+// CutTail keeps the end of the text of lines within n code points, by the
+// rule of [Truncate]. With fragment set, lines[0] began before the read
+// and is only ever cut, never kept as a complete line. The kept complete
+// lines are not preceded by a "\n" in Text.
+func CutTail(lines []Line, n int, fragment bool) Cut {
+	c := Cut{}
+	i := len(lines)
+	acc := 0 // code points of lines[i:] joined, each with its separator
+	for i > 0 {
+		l := lines[i-1]
+		k := utf8.RuneCountInString(l.Text) + 1
+		if acc+k > n || (i == 1 && fragment) {
+			break
+		}
+		i--
+		acc += k
+	}
+	texts := make([]string, 0, len(lines)-i)
+	for _, l := range lines[i:] {
+		texts = append(texts, l.Text)
+	}
+	if i == len(lines) {
+		c.Edge = 0
+		if len(lines) > 0 {
+			c.Edge = lines[len(lines)-1].End
+		}
+	} else {
+		c.Edge = lines[i].Cursor
+	}
+	c.Line = c.Edge
+	if i > 0 && (acc == 0 || 2*acc < n) {
+		// Cut inside lines[i-1]: the last n code points of it and the
+		// lines after it.
+		l := lines[i-1]
+		rest := strings.Join(texts, "\n")
+		s := l.Text
+		if len(texts) > 0 {
+			s += "\n" + rest
+		}
+		part := tailRunes(s, n)
+		kept := len(part) // bytes of part inside l
+		if len(texts) > 0 {
+			kept -= len(rest) + 1
+		}
+		end := l.End // estimate: the line's text ends one byte (LF) before End
+		if !l.Partial {
+			end--
+		}
+		c.Text, c.Chars = part, utf8.RuneCountInString(part)
+		c.Line = l.Cursor
+		c.Edge = max(end-int64(max(kept, 0)), l.Cursor)
+		return c
+	}
+	c.Text = strings.Join(texts, "\n")
+	c.Chars = max(acc-1, 0) // without the separator before the first line
+	return c
 }

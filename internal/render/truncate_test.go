@@ -79,15 +79,18 @@ func TestTruncate(t *testing.T) {
 		{0, Excerpt{Text: "aaaa\nbbbb\ncccc\ndddd\neeee\nffff", Chars: 29}},
 		{29, Excerpt{Text: "aaaa\nbbbb\ncccc\ndddd\neeee\nffff", Chars: 29}},
 		{1000, Excerpt{Text: "aaaa\nbbbb\ncccc\ndddd\neeee\nffff", Chars: 29}},
-		{20, Excerpt{ // head "aaaa\n", tail "\ndddd\neeee\nffff"
-			Text:  "aaaa\n[… 9 chars omitted; full output: process log sessionId=s1 since=5 …]\ndddd\neeee\nffff",
-			Chars: 29, Truncated: true, OmittedChars: 9, OmitCursor: 5}},
-		{16, Excerpt{ // head "aaaa", tail "dd\neeee\nffff"
-			Text:  "aaaa\n[… 13 chars omitted; full output: process log sessionId=s1 since=5 …]\ndd\neeee\nffff",
-			Chars: 29, Truncated: true, OmittedChars: 13, OmitCursor: 5}},
-		{28, Excerpt{ // head "aaaa\nbb", tail "b\ncccc…"
-			Text:  "aaaa\nbb\n[… 1 chars omitted; full output: process log sessionId=s1 since=5 …]\nb\ncccc\ndddd\neeee\nffff",
-			Chars: 29, Truncated: true, OmittedChars: 1, OmitCursor: 5}},
+		{20, Excerpt{ // head "aaaa" (whole lines), tail "\ndddd\neeee\nffff"
+			Text:  "aaaa\n[… 10 chars omitted; full output: process log sessionId=s1 since=5 …]\ndddd\neeee\nffff",
+			Chars: 29, Truncated: true, OmittedChars: 10, OmitCursor: 5}},
+		{16, Excerpt{ // head "aaaa", tail "\neeee\nffff" (whole lines, not "dd…")
+			Text:  "aaaa\n[… 15 chars omitted; full output: process log sessionId=s1 since=5 …]\neeee\nffff",
+			Chars: 29, Truncated: true, OmittedChars: 15, OmitCursor: 5}},
+		{28, Excerpt{ // head "aaaa" (not "aaaa\nbb"), tail from "cccc"
+			Text:  "aaaa\n[… 5 chars omitted; full output: process log sessionId=s1 since=5 …]\ncccc\ndddd\neeee\nffff",
+			Chars: 29, Truncated: true, OmittedChars: 5, OmitCursor: 5}},
+		{8, Excerpt{ // head cut inside the first line, tail whole lines
+			Text:  "aa\n[… 22 chars omitted; full output: process log sessionId=s1 since=0 …]\nffff",
+			Chars: 29, Truncated: true, OmittedChars: 22, OmitCursor: 0}},
 		{3, Excerpt{ // head "", tail "fff"
 			Text:  "[… 26 chars omitted; full output: process log sessionId=s1 since=0 …]\nfff",
 			Chars: 29, Truncated: true, OmittedChars: 26, OmitCursor: 0}},
@@ -97,8 +100,13 @@ func TestTruncate(t *testing.T) {
 			t.Errorf("Truncate(max %d):\n got %+v\nwant %+v", tt.max, got, tt.want)
 		}
 	}
+	// One line without a newline: head and tail are cut inside it.
+	got := Truncate(mkLines("abcdefghijklmnopqrstuvwxyz"), 8, "x")
+	if got.Text != "ab\n[… 18 chars omitted; full output: process log sessionId=x since=0 …]\nuvwxyz" {
+		t.Errorf("one line: %+v", got)
+	}
 	// Multi-byte characters count once.
-	got := Truncate(mkLines("ééééé", "✓✓✓✓✓"), 8, "x")
+	got = Truncate(mkLines("ééééé", "✓✓✓✓✓"), 8, "x")
 	if got.Text != "éé\n[… 3 chars omitted; full output: process log sessionId=x since=0 …]\n✓✓✓✓✓" || got.Chars != 11 {
 		t.Errorf("multi-byte: %+v", got)
 	}
@@ -110,16 +118,37 @@ func naiveTruncate(lines []Line, maxChars int, id string) Excerpt {
 	for _, l := range lines {
 		texts = append(texts, l.Text)
 	}
-	joined := strings.Join(texts, "\n")
-	total := utf8.RuneCountInString(joined)
+	joined := []rune(strings.Join(texts, "\n"))
+	total := len(joined)
 	if total <= maxChars {
-		return Excerpt{Text: joined, Chars: total}
+		return Excerpt{Text: string(joined), Chars: total}
 	}
 	hm := maxChars / 4
-	tm := maxChars - hm
-	head := headRunes(joined, hm)
-	tail := tailRunes(joined, tm)
-	// The line holding code point hm, a separator belonging to the line
+	// Head: up to the last newline at or before code point hm if that
+	// keeps at least half of hm (and something), else hm code points.
+	h := hm
+	for k := min(hm, total-1); k > 0; k-- {
+		if joined[k] == '\n' {
+			if 2*k >= hm {
+				h = k
+			}
+			break
+		}
+	}
+	n := maxChars - h
+	// Tail: from the first newline j with total−j ≤ n if total−j ≥ n/2,
+	// else the last n code points.
+	t := n
+	for j := total - n; j < total; j++ {
+		if joined[j] == '\n' {
+			if 2*(total-j) >= n {
+				t = total - j
+			}
+			break
+		}
+	}
+	head, tail := string(joined[:h]), string(joined[total-t:])
+	// The line holding code point h, a separator belonging to the line
 	// after it.
 	var cursor int64
 	pos := 0
@@ -128,7 +157,7 @@ func naiveTruncate(lines []Line, maxChars int, id string) Excerpt {
 		if i > 0 {
 			n++
 		}
-		if hm < pos+n {
+		if h < pos+n {
 			cursor = l.Cursor
 			break
 		}
@@ -138,11 +167,12 @@ func naiveTruncate(lines []Line, maxChars int, id string) Excerpt {
 	if head != "" && !strings.HasSuffix(head, "\n") {
 		text += "\n"
 	}
-	text += OmitMarker(total-maxChars, id, cursor)
+	omitted := total - h - t
+	text += OmitMarker(omitted, id, cursor)
 	if !strings.HasPrefix(tail, "\n") {
 		text += "\n"
 	}
-	return Excerpt{Text: text + tail, Chars: total, Truncated: true, OmittedChars: total - maxChars, OmitCursor: cursor}
+	return Excerpt{Text: text + tail, Chars: total, Truncated: true, OmittedChars: omitted, OmitCursor: cursor}
 }
 
 func TestTruncateRandom(t *testing.T) {
@@ -208,7 +238,7 @@ func TestHeadTailLarge(t *testing.T) {
 	if !got.Truncated || utf8.RuneCountInString(got.Text) > maxChars+100 {
 		t.Fatalf("not truncated or too long: %d", utf8.RuneCountInString(got.Text))
 	}
-	if maxRing > maxChars*3/4+200 {
+	if maxRing > maxChars+200 {
 		t.Errorf("tail ring held %d chars", maxRing)
 	}
 	// The omit cursor starts a line of the output.
