@@ -391,6 +391,10 @@ type ExecSettings struct {
 	PromptIdle time.Duration
 }
 
+// DefaultMaxOutputChars is the default of tools.exec.maxOutputChars, the
+// cap on the output text of an exec result.
+const DefaultMaxOutputChars = 16000
+
 // DefaultNonInteractiveEnv is tools.exec.nonInteractiveEnv's default.
 var DefaultNonInteractiveEnv = map[string]string{
 	"GIT_TERMINAL_PROMPT": "0", "GCM_INTERACTIVE": "never", "PAGER": "cat", "GIT_PAGER": "cat",
@@ -490,7 +494,11 @@ func (c *Config) Exec(agent string) ExecSettings {
 	s.Cleanup = time.Duration(clampInt64(cleanup, 60000, 10800000)) * time.Millisecond
 	s.NotifyOnExit = pickB(a.NotifyOnExit, g.NotifyOnExit, true)
 	s.NotifyOnExitEmptySuccess = pickB(a.NotifyOnExitEmptySuccess, g.NotifyOnExitEmptySuccess, false)
-	maxOut := int64(200000)
+	// 16000 characters: about 8,000 tokens for digit-heavy output (seq
+	// measures about 1.9 characters per token), about 4,000 for prose,
+	// under the 10,000-token warning of common MCP clients. OpenClaw's
+	// 200000 stays reachable through the key.
+	maxOut := int64(DefaultMaxOutputChars)
 	if v := pickI(a.MaxOutputChars, g.MaxOutputChars); v != nil {
 		maxOut = int64(*v)
 	} else if v, ok := envInt("CONCH_MAX_OUTPUT_CHARS", "PI_BASH_MAX_OUTPUT_CHARS"); ok {

@@ -13,7 +13,7 @@ func TestDefaults(t *testing.T) {
 	}
 	s := c.Exec("main")
 	if s.Yield != 10*time.Second || s.Timeout != 1800*time.Second || s.BackgroundTimeout != 0 || s.KillGrace != 3*time.Second ||
-		s.Cleanup != 30*time.Minute || !s.NotifyOnExit || s.MaxOutputChars != 200000 || s.PendingMaxOutputChars != 30000 ||
+		s.Cleanup != 30*time.Minute || !s.NotifyOnExit || s.MaxOutputChars != 16000 || s.PendingMaxOutputChars != 16000 ||
 		s.JournalMaxBytes != 64<<20 || s.JournalHeadBytes != 1<<20 || s.NonInteractiveEnv["PAGER"] != "cat" {
 		t.Fatalf("defaults: %+v", s)
 	}
