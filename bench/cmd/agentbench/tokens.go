@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -11,13 +12,32 @@ import (
 	"github.com/conchsh/conch/bench/internal/benchkit"
 )
 
-// samples are the recorded outputs of step 3, in bench/testdata.
+// samples are the recorded outputs of step 3, in bench/testdata, and
+// seq 1 100000 (a command, not a file).
 var samples = []struct{ file, what string }{
 	{"npm-install.raw", "npm 11 install (real, loopback registry): spinner, colours"},
 	{"npm6-install.raw", "npm 6 install (simulated gauge): progress bar, spinner, colours"},
 	{"pip-install.raw", "pip 23 install (real, loopback index): rich progress bars"},
 	{"cargo-build.raw", "cargo 1.95 build (real, offline): colours, progress bar, warnings"},
 	{"service-log.raw", "service log (generated): 1.2 MB, repeated lines"},
+	{seqSample, "seq 1 100000: 588,895 bytes of short distinct lines"},
+}
+
+// seqSample names the sample that runs `seq 1 100000` instead of cat.
+const seqSample = "seq 1 100000"
+
+// beforeConfig is the home config of the "before" server: the cap of an
+// exec result at its former default, OpenClaw's 200000 characters.
+const beforeConfig = `{"quotas":{"execPerSecond":0},"tools":{"exec":{"maxOutputChars":200000}}}`
+
+// seqOutput is what seq 1 100000 prints.
+func seqOutput() []byte {
+	var b []byte
+	for i := 1; i <= 100000; i++ {
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, '\n')
+	}
+	return b
 }
 
 // tokenRow is one sample of step 3.
@@ -30,6 +50,11 @@ type tokenRow struct {
 	StrippedChars int     `json:"strippedChars"` // baseline: escapes removed by a regexp, nothing else
 	CleanChars    int     `json:"cleanChars"`
 	CleanTokens   int     `json:"cleanTokens"`
+	// BeforeChars and BeforeTokens are the result at maxOutputChars
+	// 200000, the former default, from a second conch in the same run.
+	BeforeChars     int  `json:"beforeChars"`
+	BeforeTokens    int  `json:"beforeTokens"`
+	BeforeTruncated bool `json:"beforeTruncated"`
 	Ratio         float64 `json:"ratio"`      // CleanChars / RawChars
 	StripRatio    float64 `json:"stripRatio"` // StrippedChars / RawChars
 	Truncated     bool    `json:"truncated"`
@@ -51,20 +76,39 @@ func (r *run) tokens() []tokenRow {
 		return nil
 	}
 	defer s.Close()
+	before, err := startServer(r.ctx, r.o.conch, beforeConfig)
+	if err != nil {
+		r.fail("tokens: %v", err)
+		return nil
+	}
+	defer before.Close()
 	var rows []tokenRow
 	for _, sm := range samples {
-		path, err := filepath.Abs(filepath.Join(r.o.testdata, sm.file))
-		if err != nil {
-			r.fail("tokens: %v", err)
-			continue
+		var raw []byte
+		command := sm.file
+		if sm.file == seqSample {
+			raw = seqOutput()
+		} else {
+			path, err := filepath.Abs(filepath.Join(r.o.testdata, sm.file))
+			if err != nil {
+				r.fail("tokens: %v", err)
+				continue
+			}
+			raw, err = os.ReadFile(path)
+			if err != nil {
+				r.fail("tokens: %v (record the samples with bench/testdata/record/record.sh)", err)
+				continue
+			}
+			command = "cat " + path
 		}
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			r.fail("tokens: %v (record the samples with bench/testdata/record/record.sh)", err)
+		args := map[string]any{"command": command, "yieldMs": 60000, "timeout": 60}
+		old, err := before.Call(r.ctx, 2*time.Minute, "exec", args)
+		if err != nil || old.IsError {
+			r.fail("tokens %s (before): %v", sm.file, err)
 			continue
 		}
 		t0 := time.Now()
-		res, err := s.Call(r.ctx, 2*time.Minute, "exec", map[string]any{"command": "cat " + path, "yieldMs": 60000, "timeout": 60})
+		res, err := s.Call(r.ctx, 2*time.Minute, "exec", args)
 		d := time.Since(t0)
 		if err != nil {
 			r.fail("tokens %s: %v", sm.file, err)
@@ -80,6 +124,7 @@ func (r *run) tokens() []tokenRow {
 		row := tokenRow{
 			File: sm.file, What: sm.what, RawBytes: len(raw), RawChars: rawChars, RawTokens: rawChars / 4,
 			StrippedChars: stripped, CleanChars: clean, CleanTokens: clean / 4,
+			BeforeChars: utf8.RuneCountInString(old.Text), BeforeTokens: utf8.RuneCountInString(old.Text) / 4, BeforeTruncated: old.D["truncated"] == true,
 			Ratio: benchkit.Ratio(float64(clean), float64(rawChars)), StripRatio: benchkit.Ratio(float64(stripped), float64(rawChars)),
 			Truncated: res.D["truncated"] == true, EscLeft: strings.Count(res.Text, "\x1b"), CRLeft: strings.Count(res.Text, "\r"),
 			Folds: strings.Count(res.Text, "[previous line repeated"), LastLine: lastLine(strings.TrimRight(res.Text, "\n")), Ms: benchkit.Ms(d),
@@ -89,7 +134,8 @@ func (r *run) tokens() []tokenRow {
 		}
 		if r.o.dump != "" {
 			os.MkdirAll(r.o.dump, 0o755)
-			os.WriteFile(filepath.Join(r.o.dump, strings.TrimSuffix(sm.file, ".raw")+".clean.txt"), []byte(res.Text), 0o644)
+			name := strings.ReplaceAll(strings.TrimSuffix(sm.file, ".raw"), " ", "-")
+			os.WriteFile(filepath.Join(r.o.dump, name+".clean.txt"), []byte(res.Text), 0o644)
 		}
 		rows = append(rows, row)
 	}
