@@ -157,6 +157,9 @@ type PollDetails struct {
 
 	// UnreadableBytes counts output lost to damaged journal records.
 	UnreadableBytes int64 `json:"unreadableBytes,omitempty"`
+	// View is "screen" when the text is the terminal's screen (a PTY
+	// program that draws with cursor addressing or the alternate screen).
+	View string `json:"view,omitempty"`
 }
 
 // LogDetails is the details object of log (process.md §4.3).
@@ -180,6 +183,9 @@ type LogDetails struct {
 	// UnreadableBytes counts output lost to damaged journal records
 	// (shown as "[… N bytes unreadable …]" lines); Truncated is then set.
 	UnreadableBytes int64 `json:"unreadableBytes,omitempty"`
+	// View is "screen" when the text is the terminal's screen (see
+	// PollDetails.View).
+	View string `json:"view,omitempty"`
 }
 
 // SessionEntry is one session in list results (process.md §4.1).

@@ -315,6 +315,11 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 		since = cursorArg(*p.Since)
 	}
 	set := e.conf().Exec(agent)
+	if p.Raw == nil || !*p.Raw {
+		if text, end, ok := e.screenView(s, since); ok {
+			return e.pollResult(s, st, ex, agent, p, since, text, readResult{end: end}, 0, "screen")
+		}
+	}
 	// Only the newest pendingMaxOutputChars are returned: keep a bounded
 	// tail of lines, whatever the size of the unread output.
 	tail := newLineTail(0, set.PendingMaxOutputChars+1)
@@ -337,12 +342,20 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 		skipped = n - set.PendingMaxOutputChars
 		out = fmt.Sprintf("[… %d earlier chars skipped; use process log since=%d to read them …]\n", skipped, since) + render.Tail(out, set.PendingMaxOutputChars)
 	}
+	return e.pollResult(s, st, ex, agent, p, since, out, res, skipped, "")
+}
+
+// pollResult ends a poll with the text out of the read res: it moves the
+// drain cursor and adds the run state (process.md §4.2). st and ex are
+// the session's state taken before the read, so that an end reported
+// comes with all the output.
+func (e *Engine) pollResult(s *session, st state, ex *supervisor.Exit, agent string, p apitype.ProcessParams, since int64, out string, res readResult, skipped int, view string) apitype.Result {
 	if out == "" {
 		out = "(no new output)"
 	}
 	d := &apitype.PollDetails{
 		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name, Cursor: res.end,
-		SkippedChars: skipped, SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable,
+		SkippedChars: skipped, SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable, View: view,
 	}
 	e.journalDamage(s, res)
 	hadOutput := res.end > since
@@ -404,6 +417,21 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	since := int64(0)
 	if p.Since != nil {
 		since = cursorArg(*p.Since)
+	}
+	if p.Offset == nil && p.Limit == nil && (p.Raw == nil || !*p.Raw) {
+		if text, end, ok := e.screenView(s, since); ok {
+			info, _ := journal.Stat(s.journal())
+			d := &apitype.LogDetails{
+				Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name,
+				Truncated: info.DroppedBytes > 0, DroppedLines: info.DroppedLines, Cursor: end, View: "screen",
+			}
+			if ex != nil {
+				d.State = ex.State
+				d.ExitCode, d.Signal, d.ExitSignal, d.KilledBy = ex.ExitCode, ex.Signal, ex.Signal, ex.KilledBy
+				s.update(func(st *state) { st.ObservedEnd = true })
+			}
+			return apitype.Result{Text: text, Details: d}
+		}
 	}
 	num := func(f *float64) int { return int(cursorArg(*f)) }
 	// Keep only the lines the window needs; count all of them.

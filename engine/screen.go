@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/conchsh/conch/apitype"
@@ -45,24 +46,9 @@ func (e *Engine) screenAction(s *session, p apitype.ProcessParams) apitype.Resul
 	if !meta.PTY && meta.Stdin != "pty" {
 		return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s has no terminal (not a PTY session).", s.id))
 	}
-	var snap vt.Snapshot
-	var cursor int64
-	var approximate bool
-	live := false
-	if s.running() {
-		// A supervisor that is ending, gone or older than op screen
-		// leaves the journal, which has all the output it saw.
-		if rep, err := supervisor.Call(socket, supervisor.Request{Op: "screen", Session: s.id}); err == nil && rep.Screen != nil {
-			snap, cursor, live = *rep.Screen, rep.Cursor, true
-			approximate = snap.SkippedBytes > 0
-		}
-	}
-	if !live {
-		var err error
-		snap, cursor, approximate, err = replayScreen(s.journal(), meta.Cols, meta.Rows)
-		if err != nil {
-			return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
-		}
+	snap, cursor, approximate, err := e.screenSnapshot(s, socket, meta.Cols, meta.Rows)
+	if err != nil {
+		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
 	}
 	_, ex, _ := s.snapshot()
 	return apitype.Result{Text: screenText(snap), Details: &ScreenDetails{
@@ -70,6 +56,71 @@ func (e *Engine) screenAction(s *session, p apitype.ProcessParams) apitype.Resul
 		CursorRow: snap.CursorRow, CursorCol: snap.CursorCol, CursorVisible: snap.CursorVisible,
 		AltScreen: snap.AltScreen, Title: snap.Title, Lines: snap.Lines, Cursor: cursor, Approximate: approximate,
 	}}
+}
+
+// screenSnapshot returns the screen of a PTY session: the live emulator's
+// while the session runs, else one rebuilt from the journal.
+func (e *Engine) screenSnapshot(s *session, socket string, cols, rows int) (snap vt.Snapshot, cursor int64, approximate bool, err error) {
+	if s.running() {
+		// A supervisor that is ending, gone or older than op screen
+		// leaves the journal, which has all the output it saw.
+		if rep, err := supervisor.Call(socket, supervisor.Request{Op: "screen", Session: s.id}); err == nil && rep.Screen != nil {
+			return *rep.Screen, rep.Cursor, rep.Screen.SkippedBytes > 0, nil
+		}
+	}
+	return replayScreen(s.journal(), cols, rows)
+}
+
+// screenDrawing matches what a full-screen program writes and a line
+// program does not: entering the alternate screen (ESC[?1049h, ESC[?1047h,
+// ESC[?47h) and cursor addressing to a row and column (CUP/HVP with both
+// parameters, ESC[<r>;<c>H or f) or to a row (VPA, ESC[<r>d).
+var screenDrawing = regexp.MustCompile(`\x1b\[\?(?:1049|1047|47)h|\x1b\[\d+;\d+[Hf]|\x1b\[\d+d`)
+
+// screenThreshold is how many screenDrawing matches make a read a screen
+// view: one alternate-screen switch is enough, cursor addressing must be
+// seen twice (a lone ESC[1;1H from `clear` is not a full-screen program).
+const screenThreshold = 2
+
+// screenView decides whether a read from since of a PTY session is shown
+// as the terminal's screen instead of lines: the output read draws a
+// screen (screenDrawing), or the program is on the alternate screen now.
+// It returns the text of the view (screenText) and the journal end.
+func (e *Engine) screenView(s *session, since int64) (text string, end int64, ok bool) {
+	s.mu.Lock()
+	meta, socket := s.meta, s.socket
+	s.mu.Unlock()
+	if !meta.PTY && meta.Stdin != "pty" {
+		return "", 0, false
+	}
+	score := 0
+	var carry []byte
+	end, err := journal.Read(s.journal(), max(since, 0), func(c journal.Chunk) error {
+		if score >= screenThreshold {
+			return nil
+		}
+		buf := append(carry, c.Data...)
+		for _, m := range screenDrawing.FindAllIndex(buf, -1) {
+			if m[0] < len(carry) && m[1] <= len(carry) {
+				continue // counted with the previous chunk
+			}
+			if buf[m[1]-1] == 'h' {
+				score += screenThreshold
+			} else {
+				score++
+			}
+		}
+		carry = append(carry[:0], buf[max(len(buf)-16, 0):]...)
+		return nil
+	})
+	if err != nil || score < screenThreshold && !s.running() {
+		return "", 0, false
+	}
+	snap, _, _, err := e.screenSnapshot(s, socket, meta.Cols, meta.Rows)
+	if err != nil || score < screenThreshold && !snap.AltScreen {
+		return "", 0, false
+	}
+	return screenText(snap), end, true
 }
 
 // screenText is the visible rows without trailing empty ones, then a

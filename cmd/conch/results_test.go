@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -135,5 +138,98 @@ func TestResultLongLines(t *testing.T) {
 		if l.Text != strconv.Itoa(len(hl)+1) {
 			t.Fatalf("log since=%d: %q, want %d", since, l.Text, len(hl)+1)
 		}
+	})
+}
+
+// TestPollScreenView: poll and log of a PTY program that draws a screen
+// (alternate screen, cursor addressing) return the rows a person would
+// see, one per line, trailing blanks cut, not the drawn text run
+// together; raw:true still returns the bytes; a line program on a PTY
+// keeps its lines.
+func TestPollScreenView(t *testing.T) {
+	c := startConch(t, newHome(t, `{"quotas":{"execPerSecond":0}}`))
+	script := `printf '\033[?1049h\033[2J\033[1;1HTITLE LINE\033[5;10HROW FIVE\033[30;1HSTATUS BAR'; sleep 60`
+	r := c.exec(map[string]any{"command": script, "pty": true, "background": true})
+	id := r.str("sessionId")
+	defer c.process(map[string]any{"action": "kill", "sessionId": id})
+	if w := c.process(map[string]any{"action": "wait", "sessionId": id, "until": "regex", "pattern": "STATUS BAR", "timeout": 30000}); w.IsError {
+		t.Fatalf("wait: %s", w.Text)
+	}
+	// The emulator may lag the journal a moment: poll with since 0 until
+	// the last row is drawn.
+	var p result
+	eventually(t, 15*time.Second, func() string {
+		p = c.process(map[string]any{"action": "poll", "sessionId": id, "since": 0})
+		if !strings.Contains(p.Text, "STATUS BAR") {
+			return "poll: " + p.Text
+		}
+		return ""
+	})
+	rows := strings.Split(strings.SplitN(p.Text, "\n[screen ", 2)[0], "\n")
+	if p.D["view"] != "screen" || len(rows) != 30 || rows[0] != "TITLE LINE" || rows[1] != "" || rows[4] != "         ROW FIVE" || rows[29] != "STATUS BAR" {
+		t.Fatalf("poll of a screen (view %v):\n%s", p.D["view"], p.Text)
+	}
+	if !strings.HasSuffix(p.Text, ", alternate screen]\n\nProcess still running.") {
+		t.Fatalf("poll end: %q", p.Text[max(0, len(p.Text)-80):])
+	}
+	l := c.process(map[string]any{"action": "log", "sessionId": id})
+	if l.D["view"] != "screen" || !strings.HasPrefix(l.Text, "TITLE LINE\n\n\n\n         ROW FIVE\n") {
+		t.Fatalf("log of a screen: %q", l.Text)
+	}
+	raw := c.process(map[string]any{"action": "poll", "sessionId": id, "since": 0, "raw": true})
+	if raw.D["view"] != nil || !strings.Contains(raw.Text, "\x1b[?1049h") || !strings.Contains(raw.Text, "\x1b[5;10HROW FIVE") {
+		t.Fatalf("raw poll: %q", raw.Text)
+	}
+	// Paging by lines stays a line view.
+	if pg := c.process(map[string]any{"action": "log", "sessionId": id, "offset": 0}); pg.D["view"] != nil || !strings.Contains(pg.Text, "TITLE LINEROW FIVESTATUS BAR") {
+		t.Fatalf("log offset 0: %q %v", pg.Text, pg.D["view"])
+	}
+
+	// A line program on a PTY, even one that clears the screen first.
+	r = c.exec(map[string]any{"command": `clear; printf 'one\ntwo\n'; sleep 60`, "pty": true, "background": true})
+	id2 := r.str("sessionId")
+	defer c.process(map[string]any{"action": "kill", "sessionId": id2})
+	c.process(map[string]any{"action": "wait", "sessionId": id2, "until": "regex", "pattern": "two", "timeout": 30000})
+	if q := c.process(map[string]any{"action": "poll", "sessionId": id2}); q.D["view"] != nil || !strings.HasPrefix(q.Text, "one\ntwo\n\nProcess still running.") {
+		t.Fatalf("poll of a line program: %q %v", q.Text, q.D["view"])
+	}
+}
+
+// TestPollScreenViewVim: the same for vim, the program of the report.
+func TestPollScreenViewVim(t *testing.T) {
+	vim := needProgram(t, "vim")
+	t.Setenv("TERM", "xterm-256color")
+	c := startConch(t, newHome(t, `{"quotas":{"execPerSecond":0}}`))
+	file := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(file, []byte("first line\nsecond line\nthird line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := c.exec(map[string]any{"command": vim + " -u NONE -i NONE -N -n " + file, "pty": true, "background": true})
+	id := r.str("sessionId")
+	defer c.process(map[string]any{"action": "kill", "sessionId": id})
+	var p result
+	eventually(t, 15*time.Second, func() string {
+		p = c.process(map[string]any{"action": "poll", "sessionId": id, "since": 0})
+		if !strings.Contains(p.Text, `notes.txt" 3L`) {
+			return "poll: " + p.Text
+		}
+		return ""
+	})
+	rows := strings.Split(strings.SplitN(p.Text, "\n[screen ", 2)[0], "\n")
+	if p.D["view"] != "screen" || len(rows) != 30 || rows[0] != "first line" || rows[2] != "third line" || rows[3] != "~" || rows[28] != "~" {
+		t.Fatalf("poll of vim:\n%s", p.Text)
+	}
+	if n := len(p.Text); n > 1000 {
+		t.Errorf("poll of vim is %d bytes", n)
+	}
+	// Typing in insert mode draws without cursor addressing; the program
+	// is still on the alternate screen, so the next poll is a screen too.
+	c.process(map[string]any{"action": "send-keys", "sessionId": id, "literal": "ix"})
+	eventually(t, 15*time.Second, func() string {
+		p = c.process(map[string]any{"action": "poll", "sessionId": id})
+		if p.D["view"] != "screen" || !strings.HasPrefix(p.Text, "xfirst line\n") {
+			return "poll after typing: " + p.Text
+		}
+		return ""
 	})
 }

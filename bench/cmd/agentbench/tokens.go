@@ -42,27 +42,27 @@ func seqOutput() []byte {
 
 // tokenRow is one sample of step 3.
 type tokenRow struct {
-	File          string  `json:"file"`
-	What          string  `json:"what"`
-	RawBytes      int     `json:"rawBytes"`
-	RawChars      int     `json:"rawChars"`
-	RawTokens     int     `json:"rawTokens"`     // RawChars / 4
-	StrippedChars int     `json:"strippedChars"` // baseline: escapes removed by a regexp, nothing else
-	CleanChars    int     `json:"cleanChars"`
-	CleanTokens   int     `json:"cleanTokens"`
+	File          string `json:"file"`
+	What          string `json:"what"`
+	RawBytes      int    `json:"rawBytes"`
+	RawChars      int    `json:"rawChars"`
+	RawTokens     int    `json:"rawTokens"`     // RawChars / 4
+	StrippedChars int    `json:"strippedChars"` // baseline: escapes removed by a regexp, nothing else
+	CleanChars    int    `json:"cleanChars"`
+	CleanTokens   int    `json:"cleanTokens"`
 	// BeforeChars and BeforeTokens are the result at maxOutputChars
 	// 200000, the former default, from a second conch in the same run.
-	BeforeChars     int  `json:"beforeChars"`
-	BeforeTokens    int  `json:"beforeTokens"`
-	BeforeTruncated bool `json:"beforeTruncated"`
-	Ratio         float64 `json:"ratio"`      // CleanChars / RawChars
-	StripRatio    float64 `json:"stripRatio"` // StrippedChars / RawChars
-	Truncated     bool    `json:"truncated"`
-	EscLeft       int     `json:"escLeft"` // ESC bytes in the cleaned text
-	CRLeft        int     `json:"crLeft"`
-	Folds         int     `json:"folds"` // "[previous line repeated" markers
-	LastLine      string  `json:"lastLine"`
-	Ms            float64 `json:"ms"`
+	BeforeChars     int     `json:"beforeChars"`
+	BeforeTokens    int     `json:"beforeTokens"`
+	BeforeTruncated bool    `json:"beforeTruncated"`
+	Ratio           float64 `json:"ratio"`      // CleanChars / RawChars
+	StripRatio      float64 `json:"stripRatio"` // StrippedChars / RawChars
+	Truncated       bool    `json:"truncated"`
+	EscLeft         int     `json:"escLeft"` // ESC bytes in the cleaned text
+	CRLeft          int     `json:"crLeft"`
+	Folds           int     `json:"folds"` // "[previous line repeated" markers
+	LastLine        string  `json:"lastLine"`
+	Ms              float64 `json:"ms"`
 }
 
 // ansiRe is the naive baseline cleaner: CSI and OSC sequences removed,
