@@ -47,7 +47,10 @@
 // about two lines' worth of memory whatever the input.
 //
 // The helpers [Truncate] and [HeadTail] cap long outputs around the marker
-// "[… <N> chars omitted; full output: process log sessionId=<id> since=<C> …]";
+// "[… <N> chars omitted; full output: process log sessionId=<id> since=<C> …]",
+// cutting the head and the tail at line boundaries when one is near and
+// inside a line otherwise; [CutHead] and [CutTail] apply the same rule to
+// reads of the two ends of an output too large to render whole;
 // [Tail], [MiddleTruncate] and [Snippet] shorten text for results, session
 // lists and notifications. Lengths are always counted in code points.
 package render
