@@ -114,7 +114,12 @@ func (r *run) devServerOnce(s *benchkit.Server) (int, bool, error) {
 	if e.IsError || id == "" {
 		return calls, false, fmt.Errorf("exec: %s", benchkit.Clip(e.Text, 300))
 	}
-	defer s.Call(r.ctx, time.Minute, "process", map[string]any{"action": "remove", "sessionId": id})
+	defer func() {
+		// kill waits for the end; remove alone would return at once and
+		// leave the supervisor ending while the server closes.
+		s.Call(r.ctx, time.Minute, "process", map[string]any{"action": "kill", "sessionId": id})
+		s.Call(r.ctx, time.Minute, "process", map[string]any{"action": "remove", "sessionId": id})
+	}()
 	calls++
 	w, err := s.Call(r.ctx, time.Minute, "process", map[string]any{
 		"action": "wait", "sessionId": id, "until": "http", "url": fmt.Sprintf("http://127.0.0.1:%d/", port), "timeout": 30000,
