@@ -162,7 +162,7 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 		}
 		st, ex, cursor := s.snapshot()
 		tail, _ := e.tail(s, 2000)
-		out := e.waitOutput(s, p.Since)
+		out := e.waitOutput(ctx, s, p.Since)
 		if out.end > cursor {
 			cursor = out.end
 		}
@@ -314,8 +314,8 @@ type waitOut struct {
 // agent's drain cursor (what poll would show), bounded as poll is: the
 // newest tools.exec.pendingMaxOutputChars, with a pointer to log for the
 // rest. Like poll, it moves the drain cursor on, so the next poll does
-// not repeat it.
-func (e *Engine) waitOutput(s *session, sinceArg *float64) waitOut {
+// not repeat it; not when the call was cancelled (nobody will read it).
+func (e *Engine) waitOutput(ctx context.Context, s *session, sinceArg *float64) waitOut {
 	st, _, _ := s.snapshot()
 	since := st.DrainCursors[s.agent]
 	if sinceArg != nil {
@@ -342,6 +342,9 @@ func (e *Engine) waitOutput(s *session, sinceArg *float64) waitOut {
 		out = fmt.Sprintf("[… %d earlier chars skipped; use process log since=%d to read them …]\n", w.skippedChars, since) + render.Tail(out, limit)
 	}
 	w.text = out
+	if ctx.Err() != nil {
+		return w
+	}
 	s.update(func(st *state) {
 		if st.DrainCursors == nil {
 			st.DrainCursors = map[string]int64{}
