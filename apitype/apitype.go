@@ -133,10 +133,12 @@ func decodeBool(m map[string]json.RawMessage, name string, dst **bool) *Error {
 	return nil
 }
 
-// decodeNumber accepts a JSON number or a numeric string (lenient only
-// changes the message). Its range, and finiteness ("NaN", "Inf", 1e400),
-// are checked afterwards by CheckRanges.
-func decodeNumber(m map[string]json.RawMessage, name string, lenient bool, dst **float64) *Error {
+// decodeNumber accepts a JSON number, and a numeric string ("500") when
+// strs is set (exec's numbers, for compatibility). A string where only
+// numbers are accepted (process) is rejected naming the unit, so a model
+// that sent "30s" or "5000" learns what to send. The range, and
+// finiteness ("NaN", "Inf", 1e400), are checked afterwards by CheckRanges.
+func decodeNumber(m map[string]json.RawMessage, name string, strs bool, rng *Range, dst **float64) *Error {
 	r, ok := m[name]
 	if !ok || isNull(r) {
 		return nil
@@ -153,20 +155,38 @@ func decodeNumber(m map[string]json.RawMessage, name string, lenient bool, dst *
 		if json.Unmarshal(r, &s) != nil {
 			return typeErr(name, "a number")
 		}
+		if !strs {
+			want := "a JSON number"
+			if rng != nil {
+				want += " in " + rng.String()
+				if rng.Unit != "" {
+					want += " (" + unitWord(rng.Unit) + ")"
+				}
+			}
+			return Errorf(CodeInvalidArgument, "Invalid parameter %q: expected %s, not a string (got %q).", name, want, s)
+		}
 		v, perr := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if errors.Is(perr, strconv.ErrRange) {
 			perr = nil
 		}
-		if perr != nil && !lenient {
-			return typeErr(name, "a number")
-		}
 		if perr != nil {
-			return typeErr(name, "a number or a numeric string")
+			return typeErr(name, "a number")
 		}
 		f = v
 	}
 	*dst = &f
 	return nil
+}
+
+// unitWord spells out a range tag's unit for messages.
+func unitWord(unit string) string {
+	switch unit {
+	case "ms":
+		return "milliseconds"
+	case "s":
+		return "seconds"
+	}
+	return unit
 }
 
 func decodeStrings(m map[string]json.RawMessage, name string, dst *[]string) *Error {

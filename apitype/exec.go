@@ -70,14 +70,14 @@ func ParseExecParams(raw []byte) (ExecParams, *Error) {
 			return p, e
 		}
 	}
-	if e := decodeNumber(m, "yieldMs", false, &p.YieldMs); e != nil {
+	if e := decodeNumber(m, "yieldMs", true, nil, &p.YieldMs); e != nil {
 		return p, e
 	}
 	var t1, t2 *float64
-	if e := decodeNumber(m, "timeout", false, &t1); e != nil {
+	if e := decodeNumber(m, "timeout", true, nil, &t1); e != nil {
 		return p, e
 	}
-	if e := decodeNumber(m, "timeoutSeconds", false, &t2); e != nil {
+	if e := decodeNumber(m, "timeoutSeconds", true, nil, &t2); e != nil {
 		return p, e
 	}
 	// Both names share timeout's range; an error names the one sent.

@@ -99,10 +99,11 @@ func TestToolNumbersGenerated(t *testing.T) {
 		base    map[string]any
 		parse   func([]byte) (any, *Error)
 		actions []string
+		strs    bool // numeric strings accepted
 	}
 	tools := []tool{
-		{"exec", map[string]any{"command": "true"}, func(b []byte) (any, *Error) { p, e := ParseExecParams(b); return p, e }, []string{""}},
-		{"process", map[string]any{"sessionId": "x"}, func(b []byte) (any, *Error) { p, e := ParseProcessParams(b); return p, e }, ProcessActions},
+		{"exec", map[string]any{"command": "true"}, func(b []byte) (any, *Error) { p, e := ParseExecParams(b); return p, e }, []string{""}, true},
+		{"process", map[string]any{"sessionId": "x"}, func(b []byte) (any, *Error) { p, e := ParseProcessParams(b); return p, e }, ProcessActions, false},
 	}
 	structs := map[string]any{"exec": ExecParams{}, "process": ProcessParams{}}
 	checked := 0
@@ -129,7 +130,16 @@ func TestToolNumbersGenerated(t *testing.T) {
 					got, e := tl.parse(b)
 					checked++
 					f, isNum := numberOf(v)
+					str, isStr := v.(string)
 					switch {
+					case isStr && !tl.strs:
+						// process: numbers only; the message names the
+						// range and the unit, and quotes the string.
+						wantRejected(t, what, r, e)
+						if e != nil && (!strings.Contains(e.Message, "not a string") || !strings.Contains(e.Message, r.String()) ||
+							!strings.Contains(e.Message, unitWord(r.Unit)) || !strings.Contains(e.Message, fmt.Sprintf("%q", str))) {
+							t.Errorf("%s: message %q does not say a number %s (%s) is expected", what, e.Message, r, unitWord(r.Unit))
+						}
 					case v == nil:
 						if e != nil {
 							t.Errorf("%s: null should be absent: %v", what, e)

@@ -3,6 +3,7 @@ package apitype
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 )
 
 // Process actions (process.md §1).
@@ -48,6 +49,15 @@ var processFields = map[string]bool{
 	"context": true, "max": true,
 }
 
+// processRanges maps each numeric process field to its range.
+var processRanges = sync.OnceValue(func() map[string]Range {
+	rs := map[string]Range{}
+	for _, r := range Ranges(ProcessParams{}) {
+		rs[r.Field] = r
+	}
+	return rs
+})
+
 // ParseProcessParams decodes process arguments. An unknown action is
 // reported with OpenClaw's text `Unknown action <x>`.
 func ParseProcessParams(raw []byte) (ProcessParams, *Error) {
@@ -85,17 +95,19 @@ func ParseProcessParams(raw []byte) (ProcessParams, *Error) {
 			return p, e
 		}
 	}
+	// Numbers only: no numeric strings (unlike exec), so that a model
+	// confusing process's milliseconds with exec's seconds ("30s") is
+	// told the unit instead of guessed at.
+	ranges := processRanges()
 	for _, n := range []struct {
 		name string
 		dst  **float64
 	}{{"delayMs", &p.DelayMs}, {"offset", &p.Offset}, {"limit", &p.Limit}, {"since", &p.Since},
-		{"port", &p.Port}, {"idleMs", &p.IdleMs}, {"context", &p.Context}, {"max", &p.Max}} {
-		if e := decodeNumber(m, n.name, false, n.dst); e != nil {
+		{"timeout", &p.Timeout}, {"port", &p.Port}, {"idleMs", &p.IdleMs}, {"context", &p.Context}, {"max", &p.Max}} {
+		r := ranges[n.name].For(p.Action)
+		if e := decodeNumber(m, n.name, false, &r, n.dst); e != nil {
 			return p, e
 		}
-	}
-	if e := decodeNumber(m, "timeout", true, &p.Timeout); e != nil {
-		return p, e
 	}
 	if e := decodeStrings(m, "keys", &p.Keys); e != nil {
 		return p, e

@@ -8,7 +8,9 @@
 // Prefer the environment for the token (argv is visible in the process list).
 // It lists the tools, runs a foreground exec, runs a background exec and polls
 // it with `process poll` until it ends, and waits for an exit notice sent as
-// `notifications/message` after `logging/setLevel`. It prints one JSON summary
+// `notifications/message` after `logging/setLevel`, then makes results of every
+// process action and of failures, which the SDK validates against each tool's
+// outputSchema (a mismatch throws). It prints one JSON summary
 // on stdout and exits 0 only when every check passed (1 on a failed check,
 // 2 on bad usage). Progress and errors go to stderr.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -36,6 +38,7 @@ const summary = {
   echo: null,
   background: null,
   notification: { setLevel: false, received: false },
+  schema: { calls: 0, errors: [], instructions: 0, annotations: {} },
   inlineEvents: [],
   failures: [],
 };
@@ -94,6 +97,11 @@ try {
   // 1. tools/list
   const tl = await client.listTools(undefined, opt);
   summary.tools = tl.tools.map((t) => t.name).sort();
+  for (const t of tl.tools) {
+    summary.schema.annotations[t.name] = t.annotations || null;
+    if (!t.outputSchema) fail(`${t.name} has no outputSchema`);
+  }
+  summary.schema.instructions = (client.getInstructions() || "").length;
   for (const want of ["exec", "process"]) {
     if (!summary.tools.includes(want)) fail(`tools/list lacks ${want}: ${summary.tools.join(",")}`);
   }
@@ -178,7 +186,50 @@ try {
     }
   }
 
-  // 7. Nothing of ours is left running.
+  // 7. Results of every kind, each checked by the SDK against the tool's
+  //    outputSchema: a mismatch makes callTool throw.
+  const checked = async (name, args) => {
+    summary.schema.calls++;
+    try {
+      return await call(name, args);
+    } catch (e) {
+      summary.schema.errors.push(`${name} ${JSON.stringify(args)}: ${e.message}`);
+      fail(`${name} ${JSON.stringify(args)}: ${e.message}`);
+      return { content: [], structuredContent: {} };
+    }
+  };
+  await checked("exec", { command: "echo out; echo err >&2; exit 3" });
+  await checked("exec", { command: "true", yieldMs: -1 });
+  const sr = await checked("exec", { command: "echo s-1; cat", background: true });
+  const sid = details(sr).sessionId;
+  for (const args of [
+    { action: "list" },
+    { action: "poll", sessionId: sid },
+    { action: "log", sessionId: sid, offset: 0, limit: 5 },
+    { action: "wait", sessionId: sid, until: "regex", pattern: "s-1", timeout: 10000 },
+    { action: "wait", sessionId: sid, until: ["idle", "regex"], idleMs: 100, pattern: "never", timeout: 10000 },
+    { action: "wait", sessionId: sid, until: "regex", pattern: "never", timeout: 100 },
+    { action: "search", sessionId: sid, pattern: "s-", context: 1 },
+    { action: "screen", sessionId: sid },
+    { action: "write", sessionId: sid, data: "w-1\n" },
+    { action: "submit", sessionId: sid },
+    { action: "paste", sessionId: sid, text: "p-1" },
+    { action: "send-keys", sessionId: sid, keys: ["Enter"] },
+    { action: "poll", sessionId: sid, timeout: "5000" },
+    { action: "kill", sessionId: sid },
+    { action: "wait", sessionId: sid, timeout: 10000 },
+    { action: "poll", sessionId: sid },
+    { action: "log", sessionId: sid, since: 0 },
+    { action: "kill", sessionId: sid },
+    { action: "clear", sessionId: sid },
+    { action: "remove", sessionId: sid },
+    { action: "poll", sessionId: "no-such-session" },
+    { action: "nope" },
+  ]) {
+    await checked("process", args);
+  }
+
+  // 8. Nothing of ours is left running.
   const lr = await call("process", { action: "list" });
   const running = (details(lr).sessions || []).filter((s) => s.status === "running").map((s) => s.sessionId);
   summary.runningAfter = running;

@@ -19,19 +19,26 @@ import (
 
 // WaitDetails is the details object of wait (process.md §5.1).
 type WaitDetails struct {
-	Status    string     `json:"status"`
-	Outcome   string     `json:"outcome"` // met | exited | timeout
-	Until     any        `json:"until"`
-	Fired     string     `json:"fired,omitempty"`
-	SessionID string     `json:"sessionId"`
-	ElapsedMs int64      `json:"elapsedMs"`
-	Cursor    int64      `json:"cursor"`
-	Tail      string     `json:"tail"`
-	Match     *LineMatch `json:"match,omitempty"`
-	ExitCode  *int       `json:"exitCode,omitempty"`
-	Signal    *string    `json:"signal,omitempty"`
-	KilledBy  *string    `json:"killedBy,omitempty"`
-	State     string     `json:"state"`
+	Status    string `json:"status"`
+	Outcome   string `json:"outcome"` // met | exited | timeout
+	Until     any    `json:"until"`
+	Fired     string `json:"fired,omitempty"`
+	SessionID string `json:"sessionId"`
+	ElapsedMs int64  `json:"elapsedMs"`
+	// Cursor is the end of the output in the text (the session's
+	// newest output when it was read): pass it as since to read on.
+	Cursor int64 `json:"cursor"`
+	// Since is where the output in the text starts: the since argument,
+	// else the caller's last read (as for poll).
+	Since        int64      `json:"since"`
+	SkippedChars int        `json:"skippedChars,omitempty"`
+	SkippedBytes int64      `json:"skippedBytes,omitempty"`
+	Tail         string     `json:"tail"`
+	Match        *LineMatch `json:"match,omitempty"`
+	ExitCode     *int       `json:"exitCode,omitempty"`
+	Signal       *string    `json:"signal,omitempty"`
+	KilledBy     *string    `json:"killedBy,omitempty"`
+	State        string     `json:"state"`
 	// AwaitingInput is set when the wait ended on a prompt.
 	AwaitingInput *apitype.Awaiting `json:"awaitingInput,omitempty"`
 }
@@ -144,11 +151,24 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 	var base int64
 	baseLine := 0
 	lastCursor, lastChange := int64(-1), start
+	var prompt *AwaitingInput // the prompt an "input" outcome reports
 	result := func(outcome, fired string, m *LineMatch) apitype.Result {
+		elapsed := time.Since(start)
+		if fired == "port" || fired == "http" || fired == "file" {
+			// What the program printed before the probe succeeded (a
+			// server's "listening" line, its log of the probe's
+			// request) belongs in the output below.
+			e.settleOutput(ctx, s)
+		}
 		st, ex, cursor := s.snapshot()
 		tail, _ := e.tail(s, 2000)
+		out := e.waitOutput(ctx, s, p.Since)
+		if out.end > cursor {
+			cursor = out.end
+		}
 		d := &WaitDetails{Status: runStatus(ex), Outcome: outcome, Until: echo, Fired: fired, SessionID: s.id,
-			ElapsedMs: time.Since(start).Milliseconds(), Cursor: cursor, Tail: tail, Match: m, State: "running"}
+			ElapsedMs: elapsed.Milliseconds(), Cursor: cursor, Since: out.since, SkippedChars: out.skippedChars,
+			SkippedBytes: out.skippedBytes, Tail: tail, Match: m, State: "running"}
 		if s.pending() {
 			d.Status, d.State = "pending", "pending"
 		}
@@ -162,7 +182,7 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 			if fired == "exit" {
 				text = endLine(ex)
 			} else {
-				text = fmt.Sprintf("Condition met: %s after %s.", strings.Join(descsFor(fired, descs, until), ""), elapsedText(time.Since(start)))
+				text = fmt.Sprintf("Condition met: %s after %s.", strings.Join(descsFor(fired, descs, until), ""), elapsedText(elapsed))
 				if m != nil {
 					text += fmt.Sprintf("\nline %d: %s", m.Line, m.Text)
 				}
@@ -175,8 +195,16 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 				what = "approval still pending"
 			}
 			text = fmt.Sprintf("Timed out after %d ms waiting for %s; %s.", timeout.Milliseconds(), desc, what)
+		case "input":
+			text = fmt.Sprintf("Process is awaiting input (%s) before the condition was met.", prompt.Prompt)
+			d.AwaitingInput = &apitype.Awaiting{Prompt: prompt.Prompt, IdleMs: prompt.IdleMs}
 		}
 		_ = st
+		// The output new to the caller comes first, as in poll: one
+		// call shows what happened, not only that it happened.
+		if out.text != "" {
+			text = out.text + "\n\n" + text
+		}
 		return apitype.Result{Text: text, Details: d}
 	}
 	for {
@@ -259,10 +287,8 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 		}
 		if !has("idle") {
 			if a := e.awaiting(s); a != nil {
-				res := result("input", "input", nil)
-				res.Text = fmt.Sprintf("Process is awaiting input (%s) before the condition was met.", a.Prompt)
-				res.Details.(*WaitDetails).AwaitingInput = &apitype.Awaiting{Prompt: a.Prompt, IdleMs: a.IdleMs}
-				return res
+				prompt = a
+				return result("input", "input", nil)
 			}
 		}
 		select {
@@ -273,6 +299,87 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 		case <-s.changed():
 		case <-tick.C:
 		}
+	}
+}
+
+// waitOut is the output a wait result shows.
+type waitOut struct {
+	text         string // "" when nothing is new
+	since, end   int64
+	skippedChars int
+	skippedBytes int64
+}
+
+// waitOutput reads the output after since (the argument), or after the
+// agent's drain cursor (what poll would show), bounded as poll is: the
+// newest tools.exec.pendingMaxOutputChars, with a pointer to log for the
+// rest. Like poll, it moves the drain cursor on, so the next poll does
+// not repeat it; not when the call was cancelled (nobody will read it).
+func (e *Engine) waitOutput(ctx context.Context, s *session, sinceArg *float64) waitOut {
+	st, _, _ := s.snapshot()
+	since := st.DrainCursors[s.agent]
+	if sinceArg != nil {
+		since = cursorArg(*sinceArg)
+	}
+	w := waitOut{since: since, end: since}
+	if s.pending() {
+		return w
+	}
+	limit := e.conf().Exec(s.agent).PendingMaxOutputChars
+	tail := newLineTail(0, limit+1)
+	var f render.Folder
+	add := func(l render.Line) { tail.add(l.Text) }
+	res, err := readLines(s.journal(), readOpts{since: since}, func(l render.Line) { f.Add(l, add) })
+	f.Flush(add)
+	if err != nil {
+		w.text = fmt.Sprintf("(output unreadable: %v)", err)
+		return w
+	}
+	w.end, w.skippedBytes = res.end, res.skippedBytes
+	out := strings.TrimSpace(strings.Join(tail.lines(), "\n"))
+	if n := tail.chars - tail.leadingSpace(); n > limit {
+		w.skippedChars = n - limit
+		out = fmt.Sprintf("[… %d earlier chars skipped; use process log since=%d to read them …]\n", w.skippedChars, since) + render.Tail(out, limit)
+	}
+	w.text = out
+	if ctx.Err() != nil {
+		return w
+	}
+	s.update(func(st *state) {
+		if st.DrainCursors == nil {
+			st.DrainCursors = map[string]int64{}
+		}
+		if res.end > st.DrainCursors[s.agent] {
+			st.DrainCursors[s.agent] = res.end
+		}
+	})
+	return w
+}
+
+// settleOutput lets output the program wrote before a probe succeeded
+// reach the journal: it asks the supervisor for its cursor (a round
+// trip that its output pumps usually beat), then waits while output
+// keeps arriving, 50 ms of quiet at most and 250 ms in all.
+func (e *Engine) settleOutput(ctx context.Context, s *session) {
+	if !s.running() {
+		return
+	}
+	e.liveStatus(s)
+	all := time.NewTimer(250 * time.Millisecond)
+	defer all.Stop()
+	for {
+		quiet := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-s.changed():
+			quiet.Stop()
+			continue
+		case <-quiet.C:
+		case <-all.C:
+			quiet.Stop()
+		case <-ctx.Done():
+			quiet.Stop()
+		}
+		return
 	}
 }
 

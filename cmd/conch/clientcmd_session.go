@@ -186,7 +186,7 @@ func runSessionCommand(name string, args []string, stdout, stderr io.Writer) int
 		fs.StringVar(&until, "until", "", "exit (default), regex, port, http, file or idle; a comma list waits for the first")
 		fs.StringVar(&pattern, "pattern", "", "regular expression (until regex)")
 		fs.BoolVar(&ignoreCase, "i", false, "ignore case")
-		fs.Var(&since, "since", "journal cursor (until regex; default 0)")
+		fs.Var(&since, "since", "journal cursor: the output shown, and until regex, start after it (default: output not yet read; regex 0)")
 		fs.StringVar(&host, "host", "", "host (until port; default 127.0.0.1)")
 		fs.Var(&port, "port", "TCP port (until port)")
 		fs.StringVar(&url, "url", "", "URL (until http)")

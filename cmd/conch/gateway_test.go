@@ -114,6 +114,9 @@ func TestNumbersAtEveryAdapter(t *testing.T) {
 	for _, cl := range calls {
 		what := fmt.Sprintf("%s %v", cl.tool, cl.args)
 		ok := inRangeValue(cl.rng, cl.value)
+		if _, str := cl.value.(string); str && cl.tool == "process" {
+			ok = false // process takes JSON numbers only
+		}
 		// MCP over HTTP.
 		mr := c.call(cl.tool, cl.args)
 		code, _ := mr.D["error"].(map[string]any)

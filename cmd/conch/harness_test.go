@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -47,6 +48,10 @@ type conch struct {
 	mu     sync.Mutex
 	logs   []*mcp.LoggingMessageParams
 	events []string
+
+	// outSchemas are the tools' output schemas: every result of every
+	// test is checked against its tool's (outputSchemas in tools_test.go).
+	outSchemas map[string]*jsonschema.Resolved
 }
 
 // newHome returns a fresh conch home, optionally with a config file.
@@ -114,6 +119,7 @@ func startConchEnv(t *testing.T, home string, env []string, args ...string) *con
 	}
 	c.cs = cs
 	t.Cleanup(func() { c.close() })
+	c.outSchemas = outputSchemas(t, cs)
 	return c
 }
 
@@ -194,6 +200,7 @@ func (c *conch) rawCall(tool string, args map[string]any) result {
 	}
 	b, _ := json.Marshal(res.StructuredContent)
 	json.Unmarshal(b, &r.D)
+	checkOutput(c.t, c.outSchemas, tool, args, b)
 	return r
 }
 

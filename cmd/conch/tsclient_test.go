@@ -59,6 +59,12 @@ type tsSummary struct {
 		Kind      string `json:"kind"`
 		Text      string `json:"text"`
 	} `json:"notification"`
+	Schema struct {
+		Calls        int                       `json:"calls"`
+		Errors       []string                  `json:"errors"`
+		Instructions int                       `json:"instructions"`
+		Annotations  map[string]map[string]any `json:"annotations"`
+	} `json:"schema"`
 	RunningAfter []string `json:"runningAfter"`
 	Failures     []string `json:"failures"`
 }
@@ -106,6 +112,14 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	if len(s.RunningAfter) > 0 {
 		t.Errorf("running after: %v", s.RunningAfter)
+	}
+	// The TypeScript SDK validated every result of every process action
+	// (and failures) against the tool's outputSchema.
+	if s.Schema.Calls < 20 || len(s.Schema.Errors) > 0 || s.Schema.Instructions == 0 {
+		t.Errorf("schema checks: %+v", s.Schema)
+	}
+	if a := s.Schema.Annotations["exec"]; a["destructiveHint"] != true || a["openWorldHint"] != true || a["title"] == nil {
+		t.Errorf("exec annotations as the TypeScript client sees them: %v", a)
 	}
 	// The HTTP API agrees: nothing of the agent is still running.
 	code, m := g.do("GET", "/v1/sessions", g.token, nil, nil)

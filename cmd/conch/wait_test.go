@@ -28,7 +28,7 @@ func TestWaitDevServer(t *testing.T) {
 	r := c.exec(map[string]any{"command": fmt.Sprintf("sleep 0.3; exec python3 -u -m http.server %d --bind 127.0.0.1", port), "background": true})
 	id := r.str("sessionId")
 	w := c.process(map[string]any{"action": "wait", "sessionId": id, "until": []any{"port", "regex"}, "port": port, "pattern": "never-printed", "timeout": 20000})
-	if w.str("outcome") != "met" || w.str("fired") != "port" || !strings.HasPrefix(w.Text, fmt.Sprintf("Condition met: port 127.0.0.1:%d after ", port)) {
+	if w.str("outcome") != "met" || w.str("fired") != "port" || !strings.Contains(w.Text, fmt.Sprintf("Condition met: port 127.0.0.1:%d after ", port)) {
 		t.Fatalf("port: %q %v", w.Text, w.D)
 	}
 	w = c.process(map[string]any{"action": "wait", "sessionId": id, "until": "http", "url": fmt.Sprintf("http://127.0.0.1:%d/", port), "timeout": 20000})
@@ -67,7 +67,7 @@ func TestWaitConditions(t *testing.T) {
 
 	r = c.exec(map[string]any{"command": "echo bye; exit 3", "background": true})
 	w = c.process(map[string]any{"action": "wait", "sessionId": r.str("sessionId"), "until": "regex", "pattern": "never", "timeout": 10000})
-	if w.str("outcome") != "exited" || w.Text != "Process exited with code 3 before the condition was met." {
+	if w.str("outcome") != "exited" || w.Text != "bye\n\nProcess exited with code 3 before the condition was met." {
 		t.Fatalf("exited: %q %v", w.Text, w.D)
 	}
 	r = c.exec(map[string]any{"command": "sleep 0.2; exit 4", "background": true})
@@ -120,7 +120,7 @@ func TestPromptDetection(t *testing.T) {
 	r := c.exec(map[string]any{"command": "printf 'Proceed with install? [y/N] '; read a; echo got $a", "background": true})
 	id := r.str("sessionId")
 	w := c.process(map[string]any{"action": "wait", "sessionId": id, "until": "regex", "pattern": "never", "timeout": 10000})
-	if w.str("outcome") != "input" || w.Text != "Process is awaiting input (Proceed with install? [y/N]) before the condition was met." {
+	if w.str("outcome") != "input" || w.Text != "Proceed with install? [y/N]\n\nProcess is awaiting input (Proceed with install? [y/N]) before the condition was met." {
 		t.Fatalf("wait: %q %v", w.Text, w.D)
 	}
 	p := c.process(map[string]any{"action": "poll", "sessionId": id})
@@ -132,7 +132,7 @@ func TestPromptDetection(t *testing.T) {
 	}
 	c.process(map[string]any{"action": "write", "sessionId": id, "data": "y\n"})
 	w = c.process(map[string]any{"action": "wait", "sessionId": id, "timeout": 10000})
-	if w.Text != "Process exited with code 0." {
+	if w.Text != "got y\n\nProcess exited with code 0." {
 		t.Fatalf("after answering: %q", w.Text)
 	}
 	if _, err := exec.LookPath("python3"); err == nil {

@@ -34,6 +34,30 @@ const (
 	patchDescription   = "Apply a patch to files of the workspace: add, delete, update (with context hunks) and move files in one atomic step. Input is the whole patch from '*** Begin Patch' to '*** End Patch'; sections start with '*** Add File: <path>' (lines prefixed with +), '*** Delete File: <path>' or '*** Update File: <path>' (optional '*** Move to: <path>', then hunks: '@@ <line to find>' and lines prefixed with ' ' (context), '-' (remove) or '+' (add); '*** End of File' anchors a hunk at the end). Paths are relative to the workspace."
 )
 
+// instructions is the server's initialize instructions: how the tools
+// are meant to be used together. Short: it is sent to every session.
+const instructions = `conch runs shell commands (exec) and manages the sessions they leave running (process).
+- Servers, watchers, long builds: exec with background=true, keep the sessionId.
+- Then process wait (until exit, regex, port, http, file or idle) instead of sleep loops or repeated polls; its result carries the output new since your last read.
+- Read more with poll (new output), log or search. Results carry a cursor: pass it as since to read only what came after.
+- Units: exec timeout is seconds; process timeout, yieldMs, idleMs and delayMs are milliseconds.
+- Stop what you started: process kill, or remove.`
+
+// Tool annotations (hints for clients; MCP defaults: destructive and
+// open world). exec runs arbitrary commands. process mixes reads (list,
+// poll, log, wait, search, screen) with actions that stop processes and
+// delete their output (kill, remove, clear) or type into them (write,
+// send-keys), and wait probes URLs: annotations are per tool, so it
+// declares the strongest of its actions. apply_patch overwrites and
+// deletes workspace files and touches nothing else.
+var annotations = map[string]*mcp.ToolAnnotations{
+	"exec":        {Title: "Run a shell command", DestructiveHint: ptr(true), OpenWorldHint: ptr(true)},
+	"process":     {Title: "Manage running commands", DestructiveHint: ptr(true), OpenWorldHint: ptr(true)},
+	"apply_patch": {Title: "Apply a patch to workspace files", DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
+}
+
+func ptr[T any](v T) *T { return &v }
+
 // Options configure a server.
 type Options struct {
 	// Agent is the agent every call acts for (stdio: --agent).
@@ -88,7 +112,8 @@ func New(eng Engine, opt Options) *Server {
 	s := &Server{eng: eng, opt: opt, stopped: make(chan struct{})}
 	rand.Read(s.key[:])
 	s.Server = mcp.NewServer(&mcp.Implementation{Name: "conch", Version: opt.Version}, &mcp.ServerOptions{
-		HasTools: true,
+		HasTools:     true,
+		Instructions: instructions,
 	})
 	// Any other method (initialize, tools/list, …): a panic answers that
 	// request with a JSON-RPC error instead of ending the process.
@@ -105,17 +130,20 @@ func New(eng Engine, opt Options) *Server {
 	if eng.Config().MCP.FullDetails {
 		s.opt.FullDetails = true
 	}
-	out := json.RawMessage(`{"type":"object","required":["status"],"properties":{"status":{"type":"string"}}}`)
 	// The tool list is per agent: a denied tool is not listed.
 	cfg := eng.Config()
-	if !cfg.Denied(opt.Agent, "exec") {
-		s.AddTool(&mcp.Tool{Name: "exec", Description: execDescription, InputSchema: json.RawMessage(execSchema), OutputSchema: out}, s.handler("exec"))
-	}
-	if !cfg.Denied(opt.Agent, "process") {
-		s.AddTool(&mcp.Tool{Name: "process", Description: processDescription, InputSchema: json.RawMessage(processSchema), OutputSchema: out}, s.handler("process"))
-	}
-	if cfg.ApplyPatchOffered(opt.Agent) {
-		s.AddTool(&mcp.Tool{Name: "apply_patch", Description: patchDescription, InputSchema: json.RawMessage(patchSchema), OutputSchema: out}, s.handler("apply_patch"))
+	for _, t := range []struct {
+		name, desc, schema string
+		offered            bool
+	}{
+		{"exec", execDescription, execSchema, !cfg.Denied(opt.Agent, "exec")},
+		{"process", processDescription, processSchema, !cfg.Denied(opt.Agent, "process")},
+		{"apply_patch", patchDescription, patchSchema, cfg.ApplyPatchOffered(opt.Agent)},
+	} {
+		if t.offered {
+			s.AddTool(&mcp.Tool{Name: t.name, Description: t.desc, InputSchema: json.RawMessage(t.schema),
+				OutputSchema: outputSchema(t.name), Annotations: annotations[t.name]}, s.handler(t.name))
+		}
 	}
 	return s
 }

@@ -9,11 +9,14 @@
 //     over the same data in a file.
 //  3. tokens: the rendered exec result of `cat <recorded output>` against
 //     the raw bytes (and against a naive escape-stripping regexp).
+//  4. devserver: the tool calls a scripted agent needs to start a dev
+//     server, wait until it serves and see its first request, and the
+//     size of tools/list; against -baseline-conch too when given.
 //
 // It exits non-zero only when conch misbehaves (failed calls, wrong
 // matches, escapes left in cleaned text), never because it is slow.
 //
-//	agentbench -conch PATH [-testdata DIR] [-steps wait,search,tokens] [-n 50] [--json]
+//	agentbench -conch PATH [-baseline-conch PATH] [-testdata DIR] [-steps wait,search,tokens,devserver] [-n 50] [--json]
 //
 // bench/agent.sh builds conch and agentbench and runs it; see bench/README.md.
 package main
@@ -39,6 +42,8 @@ import (
 
 type options struct {
 	conch       string
+	baseline    string
+	devN        int
 	testdata    string
 	waitN       int
 	searchBytes int64
@@ -49,21 +54,22 @@ type options struct {
 }
 
 type report struct {
-	Conch      string      `json:"conch"`
-	Version    string      `json:"version"`
-	GoVersion  string      `json:"goVersion"`
-	Platform   string      `json:"platform"`
-	CPUs       int         `json:"cpus"`
-	StartedAt  time.Time   `json:"startedAt"`
-	LoadBefore string      `json:"loadAverageBefore"`
-	LoadAfter  string      `json:"loadAverageAfter"`
-	Wall       float64     `json:"wallSeconds"`
-	Wait       *waitStep   `json:"wait,omitempty"`
-	Search     *searchStep `json:"search,omitempty"`
-	Tokens     []tokenRow  `json:"tokens,omitempty"`
-	Notes      []string    `json:"notes,omitempty"`
-	Failures   []string    `json:"failures"`
-	OK         bool        `json:"ok"`
+	Conch      string         `json:"conch"`
+	Version    string         `json:"version"`
+	GoVersion  string         `json:"goVersion"`
+	Platform   string         `json:"platform"`
+	CPUs       int            `json:"cpus"`
+	StartedAt  time.Time      `json:"startedAt"`
+	LoadBefore string         `json:"loadAverageBefore"`
+	LoadAfter  string         `json:"loadAverageAfter"`
+	Wall       float64        `json:"wallSeconds"`
+	Wait       *waitStep      `json:"wait,omitempty"`
+	Search     *searchStep    `json:"search,omitempty"`
+	Tokens     []tokenRow     `json:"tokens,omitempty"`
+	DevServer  *devServerStep `json:"devServer,omitempty"`
+	Notes      []string       `json:"notes,omitempty"`
+	Failures   []string       `json:"failures"`
+	OK         bool           `json:"ok"`
 }
 
 type run struct {
@@ -94,11 +100,13 @@ func main() {
 	var o options
 	var steps string
 	flag.StringVar(&o.conch, "conch", "", "the conch binary to measure (required)")
+	flag.StringVar(&o.baseline, "baseline-conch", "", "an older conch binary to run step devserver against too (the \"before\")")
+	flag.IntVar(&o.devN, "dev-n", 5, "repetitions of step devserver")
 	flag.StringVar(&o.testdata, "testdata", "bench/testdata", "directory of the recorded samples (step tokens)")
 	flag.IntVar(&o.waitN, "n", 50, "repetitions of each kind of regex wait (step wait)")
 	flag.Int64Var(&o.searchBytes, "search-bytes", 100_000_000, "journal size of step search")
 	flag.IntVar(&o.searchReps, "search-reps", 5, "repetitions of each search and each grep")
-	flag.StringVar(&steps, "steps", "wait,search,tokens", "comma-separated subset of wait,search,tokens")
+	flag.StringVar(&steps, "steps", "wait,search,tokens,devserver", "comma-separated subset of wait,search,tokens,devserver")
 	flag.StringVar(&o.dump, "dump", "", "write the cleaned text of each sample into this directory")
 	flag.BoolVar(&o.json, "json", false, "print the report as JSON")
 	flag.Parse()
@@ -112,11 +120,18 @@ func main() {
 		os.Exit(2)
 	}
 	o.conch = abs
+	if o.baseline != "" {
+		if o.baseline, err = filepath.Abs(o.baseline); err != nil {
+			fmt.Fprintln(os.Stderr, "agentbench:", err)
+			os.Exit(2)
+		}
+	}
+	o.devN = max(o.devN, 1)
 	o.steps = map[string]bool{}
 	for _, s := range strings.Split(steps, ",") {
 		s = strings.TrimSpace(s)
 		switch s {
-		case "wait", "search", "tokens":
+		case "wait", "search", "tokens", "devserver":
 			o.steps[s] = true
 		case "":
 		default:
@@ -147,6 +162,10 @@ func main() {
 	if o.steps["tokens"] {
 		fmt.Fprintln(os.Stderr, "agentbench: step tokens")
 		rep.Tokens = r.tokens()
+	}
+	if o.steps["devserver"] {
+		fmt.Fprintln(os.Stderr, "agentbench: step devserver")
+		rep.DevServer = r.devServer()
 	}
 	rep.Wall = time.Since(start).Seconds()
 	rep.LoadAfter = loadavg()
@@ -244,6 +263,9 @@ func printReport(w io.Writer, rep *report) {
 			fmt.Fprintf(w, "  %-18s %s; last line: %q\n", t.File, t.What, benchkit.Clip(t.LastLine, 100))
 		}
 		fmt.Fprintln(w)
+	}
+	if rep.DevServer != nil {
+		printDevServer(w, rep.DevServer)
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "note:", n)

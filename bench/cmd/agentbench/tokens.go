@@ -122,9 +122,9 @@ func (r *run) tokens() []tokenRow {
 		stripped := utf8.RuneCountInString(ansiRe.ReplaceAllString(string(raw), ""))
 		clean := utf8.RuneCountInString(res.Text)
 		row := tokenRow{
-			File: sm.file, What: sm.what, RawBytes: len(raw), RawChars: rawChars, RawTokens: rawChars / 4,
-			StrippedChars: stripped, CleanChars: clean, CleanTokens: clean / 4,
-			BeforeChars: utf8.RuneCountInString(old.Text), BeforeTokens: utf8.RuneCountInString(old.Text) / 4, BeforeTruncated: old.D["truncated"] == true,
+			File: sm.file, What: sm.what, RawBytes: len(raw), RawChars: rawChars, RawTokens: benchkit.ApproxTokens(string(raw)),
+			StrippedChars: stripped, CleanChars: clean, CleanTokens: benchkit.ApproxTokens(res.Text),
+			BeforeChars: utf8.RuneCountInString(old.Text), BeforeTokens: benchkit.ApproxTokens(old.Text), BeforeTruncated: old.D["truncated"] == true,
 			Ratio: benchkit.Ratio(float64(clean), float64(rawChars)), StripRatio: benchkit.Ratio(float64(stripped), float64(rawChars)),
 			Truncated: res.D["truncated"] == true, EscLeft: strings.Count(res.Text, "\x1b"), CRLeft: strings.Count(res.Text, "\r"),
 			Folds: strings.Count(res.Text, "[previous line repeated"), LastLine: lastLine(strings.TrimRight(res.Text, "\n")), Ms: benchkit.Ms(d),

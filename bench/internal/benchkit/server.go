@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -254,3 +255,11 @@ func trimNotices(text string) string {
 	}
 	return strings.TrimPrefix(text, "\n")
 }
+
+// Session is the MCP client session, for requests Call does not cover
+// (tools/list, the initialize result).
+func (s *Server) Session() *mcp.ClientSession { return s.cs }
+
+// ApproxTokens is the token estimate of the agent benchmarks (and of
+// conch's tools/list budget test): Unicode characters / 4.
+func ApproxTokens(s string) int { return utf8.RuneCountInString(s) / 4 }
