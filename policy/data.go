@@ -22,6 +22,19 @@ var BlockedWrappers = []string{
 // allowlist (a safe bin would receive unchecked arguments).
 var DispatchWrappers = []string{"env", "nice", "nohup", "stdbuf", "timeout", "xargs"}
 
+// TerminalFileWrappers are dispatch wrappers that write a file themselves
+// when their standard streams are a terminal: nohup appends the output to
+// ./nohup.out (or ~/nohup.out). With [Request].Terminal set they are not
+// transparent: the segment is a miss unless the wrapper itself is
+// allowlisted.
+var TerminalFileWrappers = []string{"nohup"}
+
+// RCShells are shell wrappers that run a startup file of the user for
+// every `-c` (zsh reads ~/.zshenv), code the gate never judged; their `-c`
+// is only satisfied with the option that skips those files (`zsh -f`),
+// listed here per shell.
+var RCShells = map[string]string{"zsh": "f"}
+
 // ShellWrappers are the shells whose `-c SCRIPT` is analysed like a command
 // (policy.md §5.3).
 // hush (a busybox shell applet) is a conch addition.
@@ -94,7 +107,7 @@ var InlineEvalInterpreters = []InlineEval{
 // (uniq --group[=METHOD], listed here as a value flag: the value must be
 // attached) or a cluster means what it means to the tool. grep,
 // sort and jq are profiled but not in [DefaultSafeBins]. For jq, a filter
-// mentioning env, $ENV, input_filename, import or include is also rejected
+// mentioning env, $ENV, input_filename, import, include or modulemeta is also rejected
 // (whatever profile is used for jq).
 var BuiltinProfiles = map[string]Profile{
 	"cut": {
@@ -153,12 +166,15 @@ var BuiltinProfiles = map[string]Profile{
 
 // jqDeniedFilterWords are rejected anywhere in a jq filter (case-insensitive
 // substring: a filter that merely looks like one of them is rejected too).
-var jqDeniedFilterWords = []string{"env", "$ENV", "input_filename", "import", "include"}
+// modulemeta reads module files from jq's library path, like import.
+var jqDeniedFilterWords = []string{"env", "$ENV", "input_filename", "import", "include", "modulemeta"}
 
 // lookup tables, built once from the exported lists.
 var (
 	blockedSet    = setOf(BlockedWrappers)
 	dispatchSet   = setOf(DispatchWrappers)
+	termFileSet   = setOf(TerminalFileWrappers)
+	rcShells      = copyMap(RCShells)
 	shellSet      = setOf(ShellWrappers)
 	multiplexSet  = setOf(Multiplexers)
 	builtinSet    = setOf(Builtins)
@@ -168,6 +184,14 @@ var (
 	inlineEvalTab = append([]InlineEval(nil), InlineEvalInterpreters...)
 	defaultTrust  = append([]string(nil), DefaultTrustedDirs...)
 )
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
 
 func setOf(list []string) map[string]bool {
 	m := make(map[string]bool, len(list))

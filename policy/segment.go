@@ -287,12 +287,20 @@ func (e *evaluator) judge(seg *Segment, words []word, depth int, viaXargs bool) 
 	} else {
 		pin = e.shell(seg, shell, res, prefix, args, depth)
 	}
-	// A wrapper outside the trusted directories is only transparent when
-	// it is allowlisted itself.
-	if (satisfied(seg.Verdict) || len(seg.persist) > 0) && !e.inTrusted(res) && e.allowMatch(res) == nil {
+	// A wrapper outside the trusted directories, or one that writes a
+	// file itself when run with a terminal, is only transparent when it
+	// is allowlisted itself.
+	why := ""
+	switch {
+	case !e.inTrusted(res):
+		why = "wrapper " + res.path + " is outside the trusted directories and not allowlisted"
+	case e.req.Terminal && termFileSet[dispatch]:
+		why = dispatch + " with a terminal writes " + dispatch + ".out; " + res.path + " is not allowlisted"
+	}
+	if why != "" && (satisfied(seg.Verdict) || len(seg.persist) > 0) && e.allowMatch(res) == nil {
 		seg.persist = append([]string{res.path}, seg.persist...)
 		if satisfied(seg.Verdict) {
-			e.setVerdict(seg, VerdictMiss, "wrapper "+res.path+" is outside the trusted directories and not allowlisted")
+			e.setVerdict(seg, VerdictMiss, why)
 			return nil
 		}
 	}
@@ -615,9 +623,11 @@ func dispatchOptions(name string, args []word) (int, string) {
 // (long options exactly, not abbreviated). It also returns the replace
 // strings of -I and --replace: the command word must not contain them.
 func xargsOptions(args []word) (int, []string, string) {
-	const boolShort, valueShort = "0rtxp", "adEILnPs"
-	boolLong := map[string]bool{"--null": true, "--no-run-if-empty": true, "--verbose": true, "--exit": true, "--interactive": true}
-	valueLong := []string{"--arg-file=", "--delimiter=", "--eof=", "--replace=", "--max-lines=", "--max-args=", "--max-procs=", "--max-chars="}
+	// Not accepted, among others: -a/--arg-file (reads a file),
+	// -p/--interactive and -o/--open-tty (open /dev/tty).
+	const boolShort, valueShort = "0rtx", "dEILnPs"
+	boolLong := map[string]bool{"--null": true, "--no-run-if-empty": true, "--verbose": true, "--exit": true}
+	valueLong := []string{"--delimiter=", "--eof=", "--replace=", "--max-lines=", "--max-args=", "--max-procs=", "--max-chars="}
 	var repl []string
 	i := 0
 	for i < len(args) {
@@ -731,6 +741,8 @@ func isDuration(s string) bool {
 // shell judges a shell wrapper (policy.md §5.3).
 func (e *evaluator) shell(seg *Segment, name string, res resolved, prefix []string, args []word, depth int) []string {
 	i, sawC := 0, false
+	noRC, rcOK := rcShells[name] // the option that skips the startup files
+	shellOpts := "euxc" + noRC
 	for i < len(args) {
 		a := args[i]
 		if !a.lit {
@@ -763,12 +775,15 @@ func (e *evaluator) shell(seg *Segment, name string, res resolved, prefix []stri
 					e.setVerdict(seg, VerdictMiss, loginShell(name, t))
 					return nil
 				}
-				if !strings.ContainsRune("euxc", c) || c == 'c' && sawC {
+				if !strings.ContainsRune(shellOpts, c) || c == 'c' && sawC {
 					e.setVerdict(seg, VerdictMiss, name+" option "+t+" is not accepted")
 					return nil
 				}
 				if c == 'c' {
 					sawC = true
+				}
+				if noRC != "" && c == rune(noRC[0]) {
+					rcOK = false
 				}
 			}
 			i++
@@ -797,6 +812,10 @@ func (e *evaluator) shell(seg *Segment, name string, res resolved, prefix []stri
 	}
 	if i+1 < len(args) {
 		e.setVerdict(seg, VerdictMiss, name+" -c: words after the script")
+		return nil
+	}
+	if rcOK {
+		e.setVerdict(seg, VerdictMiss, name+" -c without -"+noRC+": it runs the user's startup files, code the gate never judged")
 		return nil
 	}
 	inner := analyze(args[i].val)
