@@ -41,9 +41,12 @@ func TestPathValuesRefused(t *testing.T) {
 // TestStartupAndLoaderKeys: variables that make the shell run the user's
 // rc files (bash sources ~/.bashrc for -c when SSH_CLIENT or SSH2_CLIENT
 // is set and SHLVL < 2) or the C library load data from a directory the
-// agent names (LOCPATH, NLSPATH, TZDIR) are neither inherited nor accepted.
+// agent names (LOCPATH, NLSPATH, TZDIR), or give a profiled tool options
+// the gate never judged (GREP_OPTIONS: grep before 3.6 prepends it to its
+// arguments, so GREP_OPTIONS=-r read files) are neither inherited nor
+// accepted.
 func TestStartupAndLoaderKeys(t *testing.T) {
-	for _, k := range []string{"SSH_CLIENT", "SSH2_CLIENT", "LOCPATH", "NLSPATH", "TZDIR", "ssh_client"} {
+	for _, k := range []string{"SSH_CLIENT", "SSH2_CLIENT", "LOCPATH", "NLSPATH", "TZDIR", "GREP_OPTIONS", "ssh_client"} {
 		if msg := Validate(map[string]string{k: "x"}); !strings.Contains(msg, "'"+k+"' is forbidden") {
 			t.Errorf("%s: %q", k, msg)
 		}
