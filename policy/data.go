@@ -81,22 +81,34 @@ type InlineEval struct {
 	// Subcommands lists words that make the interpreter read inline code
 	// (`deno eval`).
 	Subcommands []string
+	// ModuleShort lists single-letter options whose value names a module
+	// to load; a value that is not a plain module name is inline code
+	// (`perl '-Mstrict;system(1)'` runs `use strict;system(1);`).
+	ModuleShort string
+	// DataURL: an argument that is a data: URL (or has one after "=") is
+	// inline code (`node --import data:text/javascript,…`, `deno run
+	// data:…`).
+	DataURL bool
 }
 
 // InlineEvalInterpreters lists the interpreters checked by strictInlineEval.
 // The trailing-star names and ruby*/perl*/php*/lua* widen the spec's list to
-// versioned binaries (ruby3.2, php8.2, lua5.4); bun's -p/--print and node's
-// clusters are conch additions.
+// versioned binaries (ruby3.2, php8.2, lua5.4); bun's -p/--print, node's
+// clusters, php's -B/-R/-E (code run before, per and after input lines) and
+// -a (interactive: code from stdin), perl's -M/-m with code, and data: URLs
+// of node, deno and bun are conch additions. Every interpreter whose program
+// operand names standard input (/dev/stdin, /dev/fd/N, /proc/self/fd/N)
+// counts as inline eval too.
 var InlineEvalInterpreters = []InlineEval{
 	{Name: "python*", Short: "c"},
 	{Name: "pypy*", Short: "c"},
-	{Name: "node", Short: "ep", Long: []string{"--eval", "--print"}},
-	{Name: "nodejs", Short: "ep", Long: []string{"--eval", "--print"}},
-	{Name: "deno", Subcommands: []string{"eval"}},
-	{Name: "bun", Short: "ep", Long: []string{"--eval", "--print"}},
+	{Name: "node", Short: "ep", Long: []string{"--eval", "--print"}, DataURL: true},
+	{Name: "nodejs", Short: "ep", Long: []string{"--eval", "--print"}, DataURL: true},
+	{Name: "deno", Subcommands: []string{"eval"}, DataURL: true},
+	{Name: "bun", Short: "ep", Long: []string{"--eval", "--print"}, DataURL: true},
 	{Name: "ruby*", Short: "e"},
-	{Name: "perl*", Short: "eE"},
-	{Name: "php*", Short: "r"},
+	{Name: "perl*", Short: "eE", ModuleShort: "Mm"},
+	{Name: "php*", Short: "rBREa"},
 	{Name: "lua*", Short: "e"},
 	{Name: "osascript", Short: "e"},
 }

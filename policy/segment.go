@@ -410,7 +410,7 @@ func inlineEval(names []string, args []word, viaXargs bool) (string, bool) {
 			return match + " under xargs", true
 		}
 		script := false
-		for _, a := range args {
+		for i, a := range args {
 			if !a.lit {
 				return match + " with an expansion", true
 			}
@@ -428,8 +428,22 @@ func inlineEval(names []string, args []word, viaXargs bool) (string, bool) {
 			if len(t) > 1 && t[0] == '-' && t[1] != '-' && spec.Short != "" && strings.ContainsAny(t[1:], spec.Short) {
 				return match + " " + t, true
 			}
-			if t == "-" {
-				return match + " -", true
+			if t == "-" || stdinPath(t) {
+				return match + " " + t, true
+			}
+			if spec.DataURL && (strings.HasPrefix(strings.ToLower(t), "data:") || strings.Contains(strings.ToLower(t), "=data:")) {
+				return match + " with a data: URL", true
+			}
+			if len(t) > 1 && t[0] == '-' && t[1] != '-' && spec.ModuleShort != "" {
+				if k := strings.IndexAny(t[1:], spec.ModuleShort); k >= 0 {
+					v := t[2+k:]
+					if v == "" && i+1 < len(args) {
+						v = args[i+1].val
+					}
+					if !plainModule(v) {
+						return match + " " + t + " with code", true
+					}
+				}
 			}
 			switch t {
 			case "--version", "-V", "-v", "--help", "-h":
@@ -445,6 +459,46 @@ func inlineEval(names []string, args []word, viaXargs bool) (string, bool) {
 		return "", false
 	}
 	return "", false
+}
+
+// stdinPath reports whether p names standard input or another open
+// descriptor: a program read from it is inline code.
+func stdinPath(p string) bool {
+	p = filepath.Clean(p)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + strings.TrimLeft(p, "./") // ../../dev/stdin: erring on the side of yes
+	}
+	if p == "/dev/stdin" || strings.HasPrefix(p, "/dev/fd/") || p == "/dev/tty" {
+		return true
+	}
+	if rest, ok := strings.CutPrefix(p, "/proc/"); ok {
+		if _, fd, ok := strings.Cut(rest, "/"); ok && strings.HasPrefix(fd, "fd/") {
+			return true
+		}
+	}
+	return false
+}
+
+// plainModule reports whether v is a module name with an optional import
+// list (`JSON`, `-strict`, `O=Deparse`, `List::Util=sum,max`), nothing that
+// perl would read as code.
+func plainModule(v string) bool {
+	v = strings.TrimPrefix(v, "-")
+	name, list, _ := strings.Cut(v, "=")
+	if name == "" {
+		return false
+	}
+	for i, c := range name {
+		if !(c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	for _, c := range list {
+		if !(c == '_' || c == ':' || c == ',' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func nameMatches(pattern, name string) bool {
