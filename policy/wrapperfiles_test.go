@@ -120,3 +120,30 @@ func TestJQModuleFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestZshParameterFlags: an unquoted "$" followed by a zsh parameter flag
+// (`$~X`: the value of X becomes a pattern, and its e qualifier runs code)
+// fails the analysis wherever it is: at the start, inside a word, after
+// other text, in the inline script of any shell wrapper. Escaped and
+// quoted forms, which no shell expands, stay literal words.
+func TestZshParameterFlags(t *testing.T) {
+	for _, f := range zshFlags {
+		for _, w := range []string{"$" + string(f) + "X", "a$" + string(f) + "X", "$" + string(f) + "X/b", "x=$" + string(f) + "{X}", "$" + string(f)} {
+			for _, cmd := range []string{"echo " + w, "echo a | echo b " + w, "zsh -f -c " + quote("echo "+w), "bash -c " + quote("echo "+w), "env echo " + w} {
+				if a := Analyze(cmd); a.OK && !strings.Contains(cmd, "-c") {
+					t.Errorf("%q: analysis ok", cmd)
+				}
+				req := stdRequest(cmd)
+				req.Ask = AskOff
+				if d := Evaluate(req); d.Outcome == OutcomeRun {
+					t.Errorf("%q runs (pinned %s)", cmd, d.Pinned)
+				}
+			}
+		}
+		for _, cmd := range []string{`echo \$` + string(f) + "X", "echo '$" + string(f) + "X'", `echo "$` + string(f) + `X"`} {
+			if d := Evaluate(stdRequest(cmd)); d.Outcome != OutcomeRun {
+				t.Errorf("%q: %s %s", cmd, d.Outcome, d.Reason)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -212,5 +213,32 @@ func TestGateEnvStartupFiles(t *testing.T) {
 	out, errOut, code := runCLI(t, []string{"HOME=" + userHome, "SHELL=/bin/bash"}, "exec", "--home", home, "-C", wd, "--env", "TZ=Europe/Paris", "--env", "LANGUAGE=fr:en", "--", "echo hi")
 	if code != 0 || strings.TrimSpace(out) != "hi" {
 		t.Fatalf("TZ=Europe/Paris LANGUAGE=fr:en: exit %d %q %s", code, out, errOut)
+	}
+}
+
+// TestGateZshParameterFlag: `echo $~X` passes bash as a literal word, but
+// zsh reads $~X as X's value made a pattern, whose e qualifier runs code:
+// with X='/(e:touch FILE:)' from the request, zsh (the user's shell, or a
+// zsh -f -c wrapper) ran it. The command is denied and nothing runs.
+func TestGateZshParameterFlag(t *testing.T) {
+	zsh, err := exec.LookPath("zsh")
+	if err != nil {
+		t.Skip("zsh is not installed (.ci/run installs it)")
+	}
+	home := gatedDefaults(t, "")
+	wd := t.TempDir()
+	marker := filepath.Join(wd, "RAN")
+	for _, cmd := range []string{"echo $~X", "echo a$~X", "zsh -f -c 'echo $~X'"} {
+		out, errOut, code := runCLI(t, []string{"SHELL=" + zsh}, "exec", "--home", home, "-C", wd, "--env", "X=/(e:touch "+marker+":)", "--", cmd)
+		if code != exitDenied || !strings.Contains(out+errOut, "exec denied") {
+			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s", cmd, code, out, errOut)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%q ran the e qualifier", cmd)
+		}
+	}
+	out, errOut, code := runCLI(t, []string{"SHELL=" + zsh}, "exec", "--home", home, "-C", wd, "--env", "X=/(e:touch "+marker+":)", "--", "echo '$~X' \\$~X")
+	if code != 0 || strings.TrimSpace(out) != "$~X $~X" {
+		t.Fatalf("quoted: exit %d %q %s", code, out, errOut)
 	}
 }
