@@ -70,7 +70,7 @@ var wrapperValues = append([]string{"KILL", "TERM", "1", "2s", "0", "L", "4K", "
 
 // innerCommands are what the wrappers run: echo is allowlisted, the others
 // are safe bins.
-var innerCommands = []string{"echo hi", "head -n 1", "wc -l", "tr a b"}
+var innerCommands = []string{"echo hi", "head -n 1", "wc -l", "tr a b", "uniq -c", "tail -n 1", "cut -c 1", "sort -r", "grep -e a", "jq -c ."}
 
 // genWrapped returns a command of nested wrappers (1 to 3) around an
 // inner command, each with 0 to 2 options drawn from its table.
@@ -306,6 +306,9 @@ func TestWrapperExecution(t *testing.T) {
 	}
 	for _, s := range wrapperSeeds {
 		try(s)
+	}
+	for _, s := range innerCommands {
+		try(s) // unwrapped: the tools themselves with a terminal
 	}
 	for allowed < budget && generated < budget*200 {
 		try(genWrapped(c))
