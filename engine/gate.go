@@ -151,6 +151,7 @@ type gateResult struct {
 // gate applies the policy gate (exec.md §2 step 12) to a gateway run.
 func (e *Engine) gate(agent string, p apitype.ExecParams, pl *plan) gateResult {
 	eff := e.EffectivePolicy(agent, p.Security, p.Ask, pl.command, pl.cwd, envValue(pl.env, "PATH"))
+	eff.Request.Terminal = pl.pty
 	g := gateResult{requestID: newUUID(), eff: eff}
 	deny := func(reason string) gateResult {
 		g.result = execError(apitype.Errorf("denied", "%s", reason))

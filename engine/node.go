@@ -240,6 +240,9 @@ func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareRe
 	if eff.Security == policy.SecurityDeny {
 		return rep, nodeErr(apitype.NodeRunDisabled, "security=deny")
 	}
+	// The plan is prepared before the run says whether it has a PTY:
+	// judge it as if it had one (nohup then writes nohup.out).
+	eff.Request.Terminal = true
 	d := policy.Evaluate(eff.Request)
 	plan := apitype.NodePlan{
 		PlanID: newUUID(), Argv: p.Command, RawCommand: p.RawCommand, Cwd: canon,

@@ -25,10 +25,11 @@ const (
 
 // word is one shell word of a simple command.
 type word struct {
-	src   string // source text as written
-	val   string // value after quote removal; meaningful when lit (or tilde for a command)
-	lit   bool   // contains no expansion of any kind (parameter, glob, brace, tilde)
-	tilde bool   // starts with an unquoted "~" and has no other expansion
+	src   string   // source text as written
+	val   string   // value after quote removal; meaningful when lit (or tilde for a command)
+	lit   bool     // contains no expansion of any kind (parameter, glob, brace, tilde)
+	tilde bool     // starts with an unquoted "~" and has no other expansion
+	zsh   *failure // an unquoted zsh parameter flag ($~X): fails the analysis
 }
 
 // command reports whether the word may name a command: literal, or a
@@ -386,6 +387,9 @@ func (w *walker) call(st *syntax.Stmt, c *syntax.CallExpr) *failure {
 				return f
 			}
 		}
+		if x.zsh != nil {
+			return x.zsh
+		}
 		cmd.words = append(cmd.words, x)
 	}
 	for _, r := range st.Redirs {
@@ -460,6 +464,47 @@ func unescapeLit(v string, braceOpen *bool) (string, bool) {
 	return b.String(), exp
 }
 
+// zshFlags follow an unquoted "$" that bash leaves literal but zsh reads
+// as a parameter flag: `$~X` turns on GLOB_SUBST for X's value, so
+// X='/(e:touch x:)' runs code through the e glob qualifier when the command
+// runs under zsh (a zsh -f -c wrapper, or zsh as the user's shell).
+const zshFlags = "~=^+"
+
+// zshFlag fails the analysis for an unescaped "$" followed by a zsh
+// parameter flag in the unquoted text of parts[i], the "$" possibly ending
+// the literal before it (the parser splits "$~X" into "$" and "~X").
+func zshFlag(parts []syntax.WordPart, i int) *failure {
+	p := parts[i].(*syntax.Lit)
+	v := p.Value
+	if i > 0 && v != "" && strings.IndexByte(zshFlags, v[0]) >= 0 {
+		if prev, ok := parts[i-1].(*syntax.Lit); ok && endsWithDollar(prev.Value) {
+			return unsupported("zsh parameter flag ($"+v[:1]+"…)", prev.Pos())
+		}
+	}
+	for j := 0; j+1 < len(v); j++ {
+		switch {
+		case v[j] == '\\':
+			j++
+		case v[j] == '$' && strings.IndexByte(zshFlags, v[j+1]) >= 0:
+			return unsupported("zsh parameter flag ($"+v[j+1:j+2]+"…)", p.Pos())
+		}
+	}
+	return nil
+}
+
+// endsWithDollar reports whether v ends with a "$" that no backslash
+// escapes.
+func endsWithDollar(v string) bool {
+	if !strings.HasSuffix(v, "$") {
+		return false
+	}
+	n := 0
+	for j := len(v) - 2; j >= 0 && v[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 0
+}
+
 // unescapeDbl removes the escapes that are special inside double quotes.
 func unescapeDbl(v string) string {
 	if !strings.Contains(v, "\\") {
@@ -493,6 +538,9 @@ func (w *walker) word(wd *syntax.Word) (word, *failure) {
 		switch p := part.(type) {
 		case *syntax.Lit:
 			v := p.Value
+			if f := zshFlag(wd.Parts, i); f != nil && x.zsh == nil {
+				x.zsh = f // a command name fails as non-literal first
+			}
 			if i == 0 && strings.HasPrefix(v, "~") {
 				tilde = true
 				b.WriteByte('~')

@@ -22,6 +22,19 @@ var BlockedWrappers = []string{
 // allowlist (a safe bin would receive unchecked arguments).
 var DispatchWrappers = []string{"env", "nice", "nohup", "stdbuf", "timeout", "xargs"}
 
+// TerminalFileWrappers are dispatch wrappers that write a file themselves
+// when their standard streams are a terminal: nohup appends the output to
+// ./nohup.out (or ~/nohup.out). With [Request].Terminal set they are not
+// transparent: the segment is a miss unless the wrapper itself is
+// allowlisted.
+var TerminalFileWrappers = []string{"nohup"}
+
+// RCShells are shell wrappers that run a startup file of the user for
+// every `-c` (zsh reads ~/.zshenv), code the gate never judged; their `-c`
+// is only satisfied with the option that skips those files (`zsh -f`),
+// listed here per shell.
+var RCShells = map[string]string{"zsh": "f"}
+
 // ShellWrappers are the shells whose `-c SCRIPT` is analysed like a command
 // (policy.md §5.3).
 // hush (a busybox shell applet) is a conch addition.
@@ -68,22 +81,34 @@ type InlineEval struct {
 	// Subcommands lists words that make the interpreter read inline code
 	// (`deno eval`).
 	Subcommands []string
+	// ModuleShort lists single-letter options whose value names a module
+	// to load; a value that is not a plain module name is inline code
+	// (`perl '-Mstrict;system(1)'` runs `use strict;system(1);`).
+	ModuleShort string
+	// DataURL: an argument that is a data: URL (or has one after "=") is
+	// inline code (`node --import data:text/javascript,…`, `deno run
+	// data:…`).
+	DataURL bool
 }
 
 // InlineEvalInterpreters lists the interpreters checked by strictInlineEval.
 // The trailing-star names and ruby*/perl*/php*/lua* widen the spec's list to
-// versioned binaries (ruby3.2, php8.2, lua5.4); bun's -p/--print and node's
-// clusters are conch additions.
+// versioned binaries (ruby3.2, php8.2, lua5.4); bun's -p/--print, node's
+// clusters, php's -B/-R/-E (code run before, per and after input lines) and
+// -a (interactive: code from stdin), perl's -M/-m with code, and data: URLs
+// of node, deno and bun are conch additions. Every interpreter whose program
+// operand names standard input (/dev/stdin, /dev/fd/N, /proc/self/fd/N)
+// counts as inline eval too.
 var InlineEvalInterpreters = []InlineEval{
 	{Name: "python*", Short: "c"},
 	{Name: "pypy*", Short: "c"},
-	{Name: "node", Short: "ep", Long: []string{"--eval", "--print"}},
-	{Name: "nodejs", Short: "ep", Long: []string{"--eval", "--print"}},
-	{Name: "deno", Subcommands: []string{"eval"}},
-	{Name: "bun", Short: "ep", Long: []string{"--eval", "--print"}},
+	{Name: "node", Short: "ep", Long: []string{"--eval", "--print"}, DataURL: true},
+	{Name: "nodejs", Short: "ep", Long: []string{"--eval", "--print"}, DataURL: true},
+	{Name: "deno", Subcommands: []string{"eval"}, DataURL: true},
+	{Name: "bun", Short: "ep", Long: []string{"--eval", "--print"}, DataURL: true},
 	{Name: "ruby*", Short: "e"},
-	{Name: "perl*", Short: "eE"},
-	{Name: "php*", Short: "r"},
+	{Name: "perl*", Short: "eE", ModuleShort: "Mm"},
+	{Name: "php*", Short: "rBREa"},
 	{Name: "lua*", Short: "e"},
 	{Name: "osascript", Short: "e"},
 }
@@ -94,7 +119,7 @@ var InlineEvalInterpreters = []InlineEval{
 // (uniq --group[=METHOD], listed here as a value flag: the value must be
 // attached) or a cluster means what it means to the tool. grep,
 // sort and jq are profiled but not in [DefaultSafeBins]. For jq, a filter
-// mentioning env, $ENV, input_filename, import or include is also rejected
+// mentioning env, $ENV, input_filename, import, include or modulemeta is also rejected
 // (whatever profile is used for jq).
 var BuiltinProfiles = map[string]Profile{
 	"cut": {
@@ -153,12 +178,15 @@ var BuiltinProfiles = map[string]Profile{
 
 // jqDeniedFilterWords are rejected anywhere in a jq filter (case-insensitive
 // substring: a filter that merely looks like one of them is rejected too).
-var jqDeniedFilterWords = []string{"env", "$ENV", "input_filename", "import", "include"}
+// modulemeta reads module files from jq's library path, like import.
+var jqDeniedFilterWords = []string{"env", "$ENV", "input_filename", "import", "include", "modulemeta"}
 
 // lookup tables, built once from the exported lists.
 var (
 	blockedSet    = setOf(BlockedWrappers)
 	dispatchSet   = setOf(DispatchWrappers)
+	termFileSet   = setOf(TerminalFileWrappers)
+	rcShells      = copyMap(RCShells)
 	shellSet      = setOf(ShellWrappers)
 	multiplexSet  = setOf(Multiplexers)
 	builtinSet    = setOf(Builtins)
@@ -168,6 +196,14 @@ var (
 	inlineEvalTab = append([]InlineEval(nil), InlineEvalInterpreters...)
 	defaultTrust  = append([]string(nil), DefaultTrustedDirs...)
 )
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
 
 func setOf(list []string) map[string]bool {
 	m := make(map[string]bool, len(list))

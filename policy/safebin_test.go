@@ -300,10 +300,14 @@ func TestSafeBinConditions(t *testing.T) {
 		t.Errorf("jq env with a custom profile: %+v", s)
 	}
 	// expansions of any kind
-	for _, c := range []string{"head -n $N", "head -n \"$N\"", "tr a-z {A,B}", "tr ~ x", "head -n 5*", "head -n ?", "head -n $=x", `head -n "$~x"`} {
+	for _, c := range []string{"head -n $N", "head -n \"$N\"", "tr a-z {A,B}", "tr ~ x", "head -n 5*", "head -n ?", `head -n "$~x"`} {
 		if s := run(c, nil); s.Verdict == VerdictSafeBins {
 			t.Errorf("%q with an expansion passed", c)
 		}
+	}
+	// a zsh parameter flag fails the analysis (TestZshParameterFlags)
+	if d := Evaluate(stdRequest("head -n $=x")); d.Analysis.OK || d.Outcome == OutcomeRun {
+		t.Errorf("head -n $=x: %s %s", d.Outcome, d.Reason)
 	}
 	// a head outside the trusted dirs
 	if s := run("/usr/local/bin/head -n 5", func(r *Request) {

@@ -287,12 +287,20 @@ func (e *evaluator) judge(seg *Segment, words []word, depth int, viaXargs bool) 
 	} else {
 		pin = e.shell(seg, shell, res, prefix, args, depth)
 	}
-	// A wrapper outside the trusted directories is only transparent when
-	// it is allowlisted itself.
-	if (satisfied(seg.Verdict) || len(seg.persist) > 0) && !e.inTrusted(res) && e.allowMatch(res) == nil {
+	// A wrapper outside the trusted directories, or one that writes a
+	// file itself when run with a terminal, is only transparent when it
+	// is allowlisted itself.
+	why := ""
+	switch {
+	case !e.inTrusted(res):
+		why = "wrapper " + res.path + " is outside the trusted directories and not allowlisted"
+	case e.req.Terminal && termFileSet[dispatch]:
+		why = dispatch + " with a terminal writes " + dispatch + ".out; " + res.path + " is not allowlisted"
+	}
+	if why != "" && (satisfied(seg.Verdict) || len(seg.persist) > 0) && e.allowMatch(res) == nil {
 		seg.persist = append([]string{res.path}, seg.persist...)
 		if satisfied(seg.Verdict) {
-			e.setVerdict(seg, VerdictMiss, "wrapper "+res.path+" is outside the trusted directories and not allowlisted")
+			e.setVerdict(seg, VerdictMiss, why)
 			return nil
 		}
 	}
@@ -402,7 +410,7 @@ func inlineEval(names []string, args []word, viaXargs bool) (string, bool) {
 			return match + " under xargs", true
 		}
 		script := false
-		for _, a := range args {
+		for i, a := range args {
 			if !a.lit {
 				return match + " with an expansion", true
 			}
@@ -420,8 +428,22 @@ func inlineEval(names []string, args []word, viaXargs bool) (string, bool) {
 			if len(t) > 1 && t[0] == '-' && t[1] != '-' && spec.Short != "" && strings.ContainsAny(t[1:], spec.Short) {
 				return match + " " + t, true
 			}
-			if t == "-" {
-				return match + " -", true
+			if t == "-" || stdinPath(t) {
+				return match + " " + t, true
+			}
+			if spec.DataURL && (strings.HasPrefix(strings.ToLower(t), "data:") || strings.Contains(strings.ToLower(t), "=data:")) {
+				return match + " with a data: URL", true
+			}
+			if len(t) > 1 && t[0] == '-' && t[1] != '-' && spec.ModuleShort != "" {
+				if k := strings.IndexAny(t[1:], spec.ModuleShort); k >= 0 {
+					v := t[2+k:]
+					if v == "" && i+1 < len(args) {
+						v = args[i+1].val
+					}
+					if !plainModule(v) {
+						return match + " " + t + " with code", true
+					}
+				}
 			}
 			switch t {
 			case "--version", "-V", "-v", "--help", "-h":
@@ -437,6 +459,46 @@ func inlineEval(names []string, args []word, viaXargs bool) (string, bool) {
 		return "", false
 	}
 	return "", false
+}
+
+// stdinPath reports whether p names standard input or another open
+// descriptor: a program read from it is inline code.
+func stdinPath(p string) bool {
+	p = filepath.Clean(p)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + strings.TrimLeft(p, "./") // ../../dev/stdin: erring on the side of yes
+	}
+	if p == "/dev/stdin" || strings.HasPrefix(p, "/dev/fd/") || p == "/dev/tty" {
+		return true
+	}
+	if rest, ok := strings.CutPrefix(p, "/proc/"); ok {
+		if _, fd, ok := strings.Cut(rest, "/"); ok && strings.HasPrefix(fd, "fd/") {
+			return true
+		}
+	}
+	return false
+}
+
+// plainModule reports whether v is a module name with an optional import
+// list (`JSON`, `-strict`, `O=Deparse`, `List::Util=sum,max`), nothing that
+// perl would read as code.
+func plainModule(v string) bool {
+	v = strings.TrimPrefix(v, "-")
+	name, list, _ := strings.Cut(v, "=")
+	if name == "" {
+		return false
+	}
+	for i, c := range name {
+		if !(c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	for _, c := range list {
+		if !(c == '_' || c == ':' || c == ',' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func nameMatches(pattern, name string) bool {
@@ -615,9 +677,11 @@ func dispatchOptions(name string, args []word) (int, string) {
 // (long options exactly, not abbreviated). It also returns the replace
 // strings of -I and --replace: the command word must not contain them.
 func xargsOptions(args []word) (int, []string, string) {
-	const boolShort, valueShort = "0rtxp", "adEILnPs"
-	boolLong := map[string]bool{"--null": true, "--no-run-if-empty": true, "--verbose": true, "--exit": true, "--interactive": true}
-	valueLong := []string{"--arg-file=", "--delimiter=", "--eof=", "--replace=", "--max-lines=", "--max-args=", "--max-procs=", "--max-chars="}
+	// Not accepted, among others: -a/--arg-file (reads a file),
+	// -p/--interactive and -o/--open-tty (open /dev/tty).
+	const boolShort, valueShort = "0rtx", "dEILnPs"
+	boolLong := map[string]bool{"--null": true, "--no-run-if-empty": true, "--verbose": true, "--exit": true}
+	valueLong := []string{"--delimiter=", "--eof=", "--replace=", "--max-lines=", "--max-args=", "--max-procs=", "--max-chars="}
 	var repl []string
 	i := 0
 	for i < len(args) {
@@ -731,6 +795,8 @@ func isDuration(s string) bool {
 // shell judges a shell wrapper (policy.md §5.3).
 func (e *evaluator) shell(seg *Segment, name string, res resolved, prefix []string, args []word, depth int) []string {
 	i, sawC := 0, false
+	noRC, rcOK := rcShells[name] // the option that skips the startup files
+	shellOpts := "euxc" + noRC
 	for i < len(args) {
 		a := args[i]
 		if !a.lit {
@@ -763,12 +829,15 @@ func (e *evaluator) shell(seg *Segment, name string, res resolved, prefix []stri
 					e.setVerdict(seg, VerdictMiss, loginShell(name, t))
 					return nil
 				}
-				if !strings.ContainsRune("euxc", c) || c == 'c' && sawC {
+				if !strings.ContainsRune(shellOpts, c) || c == 'c' && sawC {
 					e.setVerdict(seg, VerdictMiss, name+" option "+t+" is not accepted")
 					return nil
 				}
 				if c == 'c' {
 					sawC = true
+				}
+				if noRC != "" && c == rune(noRC[0]) {
+					rcOK = false
 				}
 			}
 			i++
@@ -797,6 +866,10 @@ func (e *evaluator) shell(seg *Segment, name string, res resolved, prefix []stri
 	}
 	if i+1 < len(args) {
 		e.setVerdict(seg, VerdictMiss, name+" -c: words after the script")
+		return nil
+	}
+	if rcOK {
+		e.setVerdict(seg, VerdictMiss, name+" -c without -"+noRC+": it runs the user's startup files, code the gate never judged")
 		return nil
 	}
 	inner := analyze(args[i].val)

@@ -160,6 +160,11 @@ type Request struct {
 	// StrictInlineEval makes interpreter inline code (`python3 -c`) never
 	// satisfied in allowlist mode (policy.md §8).
 	StrictInlineEval bool
+	// Terminal says the command runs with a terminal as its standard
+	// streams (PTY mode). Some wrappers touch files only then: nohup
+	// writes nohup.out when its output is a terminal, so it is not
+	// transparent with Terminal set. Pass true when unsure.
+	Terminal bool
 	// Env is the execution host's environment for resolution.
 	Env Env
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -143,5 +144,101 @@ func TestGateAllowlistCaseSensitive(t *testing.T) {
 	}
 	if out := mustDeny(t, home, dir, filepath.Join(dir, "BIN/TOOL")); strings.Contains(out, "ran") {
 		t.Fatalf("BIN/TOOL ran: %s", out)
+	}
+}
+
+// TestGateWrapperFileAccess: wrappers that touch files themselves. With
+// only echo allowlisted, `xargs -a FILE echo` printed FILE; `nohup echo`
+// run with a PTY appended to ./nohup.out. Both are denied and touch
+// nothing; the harmless forms still run.
+func TestGateWrapperFileAccess(t *testing.T) {
+	home := gatedDefaults(t, "")
+	wd := t.TempDir()
+	if err := os.WriteFile(filepath.Join(wd, "secret"), []byte("SECRET-LINE\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"xargs -a secret echo", "xargs --arg-file=secret echo", "xargs -0rasecret echo", "echo x | xargs -p echo"} {
+		if out := mustDeny(t, home, wd, cmd); strings.Contains(out, "SECRET") {
+			t.Fatalf("%q read the file: %s", cmd, out)
+		}
+	}
+	out, errOut, code := runGated(t, home, wd, "echo a b | xargs -n 1 echo")
+	if code != 0 || out != "a\nb\n" {
+		t.Fatalf("xargs -n 1 echo: exit %d %q %s", code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, nil, "exec", "--home", home, "-C", wd, "--pty", "--", "nohup echo hi")
+	if code != exitDenied || !strings.Contains(out+errOut, "exec denied") {
+		t.Fatalf("nohup with a PTY: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(wd, "nohup.out")); !os.IsNotExist(err) {
+		t.Fatalf("nohup.out was written: %v", err)
+	}
+	out, errOut, code = runGated(t, home, wd, "nohup echo hi")
+	if code != 0 || strings.TrimSpace(out) != "hi" {
+		t.Fatalf("nohup without a PTY: exit %d %q %s", code, out, errOut)
+	}
+}
+
+// TestGateEnvStartupFiles: a request's environment cannot make the shell
+// run the home's rc file (bash -c sources ~/.bashrc when SSH_CLIENT is set
+// and SHLVL < 2) or the tools load files it names (LANGUAGE=../../x loads
+// x/LC_MESSAGES/<tool>.mo, LOCPATH a locale).
+func TestGateEnvStartupFiles(t *testing.T) {
+	home := gatedDefaults(t, "")
+	wd := t.TempDir()
+	userHome := t.TempDir()
+	marker := filepath.Join(wd, "RAN")
+	if err := os.WriteFile(filepath.Join(userHome, ".bashrc"), []byte("echo x > "+marker+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range [][]string{
+		{"SSH_CLIENT=127.0.0.1 1 22", "SHLVL=0"},
+		{"SSH2_CLIENT=127.0.0.1 1 22", "SHLVL=0"},
+		{"LANGUAGE=../../../../" + strings.TrimPrefix(wd, "/")},
+		{"LOCPATH=" + wd, "LC_ALL=xx"},
+		{"TZ=" + filepath.Join(wd, "secret")},
+	} {
+		args := []string{"exec", "--home", home, "-C", wd}
+		for _, kv := range env {
+			args = append(args, "--env", kv)
+		}
+		out, errOut, code := runCLI(t, []string{"HOME=" + userHome, "SHELL=/bin/bash"}, append(args, "--", "echo hi")...)
+		if code == 0 || !strings.Contains(out+errOut, "Security Violation") {
+			t.Errorf("%v: exit %d\nstdout: %s\nstderr: %s", env, code, out, errOut)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%v: ~/.bashrc ran", env)
+		}
+	}
+	out, errOut, code := runCLI(t, []string{"HOME=" + userHome, "SHELL=/bin/bash"}, "exec", "--home", home, "-C", wd, "--env", "TZ=Europe/Paris", "--env", "LANGUAGE=fr:en", "--", "echo hi")
+	if code != 0 || strings.TrimSpace(out) != "hi" {
+		t.Fatalf("TZ=Europe/Paris LANGUAGE=fr:en: exit %d %q %s", code, out, errOut)
+	}
+}
+
+// TestGateZshParameterFlag: `echo $~X` passes bash as a literal word, but
+// zsh reads $~X as X's value made a pattern, whose e qualifier runs code:
+// with X='/(e:touch FILE:)' from the request, zsh (the user's shell, or a
+// zsh -f -c wrapper) ran it. The command is denied and nothing runs.
+func TestGateZshParameterFlag(t *testing.T) {
+	zsh, err := exec.LookPath("zsh")
+	if err != nil {
+		t.Skip("zsh is not installed (.ci/run installs it)")
+	}
+	home := gatedDefaults(t, "")
+	wd := t.TempDir()
+	marker := filepath.Join(wd, "RAN")
+	for _, cmd := range []string{"echo $~X", "echo a$~X", "zsh -f -c 'echo $~X'"} {
+		out, errOut, code := runCLI(t, []string{"SHELL=" + zsh}, "exec", "--home", home, "-C", wd, "--env", "X=/(e:touch "+marker+":)", "--", cmd)
+		if code != exitDenied || !strings.Contains(out+errOut, "exec denied") {
+			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s", cmd, code, out, errOut)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%q ran the e qualifier", cmd)
+		}
+	}
+	out, errOut, code := runCLI(t, []string{"SHELL=" + zsh}, "exec", "--home", home, "-C", wd, "--env", "X=/(e:touch "+marker+":)", "--", "echo '$~X' \\$~X")
+	if code != 0 || strings.TrimSpace(out) != "$~X $~X" {
+		t.Fatalf("quoted: exit %d %q %s", code, out, errOut)
 	}
 }

@@ -21,6 +21,8 @@ type lists struct {
 	DangerousPrefixes    []string `json:"dangerousPrefixes"`
 	OverrideOnlyKeys     []string `json:"overrideOnlyKeys"`
 	OverrideOnlyPrefixes []string `json:"overrideOnlyPrefixes"`
+	PathValueKeys        []string `json:"pathValueKeys"`
+	PathValuePrefixes    []string `json:"pathValuePrefixes"`
 }
 
 var data = func() lists {
@@ -60,6 +62,30 @@ func Blocked(key string) bool {
 	return Dangerous(key) || has(data.OverrideOnlyKeys, key) || hasPrefix(data.OverrideOnlyPrefixes, key)
 }
 
+// PathValue reports whether a request may not give key the value v: the C
+// library opens a file named by the value of TZ and of the locale
+// variables (TZ=/etc/shadow; LANGUAGE=../../../tmp/x makes every GNU tool
+// load tmp/x/LC_MESSAGES/<tool>.mo, whose translations are its printf
+// formats). A value is refused when one of its ":"-separated elements is
+// absolute or has a ".." component; "UTC", "Europe/Paris", "fr:en" and
+// "C.UTF-8" pass.
+func PathValue(key, v string) bool {
+	if !has(data.PathValueKeys, key) && !hasPrefix(data.PathValuePrefixes, key) {
+		return false
+	}
+	for _, el := range strings.Split(v, ":") {
+		if strings.HasPrefix(el, "/") || strings.HasPrefix(el, `\`) {
+			return true
+		}
+		for _, c := range strings.FieldsFunc(el, func(r rune) bool { return r == '/' || r == '\\' }) {
+			if c == ".." {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 var portable = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Inherit filters a daemon environment ("K=V" entries) for host commands:
@@ -80,8 +106,8 @@ func Inherit(environ []string) []string {
 // Validate checks a request's env overrides for a host run and returns the
 // spec's "Security Violation" text, or "" when all are allowed.
 func Validate(env map[string]string) string {
-	var bad, blocked []string
-	for k := range env {
+	var bad, blocked, paths []string
+	for k, v := range env {
 		switch {
 		case strings.EqualFold(k, "PATH"):
 			return "Security Violation: Custom 'PATH' variable is forbidden during host execution."
@@ -89,10 +115,13 @@ func Validate(env map[string]string) string {
 			bad = append(bad, k)
 		case Blocked(k):
 			blocked = append(blocked, k)
+		case PathValue(k, v):
+			paths = append(paths, k)
 		}
 	}
 	sort.Strings(bad)
 	sort.Strings(blocked)
+	sort.Strings(paths)
 	switch {
 	case len(bad) > 0:
 		return fmt.Sprintf("Security Violation: invalid non-portable override keys: %s.", strings.Join(bad, ", "))
@@ -104,6 +133,8 @@ func Validate(env map[string]string) string {
 			q[i] = "'" + b + "'"
 		}
 		return fmt.Sprintf("Security Violation: Environment variables %s are forbidden during host execution.", strings.Join(q, ", "))
+	case len(paths) > 0:
+		return fmt.Sprintf("Security Violation: Environment variable '%s' names a file path (absolute or with '..'), forbidden during host execution.", paths[0])
 	}
 	return ""
 }
