@@ -341,3 +341,46 @@ func TestSandboxApplyPatchGit(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxLinksDoNotBindHostDirs: a command leaves symbolic links in
+// the workspace on the way to the paths the next run mounts read-only (a
+// .git file whose gitdir goes through link -> .., a .git/commondir ->
+// ../.. with gitAccess "rw"). bwrap follows links in a bind's source and
+// destination, so the next run would see (and, for the directories bound
+// above a protected path, write) the host's directory the links reach:
+// here the user's ~/.ssh beside the workspace. The next run must fail or
+// see nothing of it. runAs 0:0 is the argv of a gateway that is not root.
+func TestSandboxLinksDoNotBindHostDirs(t *testing.T) {
+	needBwrap(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	t.Parallel()
+	confs := []map[string]any{{"gitAccess": "ro"}, {"gitAccess": "rw"}}
+	if os.Geteuid() == 0 {
+		confs = append(confs, map[string]any{"gitAccess": "ro", "runAs": "0:0"}, map[string]any{"gitAccess": "rw", "runAs": "0:0"})
+	}
+	for _, conf := range confs {
+		se := newSandbox(t, conf)
+		hostGit(t, se.ws, "init", "-q")
+		uh := se.userHome
+		r := se.c.exec(map[string]any{"command": `ln -s .. link; mkdir sub; echo "gitdir: ../link/user/.ssh" > sub/.git; ln -s ../.. .git/commondir 2>&1; echo planted`})
+		if !strings.Contains(r.Text, "planted") {
+			t.Fatalf("%v: plant: %s", conf, r.Text)
+		}
+		r = se.c.exec(map[string]any{"command": fmt.Sprintf("cat %s/.ssh/id_ed25519 2>&1; touch %s/pwned 2>&1; echo ran", uh, uh)})
+		t.Logf("%v: %s", conf, r.Text)
+		if strings.Contains(r.Text, "SECRET-KEY-930") {
+			t.Errorf("%v: the next run read the host's ~/.ssh through the links: %s", conf, r.Text)
+		}
+		if _, err := os.Stat(filepath.Join(uh, "pwned")); err == nil {
+			t.Errorf("%v: the next run wrote the host's home through the links", conf)
+		}
+		// Either refused, naming the link (a link where a protected path
+		// was), or run without the host directory (a .git file whose
+		// gitdir leads out of the workspace protects nothing inside).
+		if !strings.Contains(r.Text, "symbolic link") && !strings.Contains(r.Text, "ran") {
+			t.Errorf("%v: neither refused nor run: %s", conf, r.Text)
+		}
+	}
+}

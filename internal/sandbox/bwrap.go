@@ -176,6 +176,16 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 			}
 		}
 	}
+	// bwrap resolves a bind's source on the host and its destination in
+	// the new root, both following symbolic links; the command wrote the
+	// workspace, so a link on the way (link -> .., .git/commondir ->
+	// ../..) would bind a directory of the host it chose, writable for
+	// the parents. Every path bound below the workspace must be real.
+	for _, p := range append(slices.Clone(ro), parents...) {
+		if err := realBelow(r.Workspace, p); err != nil {
+			return nil, nil, err
+		}
+	}
 	// Shallow first, so that a deeper bind is not covered.
 	byDepth := func(x, y string) int { return strings.Count(x, "/") - strings.Count(y, "/") }
 	slices.SortFunc(parents, byDepth)
@@ -244,6 +254,23 @@ func protectable(workspace, p string) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// realBelow fails when a component of the workspace-relative path p is
+// a symbolic link or missing.
+func realBelow(workspace, p string) error {
+	cur := workspace
+	for _, part := range strings.Split(filepath.Clean(p), "/") {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return fmt.Errorf("the sandbox would mount %s read-only, but: %w", filepath.Join(workspace, p), err)
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symbolic link below the workspace on the way to %s, which the sandbox mounts read-only (the mount would follow it); remove it on the host", cur, filepath.Join(workspace, p))
+		}
+	}
+	return nil
 }
 
 func splitBind(b string) (string, string) {

@@ -36,8 +36,10 @@ const (
 // against the host's git: every .git directory (access "ro") or its
 // GitMembers (access "rw", submodule and worktree directories inside it
 // included), every .git file, and a git directory a .git file inside the
-// workspace points to. A .git that is a symbolic link fails the run (the
-// command could have made it, and a bind would follow it).
+// workspace points to (by its real path, with symbolic links resolved).
+// A .git that is a symbolic link fails the run (the command could have
+// made it, and a bind would follow it); so does any other path returned
+// here that is or lies below a symbolic link (Bwrap.Command checks).
 //
 // apply_patch for a sandboxed agent refuses the same paths.
 func GitProtected(ws, access string) ([]string, error) {
@@ -61,8 +63,12 @@ func GitProtected(ws, access string) ([]string, error) {
 			}
 		}
 	}
+	wsReal, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		return nil, err
+	}
 	dirs := 0
-	err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == ws {
 				return err
@@ -79,10 +85,15 @@ func GitProtected(ws, access string) ([]string, error) {
 				return filepath.SkipDir
 			case t.IsRegular():
 				add(rel)
+				// The target as the host's git reaches it, through any
+				// symbolic link the command made on the way: what lies
+				// outside the workspace is not in the sandbox at all.
 				if target, ok := gitFileTarget(p); ok {
-					if trel, inside := within(ws, target); inside && trel != "." {
-						if fi, err := os.Lstat(target); err == nil && fi.IsDir() {
-							gitdir(trel)
+					if real, err := filepath.EvalSymlinks(target); err == nil {
+						if trel, inside := within(wsReal, real); inside && trel != "." {
+							if fi, err := os.Lstat(real); err == nil && fi.IsDir() {
+								gitdir(trel)
+							}
 						}
 					}
 				}
