@@ -364,7 +364,7 @@ func (e *Engine) sandboxPatchTarget(ctx context.Context, agent string) (PatchTar
 		t.Protected = append(t.Protected, filepath.Join(ws, p))
 	}
 	// The workspace's git directories, as the sandbox mounts them.
-	gits, err := sandbox.GitProtected(ws, sb.GitAccess)
+	gits, err := sandbox.GitProtected(e.home, ws, sb.GitAccess)
 	if err != nil {
 		return PatchTarget{}, false, sandboxUnavailable(err)
 	}

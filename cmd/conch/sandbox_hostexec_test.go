@@ -33,6 +33,7 @@ func hostGit(t *testing.T, dir string, args ...string) string {
 // whether sandbox.gitAccess "rw" blocks it too.
 type gitAttack struct {
 	name, setup, cmd, sub string
+	prep                  string // run in the sandbox, in the repository, in a run of its own before cmd
 	check                 []string
 	blockedRW             bool
 }
@@ -53,6 +54,10 @@ var gitAttacks = []gitAttack{
 	{name: "worktree-commondir", setup: "git worktree add -q wt", cmd: `mkdir -p $E/objects $E/refs; printf '[core]\n\tfsmonitor = "%s"\n' "$M" > $E/config; echo $E > .git/worktrees/wt/commondir`, sub: "wt", check: []string{"status"}, blockedRW: true},
 	{name: "worktree-gitfile", setup: "git worktree add -q wt", cmd: `git init -q $E.w && mv $E.w/.git $E && git config -f $E/config core.fsmonitor "$M" && echo "gitdir: $E" > wt/.git`, sub: "wt", check: []string{"status"}, blockedRW: true},
 	{name: "nested-repo-untracked", cmd: `git init -q sub && git -C sub config core.fsmonitor "$M" && git -C sub config core.pager "$M"`, check: []string{"status"}, blockedRW: true},
+	// Directories that sort before .git, more than the repository
+	// search looks at, made in a first run: the next run's search must
+	// still find the repository.
+	{name: "search-budget", prep: `for i in $(seq 0 5100); do echo "!$i"; done | xargs mkdir`, cmd: `mkdir -p $E/objects $E/refs; printf '[core]\n\tfsmonitor = "%s"\n' "$M" > $E/config; echo $E > .git/commondir`, check: []string{"status"}},
 	{name: "nested-repo-config", setup: "git init -q lib", cmd: `git -C lib config core.fsmonitor "$M"`, sub: "lib", check: []string{"status"}, blockedRW: true},
 }
 
@@ -110,6 +115,11 @@ func TestSandboxGitCannotPlantHostCode(t *testing.T) {
 			}
 			marker := filepath.Join(markers, a.name)
 			env := map[string]any{"M": "touch " + marker + "; false", "E": filepath.Join(se.ws, "evil-"+a.name)}
+			if a.prep != "" {
+				if r := se.c.exec(map[string]any{"command": a.prep + " && echo prepared", "workdir": repo, "env": env}); !strings.Contains(r.Text, "prepared") {
+					t.Fatalf("%s: prep: %s", a.name, r.Text)
+				}
+			}
 			r := se.c.exec(map[string]any{"command": a.cmd + " 2>&1; true", "workdir": repo, "env": env})
 			if r.str("host") != "sandbox" {
 				t.Fatalf("%s: not sandboxed: %s %v", a.name, r.Text, r.D)

@@ -161,7 +161,7 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 	}
 	if s.WorkspaceAccess != "ro" {
 		// The repositories of the workspace (git.go).
-		g, err := GitProtected(r.Workspace, s.GitAccess)
+		g, err := GitProtected(r.Home, r.Workspace, s.GitAccess)
 		if err != nil {
 			return nil, nil, err
 		}

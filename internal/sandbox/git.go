@@ -2,6 +2,9 @@ package sandbox
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -24,12 +27,11 @@ import (
 var GitMembers = []string{"config", "config.worktree", "commondir", "hooks", "info"}
 
 // Limits of the search for repositories in the workspace at the start of
-// a run: .git entries this many directory levels below it, in at most
-// this many directories.
-const (
-	gitSearchDepth = 4
-	gitSearchDirs  = 5000
-)
+// a run: .git entries in the workspace and in directories up to this many
+// levels below it, breadth first, reading at most this many directories.
+const gitSearchDepth = 4
+
+var gitSearchDirs = 5000 // a variable for the tests
 
 // GitProtected returns the workspace-relative paths a run mounts
 // read-only to keep the workspace's repositories from being turned
@@ -41,11 +43,22 @@ const (
 // made it, and a bind would follow it); so does any other path returned
 // here that is or lies below a symbolic link (Bwrap.Command checks).
 //
+// The search has limits, and the command writes the workspace: it could
+// make thousands of directories to use them up before a repository is
+// reached. So the search goes level by level (the workspace's own .git
+// is always found), and with home set it remembers, per workspace, every
+// .git it found ($CONCH_HOME/sandboxes/git-seen/): a repository found
+// once stays protected while it is there, however the workspace fills
+// up. (A found repository cannot be moved from inside: its .git and the
+// directories above it are mount points.)
+//
 // apply_patch for a sandboxed agent refuses the same paths.
-func GitProtected(ws, access string) ([]string, error) {
+func GitProtected(home, ws, access string) ([]string, error) {
 	var out []string
+	added := map[string]bool{}
 	add := func(rel string) {
-		if !slices.Contains(out, rel) {
+		if !added[rel] {
+			added[rel] = true
 			out = append(out, rel)
 		}
 	}
@@ -67,55 +80,138 @@ func GitProtected(ws, access string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	dirs := 0
-	err = filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == ws {
-				return err
-			}
-			return nil // unreadable: nothing to protect there
+	if _, err := os.ReadDir(ws); err != nil {
+		return nil, err
+	}
+	var found []string // the .git entries, workspace-relative
+	visited := map[string]bool{}
+	// visit looks at the .git entry of the directory rel.
+	visit := func(rel string) error {
+		g := filepath.Join(rel, ".git")
+		if visited[g] {
+			return nil
 		}
-		rel, _ := filepath.Rel(ws, p)
-		if d.Name() == ".git" && p != ws {
-			switch t := d.Type(); {
-			case t&fs.ModeSymlink != 0:
-				return fmt.Errorf("%s is a symbolic link; remove it on the host (a repository's .git must be a directory or a gitdir: file)", p)
-			case t.IsDir():
-				gitdir(rel)
-				return filepath.SkipDir
-			case t.IsRegular():
-				add(rel)
-				// The target as the host's git reaches it, through any
-				// symbolic link the command made on the way: what lies
-				// outside the workspace is not in the sandbox at all.
-				if target, ok := gitFileTarget(p); ok {
-					if real, err := filepath.EvalSymlinks(target); err == nil {
-						if trel, inside := within(wsReal, real); inside && trel != "." {
-							if fi, err := os.Lstat(real); err == nil && fi.IsDir() {
-								gitdir(trel)
-							}
+		visited[g] = true
+		p := filepath.Join(ws, g)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return nil
+		}
+		switch t := fi.Mode().Type(); {
+		case t&fs.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symbolic link; remove it on the host (a repository's .git must be a directory or a gitdir: file)", p)
+		case t.IsDir():
+			found = append(found, g)
+			gitdir(g)
+		case t.IsRegular():
+			found = append(found, g)
+			add(g)
+			// The target as the host's git reaches it, through any
+			// symbolic link the command made on the way: what lies
+			// outside the workspace is not in the sandbox at all.
+			if target, ok := gitFileTarget(p); ok {
+				if real, err := filepath.EvalSymlinks(target); err == nil {
+					if trel, inside := within(wsReal, real); inside && trel != "." {
+						if fi, err := os.Lstat(real); err == nil && fi.IsDir() {
+							gitdir(trel)
 						}
 					}
 				}
 			}
-			return nil
-		}
-		if d.IsDir() {
-			if rel != "." && strings.Count(rel, "/") >= gitSearchDepth {
-				return filepath.SkipDir
-			}
-			if dirs++; dirs > gitSearchDirs {
-				return filepath.SkipAll
-			}
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, err
+	}
+	level, dirs := []string{"."}, 0
+	for depth := 0; len(level) > 0; depth++ {
+		for _, d := range level {
+			if err := visit(d); err != nil {
+				return nil, err
+			}
+		}
+		if depth == gitSearchDepth {
+			break
+		}
+		var next []string
+	read:
+		for _, d := range level {
+			ents, err := os.ReadDir(filepath.Join(ws, d))
+			if err != nil {
+				continue // unreadable: nothing to protect there
+			}
+			for _, e := range ents {
+				if !e.IsDir() || e.Name() == ".git" {
+					continue
+				}
+				if dirs++; dirs > gitSearchDirs {
+					break read
+				}
+				next = append(next, filepath.Join(d, e.Name()))
+			}
+		}
+		level = next
+	}
+	if home != "" {
+		seen, file := loadSeen(home, wsReal)
+		for _, g := range seen {
+			// Still there, at a real path: a .git of the workspace.
+			if filepath.Base(g) != ".git" || realBelow(ws, g) != nil {
+				continue
+			}
+			if err := visit(filepath.Dir(g)); err != nil {
+				return nil, err
+			}
+		}
+		saveSeen(file, wsReal, found)
 	}
 	// A git directory below another is covered by it.
 	slices.Sort(out)
 	return out, nil
+}
+
+// maxSeen bounds a workspace's record of the .git entries found.
+const maxSeen = 10000
+
+// loadSeen reads the .git entries found in the workspace wsReal by
+// earlier runs, and names the file that records them.
+func loadSeen(home, wsReal string) ([]string, string) {
+	sum := sha256.Sum256([]byte(wsReal))
+	file := filepath.Join(home, "sandboxes", "git-seen", hex.EncodeToString(sum[:12])+".json")
+	var rec struct {
+		Workspace string   `json:"workspace"`
+		Git       []string `json:"git"`
+	}
+	if b, err := os.ReadFile(file); err == nil && json.Unmarshal(b, &rec) == nil && rec.Workspace == wsReal {
+		return rec.Git, file
+	}
+	return nil, file
+}
+
+// saveSeen records the .git entries there now: found holds what this
+// search and the record before it found. A failure to record is not the
+// run's: this run is protected by its own search.
+func saveSeen(file, wsReal string, found []string) {
+	all := slices.Sorted(slices.Values(found))
+	if len(all) > maxSeen {
+		all = all[:maxSeen]
+	}
+	b, _ := json.Marshal(map[string]any{"workspace": wsReal, "git": all})
+	if old, err := os.ReadFile(file); err == nil && bytes.Equal(old, b) {
+		return
+	}
+	if os.MkdirAll(filepath.Dir(file), 0o700) != nil {
+		return
+	}
+	f, err := os.CreateTemp(filepath.Dir(file), "seen-*.tmp")
+	if err != nil {
+		return
+	}
+	_, err = f.Write(b)
+	if f.Close() == nil && err == nil {
+		err = os.Rename(f.Name(), file)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
 }
 
 // gitDirsIn returns rel and the submodule and linked worktree git

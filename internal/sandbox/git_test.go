@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"github.com/conchsh/conch/internal/config"
 	"os"
 	"path/filepath"
@@ -28,7 +29,7 @@ func TestGitProtected(t *testing.T) {
 	wf("own/.git", "gitdir: ../owngit\n")
 	wf("owngit/HEAD", "x\n")
 
-	got, err := GitProtected(ws, "ro")
+	got, err := GitProtected("", ws, "ro")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestGitProtected(t *testing.T) {
 	if slices.Contains(got, "a/b/c/d/e/.git") {
 		t.Errorf("ro: searched deeper than %d levels: %v", gitSearchDepth, got)
 	}
-	got, err = GitProtected(ws, "rw")
+	got, err = GitProtected("", ws, "rw")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestGitProtected(t *testing.T) {
 		}
 	}
 	os.Symlink("/tmp", filepath.Join(ws, "a", ".git"))
-	if _, err := GitProtected(ws, "ro"); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+	if _, err := GitProtected("", ws, "ro"); err == nil || !strings.Contains(err.Error(), "symbolic link") {
 		t.Fatalf("a symlinked .git: %v", err)
 	}
 }
@@ -185,6 +186,58 @@ func TestBwrapBindsNeverFollowLinks(t *testing.T) {
 			if l.want != "" && !slices.ContainsFunc(binds, func(b string) bool { return b == l.want || strings.HasPrefix(l.want, b+"/") }) {
 				t.Errorf("%s/%s: %s is not protected: %v", access, l.name, l.want, binds)
 			}
+		}
+	}
+}
+
+// TestGitSearchBudget: the command can fill the workspace with more
+// directories than the search reads, named to sort before the
+// repositories. The workspace's own .git is still found (the search goes
+// level by level), and a repository one search found is found by every
+// later one (the record in the conch home), for either access.
+func TestGitSearchBudget(t *testing.T) {
+	defer func(n int) { gitSearchDirs = n }(gitSearchDirs)
+	gitSearchDirs = 300
+	for _, access := range []string{"ro", "rw"} {
+		home, ws := t.TempDir(), t.TempDir()
+		for _, g := range []string{".git", "a/b/.git", "lib/.git"} {
+			os.MkdirAll(filepath.Join(ws, g, "hooks"), 0o755)
+			os.WriteFile(filepath.Join(ws, g, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+			os.WriteFile(filepath.Join(ws, g, "config"), []byte("[core]\n"), 0o644)
+		}
+		want := map[string]string{"ro": ".git", "rw": ".git/config"}[access]
+		first, err := GitProtected(home, ws, access)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []string{"", "a/b/", "lib/"} {
+			if !slices.Contains(first, g+want) {
+				t.Fatalf("%s: %s%s not found before the flood: %v", access, g, want, first)
+			}
+		}
+		// The flood: at the top and inside a/, before b.
+		for i := 0; i <= gitSearchDirs; i++ {
+			os.Mkdir(filepath.Join(ws, fmt.Sprintf("!%d", i)), 0o755)
+			os.Mkdir(filepath.Join(ws, "a", fmt.Sprintf("!%d", i)), 0o755)
+		}
+		fresh, err := GitProtected("", ws, access)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(fresh, want) {
+			t.Errorf("%s: the workspace's own repository is lost in the flood: %v", access, fresh)
+		}
+		again, err := GitProtected(home, ws, access)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(again, first) {
+			t.Errorf("%s: after the flood: %v, before: %v", access, again, first)
+		}
+		// A repository removed on the host is forgotten.
+		os.RemoveAll(filepath.Join(ws, "lib"))
+		if got, _ := GitProtected(home, ws, access); slices.Contains(got, "lib/"+want) || !slices.Contains(got, "a/b/"+want) {
+			t.Errorf("%s: after lib was removed: %v", access, got)
 		}
 	}
 }

@@ -73,14 +73,15 @@ func TestBwrapArgv(t *testing.T) {
 	b.probe.done = true
 	ws := t.TempDir()
 	os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
-	r := &Run{Home: "/h", Exe: "/x/conch", Settings: s, Workspace: ws, Cwd: filepath.Join(ws, "sub"), Command: "echo hi", PTY: true}
+	home := t.TempDir() // the search for repositories records what it found there
+	r := &Run{Home: home, Exe: "/x/conch", Settings: s, Workspace: ws, Cwd: filepath.Join(ws, "sub"), Command: "echo hi", PTY: true}
 	argv, _, err := b.Command(r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := strings.Join(argv, " ")
 	for _, want := range []string{"--unshare-all --die-with-parent --new-session", "--ro-bind /usr /usr", "--tmpfs /tmp",
-		"--bind /h/sandboxes/agent-main/home /home/conch", "--bind " + ws + " " + ws, "--bind " + ws + "/.git " + ws + "/.git --ro-bind " + ws + "/.git/hooks " + ws + "/.git/hooks",
+		"--bind " + home + "/sandboxes/agent-main/home /home/conch", "--bind " + ws + " " + ws, "--bind " + ws + "/.git " + ws + "/.git --ro-bind " + ws + "/.git/hooks " + ws + "/.git/hooks",
 		"--ro-bind /x/conch /run/conch/conch", "--chdir " + ws + "/sub", "--block-fd 3", "--cap-drop ALL",
 		"--seccomp 4 -- /run/conch/conch sandbox-init --ctty -- /bin/sh -lc echo hi"} {
 		if !strings.Contains(a, want) {
