@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/conchsh/conch/internal/sandbox"
 )
@@ -391,6 +392,66 @@ func TestSandboxLinksDoNotBindHostDirs(t *testing.T) {
 		// gitdir leads out of the workspace protects nothing inside).
 		if !strings.Contains(r.Text, "symbolic link") && !strings.Contains(r.Text, "ran") {
 			t.Errorf("%v: neither refused nor run: %s", conf, r.Text)
+		}
+	}
+}
+
+// TestSandboxLinkSwapRace: a background command of an earlier run keeps
+// swapping a directory the next run binds (the directory above a git
+// directory a .git file names) with a link to the workspace's parent
+// (renameat2 RENAME_EXCHANGE in a loop). conch's check of the path and
+// bwrap's mount are apart in time, so without more a run would now and
+// then get the host's directory mounted; with bwrap's binds made from
+// descriptors opened without following links, no run sees anything of
+// the workspace's parent but the workspace itself.
+func TestSandboxLinkSwapRace(t *testing.T) {
+	needBwrap(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	t.Parallel()
+	confs := []map[string]any{{}}
+	if os.Geteuid() == 0 {
+		confs = append(confs, map[string]any{"runAs": "0:0"})
+	}
+	swap := `import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+open("started", "w").close()
+while True:
+    libc.renameat2(-100, b"real", -100, b"alt", 2)
+`
+	for _, conf := range confs {
+		se := newSandbox(t, conf)
+		parent := filepath.Dir(se.ws)
+		r := se.c.exec(map[string]any{"command": "mkdir -p real/ws sub && echo 'gitdir: ../real/ws' > sub/.git && ln -s .. alt && exec python3 -c \"$SWAP\"",
+			"background": true, "env": map[string]any{"SWAP": swap}})
+		id := r.str("sessionId")
+		if id == "" {
+			t.Fatalf("%v: background: %s", conf, r.Text)
+		}
+		eventually(t, 20*time.Second, func() string {
+			if _, err := os.Stat(filepath.Join(se.ws, "started")); err != nil {
+				return "the swapper has not started"
+			}
+			return ""
+		})
+		ran, refused := 0, 0
+		for i := 0; i < 40 && (ran < 15 || refused == 0); i++ {
+			r := se.c.exec(map[string]any{"command": fmt.Sprintf("echo ls:$(ls -A %s | tr '\\n' ' '); cat %s/.ssh/id_ed25519 2>/dev/null; echo ran", parent, se.userHome)})
+			switch {
+			case strings.Contains(r.Text, "SECRET-KEY-930") || (strings.HasPrefix(r.Text, "ls:") && !strings.HasPrefix(r.Text, "ls:ws\n")):
+				t.Fatalf("%v: run %d saw the workspace's parent: %q", conf, i, r.Text)
+			case strings.Contains(r.Text, "ran"):
+				ran++
+			default:
+				refused++
+			}
+		}
+		se.c.process(map[string]any{"action": "kill", "sessionId": id})
+		se.c.waitEnd(id, 15*time.Second)
+		t.Logf("%v: %d runs ran, %d refused", conf, ran, refused)
+		if ran == 0 {
+			t.Fatalf("%v: no run ran while the swapper ran", conf)
 		}
 	}
 }

@@ -18,6 +18,8 @@ type Bwrap struct {
 	Path  string // "bwrap" (looked up on PATH) or an absolute path
 	probe probe
 	bin   string
+	// fdBinds: this bwrap takes --bind-fd/--ro-bind-fd (beneath.go).
+	fdBinds bool
 }
 
 // Name implements Backend.
@@ -46,7 +48,7 @@ func (b *Bwrap) Available(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("bwrap trial run failed (%v): %s (are unprivileged user namespaces enabled? sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)", err, strings.TrimSpace(string(out)))
 		}
-		b.bin = bin
+		b.bin, b.fdBinds = bin, bindFDVersion(bin)
 		return nil
 	})
 }
@@ -212,6 +214,11 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 	a = append(a, "--seccomp", "4")
 	a = append(a, "--")
 	var init []string
+	if s.WorkspaceAccess != "ro" && len(ro) > 0 {
+		// What bwrap mounted below the workspace is what was asked
+		// (mounts.go): a process of an earlier run may have raced it.
+		init = append(init, "--verify-mounts", view.Inside)
+	}
 	if r.PTY {
 		// bwrap's --new-session leaves the command without a controlling
 		// terminal; the init claims the session's PTY (fd 0) before it
@@ -224,13 +231,15 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 	a = append(a, "/bin/sh", "-lc", r.Command)
 	if stage {
 		st := Stage{Workspace: r.Workspace, Home: filepath.Join(ScopeDir(r.Home, s.Scope), "home"), Exe: r.Exe,
-			UID: s.RunAsUID, GID: s.RunAsGID, ReadOnly: s.WorkspaceAccess == "ro"}
+			UID: s.RunAsUID, GID: s.RunAsGID, ReadOnly: s.WorkspaceAccess == "ro", Beneath: b.fdBinds && len(ro) > 0}
 		if fi, err := os.Stat(r.Workspace); err == nil {
 			if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
 				st.OwnerUID, st.OwnerGID = int(sys.Uid), int(sys.Gid)
 			}
 		}
 		a = append([]string{r.Exe, "sandbox-init", "--stage", encodeStage(st), "--"}, a...)
+	} else if b.fdBinds && len(ro) > 0 {
+		a = append([]string{r.Exe, "sandbox-init", "--beneath", src, "--"}, a...)
 	}
 	return a, r.Env, nil
 }

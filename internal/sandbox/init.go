@@ -29,7 +29,7 @@ func InitMain(args []string) int {
 	// Capabilities are per thread: drop them on the thread that execs.
 	runtime.LockOSThread()
 	var ctty, withPTY bool
-	var policy, killSession, stage string
+	var policy, killSession, stage, beneath, verify string
 	graceMs := 3000
 	block := -1
 	i := 0
@@ -72,6 +72,18 @@ func InitMain(args []string) int {
 			}
 			i++
 			stage = args[i]
+		case "--verify-mounts":
+			if i+1 >= len(args) {
+				return initFail("--verify-mounts needs a value")
+			}
+			i++
+			verify = args[i]
+		case "--beneath":
+			if i+1 >= len(args) {
+				return initFail("--beneath needs a value")
+			}
+			i++
+			beneath = args[i]
 		case "--landlock":
 			if i+1 >= len(args) {
 				return initFail("--landlock needs a value")
@@ -105,8 +117,16 @@ run:
 	if len(argv) == 0 {
 		return initFail("usage: conch sandbox-init [--ctty] [--landlock POLICY] [--block-fd N] -- COMMAND [ARG...] (internal)")
 	}
+	if verify != "" {
+		if err := verifyMounts(verify); err != nil {
+			return initFail("sandbox mounts: " + err.Error())
+		}
+	}
 	if stage != "" {
 		return runStage(stage, argv)
+	}
+	if beneath != "" {
+		return runBeneath(beneath, argv)
 	}
 	if block >= 0 {
 		var b [1]byte

@@ -44,6 +44,9 @@ type Stage struct {
 	OwnerUID int  `json:"ouid"`
 	OwnerGID int  `json:"ogid"`
 	ReadOnly bool `json:"ro"` // the workspace read-only
+	// Beneath: bwrap takes the binds below the staged workspace as
+	// descriptors (beneath.go).
+	Beneath bool `json:"beneath,omitempty"`
 }
 
 // staged reports whether a run of settings s maps its command to another
@@ -79,6 +82,12 @@ func runStage(enc string, argv []string) int {
 	}
 	if err := syscall.Setresuid(st.UID, st.UID, st.UID); err != nil {
 		return initFail("setuid: " + err.Error())
+	}
+	if st.Beneath {
+		// As the runAs user, the user bwrap mounts as.
+		if argv, err = bindBeneath(filepath.Join(StageDir, "ws"), argv); err != nil {
+			return initFail(err.Error())
+		}
 	}
 	err = syscall.Exec(argv[0], argv, os.Environ())
 	return initFail(fmt.Sprintf("exec %s: %v", argv[0], err))

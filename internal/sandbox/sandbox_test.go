@@ -83,7 +83,7 @@ func TestBwrapArgv(t *testing.T) {
 	for _, want := range []string{"--unshare-all --die-with-parent --new-session", "--ro-bind /usr /usr", "--tmpfs /tmp",
 		"--bind " + home + "/sandboxes/agent-main/home /home/conch", "--bind " + ws + " " + ws, "--bind " + ws + "/.git " + ws + "/.git --ro-bind " + ws + "/.git/hooks " + ws + "/.git/hooks",
 		"--ro-bind /x/conch /run/conch/conch", "--chdir " + ws + "/sub", "--block-fd 3", "--cap-drop ALL",
-		"--seccomp 4 -- /run/conch/conch sandbox-init --ctty -- /bin/sh -lc echo hi"} {
+		"--seccomp 4 -- /run/conch/conch sandbox-init --verify-mounts " + ws + " --ctty -- /bin/sh -lc echo hi"} {
 		if !strings.Contains(a, want) {
 			t.Errorf("argv lacks %q:\n%s", want, a)
 		}
