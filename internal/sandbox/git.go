@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Git on the host reads a repository's git directory as configuration
@@ -271,9 +273,21 @@ func placeholders(g string) {
 	if _, err := os.Lstat(filepath.Join(g, "hooks")); os.IsNotExist(err) {
 		os.Mkdir(filepath.Join(g, "hooks"), 0o755)
 	}
-	if b, err := os.ReadFile(filepath.Join(g, "config")); err == nil && bytes.Contains(bytes.ToLower(b), []byte("worktreeconfig")) {
-		if _, err := os.Lstat(filepath.Join(g, "config.worktree")); os.IsNotExist(err) {
-			os.WriteFile(filepath.Join(g, "config.worktree"), nil, 0o644)
+	// conch may be root and the command may have made these links: read
+	// and create without following one (a linked member fails the run
+	// later, in Bwrap.Command).
+	if b, err := readNoFollow(filepath.Join(g, "config")); err == nil && bytes.Contains(bytes.ToLower(b), []byte("worktreeconfig")) {
+		if f, err := os.OpenFile(filepath.Join(g, "config.worktree"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644); err == nil {
+			f.Close()
 		}
 	}
+}
+
+func readNoFollow(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 1<<20))
 }

@@ -241,3 +241,25 @@ func TestGitSearchBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestPlaceholdersDoNotFollowLinks: with gitAccess "rw" the search makes
+// missing placeholders on the host, as conch's user (root, perhaps). A
+// config the command replaced with a link is not read through it, so a
+// file outside the workspace decides nothing (and leaks nothing).
+func TestPlaceholdersDoNotFollowLinks(t *testing.T) {
+	ws, out := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	os.WriteFile(filepath.Join(out, "secret"), []byte("[extensions]\n\tworktreeConfig = true\n"), 0o600)
+	os.Symlink(filepath.Join(out, "secret"), filepath.Join(ws, ".git", "config"))
+	GitProtected("", ws, "rw")
+	if _, err := os.Lstat(filepath.Join(ws, ".git", "config.worktree")); err == nil {
+		t.Fatal("config.worktree made from a config read through a link")
+	}
+	os.Remove(filepath.Join(ws, ".git", "config"))
+	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[extensions]\n\tworktreeConfig = true\n"), 0o644)
+	GitProtected("", ws, "rw")
+	if fi, err := os.Lstat(filepath.Join(ws, ".git", "config.worktree")); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("no config.worktree placeholder: %v", err)
+	}
+}
