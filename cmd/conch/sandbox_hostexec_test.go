@@ -337,7 +337,11 @@ func TestSandboxApplyPatchGit(t *testing.T) {
 		hostGit(t, se.ws, "init", "-q")
 		hostGit(t, se.ws, "init", "-q", "lib")
 		c := startConchEnv(t, se.home, []string{"HOME=" + se.userHome})
-		paths := []string{".git/config", ".git/hooks/pre-commit", "lib/.git/config"}
+		os.Symlink(".git", filepath.Join(se.ws, "lnk"))
+		os.Symlink(filepath.Join(se.ws, ".git", "hooks"), filepath.Join(se.ws, "hk"))
+		// The same files by other names: ./, .., absolute, through links.
+		paths := []string{".git/config", ".git/hooks/pre-commit", "lib/.git/config", ".git/./config", "x/../.git/config", "./.git/hooks/post-checkout",
+			filepath.Join(se.ws, ".git", "config"), "lnk/config", "hk/pre-push", "lib/../.git/hooks/x", ".git//config"}
 		if access == "ro" {
 			paths = append(paths, ".git/commondir", ".git/index", "lib/.git/commondir")
 		}
