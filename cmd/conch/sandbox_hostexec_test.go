@@ -55,6 +55,10 @@ var gitAttacks = []gitAttack{
 	{name: "worktree-commondir", setup: "git worktree add -q wt", cmd: `mkdir -p $E/objects $E/refs; printf '[core]\n\tfsmonitor = "%s"\n' "$M" > $E/config; echo $E > .git/worktrees/wt/commondir`, sub: "wt", check: []string{"status"}, blockedRW: true},
 	{name: "worktree-gitfile", setup: "git worktree add -q wt", cmd: `git init -q $E.w && mv $E.w/.git $E && git config -f $E/config core.fsmonitor "$M" && echo "gitdir: $E" > wt/.git`, sub: "wt", check: []string{"status"}, blockedRW: true},
 	{name: "nested-repo-untracked", cmd: `git init -q sub && git -C sub config core.fsmonitor "$M" && git -C sub config core.pager "$M"`, check: []string{"status"}, blockedRW: true},
+	// core.hooksPath naming a directory of the worktree (husky sets
+	// .husky/_): the hooks live among the files the command writes.
+	{name: "hookspath", setup: "git config core.hooksPath .githooks && mkdir .githooks", cmd: `printf '#!/bin/sh\n%s\n' "$M" > .githooks/pre-commit; chmod +x .githooks/pre-commit`, check: []string{"commit", "--allow-empty", "-qm", "x"}, blockedRW: true},
+	{name: "hookspath-absent", setup: "git config core.hooksPath .husky/_", cmd: `mkdir -p .husky/_; printf '#!/bin/sh\n%s\n' "$M" > .husky/_/pre-commit; chmod +x .husky/_/pre-commit`, check: []string{"commit", "--allow-empty", "-qm", "x"}, blockedRW: true},
 	// Directories that sort before .git, more than the repository
 	// search looks at, made in a first run: the next run's search must
 	// still find the repository.

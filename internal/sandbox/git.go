@@ -85,6 +85,39 @@ func GitProtected(home, ws, access string) ([]string, error) {
 	if _, err := os.ReadDir(ws); err != nil {
 		return nil, err
 	}
+	// hooks protects the directory core.hooksPath names for the worktree
+	// rel whose git directory is gd, when it lies in the workspace: git
+	// runs the hooks there (husky's .husky/_), and it is not in the git
+	// directory. A missing one is made empty first, so it can be mounted
+	// (the command could make it otherwise).
+	hooks := func(rel, gd string) error {
+		hp, ok := HooksPath(gd)
+		if !ok {
+			return nil
+		}
+		if strings.HasPrefix(hp, "~/") {
+			h, _ := os.UserHomeDir()
+			hp = filepath.Join(h, hp[2:])
+		}
+		if !filepath.IsAbs(hp) {
+			hp = filepath.Join(ws, rel, hp)
+		}
+		hrel, inside := within(ws, filepath.Clean(hp))
+		if real, err := filepath.EvalSymlinks(hp); err == nil {
+			if hrel, inside = within(wsReal, real); inside && hrel != "." {
+				add(hrel)
+			}
+			return nil
+		}
+		if !inside || hrel == "." {
+			return nil
+		}
+		if err := mkdirBelow(ws, hrel); err != nil {
+			return fmt.Errorf("core.hooksPath of %s: %w", filepath.Join(ws, rel), err)
+		}
+		add(hrel)
+		return nil
+	}
 	var found []string // the .git entries, workspace-relative
 	visited := map[string]bool{}
 	// visit looks at the .git entry of the directory rel.
@@ -105,6 +138,7 @@ func GitProtected(home, ws, access string) ([]string, error) {
 		case t.IsDir():
 			found = append(found, g)
 			gitdir(g)
+			return hooks(rel, p)
 		case t.IsRegular():
 			found = append(found, g)
 			add(g)
@@ -118,6 +152,7 @@ func GitProtected(home, ws, access string) ([]string, error) {
 							gitdir(trel)
 						}
 					}
+					return hooks(rel, real)
 				}
 			}
 		}
@@ -290,4 +325,103 @@ func readNoFollow(p string) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, 1<<20))
+}
+
+// HooksPath returns the core.hooksPath that applies to the git directory
+// gd: from the system's, the user's and the repository's configuration
+// (config, config.worktree, the common directory's config), the last one
+// set. Includes are not followed.
+func HooksPath(gd string) (string, bool) {
+	files := []string{"/etc/gitconfig"}
+	if h, err := os.UserHomeDir(); err == nil {
+		x := os.Getenv("XDG_CONFIG_HOME")
+		if x == "" {
+			x = filepath.Join(h, ".config")
+		}
+		files = append(files, filepath.Join(x, "git", "config"), filepath.Join(h, ".gitconfig"))
+	}
+	if b, err := readNoFollow(filepath.Join(gd, "commondir")); err == nil {
+		c := strings.TrimSpace(string(b))
+		if !filepath.IsAbs(c) {
+			c = filepath.Join(gd, c)
+		}
+		files = append(files, filepath.Join(c, "config"))
+	}
+	files = append(files, filepath.Join(gd, "config"), filepath.Join(gd, "config.worktree"))
+	var hp string
+	var set bool
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) > 1<<20 {
+			continue
+		}
+		if v, ok := configValue(b, "core", "hookspath"); ok {
+			hp, set = v, true
+		}
+	}
+	return hp, set && hp != ""
+}
+
+// configValue returns the last value of section.key in a git config
+// file (no subsections, no includes; enough for core.*).
+func configValue(b []byte, section, key string) (string, bool) {
+	var cur, val string
+	var found bool
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			end := strings.Index(line, "]")
+			if end < 0 {
+				continue
+			}
+			cur = strings.ToLower(strings.TrimSpace(line[1:end]))
+			line = strings.TrimSpace(line[end+1:])
+		}
+		if cur != section || line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		if strings.ToLower(strings.TrimSpace(k)) != key {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		if strings.HasPrefix(v, "\"") {
+			if end := strings.Index(v[1:], "\""); end >= 0 {
+				v = v[1 : end+1]
+			}
+		} else if i := strings.IndexAny(v, "#;"); i >= 0 {
+			v = strings.TrimSpace(v[:i])
+		}
+		val, found = v, true
+	}
+	return val, found
+}
+
+// mkdirBelow makes the workspace-relative directory rel and the missing
+// ones above it, refusing symbolic links on the way (conch may be root).
+func mkdirBelow(ws, rel string) error {
+	cur := ws
+	for _, part := range strings.Split(filepath.Clean(rel), "/") {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if os.IsNotExist(err) {
+			if err := os.Mkdir(cur, 0o755); err != nil && !os.IsExist(err) {
+				return err
+			}
+			// Owned like the directory above it, not by a root gateway.
+			if up, err := os.Lstat(filepath.Dir(cur)); err == nil {
+				if st, ok := up.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
+					os.Lchown(cur, int(st.Uid), int(st.Gid))
+				}
+			}
+			fi, err = os.Lstat(cur)
+		}
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory (a symbolic link?); remove it on the host", cur)
+		}
+	}
+	return nil
 }

@@ -263,3 +263,43 @@ func TestPlaceholdersDoNotFollowLinks(t *testing.T) {
 		t.Fatalf("no config.worktree placeholder: %v", err)
 	}
 }
+
+// TestHooksPathProtected: core.hooksPath naming a directory of the
+// workspace is protected like .git/hooks (made empty first when
+// missing, by its real path when it goes through a link); one outside the
+// workspace is not in the sandbox.
+func TestHooksPathProtected(t *testing.T) {
+	for _, c := range []struct{ conf, want string }{
+		{"[core]\n\thooksPath = .githooks\n", ".githooks"},
+		{"[CORE]\n\tHooksPath = \"tools/hooks\" ; husky\n", "tools/hooks"},
+		{"[core] hookspath = .husky/_ # comment\n", ".husky/_"},
+		{"[core]\n\thooksPath = lnk/h\n", "real/h"},
+		{"[core]\n\thooksPath = /nowhere/hooks\n", ""},
+		{"[user]\n\thooksPath = .githooks\n", ""},
+	} {
+		ws := t.TempDir()
+		os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
+		os.MkdirAll(filepath.Join(ws, "real", "h"), 0o755)
+		os.Symlink("real", filepath.Join(ws, "lnk"))
+		os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+		os.WriteFile(filepath.Join(ws, ".git", "config"), []byte(c.conf), 0o644)
+		for _, access := range []string{"ro", "rw"} {
+			got, err := GitProtected("", ws, access)
+			if err != nil {
+				t.Fatalf("%q: %v", c.conf, err)
+			}
+			if c.want == "" {
+				if len(got) != map[string]int{"ro": 1, "rw": 2}[access] {
+					t.Errorf("%q %s: %v", c.conf, access, got)
+				}
+				continue
+			}
+			if !slices.Contains(got, c.want) {
+				t.Errorf("%q %s: %s not in %v", c.conf, access, c.want, got)
+			}
+			if fi, err := os.Lstat(filepath.Join(ws, c.want)); err != nil || !fi.IsDir() {
+				t.Errorf("%q %s: %s not made: %v", c.conf, access, c.want, err)
+			}
+		}
+	}
+}
