@@ -59,6 +59,10 @@ var gitAttacks = []gitAttack{
 	// .husky/_): the hooks live among the files the command writes.
 	{name: "hookspath", setup: "git config core.hooksPath .githooks && mkdir .githooks", cmd: `printf '#!/bin/sh\n%s\n' "$M" > .githooks/pre-commit; chmod +x .githooks/pre-commit`, check: []string{"commit", "--allow-empty", "-qm", "x"}, blockedRW: true},
 	{name: "hookspath-absent", setup: "git config core.hooksPath .husky/_", cmd: `mkdir -p .husky/_; printf '#!/bin/sh\n%s\n' "$M" > .husky/_/pre-commit; chmod +x .husky/_/pre-commit`, check: []string{"commit", "--allow-empty", "-qm", "x"}, blockedRW: true},
+	// include.path naming a file of the worktree (a configuration the
+	// project shares): git reads it as the repository's own.
+	{name: "include-path", setup: "touch .gitconfig-shared && git config include.path ../.gitconfig-shared", cmd: `printf '[core]\n\tfsmonitor = "%s"\n' "$M" > .gitconfig-shared`, check: []string{"status"}, blockedRW: true},
+	{name: "include-path-absent", setup: `git config 'includeIf.gitdir:/.path' ../shared/git.conf`, cmd: `mkdir -p shared; printf '[core]\n\tfsmonitor = "%s"\n' "$M" > shared/git.conf`, check: []string{"status"}, blockedRW: true},
 	// Directories that sort before .git, more than the repository
 	// search looks at, made in a first run: the next run's search must
 	// still find the repository.

@@ -85,37 +85,48 @@ func GitProtected(home, ws, access string) ([]string, error) {
 	if _, err := os.ReadDir(ws); err != nil {
 		return nil, err
 	}
-	// hooks protects the directory core.hooksPath names for the worktree
-	// rel whose git directory is gd, when it lies in the workspace: git
-	// runs the hooks there (husky's .husky/_), and it is not in the git
-	// directory. A missing one is made empty first, so it can be mounted
-	// (the command could make it otherwise).
-	hooks := func(rel, gd string) error {
-		hp, ok := HooksPath(gd)
-		if !ok {
-			return nil
+	// named protects what the configuration that applies to the
+	// worktree rel (git directory gd) names in the workspace: the
+	// directory core.hooksPath names (git runs the hooks there: husky's
+	// .husky/_) and the files include.path and includeIf.*.path name (git
+	// reads them as configuration). A missing one is made empty first,
+	// so it can be mounted (the command could make it otherwise).
+	named := func(rel, gd string) error {
+		hp, includes := configRefs(gd)
+		type ref struct {
+			p   string
+			dir bool
 		}
-		if strings.HasPrefix(hp, "~/") {
-			h, _ := os.UserHomeDir()
-			hp = filepath.Join(h, hp[2:])
-		}
-		if !filepath.IsAbs(hp) {
-			hp = filepath.Join(ws, rel, hp)
-		}
-		hrel, inside := within(ws, filepath.Clean(hp))
-		if real, err := filepath.EvalSymlinks(hp); err == nil {
-			if hrel, inside = within(wsReal, real); inside && hrel != "." {
-				add(hrel)
+		var refs []ref
+		if hp != "" {
+			if strings.HasPrefix(hp, "~/") {
+				h, _ := os.UserHomeDir()
+				hp = filepath.Join(h, hp[2:])
 			}
-			return nil
+			if !filepath.IsAbs(hp) {
+				hp = filepath.Join(ws, rel, hp)
+			}
+			refs = append(refs, ref{hp, true})
 		}
-		if !inside || hrel == "." {
-			return nil
+		for _, inc := range includes {
+			refs = append(refs, ref{inc, false})
 		}
-		if err := mkdirBelow(ws, hrel); err != nil {
-			return fmt.Errorf("core.hooksPath of %s: %w", filepath.Join(ws, rel), err)
+		for _, r := range refs {
+			prel, inside := within(ws, filepath.Clean(r.p))
+			if real, err := filepath.EvalSymlinks(r.p); err == nil {
+				if prel, inside = within(wsReal, real); inside && prel != "." {
+					add(prel)
+				}
+				continue
+			}
+			if !inside || prel == "." {
+				continue
+			}
+			if err := placeholder(ws, prel, r.dir); err != nil {
+				return fmt.Errorf("the git configuration of %s names %s: %w", filepath.Join(ws, rel), r.p, err)
+			}
+			add(prel)
 		}
-		add(hrel)
 		return nil
 	}
 	var found []string // the .git entries, workspace-relative
@@ -138,7 +149,7 @@ func GitProtected(home, ws, access string) ([]string, error) {
 		case t.IsDir():
 			found = append(found, g)
 			gitdir(g)
-			return hooks(rel, p)
+			return named(rel, p)
 		case t.IsRegular():
 			found = append(found, g)
 			add(g)
@@ -152,7 +163,7 @@ func GitProtected(home, ws, access string) ([]string, error) {
 							gitdir(trel)
 						}
 					}
-					return hooks(rel, real)
+					return named(rel, real)
 				}
 			}
 		}
@@ -327,18 +338,21 @@ func readNoFollow(p string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, 1<<20))
 }
 
-// HooksPath returns the core.hooksPath that applies to the git directory
-// gd: from the system's, the user's and the repository's configuration
-// (config, config.worktree, the common directory's config), the last one
-// set. Includes are not followed.
-func HooksPath(gd string) (string, bool) {
+// configRefs returns the core.hooksPath that applies to the git
+// directory gd (from the system's, the user's and the repository's
+// configuration: config, config.worktree, the common directory's config;
+// the last one set) and the files their include.path and
+// includeIf.*.path name, as absolute paths. Includes are not read in
+// turn.
+func configRefs(gd string) (string, []string) {
 	files := []string{"/etc/gitconfig"}
-	if h, err := os.UserHomeDir(); err == nil {
+	home, _ := os.UserHomeDir()
+	if home != "" {
 		x := os.Getenv("XDG_CONFIG_HOME")
 		if x == "" {
-			x = filepath.Join(h, ".config")
+			x = filepath.Join(home, ".config")
 		}
-		files = append(files, filepath.Join(x, "git", "config"), filepath.Join(h, ".gitconfig"))
+		files = append(files, filepath.Join(x, "git", "config"), filepath.Join(home, ".gitconfig"))
 	}
 	if b, err := readNoFollow(filepath.Join(gd, "commondir")); err == nil {
 		c := strings.TrimSpace(string(b))
@@ -349,24 +363,37 @@ func HooksPath(gd string) (string, bool) {
 	}
 	files = append(files, filepath.Join(gd, "config"), filepath.Join(gd, "config.worktree"))
 	var hp string
-	var set bool
+	var includes []string
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil || len(b) > 1<<20 {
 			continue
 		}
-		if v, ok := configValue(b, "core", "hookspath"); ok {
-			hp, set = v, true
+		if v := configValues(b, func(s string) bool { return s == "core" }, "hookspath"); len(v) > 0 {
+			hp = v[len(v)-1]
+		}
+		for _, v := range configValues(b, func(s string) bool { return s == "include" || strings.HasPrefix(s, "includeif") }, "path") {
+			switch {
+			case v == "":
+				continue
+			case strings.HasPrefix(v, "~/") && home != "":
+				v = filepath.Join(home, v[2:])
+			case !filepath.IsAbs(v):
+				v = filepath.Join(filepath.Dir(f), v)
+			}
+			includes = append(includes, filepath.Clean(v))
 		}
 	}
-	return hp, set && hp != ""
+	return hp, includes
 }
 
-// configValue returns the last value of section.key in a git config
-// file (no subsections, no includes; enough for core.*).
-func configValue(b []byte, section, key string) (string, bool) {
-	var cur, val string
-	var found bool
+// configValues returns the values of key in the sections of a git
+// config file that match (section names lowercased, with any subsection:
+// `includeif "gitdir:~/x/"`). No continuation lines or includes; enough
+// for core.hooksPath and include paths.
+func configValues(b []byte, section func(string) bool, key string) []string {
+	var cur string
+	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, "[") {
@@ -374,10 +401,14 @@ func configValue(b []byte, section, key string) (string, bool) {
 			if end < 0 {
 				continue
 			}
-			cur = strings.ToLower(strings.TrimSpace(line[1:end]))
+			name, sub, _ := strings.Cut(strings.TrimSpace(line[1:end]), " ")
+			cur = strings.ToLower(name)
+			if sub != "" {
+				cur += " " + sub
+			}
 			line = strings.TrimSpace(line[end+1:])
 		}
-		if cur != section || line == "" || line[0] == '#' || line[0] == ';' {
+		if !section(cur) || line == "" || line[0] == '#' || line[0] == ';' {
 			continue
 		}
 		k, v, _ := strings.Cut(line, "=")
@@ -392,9 +423,43 @@ func configValue(b []byte, section, key string) (string, bool) {
 		} else if i := strings.IndexAny(v, "#;"); i >= 0 {
 			v = strings.TrimSpace(v[:i])
 		}
-		val, found = v, true
+		out = append(out, v)
 	}
-	return val, found
+	return out
+}
+
+// placeholder makes the missing workspace-relative directory (dir) or
+// empty file rel, and the directories above it, without following a
+// symbolic link (conch may be root).
+func placeholder(ws, rel string, dir bool) error {
+	if dir {
+		return mkdirBelow(ws, rel)
+	}
+	if d := filepath.Dir(rel); d != "." {
+		if err := mkdirBelow(ws, d); err != nil {
+			return err
+		}
+	}
+	p := filepath.Join(ws, rel)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	chownLikeParent(p)
+	return nil
+}
+
+// chownLikeParent gives p the owner of its directory when conch is root.
+func chownLikeParent(p string) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	if up, err := os.Lstat(filepath.Dir(p)); err == nil {
+		if st, ok := up.Sys().(*syscall.Stat_t); ok {
+			os.Lchown(p, int(st.Uid), int(st.Gid))
+		}
+	}
 }
 
 // mkdirBelow makes the workspace-relative directory rel and the missing
@@ -408,12 +473,7 @@ func mkdirBelow(ws, rel string) error {
 			if err := os.Mkdir(cur, 0o755); err != nil && !os.IsExist(err) {
 				return err
 			}
-			// Owned like the directory above it, not by a root gateway.
-			if up, err := os.Lstat(filepath.Dir(cur)); err == nil {
-				if st, ok := up.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
-					os.Lchown(cur, int(st.Uid), int(st.Gid))
-				}
-			}
+			chownLikeParent(cur) // not root's, with a root gateway
 			fi, err = os.Lstat(cur)
 		}
 		if err != nil {

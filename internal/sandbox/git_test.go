@@ -265,9 +265,10 @@ func TestPlaceholdersDoNotFollowLinks(t *testing.T) {
 }
 
 // TestHooksPathProtected: core.hooksPath naming a directory of the
-// workspace is protected like .git/hooks (made empty first when
-// missing, by its real path when it goes through a link); one outside the
-// workspace is not in the sandbox.
+// workspace, and include.path / includeIf.*.path naming a file of it, are
+// protected like .git/hooks and .git/config (made empty first when
+// missing, by their real path when they go through a link); what lies
+// outside the workspace is not in the sandbox.
 func TestHooksPathProtected(t *testing.T) {
 	for _, c := range []struct{ conf, want string }{
 		{"[core]\n\thooksPath = .githooks\n", ".githooks"},
@@ -276,6 +277,9 @@ func TestHooksPathProtected(t *testing.T) {
 		{"[core]\n\thooksPath = lnk/h\n", "real/h"},
 		{"[core]\n\thooksPath = /nowhere/hooks\n", ""},
 		{"[user]\n\thooksPath = .githooks\n", ""},
+		{"[include]\n\tpath = ../shared.gitconfig\n", "shared.gitconfig"},
+		{"[includeIf \"gitdir:/\"]\n\tpath = ../conf/git\n", "conf/git"},
+		{"[include]\n\tpath = config.local\n", ".git/config.local"},
 	} {
 		ws := t.TempDir()
 		os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
@@ -297,7 +301,7 @@ func TestHooksPathProtected(t *testing.T) {
 			if !slices.Contains(got, c.want) {
 				t.Errorf("%q %s: %s not in %v", c.conf, access, c.want, got)
 			}
-			if fi, err := os.Lstat(filepath.Join(ws, c.want)); err != nil || !fi.IsDir() {
+			if fi, err := os.Lstat(filepath.Join(ws, c.want)); err != nil || fi.IsDir() != strings.Contains(strings.ToLower(c.conf), "hookspath") {
 				t.Errorf("%q %s: %s not made: %v", c.conf, access, c.want, err)
 			}
 		}
