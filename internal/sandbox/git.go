@@ -209,15 +209,35 @@ func GitProtected(home, ws, access string) ([]string, error) {
 				return nil, err
 			}
 		}
-		saveSeen(file, wsReal, found)
+		// The entries recorded before first: a command that makes
+		// thousands of repositories of its own cannot push the older ones
+		// out of the bounded record.
+		now := map[string]bool{}
+		for _, g := range found {
+			now[g] = true
+		}
+		var keep []string
+		for _, g := range seen {
+			if now[g] {
+				keep = append(keep, g)
+				delete(now, g)
+			}
+		}
+		for _, g := range found {
+			if now[g] {
+				keep = append(keep, g)
+			}
+		}
+		saveSeen(file, wsReal, keep)
 	}
 	// A git directory below another is covered by it.
 	slices.Sort(out)
 	return out, nil
 }
 
-// maxSeen bounds a workspace's record of the .git entries found.
-const maxSeen = 10000
+// maxSeen bounds a workspace's record of the .git entries found (a
+// variable for the tests).
+var maxSeen = 10000
 
 // loadSeen reads the .git entries found in the workspace wsReal by
 // earlier runs, and names the file that records them.
@@ -234,11 +254,11 @@ func loadSeen(home, wsReal string) ([]string, string) {
 	return nil, file
 }
 
-// saveSeen records the .git entries there now: found holds what this
-// search and the record before it found. A failure to record is not the
+// saveSeen records the .git entries there now, the oldest first: found
+// holds what the record before and this search found. A failure to record is not the
 // run's: this run is protected by its own search.
 func saveSeen(file, wsReal string, found []string) {
-	all := slices.Sorted(slices.Values(found))
+	all := found
 	if len(all) > maxSeen {
 		all = all[:maxSeen]
 	}

@@ -395,3 +395,27 @@ func TestFilterProgramDecisions(t *testing.T) {
 		}
 	}
 }
+
+// TestGitSeenKeepsOldest: the record of found repositories is bounded; a
+// command that makes more repositories of its own than it holds (named
+// to sort first) does not push out the ones recorded before.
+func TestGitSeenKeepsOldest(t *testing.T) {
+	defer func(n, d int) { maxSeen, gitSearchDirs = n, d }(maxSeen, gitSearchDirs)
+	maxSeen, gitSearchDirs = 20, 1000
+	home, ws := t.TempDir(), t.TempDir()
+	mk := func(g string) {
+		os.MkdirAll(filepath.Join(ws, g), 0o755)
+		os.WriteFile(filepath.Join(ws, g, "HEAD"), []byte("x\n"), 0o644)
+	}
+	mk("lib/.git")
+	GitProtected(home, ws, "ro")
+	for i := 0; i < 3*maxSeen; i++ {
+		mk(fmt.Sprintf("!%02d/.git", i))
+	}
+	GitProtected(home, ws, "ro")
+	// Now hide lib behind more directories than the search reads.
+	gitSearchDirs = 10
+	if got, _ := GitProtected(home, ws, "ro"); !slices.Contains(got, "lib/.git") {
+		t.Fatalf("lib/.git pushed out of the record: %v", got)
+	}
+}
