@@ -467,3 +467,34 @@ while True:
 		}
 	}
 }
+
+// TestSandboxBindIntoWorkspace: a configured bind whose destination lies
+// in the workspace is not taken for a swapped link by the mount check.
+func TestSandboxBindIntoWorkspace(t *testing.T) {
+	needBwrap(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	t.Parallel()
+	// Below /tmp itself: the runAs user of a root gateway must reach it.
+	data, err := os.MkdirTemp("", "conch-bind-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(data) })
+	os.Chmod(data, 0o755)
+	os.WriteFile(filepath.Join(data, "d.txt"), []byte("DATA-77\n"), 0o644)
+	se := newSandbox(t, nil)
+	se.c.close()
+	conf, _ := os.ReadFile(filepath.Join(se.home, "config.json"))
+	var m map[string]any
+	json.Unmarshal(conf, &m)
+	m["sandbox"].(map[string]any)["bwrap"] = map[string]any{"binds": []string{data + ":" + filepath.Join(se.ws, "data")}}
+	b, _ := json.Marshal(m)
+	os.WriteFile(filepath.Join(se.home, "config.json"), b, 0o600)
+	hostGit(t, se.ws, "init", "-q")
+	c := startConchEnv(t, se.home, []string{"HOME=" + se.userHome})
+	if r := c.exec(map[string]any{"command": "cat data/d.txt && echo w > x && echo ok"}); !strings.Contains(r.Text, "DATA-77") || !strings.Contains(r.Text, "ok") {
+		t.Fatalf("bind into the workspace: %s", r.Text)
+	}
+}

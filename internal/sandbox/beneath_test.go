@@ -87,6 +87,14 @@ func TestCheckMounts(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+	// A configured bind into the workspace is left alone.
+	ms2, _ := parseMountinfo(strings.NewReader(base + "27 23 8:2 /data /tmp/p/my\\040ws/data ro - ext4 /dev/vdb rw\n"))
+	if err := checkMounts(ms2, "/tmp/p/my ws"); err == nil {
+		t.Error("a foreign bind accepted without --allow-mount")
+	}
+	if err := checkMounts(ms2, "/tmp/p/my ws", "/tmp/p/my ws/data"); err != nil {
+		t.Errorf("a configured bind refused: %v", err)
+	}
 	if err := checkMounts(ms[:3], "/tmp/p/my ws"); err == nil {
 		t.Error("no workspace mount accepted")
 	}

@@ -218,6 +218,11 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 		// What bwrap mounted below the workspace is what was asked
 		// (mounts.go): a process of an earlier run may have raced it.
 		init = append(init, "--verify-mounts", view.Inside)
+		// The configured binds may land in the workspace on purpose.
+		for _, x := range append(slices.Clone(s.ROBinds), s.Binds...) {
+			_, dst := splitBind(x)
+			init = append(init, "--allow-mount", filepath.Clean(dst))
+		}
 	}
 	if r.PTY {
 		// bwrap's --new-session leaves the command without a controlling

@@ -30,6 +30,7 @@ func InitMain(args []string) int {
 	runtime.LockOSThread()
 	var ctty, withPTY bool
 	var policy, killSession, stage, beneath, verify string
+	var allowMounts []string
 	graceMs := 3000
 	block := -1
 	i := 0
@@ -78,6 +79,12 @@ func InitMain(args []string) int {
 			}
 			i++
 			verify = args[i]
+		case "--allow-mount":
+			if i+1 >= len(args) {
+				return initFail("--allow-mount needs a value")
+			}
+			i++
+			allowMounts = append(allowMounts, args[i])
 		case "--beneath":
 			if i+1 >= len(args) {
 				return initFail("--beneath needs a value")
@@ -118,7 +125,7 @@ run:
 		return initFail("usage: conch sandbox-init [--ctty] [--landlock POLICY] [--block-fd N] -- COMMAND [ARG...] (internal)")
 	}
 	if verify != "" {
-		if err := verifyMounts(verify); err != nil {
+		if err := verifyMounts(verify, allowMounts); err != nil {
 			return initFail("sandbox mounts: " + err.Error())
 		}
 	}

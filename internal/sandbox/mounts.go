@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -62,8 +63,9 @@ func unescapeMount(s string) string {
 }
 
 // checkMounts applies the rule above to the mounts ms for the workspace
-// mounted at inside.
-func checkMounts(ms []mountEntry, inside string) error {
+// mounted at inside; mounts at the points in allow (the configured
+// binds) are left alone.
+func checkMounts(ms []mountEntry, inside string, allow ...string) error {
 	inside = filepath.Clean(inside)
 	ws := -1
 	for i, m := range ms {
@@ -77,6 +79,9 @@ func checkMounts(ms []mountEntry, inside string) error {
 	}
 	dev, root := ms[ws].dev, ms[ws].root
 	for _, m := range ms[ws+1:] {
+		if slices.Contains(allow, m.point) {
+			continue
+		}
 		rel, below := within(inside, m.point)
 		_, above := within(m.point, inside)
 		if !below && !above {
@@ -93,8 +98,8 @@ func checkMounts(ms []mountEntry, inside string) error {
 	return nil
 }
 
-// verifyMounts is `sandbox-init --verify-mounts INSIDE`.
-func verifyMounts(inside string) error {
+// verifyMounts is `sandbox-init --verify-mounts INSIDE [--allow-mount P]...`.
+func verifyMounts(inside string, allow []string) error {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return err
@@ -104,5 +109,5 @@ func verifyMounts(inside string) error {
 	if err != nil {
 		return err
 	}
-	return checkMounts(ms, inside)
+	return checkMounts(ms, inside, allow...)
 }
