@@ -58,8 +58,9 @@ var processRanges = sync.OnceValue(func() map[string]Range {
 	return rs
 })
 
-// ParseProcessParams decodes process arguments. An unknown action is
-// reported with OpenClaw's text `Unknown action <x>`.
+// ParseProcessParams decodes process arguments. A missing or blank action
+// is reported as required, with the list of actions; an unknown one with
+// OpenClaw's text `Unknown action <x>`.
 func ParseProcessParams(raw []byte) (ProcessParams, *Error) {
 	var p ProcessParams
 	m, e := fields(raw, processFields)
@@ -83,7 +84,10 @@ func ParseProcessParams(raw []byte) (ProcessParams, *Error) {
 			known = true
 		}
 	}
-	if !known {
+	switch {
+	case p.Action == "":
+		return p, Errorf(CodeInvalidArgument, "action is required: one of %s.", strings.Join(ProcessActions, ", "))
+	case !known:
 		return p, Errorf(CodeInvalidArgument, "Unknown action %s", p.Action)
 	}
 	p.SessionID = strings.TrimSpace(p.SessionID)
