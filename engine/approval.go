@@ -87,6 +87,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	s.st = state{
 		Agent: agent, Command: pl.command, Name: deriveName(pl.command), Cwd: pl.cwd, Host: pl.host, PTY: pl.pty,
 		CreatedAt: time.Now().UnixMilli(), Backgrounded: true, PendingApprovalID: req.ID, Gated: true, NodeID: nodeIDOf(pl),
+		Notice: noticeState{Queued: true}, // its approval events tell the agent (exec.md §12.2)
 	}
 	s.start = time.UnixMilli(s.st.CreatedAt)
 	s.approval = req

@@ -155,6 +155,9 @@ type Engine struct {
 	// admitted counts exec calls per agent between admission and the
 	// session's registration; guarded by mu.
 	admitted map[string]int
+	// login is the login-shell PATH probe of gateway runs (loginpath.go).
+	loginOnce sync.Once
+	login     *hostenv.LoginProbe
 
 	// The ledger writer: ledgerQ is fed under lmu (read side) until
 	// ledgerClosed; ledgerDone closes when everything was written.
@@ -227,9 +230,11 @@ func New(opt Options) (*Engine, error) {
 		starting: make(chan struct{}, 2*runtime.NumCPU()),
 	}
 	e.calls.init()
-	// Probe the login-shell PATH now, off the first exec's path.
-	go hostenv.LoginPATH()
 	e.cfgp.Store(cfg)
+	if opt.Mode != "node" && gatewayLikely(cfg) {
+		// Probe the login-shell PATH now, off the first exec's path.
+		e.loginProbe()
+	}
 	e.loadIdem()
 	e.startLedger()
 	if e.store, err = approvals.OpenStore(home); err != nil {
@@ -615,6 +620,12 @@ func (e *Engine) ended(s *session, ex supervisor.Exit) {
 	}
 	if !st.Backgrounded {
 		return // the exec call in its yield window takes it from here
+	}
+	if ex.State == supervisor.StateDenied || st.Gated && st.ApprovalID != "" {
+		// An approval-gated session's outcomes are told by its approval
+		// events (denied, running, finished), never by an exit notice
+		// as well: one notice per outcome.
+		return
 	}
 	e.queueExitNotice(s, ex)
 }

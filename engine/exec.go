@@ -59,6 +59,7 @@ type plan struct {
 	pty        bool
 	stdin      string
 	window     time.Duration // <0: none (synchronous)
+	loginWait  time.Duration // spent in the window waiting for the login PATH
 	timeout    time.Duration // 0: none
 	warnings   []string
 	set        config.ExecSettings
@@ -115,7 +116,8 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	}
 	var timer <-chan time.Time
 	if pl.window > 0 {
-		t := time.NewTimer(pl.window)
+		// The wait for the login PATH counted against the window.
+		t := time.NewTimer(max(pl.window-pl.loginWait, time.Millisecond))
 		defer t.Stop()
 		timer = t.C
 	}
@@ -276,12 +278,8 @@ func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*pl
 	}
 	pl.cwd = def
 	if p.Workdir != "" {
-		w := p.Workdir
-		if strings.HasPrefix(w, "~/") {
-			if h, err := os.UserHomeDir(); err == nil {
-				w = filepath.Join(h, w[2:])
-			}
-		} else if !filepath.IsAbs(w) {
+		w, tilde := expandTilde(p.Workdir)
+		if !tilde && !filepath.IsAbs(w) {
 			w = filepath.Join(def, w)
 		}
 		if isDir(w) {
@@ -303,8 +301,13 @@ func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*pl
 	for k, v := range set.NonInteractiveEnv {
 		env[k] = v
 	}
-	// Login-shell PATH (gateway): merged in front of the daemon's.
-	if lp, err := hostenv.LoginPATH(); err == nil && lp != "" {
+	// Login-shell PATH (gateway): merged in front of the daemon's, if
+	// known in time (loginpath.go).
+	lp, known, waited := e.loginPATH(pl.window)
+	pl.loginWait = waited
+	if !known {
+		pl.warnings = append(pl.warnings, loginNotKnown)
+	} else if lp != "" {
 		env["PATH"] = hostenv.MergePATH(lp, env["PATH"])
 	}
 	for k, v := range p.Env {
@@ -348,17 +351,27 @@ func isDir(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
-// prependPath puts entries (trimmed, de-duplicated, ~/ expanded) in front
+// expandTilde expands a leading "~" or "~/" to the home directory of the
+// user conch runs as; expanded reports whether it did. "~user" is not
+// expanded, nor is anything when the home is unknown.
+func expandTilde(p string) (string, bool) {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		return p, false
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return p, false
+	}
+	return filepath.Join(home, p[1:]), true
+}
+
+// prependPath puts entries (trimmed, de-duplicated, ~ and ~/ expanded) in front
 // of path.
 func prependPath(entries []string, path string) string {
-	home, _ := os.UserHomeDir()
 	seen := map[string]bool{}
 	var out []string
 	for _, p := range entries {
-		p = strings.TrimSpace(p)
-		if strings.HasPrefix(p, "~/") && home != "" {
-			p = filepath.Join(home, p[2:])
-		}
+		p, _ = expandTilde(strings.TrimSpace(p))
 		if p != "" && !seen[p] {
 			seen[p] = true
 			out = append(out, p)
@@ -848,6 +861,7 @@ func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
 // endResult turns an end state and the rendered output into the exec
 // result of exec.md §8.1/§8.2.
 func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSettings) apitype.Result {
+	st, _, _ := s.snapshot()
 	dur := ex.DurationMs
 	trunc := out.truncated || ex.DroppedBytes > 0 || ex.UnrecordedBytes > 0
 	bytes := ex.OutputBytes
@@ -855,13 +869,13 @@ func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSe
 	agg := out.text
 	d := &apitype.ExecDetails{
 		State: ex.State, ExitCode: ex.ExitCode, Signal: ex.Signal, KilledBy: ex.KilledBy,
-		DurationMs: &dur, Aggregated: &agg, Cwd: s.st.Cwd, SessionID: s.id, Truncated: &trunc,
+		DurationMs: &dur, Aggregated: &agg, Cwd: st.Cwd, SessionID: s.id, Truncated: &trunc,
 		OutputBytes: &bytes, Cursor: out.cursor, DescendantsKilled: &desc,
 		DroppedBytes: ex.DroppedBytes, UnrecordedBytes: ex.UnrecordedBytes,
 		UnreadableBytes: out.unreadable,
 	}
 	lost := lostNote(ex)
-	reason := failureReason(ex, s.st.TimeoutSec)
+	reason := failureReason(ex, st.TimeoutSec)
 	if reason == "" {
 		d.Status = "completed"
 		text := out.text
@@ -870,6 +884,9 @@ func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSe
 		}
 		if ex.ExitCode != nil && *ex.ExitCode != 0 {
 			text += fmt.Sprintf("\n\n(Command exited with code %d)", *ex.ExitCode)
+		}
+		if n := leftoverNote(ex, st.Backgrounded); n != "" {
+			text += "\n\n" + n
 		}
 		return apitype.Result{Text: text + lost, Details: d}
 	}
@@ -881,7 +898,31 @@ func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSe
 	if strings.TrimSpace(out.text) != "" {
 		text = out.text + "\n\n" + reason
 	}
+	if n := leftoverNote(ex, st.Backgrounded); n != "" {
+		text += "\n\n" + n
+	}
 	return apitype.Result{Text: text + lost, Details: d}
+}
+
+// leftoverNote says in words what descendantsKilled says in the details
+// when a command ended by itself: the processes it left running (a server
+// started with &, a daemon) were stopped when it ended. "" when there were
+// none, or when the command itself was killed (its whole tree goes then,
+// by request). backgrounded picks the advice: a foreground run should use
+// background:true, a background session lasts only as long as its command.
+func leftoverNote(ex supervisor.Exit, backgrounded bool) string {
+	n := ex.DescendantsKilled
+	if n <= 0 || ex.State != supervisor.StateExited && ex.State != supervisor.StateSignaled {
+		return ""
+	}
+	what := "1 background process started by this command was stopped when it ended"
+	if n > 1 {
+		what = fmt.Sprintf("%d background processes started by this command were stopped when it ended", n)
+	}
+	if backgrounded {
+		return what + "; a session lasts as long as its command: run the server in the foreground of the command (without &) to keep it running."
+	}
+	return what + "; use background:true to keep a server running."
 }
 
 // failureReason returns the reason text of exec.md §8.2, or "" for a run

@@ -419,7 +419,8 @@ func ExplainPolicy(home, agent, cwd, command string) (Explanation, error) {
 	e := &Engine{home: home}
 	e.cfgp.Store(cfg)
 	path := os.Getenv("PATH")
-	if lp, err := hostenv.LoginPATH(); err == nil && lp != "" {
+	// The engine's login PATH: cached in the home, else probed now.
+	if lp, _, err := hostenv.StartLoginProbe(loginCachePath(home)).Wait(-1); err == nil && lp != "" {
 		path = hostenv.MergePATH(lp, path)
 	}
 	if pp := cfg.Exec(agent).PathPrepend; len(pp) > 0 {

@@ -213,7 +213,7 @@ func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareRe
 		return rep, nodeErr(apitype.NodeInvalidRequest, "rawCommand does not match command")
 	}
 	set := e.conf().Exec(p.AgentID)
-	cwd := p.Cwd
+	cwd, _ := expandTilde(p.Cwd) // this host's home, as on the gateway
 	if cwd == "" {
 		cwd = firstNonEmpty(set.Workspace)
 		if cwd == "" {
@@ -313,8 +313,9 @@ func shellScript(argv []string) (string, bool) {
 }
 
 // nodeEnv is the environment of a node run: this host's sanitised
-// environment, its nonInteractiveEnv and login PATH, then the request's
-// overrides (already validated) and the markers (hosts.md §5.7).
+// environment (PATH included: the node service's, no login-shell probe)
+// and its nonInteractiveEnv, then the request's overrides (already
+// validated) and the markers (hosts.md §5.7).
 func (e *Engine) nodeEnv(set config.ExecSettings, overrides map[string]string) []string {
 	env := map[string]string{}
 	for _, kv := range hostenv.Inherit(os.Environ()) {
@@ -323,9 +324,6 @@ func (e *Engine) nodeEnv(set config.ExecSettings, overrides map[string]string) [
 	}
 	for k, v := range set.NonInteractiveEnv {
 		env[k] = v
-	}
-	if lp, err := hostenv.LoginPATH(); err == nil && lp != "" {
-		env["PATH"] = hostenv.MergePATH(lp, env["PATH"])
 	}
 	for k, v := range overrides {
 		env[k] = v

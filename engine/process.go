@@ -385,6 +385,9 @@ func (e *Engine) pollResult(s *session, st state, ex *supervisor.Exit, agent str
 	}
 	end := endLine(ex)
 	if ex != nil {
+		if n := leftoverNote(*ex, st.Backgrounded); n != "" {
+			end += "\n" + n
+		}
 		end += lostNote(*ex)
 	}
 	if a := e.awaiting(s); a != nil {

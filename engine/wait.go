@@ -199,7 +199,11 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 			text = fmt.Sprintf("Process is awaiting input (%s) before the condition was met.", prompt.Prompt)
 			d.AwaitingInput = &apitype.Awaiting{Prompt: prompt.Prompt, IdleMs: prompt.IdleMs}
 		}
-		_ = st
+		if ex != nil && (outcome == "exited" || fired == "exit") {
+			if n := leftoverNote(*ex, st.Backgrounded); n != "" {
+				text += "\n" + n
+			}
+		}
 		// The output new to the caller comes first, as in poll: one
 		// call shows what happened, not only that it happened.
 		if out.text != "" {

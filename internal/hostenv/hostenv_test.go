@@ -37,7 +37,7 @@ func TestMergePATH(t *testing.T) {
 }
 
 func TestLoginPATH(t *testing.T) {
-	p, err := LoginPATH()
+	p, _, err := StartLoginProbe("").Wait(-1)
 	if err != nil {
 		t.Skipf("no login shell here: %v", err)
 	}

@@ -3,34 +3,105 @@ package hostenv
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
+	"syscall"
 	"time"
 )
 
 // loginProbeMax caps what the login-shell probe may print.
 const loginProbeMax = 2 << 20
 
-var login struct {
-	once sync.Once
-	path string
-	err  error
+// LoginProbe is the login-shell PATH probe (exec.md §5.3): `<shell> -l -c
+// 'env -0'`, run once and remembered, failure included. <shell> is $SHELL
+// when it is absolute, clean and listed in /etc/shells, else /bin/sh. The
+// probe runs with the sanitised environment, HOME set to the real home and
+// ZDOTDIR removed, and is bounded by CONCH_SHELL_ENV_TIMEOUT_MS (default
+// 15000).
+//
+// The result is also kept in a cache file, keyed by what the probe depends
+// on (see loginKey), so that the next process with the same shell set-up
+// does not run the probe at all.
+type LoginProbe struct {
+	done   chan struct{}
+	path   string
+	err    error
+	cached bool
 }
 
-// LoginPATH returns the PATH a login shell of this user sets up
-// (exec.md §5.3), probed once per process with `<shell> -l -c 'env -0'` and
-// cached, failure included. <shell> is $SHELL when it is absolute, clean
-// and listed in /etc/shells, else /bin/sh. The probe runs with the
-// sanitised environment, HOME set to the real home and ZDOTDIR removed, and
-// is bounded by CONCH_SHELL_ENV_TIMEOUT_MS (default 15000).
-func LoginPATH() (string, error) {
-	login.once.Do(func() { login.path, login.err = probeLoginPATH() })
-	return login.path, login.err
+// Cache lifetimes: a result is re-probed after this long even when its key
+// still matches (a file a profile sources may have changed), a failure
+// sooner.
+const (
+	loginCacheTTL     = 24 * time.Hour
+	loginCacheFailTTL = time.Hour
+)
+
+// StartLoginProbe returns the probe of this process's login shell. A
+// result in cacheFile whose key matches is used at once; otherwise the
+// probe starts in the background and its result is written to cacheFile
+// (mode 0600, replaced atomically) when it is known. cacheFile "" means no
+// cache. Errors writing the cache are ignored: the probe's result stands.
+func StartLoginProbe(cacheFile string) *LoginProbe {
+	p := &LoginProbe{done: make(chan struct{})}
+	shell := loginShell()
+	key := loginKey(shell)
+	if c, ok := readLoginCache(cacheFile, key, time.Now()); ok {
+		p.path, p.cached = c.Path, true
+		if c.Error != "" {
+			p.err = errors.New(c.Error)
+		}
+		close(p.done)
+		return p
+	}
+	go func() {
+		p.path, p.err = probeLoginPATH(shell)
+		writeLoginCache(cacheFile, key, p.path, p.err, time.Now())
+		close(p.done)
+	}()
+	return p
 }
+
+// Done is closed when the result is known.
+func (p *LoginProbe) Done() <-chan struct{} { return p.done }
+
+// Result returns the login PATH and the probe's error; ok is false while
+// the probe still runs.
+func (p *LoginProbe) Result() (path string, ok bool, err error) {
+	select {
+	case <-p.done:
+		return p.path, true, p.err
+	default:
+		return "", false, nil
+	}
+}
+
+// Wait waits up to d for the result (d < 0: until it is known).
+func (p *LoginProbe) Wait(d time.Duration) (path string, ok bool, err error) {
+	switch {
+	case d == 0:
+		return p.Result()
+	case d < 0:
+		<-p.done
+		return p.path, true, p.err
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return p.path, true, p.err
+	case <-t.C:
+		return "", false, nil
+	}
+}
+
+// Cached reports whether the result came from the cache file.
+func (p *LoginProbe) Cached() bool { return p.cached }
 
 func loginShell() string {
 	sh := os.Getenv("SHELL")
@@ -49,14 +120,14 @@ func loginShell() string {
 	return "/bin/sh"
 }
 
-func probeLoginPATH() (string, error) {
+func probeLoginPATH(shell string) (string, error) {
 	timeout := 15 * time.Second
 	if v, err := strconv.Atoi(os.Getenv("CONCH_SHELL_ENV_TIMEOUT_MS")); err == nil && v > 0 {
 		timeout = time.Duration(v) * time.Millisecond
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, loginShell(), "-l", "-c", "env -0")
+	cmd := exec.CommandContext(ctx, shell, "-l", "-c", "env -0")
 	var env []string
 	home, _ := os.UserHomeDir()
 	for _, kv := range Inherit(os.Environ()) {
@@ -74,9 +145,16 @@ func probeLoginPATH() (string, error) {
 	cmd.Dir = "/"
 	var out bytes.Buffer
 	cmd.Stdout = &capped{buf: &out, max: loginProbeMax}
+	// Its own process group, killed whole on timeout: a profile's
+	// children do not outlive the probe.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
-		return "", err
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("%s -l timed out after %v", shell, timeout)
+		}
+		return "", fmt.Errorf("%s -l: %w", shell, err)
 	}
 	for _, kv := range bytes.Split(out.Bytes(), []byte{0}) {
 		if v, ok := bytes.CutPrefix(kv, []byte("PATH=")); ok {

@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"path/filepath"
+	"time"
+
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/hostenv"
+)
+
+// The login-shell PATH of gateway runs (exec.md §5.3). Only the gateway
+// host uses it: a sandbox has its own PATH, and a node's PATH is its
+// service's. The probe starts with the engine when a gateway run is
+// possible (else with the first gateway run), and its result is cached in
+// the home (state/login-path.json) for the next engine.
+//
+// A call never waits for the probe past half its yield window: a run that
+// arrives first proceeds with conch's own PATH and says so. The PATH is
+// fixed in the plan, so the policy gate resolves executables with exactly
+// the PATH the command then runs with.
+
+// loginCachePath is the probe's cache file in home.
+func loginCachePath(home string) string { return filepath.Join(home, "state", "login-path.json") }
+
+// loginNotKnown is the warning of a gateway run that did not get the
+// login-shell PATH.
+const loginNotKnown = "Warning: the login-shell PATH is not known yet (its probe is still running); this command ran with conch's own PATH. Later commands get the login-shell PATH."
+
+// loginProbe returns the engine's probe, starting it on first use.
+func (e *Engine) loginProbe() *hostenv.LoginProbe {
+	e.loginOnce.Do(func() { e.login = hostenv.StartLoginProbe(loginCachePath(e.home)) })
+	return e.login
+}
+
+// loginPATH returns the login-shell PATH for a gateway run with yield
+// window window (< 0: synchronous), waiting for the probe up to half the
+// window (a synchronous run waits until the probe ends, itself bounded by
+// CONCH_SHELL_ENV_TIMEOUT_MS; a background run does not wait). known is
+// false when the probe had not finished; path is "" then and when the
+// probe failed. waited is the time spent waiting.
+func (e *Engine) loginPATH(window time.Duration) (path string, known bool, waited time.Duration) {
+	start := time.Now()
+	wait := window / 2
+	if window < 0 {
+		wait = -1
+	}
+	lp, ok, err := e.loginProbe().Wait(wait)
+	if err != nil {
+		lp = ""
+	}
+	return lp, ok, time.Since(start)
+}
+
+// gatewayLikely reports whether cfg lets some agent run on the gateway
+// host without an explicit elevation: no sandbox, or host gateway. It
+// decides only whether the probe starts with the engine; a gateway run
+// starts it anyway.
+func gatewayLikely(cfg *config.Config) bool {
+	agents := []string{"", "main"}
+	for id := range cfg.Agents {
+		agents = append(agents, id)
+	}
+	for _, a := range agents {
+		if !cfg.SandboxFor(a).On || cfg.Exec(a).Host == "gateway" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,120 @@
+package hostenv
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeHome makes a home whose .profile adds dir to PATH and appends a line
+// to marker each time a login shell reads it, and points HOME and SHELL
+// (/bin/sh, listed in /etc/shells on Linux) at it.
+func fakeHome(t *testing.T) (home, marker, dir string) {
+	t.Helper()
+	home = t.TempDir()
+	marker = filepath.Join(home, "probed")
+	dir = filepath.Join(home, "tools-bin")
+	writeProfile(t, home, marker, dir, "")
+	t.Setenv("HOME", home)
+	t.Setenv("SHELL", "/bin/sh")
+	if loginShell() != "/bin/sh" {
+		t.Skip("/bin/sh is not listed in /etc/shells here")
+	}
+	return home, marker, dir
+}
+
+func writeProfile(t *testing.T, home, marker, dir, extra string) {
+	t.Helper()
+	prof := "echo x >> '" + marker + "'\nPATH='" + dir + "':$PATH\nexport PATH\n" + extra
+	if err := os.WriteFile(filepath.Join(home, ".profile"), []byte(prof), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func probes(t *testing.T, marker string) int {
+	b, _ := os.ReadFile(marker)
+	return strings.Count(string(b), "x")
+}
+
+func TestLoginProbeCache(t *testing.T) {
+	home, marker, dir := fakeHome(t)
+	cache := filepath.Join(t.TempDir(), "state", "login-path.json")
+
+	p := StartLoginProbe(cache)
+	path, ok, err := p.Wait(-1)
+	if !ok || err != nil || !strings.HasPrefix(path, dir+":") || p.Cached() {
+		t.Fatalf("first probe: %q ok=%v err=%v cached=%v", path, ok, err, p.Cached())
+	}
+	if n := probes(t, marker); n != 1 {
+		t.Fatalf("the first probe read .profile %d times", n)
+	}
+	fi, err := os.Stat(cache)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("cache file: %v %v", fi, err)
+	}
+
+	// Same set-up: the cache answers at once, no shell runs.
+	p = StartLoginProbe(cache)
+	if got, ok, err := p.Result(); !ok || err != nil || got != path || !p.Cached() {
+		t.Fatalf("cached: %q ok=%v err=%v cached=%v", got, ok, err, p.Cached())
+	}
+	if n := probes(t, marker); n != 1 {
+		t.Fatalf("a cached probe ran the shell (%d reads)", n)
+	}
+
+	// Each change of what the probe depends on makes it run again.
+	changes := []struct {
+		name string
+		do   func()
+	}{
+		{"profile edited", func() { writeProfile(t, home, marker, dir, "# edited\n") }},
+		{"new start-up file", func() { os.WriteFile(filepath.Join(home, ".bashrc"), []byte("# new\n"), 0o644) }},
+		{"inherited PATH", func() { t.Setenv("PATH", os.Getenv("PATH")+":/nonexistent-conch-test") }},
+		{"cache too old", func() {
+			var c loginCache
+			b, _ := os.ReadFile(cache)
+			json.Unmarshal(b, &c)
+			c.ProbedAt = time.Now().Add(-loginCacheTTL - time.Minute).UnixMilli()
+			b, _ = json.Marshal(c)
+			os.WriteFile(cache, b, 0o600)
+		}},
+		{"cache unreadable", func() { os.WriteFile(cache, []byte("{not json"), 0o600) }},
+	}
+	for i, c := range changes {
+		c.do()
+		p = StartLoginProbe(cache)
+		if got, ok, err := p.Wait(-1); !ok || err != nil || !strings.HasPrefix(got, dir+":") || p.Cached() {
+			t.Fatalf("%s: %q ok=%v err=%v cached=%v", c.name, got, ok, err, p.Cached())
+		}
+		if n := probes(t, marker); n != i+2 {
+			t.Fatalf("%s: .profile read %d times, want %d", c.name, n, i+2)
+		}
+		if p = StartLoginProbe(cache); !p.Cached() {
+			t.Fatalf("%s: the new result was not cached", c.name)
+		}
+	}
+}
+
+// A probe that outlasts its timeout fails, and the failure is cached (for
+// a shorter time): the next process does not pay the timeout again.
+func TestLoginProbeTimeoutCached(t *testing.T) {
+	home, marker, dir := fakeHome(t)
+	writeProfile(t, home, marker, dir, "sleep 30\n")
+	t.Setenv("CONCH_SHELL_ENV_TIMEOUT_MS", "300")
+	cache := filepath.Join(t.TempDir(), "login-path.json")
+	start := time.Now()
+	_, ok, err := StartLoginProbe(cache).Wait(-1)
+	if !ok || err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("slow probe: ok=%v err=%v", ok, err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("timeout of 300 ms took %v", d)
+	}
+	p := StartLoginProbe(cache)
+	if _, ok, err := p.Result(); !ok || err == nil || !p.Cached() {
+		t.Fatalf("failure not cached: ok=%v err=%v", ok, err)
+	}
+}
