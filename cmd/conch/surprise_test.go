@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// leftoverNote is the sentence a result adds when a command that ended by
+// itself left n processes running, which conch stopped.
+func leftoverNote(n int, background bool) string {
+	what := "1 background process started by this command was stopped when it ended"
+	if n > 1 {
+		what = fmt.Sprintf("%d background processes started by this command were stopped when it ended", n)
+	}
+	if background {
+		return what + "; a session lasts as long as its command: run the server in the foreground of the command (without &) to keep it running."
+	}
+	return what + "; use background:true to keep a server running."
+}
+
+// A foreground command that starts servers with & and ends says in its
+// text that they were stopped, for any number of them; a command that
+// leaves nothing behind, or that was itself killed, says nothing of it.
+func TestLeftoverProcessesSaid(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	for n := 1; n <= 3; n++ {
+		cmd := ""
+		for i := 0; i < n; i++ {
+			cmd += fmt.Sprintf("sleep 913.%d & ", i+1)
+		}
+		r := c.exec(map[string]any{"command": cmd + "echo started"})
+		want := "started\n\n" + leftoverNote(n, false)
+		if r.str("status") != "completed" || r.Text != want || r.num("descendantsKilled") != float64(n) {
+			t.Errorf("%d left running:\n got %q %v\nwant %q", n, r.Text, r.D["descendantsKilled"], want)
+		}
+	}
+	// A failing command says it too, after its exit code.
+	r := c.exec(map[string]any{"command": "sleep 913.4 & echo started; exit 3"})
+	if want := "started\n\n(Command exited with code 3)\n\n" + leftoverNote(1, false); r.Text != want {
+		t.Errorf("exit 3:\n got %q\nwant %q", r.Text, want)
+	}
+	for _, cmd := range []string{"echo plain", "sleep 0.1 & wait; echo waited"} {
+		if r := c.exec(map[string]any{"command": cmd}); strings.Contains(r.Text, "stopped when it ended") || r.IsError {
+			t.Errorf("%s: %q", cmd, r.Text)
+		}
+	}
+	// Killed by its timeout: the tree goes by request; no note.
+	r = c.exec(map[string]any{"command": "sleep 913.5 & sleep 913.6", "timeout": 1})
+	if r.str("state") != "killed" || strings.Contains(r.Text, "stopped when it ended") {
+		t.Errorf("timeout: %q %v", r.Text, r.D)
+	}
+
+	// A background session: the poll that sees its end says it, with
+	// the advice that fits a session.
+	r = c.exec(map[string]any{"command": "sleep 913.7 & echo hi", "background": true})
+	p := c.waitEnd(r.str("sessionId"), 30*time.Second)
+	if want := "Process exited with code 0.\n" + leftoverNote(1, true); !strings.HasSuffix(p.Text, want) {
+		t.Errorf("background poll:\n got %q\nwant suffix %q", p.Text, want)
+	}
+	if left := pgrepHome("^sleep 913", c.home); len(left) > 0 {
+		t.Errorf("left running: %v", left)
+	}
+}
+
+// Each outcome of an approval-gated run is told once, by its approval
+// event: denied by a person, timed out into a denial, approved, run by the
+// timeout fallback. Never an exit notice as well.
+func TestApprovalOutcomeOneNotice(t *testing.T) {
+	echo := echoPath(t)
+	home := newHome(t, `{"tools":{"exec":{"host":"gateway","security":"allowlist","ask":"always","askFallback":"allowlist"}},"approvals":{"timeoutMs":10000}}`)
+	if err := os.WriteFile(filepath.Join(home, "exec-approvals.json"), []byte(`{"version":1,"agents":{"main":{"allowlist":[{"pattern":"`+echo+`"}]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startConch(t, home)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	type run struct {
+		name, command, decide, want string
+		id, slug                    string
+	}
+	runs := []*run{
+		{name: "denied", command: "echo o-denied", decide: "deny", want: "Exec denied (gateway id="},
+		{name: "approved", command: "echo o-approved", decide: "approve", want: "Exec finished (gateway id="},
+		{name: "timeout, allowlisted", command: "echo o-fallback", want: "Exec finished (gateway id="},
+		{name: "timeout, allowlist miss", command: "true o-miss", want: "Exec denied (gateway id="},
+	}
+	for _, r := range runs {
+		res := c.exec(map[string]any{"command": r.command})
+		r.id, r.slug = res.str("sessionId"), res.str("approvalSlug")
+		if res.str("status") != "approval-pending" || r.id == "" {
+			t.Fatalf("%s: %q %v", r.name, res.Text, res.D)
+		}
+	}
+	for _, r := range runs {
+		if r.decide != "" {
+			if out, code := cli(t, "approvals", r.decide, r.slug, "--home", home); code != 0 {
+				t.Fatalf("%s: %s %d %s", r.name, r.decide, code, out)
+			}
+		}
+	}
+	notices := func(id string) []string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var out []string
+		for _, l := range c.logs {
+			if d, _ := l.Data.(map[string]any); d["sessionId"] == id {
+				out = append(out, fmt.Sprint(d["text"]))
+			}
+		}
+		return out
+	}
+	for _, r := range runs {
+		c.waitEnd(r.id, 60*time.Second)
+		eventually(t, 10*time.Second, func() string {
+			if ns := notices(r.id); len(ns) == 0 {
+				return r.name + ": no notice yet"
+			}
+			return ""
+		})
+	}
+	// Anything queued with the first notice has been pushed by now; one
+	// more round trip for good measure.
+	c.process(map[string]any{"action": "list"})
+	for _, r := range runs {
+		ns := notices(r.id)
+		if len(ns) != 1 || !strings.HasPrefix(ns[0], r.want) {
+			t.Errorf("%s: notices %q, want one starting %q", r.name, ns, r.want)
+		}
+		// The inline copies agree.
+		n := 0
+		c.mu.Lock()
+		for _, e := range c.events {
+			if strings.Contains(e, r.id) || strings.Contains(e, r.command) {
+				n++
+			}
+		}
+		c.mu.Unlock()
+		if n > 1 {
+			t.Errorf("%s: %d inline events: %q", r.name, n, c.events)
+		}
+	}
+}
+
+// The process tool without an action names the field and the actions,
+// whatever form the missing action takes.
+func TestProcessActionRequired(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	want := "action is required: one of list, poll, log, wait, search, screen, write, send-keys, submit, paste, kill, clear, remove."
+	for _, args := range []map[string]any{
+		{},
+		{"action": ""},
+		{"action": "  "},
+		{"action": nil},
+		{"sessionId": "x"},
+	} {
+		r := c.call("process", args)
+		errObj, _ := r.D["error"].(map[string]any)
+		if !r.IsError || r.Text != want || errObj["code"] != "invalid_argument" {
+			t.Errorf("%v: %q %v", args, r.Text, r.D)
+		}
+	}
+	if r := c.call("process", map[string]any{"action": "dance"}); r.Text != "Unknown action dance" {
+		t.Errorf("unknown action: %q", r.Text)
+	}
+}
+
+// workdir "~" and "~/…" are the home of the user conch runs as; "~user"
+// is not expanded.
+func TestWorkdirTilde(t *testing.T) {
+	fake := t.TempDir()
+	if r, err := filepath.EvalSymlinks(fake); err == nil {
+		fake = r
+	}
+	if err := os.Mkdir(filepath.Join(fake, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := startConchEnv(t, newHome(t, ""), []string{"HOME=" + fake})
+	for _, tc := range []struct{ workdir, want string }{
+		{"~", fake},
+		{"~/", fake},
+		{"~/sub", filepath.Join(fake, "sub")},
+		{"~/sub/", filepath.Join(fake, "sub")},
+	} {
+		r := c.exec(map[string]any{"command": "pwd -P", "workdir": tc.workdir})
+		if r.Text != tc.want || r.str("cwd") != tc.want {
+			t.Errorf("workdir %q: %q cwd %q, want %q", tc.workdir, r.Text, r.str("cwd"), tc.want)
+		}
+	}
+	r := c.exec(map[string]any{"command": "pwd", "workdir": "~conch-no-such-user"})
+	if !strings.HasPrefix(r.Text, `Warning: workdir "~conch-no-such-user" is unavailable; using `) {
+		t.Errorf("~user: %q", r.Text)
+	}
+}
