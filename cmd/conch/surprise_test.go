@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -199,5 +200,130 @@ func TestWorkdirTilde(t *testing.T) {
 	r := c.exec(map[string]any{"command": "pwd", "workdir": "~conch-no-such-user"})
 	if !strings.HasPrefix(r.Text, `Warning: workdir "~conch-no-such-user" is unavailable; using `) {
 		t.Errorf("~user: %q", r.Text)
+	}
+}
+
+// loginNotKnown is the warning of a gateway run that started before the
+// login-shell PATH probe finished.
+const loginNotKnown = "Warning: the login-shell PATH is not known yet (its probe is still running); this command ran with conch's own PATH. Later commands get the login-shell PATH."
+
+// The login-shell PATH probe never holds the first exec past its yield
+// window, and its result is cached in the home: the next engine and
+// `conch policy explain` do not run it again. The fake login shell is
+// /bin/sh with a .profile that records each run and then blocks until the
+// test releases it, so "before the probe ends" is an event, not a time.
+func TestFirstCallNoStall(t *testing.T) {
+	if b, err := os.ReadFile("/etc/shells"); err != nil || !strings.Contains("\n"+string(b)+"\n", "\n/bin/sh\n") {
+		t.Skip("/bin/sh is not a login shell listed in /etc/shells here")
+	}
+	fake := t.TempDir()
+	if r, err := filepath.EvalSymlinks(fake); err == nil {
+		fake = r
+	}
+	bin := filepath.Join(fake, "login-bin")
+	os.Mkdir(bin, 0o755)
+	if err := os.WriteFile(filepath.Join(bin, "conch-login-tool"), []byte("#!/bin/sh\necho login-tool\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	probed, release := filepath.Join(fake, "probed"), filepath.Join(fake, "release")
+	profile := `echo x >> "$HOME/probed"
+while [ ! -e "$HOME/release" ]; do sleep 0.05; done
+PATH="$HOME/login-bin:$PATH"; export PATH
+`
+	if err := os.WriteFile(filepath.Join(fake, ".profile"), []byte(profile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs := func() int {
+		b, _ := os.ReadFile(probed)
+		return strings.Count(string(b), "x")
+	}
+	env := []string{"HOME=" + fake, "SHELL=/bin/sh", "CONCH_SHELL_ENV_TIMEOUT_MS=300000"}
+	home := newHome(t, "")
+	t.Cleanup(func() { os.WriteFile(release, nil, 0o644) }) // never leave the probe blocked
+
+	c := startConchEnv(t, home, env)
+	// The probe starts with the engine, before any call.
+	eventually(t, 30*time.Second, func() string {
+		if runs() != 1 {
+			return "the probe did not start with the engine"
+		}
+		return ""
+	})
+	start := time.Now()
+	r := c.exec(map[string]any{"command": `echo "$PATH"; command -v conch-login-tool || echo no-tool`, "yieldMs": 500})
+	took := time.Since(start)
+	if r.str("status") != "completed" || !strings.HasPrefix(r.Text, loginNotKnown+"\n\n") || strings.Contains(r.Text, bin) ||
+		!strings.HasSuffix(r.Text, "\nno-tool") {
+		t.Fatalf("first call while the probe runs (%v): %q", took, r.Text)
+	}
+	// The yield window still applies: a long command is backgrounded
+	// while the probe is blocked.
+	r = c.exec(map[string]any{"command": "sleep 917.1", "yieldMs": 500})
+	if r.str("status") != "running" {
+		t.Fatalf("long command while the probe runs: %q", r.Text)
+	}
+	c.process(map[string]any{"action": "kill", "sessionId": r.str("sessionId")})
+	if r = c.exec(map[string]any{"command": "echo bg", "background": true}); r.str("status") != "running" {
+		t.Fatalf("background call while the probe runs: %q", r.Text)
+	}
+	if runs() != 1 {
+		t.Fatalf("the probe ran %d times", runs())
+	}
+
+	// Released: the probe ends, its result is cached, and later calls
+	// get the login PATH.
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(home, "state", "login-path.json")
+	eventually(t, 30*time.Second, func() string {
+		if _, err := os.Stat(cache); err != nil {
+			return "no cache file: " + err.Error()
+		}
+		return ""
+	})
+	if fi, _ := os.Stat(cache); fi.Mode().Perm() != 0o600 {
+		t.Errorf("cache file mode %v", fi.Mode())
+	}
+	r = c.exec(map[string]any{"command": `echo "$PATH"; conch-login-tool`, "yieldMs": 500})
+	if !strings.HasPrefix(r.Text, bin+":") || !strings.HasSuffix(r.Text, "\nlogin-tool") {
+		t.Fatalf("after the probe: %q", r.Text)
+	}
+	c.close()
+
+	// A new engine with the same shell set-up: the cache answers. With
+	// the release file gone a probe would block, and the marker counts
+	// runs.
+	os.Remove(release)
+	c = startConchEnv(t, home, env)
+	r = c.exec(map[string]any{"command": "conch-login-tool", "yieldMs": 500})
+	if r.Text != "login-tool" {
+		t.Fatalf("second engine's first call: %q", r.Text)
+	}
+	cmd := exec.Command(conchBin, "policy", "explain", "--home", home, "--json", "--", "conch-login-tool")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), filepath.Join(bin, "conch-login-tool")) {
+		t.Fatalf("policy explain: %v %s", err, out)
+	}
+	if n := runs(); n != 1 {
+		t.Fatalf("the probe ran %d times; the cache should have answered", n)
+	}
+
+	// Editing the profile invalidates the cache: the next engine probes
+	// again (and its first call does not wait for it).
+	if err := os.WriteFile(filepath.Join(fake, ".profile"), []byte(profile+"# edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.close()
+	c = startConchEnv(t, home, env)
+	eventually(t, 30*time.Second, func() string {
+		if runs() != 2 {
+			return "an edited profile did not make the probe run again"
+		}
+		return ""
+	})
+	if r = c.exec(map[string]any{"command": "true", "yieldMs": 500}); !strings.HasPrefix(r.Text, loginNotKnown) {
+		t.Fatalf("first call with the probe running again: %q", r.Text)
 	}
 }
