@@ -3,17 +3,19 @@
 # agent-feature benchmarks against the fresh build (see bench/README.md,
 # "Agent features"): regex wait latency, search over a 100 MB journal,
 # the token savings of cleaned output on the samples in bench/testdata,
-# and the calls an agent needs to start a dev server, wait for it and see
-# its first request (with the size of tools/list).
+# the calls an agent needs to start a dev server, wait for it and see its
+# first request (with the size of tools/list), and the first-call latency
+# of a fresh engine against its yieldMs.
 #
-#   bash bench/agent.sh                          # all four steps (~1.5 min)
+#   bash bench/agent.sh                          # all five steps (~2.5 min)
 #   bash bench/agent.sh -steps tokens            # one step
 #   bash bench/agent.sh -n 20 -search-bytes 20000000 --json
 #   bash bench/agent.sh --baseline main -steps devserver   # before (main) and after (this tree)
+#   bash bench/agent.sh --baseline main -steps first -first-n 5
 #
 # --baseline REF (first argument) also builds conch from the git commit
-# REF (git archive, nothing in the work tree changes) and runs step
-# devserver against it as the "before". Other arguments are passed to
+# REF (git archive, nothing in the work tree changes) and runs steps
+# devserver and first against it as the "before". Other arguments are passed to
 # agentbench. Loopback only; every step is bounded
 # and cleans up after itself. The exit status is agentbench's: non-zero
 # when conch misbehaved, never because it was slow.

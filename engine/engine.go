@@ -157,7 +157,7 @@ type Engine struct {
 	admitted map[string]int
 	// login is the login-shell PATH probe of gateway runs (loginpath.go).
 	loginOnce sync.Once
-	login     *hostenv.LoginProbe
+	login     atomic.Pointer[hostenv.LoginProbe]
 
 	// The ledger writer: ledgerQ is fed under lmu (read side) until
 	// ledgerClosed; ledgerDone closes when everything was written.
@@ -355,6 +355,9 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	if p := e.login.Load(); p != nil {
+		p.Stop() // a probe still running does not outlive the engine
+	}
 	if e.spare != nil {
 		e.spare.Close()
 		e.spare = nil

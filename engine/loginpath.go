@@ -28,8 +28,8 @@ const loginNotKnown = "Warning: the login-shell PATH is not known yet (its probe
 
 // loginProbe returns the engine's probe, starting it on first use.
 func (e *Engine) loginProbe() *hostenv.LoginProbe {
-	e.loginOnce.Do(func() { e.login = hostenv.StartLoginProbe(loginCachePath(e.home)) })
-	return e.login
+	e.loginOnce.Do(func() { e.login.Store(hostenv.StartLoginProbe(loginCachePath(e.home))) })
+	return e.login.Load()
 }
 
 // loginPATH returns the login-shell PATH for a gateway run with yield

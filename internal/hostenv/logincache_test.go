@@ -118,3 +118,51 @@ func TestLoginProbeTimeoutCached(t *testing.T) {
 		t.Fatalf("failure not cached: ok=%v err=%v", ok, err)
 	}
 }
+
+// Stop ends a running probe with what its profile started, and caches
+// nothing.
+func TestLoginProbeStop(t *testing.T) {
+	home, marker, dir := fakeHome(t)
+	writeProfile(t, home, marker, dir, "sleep 919.3\n")
+	cache := filepath.Join(t.TempDir(), "login-path.json")
+	p := StartLoginProbe(cache)
+	deadline := time.Now().Add(30 * time.Second)
+	for probes(t, marker) == 0 || len(sleepers("919.3")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the probe did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.Stop()
+	if _, ok, err := p.Wait(30 * time.Second); !ok || err == nil {
+		t.Fatalf("stopped probe: ok=%v err=%v", ok, err)
+	}
+	for len(sleepers("919.3")) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the profile's sleep outlived the probe: %v", sleepers("919.3"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := os.Stat(cache); err == nil {
+		t.Fatal("a stopped probe was cached")
+	}
+}
+
+// sleepers lists the pids of live `sleep <arg>` processes.
+func sleepers(arg string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || string(b) != "sleep\x00"+arg+"\x00" {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
+			if i := strings.LastIndexByte(string(st), ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
+				continue // exited, not yet reaped by init
+			}
+		}
+		out = append(out, e.Name())
+	}
+	return out
+}

@@ -28,6 +28,7 @@ const loginProbeMax = 2 << 20
 // on (see loginKey), so that the next process with the same shell set-up
 // does not run the probe at all.
 type LoginProbe struct {
+	stop   context.CancelFunc // nil for a cached result
 	done   chan struct{}
 	path   string
 	err    error
@@ -59,12 +60,29 @@ func StartLoginProbe(cacheFile string) *LoginProbe {
 		close(p.done)
 		return p
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.stop = cancel
 	go func() {
-		p.path, p.err = probeLoginPATH(shell)
-		writeLoginCache(cacheFile, key, p.path, p.err, time.Now())
+		defer cancel()
+		path, err := probeLoginPATH(ctx, shell)
+		if ctx.Err() != nil {
+			// Stopped: not a result worth keeping.
+			path, err = "", errors.New("login-shell probe stopped")
+		} else {
+			writeLoginCache(cacheFile, key, path, err, time.Now())
+		}
+		p.path, p.err = path, err
 		close(p.done)
 	}()
 	return p
+}
+
+// Stop ends a probe still running, with everything its profile started;
+// its result is then an error, and nothing is cached.
+func (p *LoginProbe) Stop() {
+	if p.stop != nil {
+		p.stop()
+	}
 }
 
 // Done is closed when the result is known.
@@ -120,12 +138,12 @@ func loginShell() string {
 	return "/bin/sh"
 }
 
-func probeLoginPATH(shell string) (string, error) {
+func probeLoginPATH(parent context.Context, shell string) (string, error) {
 	timeout := 15 * time.Second
 	if v, err := strconv.Atoi(os.Getenv("CONCH_SHELL_ENV_TIMEOUT_MS")); err == nil && v > 0 {
 		timeout = time.Duration(v) * time.Millisecond
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, shell, "-l", "-c", "env -0")
 	var env []string
@@ -151,7 +169,7 @@ func probeLoginPATH(shell string) (string, error) {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return "", fmt.Errorf("%s -l timed out after %v", shell, timeout)
 		}
 		return "", fmt.Errorf("%s -l: %w", shell, err)

@@ -12,11 +12,14 @@
 //  4. devserver: the tool calls a scripted agent needs to start a dev
 //     server, wait until it serves and see its first request, and the
 //     size of tools/list; against -baseline-conch too when given.
+//  5. first: the first exec of a fresh engine (yieldMs 500) while the
+//     login-shell PATH probe may still run; baseline: the probe alone;
+//     against -baseline-conch too when given.
 //
 // It exits non-zero only when conch misbehaves (failed calls, wrong
 // matches, escapes left in cleaned text), never because it is slow.
 //
-//	agentbench -conch PATH [-baseline-conch PATH] [-testdata DIR] [-steps wait,search,tokens,devserver] [-n 50] [--json]
+//	agentbench -conch PATH [-baseline-conch PATH] [-testdata DIR] [-steps wait,search,tokens,devserver,first] [-n 50] [--json]
 //
 // bench/agent.sh builds conch and agentbench and runs it; see bench/README.md.
 package main
@@ -51,6 +54,8 @@ type options struct {
 	steps       map[string]bool
 	dump        string
 	json        bool
+	firstN      int
+	slowProfile time.Duration
 }
 
 type report struct {
@@ -67,6 +72,7 @@ type report struct {
 	Search     *searchStep    `json:"search,omitempty"`
 	Tokens     []tokenRow     `json:"tokens,omitempty"`
 	DevServer  *devServerStep `json:"devServer,omitempty"`
+	First      *firstStep     `json:"firstCall,omitempty"`
 	Notes      []string       `json:"notes,omitempty"`
 	Failures   []string       `json:"failures"`
 	OK         bool           `json:"ok"`
@@ -100,13 +106,15 @@ func main() {
 	var o options
 	var steps string
 	flag.StringVar(&o.conch, "conch", "", "the conch binary to measure (required)")
-	flag.StringVar(&o.baseline, "baseline-conch", "", "an older conch binary to run step devserver against too (the \"before\")")
+	flag.StringVar(&o.baseline, "baseline-conch", "", "an older conch binary to run steps devserver and first against too (the \"before\")")
 	flag.IntVar(&o.devN, "dev-n", 5, "repetitions of step devserver")
 	flag.StringVar(&o.testdata, "testdata", "bench/testdata", "directory of the recorded samples (step tokens)")
 	flag.IntVar(&o.waitN, "n", 50, "repetitions of each kind of regex wait (step wait)")
 	flag.Int64Var(&o.searchBytes, "search-bytes", 100_000_000, "journal size of step search")
 	flag.IntVar(&o.searchReps, "search-reps", 5, "repetitions of each search and each grep")
-	flag.StringVar(&steps, "steps", "wait,search,tokens,devserver", "comma-separated subset of wait,search,tokens,devserver")
+	flag.StringVar(&steps, "steps", "wait,search,tokens,devserver,first", "comma-separated subset of wait,search,tokens,devserver,first")
+	flag.IntVar(&o.firstN, "first-n", 3, "repetitions of each first-call series (step first)")
+	flag.DurationVar(&o.slowProfile, "slow-profile", 5*time.Second, "how long the simulated slow .profile sleeps (step first)")
 	flag.StringVar(&o.dump, "dump", "", "write the cleaned text of each sample into this directory")
 	flag.BoolVar(&o.json, "json", false, "print the report as JSON")
 	flag.Parse()
@@ -131,7 +139,7 @@ func main() {
 	for _, s := range strings.Split(steps, ",") {
 		s = strings.TrimSpace(s)
 		switch s {
-		case "wait", "search", "tokens", "devserver":
+		case "wait", "search", "tokens", "devserver", "first":
 			o.steps[s] = true
 		case "":
 		default:
@@ -140,6 +148,7 @@ func main() {
 		}
 	}
 	o.waitN = max(o.waitN, 1)
+	o.firstN = max(o.firstN, 1)
 	o.searchReps = max(o.searchReps, 1)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -166,6 +175,10 @@ func main() {
 	if o.steps["devserver"] {
 		fmt.Fprintln(os.Stderr, "agentbench: step devserver")
 		rep.DevServer = r.devServer()
+	}
+	if o.steps["first"] {
+		fmt.Fprintln(os.Stderr, "agentbench: step first")
+		rep.First = r.firstCall()
 	}
 	rep.Wall = time.Since(start).Seconds()
 	rep.LoadAfter = loadavg()
@@ -266,6 +279,9 @@ func printReport(w io.Writer, rep *report) {
 	}
 	if rep.DevServer != nil {
 		printDevServer(w, rep.DevServer)
+	}
+	if rep.First != nil {
+		printFirst(w, rep.First)
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "note:", n)

@@ -29,6 +29,11 @@ type ServerOptions struct {
 	// top of every result's text, and then one leading newline even when
 	// there were none (see [StripNotices] for the exact removal).
 	StripNotices bool
+	// Env is added to conch's environment (K=V entries).
+	Env []string
+	// Home, when not "", is the conch home to use instead of a fresh one
+	// (it must exist; Close leaves it; Config is not written).
+	Home string
 }
 
 // Server is one `conch mcp` process on a fresh temporary home, driven
@@ -61,15 +66,20 @@ func StartServer(ctx context.Context, bin string, opts ServerOptions) (*Server, 
 		root = r
 	}
 	s := &Server{Bin: bin, Root: root, Home: filepath.Join(root, "home"), Work: filepath.Join(root, "work"), opts: opts}
+	if opts.Home != "" {
+		s.Home = opts.Home
+	}
 	for _, d := range []string{s.Home, s.Work} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			os.RemoveAll(root)
 			return nil, err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(s.Home, "config.json"), []byte(opts.Config+"\n"), 0o600); err != nil {
-		os.RemoveAll(root)
-		return nil, err
+	if opts.Home == "" {
+		if err := os.WriteFile(filepath.Join(s.Home, "config.json"), []byte(opts.Config+"\n"), 0o600); err != nil {
+			os.RemoveAll(root)
+			return nil, err
+		}
 	}
 	args := []string{bin, "mcp", "--home", s.Home, "--workdir", s.Work}
 	if opts.TimeBin != "" {
@@ -79,6 +89,9 @@ func StartServer(ctx context.Context, bin string, opts ServerOptions) (*Server, 
 	s.Cmd = exec.Command(args[0], args[1:]...)
 	s.Cmd.Dir = s.Work
 	s.Cmd.Stderr = os.Stderr
+	if opts.Env != nil {
+		s.Cmd.Env = append(os.Environ(), opts.Env...)
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: opts.Name, Version: "1"}, nil)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
