@@ -2,6 +2,7 @@ package engine
 
 import (
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/conchsh/conch/internal/config"
@@ -51,18 +52,25 @@ func (e *Engine) loginPATH(window time.Duration) (path string, known bool, waite
 	return lp, ok, time.Since(start)
 }
 
-// gatewayLikely reports whether cfg lets some agent run on the gateway
-// host without an explicit elevation: no sandbox, or host gateway. It
+// gatewayLikely reports whether cfg sends some agent's runs to the gateway
+// host: host gateway, or no host set (or sandbox) with sandboxing off. It
 // decides only whether the probe starts with the engine; a gateway run
-// starts it anyway.
+// that finds it not started (an elevated run, per-agent exec defaults)
+// starts it.
 func gatewayLikely(cfg *config.Config) bool {
 	agents := []string{"", "main"}
 	for id := range cfg.Agents {
 		agents = append(agents, id)
 	}
 	for _, a := range agents {
-		if !cfg.SandboxFor(a).On || cfg.Exec(a).Host == "gateway" {
+		switch strings.ToLower(cfg.Exec(a).Host) {
+		case "gateway":
 			return true
+		case "node":
+		default:
+			if !cfg.SandboxFor(a).On {
+				return true
+			}
 		}
 	}
 	return false

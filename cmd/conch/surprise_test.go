@@ -327,3 +327,34 @@ PATH="$HOME/login-bin:$PATH"; export PATH
 		t.Fatalf("first call with the probe running again: %q", r.Text)
 	}
 }
+
+// On a node, workdir "~" is the node's home, and the node does not probe
+// a login shell for a PATH (its commands run as `/bin/sh -lc`, which reads
+// the profile itself). The profile records the directory it runs in: the
+// probe runs in "/", the commands in their workdir.
+func TestNodeWorkdirTildeNoProbe(t *testing.T) {
+	t.Parallel()
+	fake := t.TempDir()
+	if r, err := filepath.EvalSymlinks(fake); err == nil {
+		fake = r
+	}
+	os.Mkdir(filepath.Join(fake, "sub"), 0o755)
+	if err := os.WriteFile(filepath.Join(fake, ".profile"), []byte(`pwd >> "$HOME/probed"`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := startNodeGateway(t, newHome(t, nodeGatewayConfig), "127.0.0.1:0")
+	pairNode(t, g, "tilde", nodeFullConfig, "env", "HOME="+fake, "SHELL=/bin/sh")
+	for _, tc := range []struct{ workdir, want string }{
+		{"~", fake},
+		{"~/sub", filepath.Join(fake, "sub")},
+	} {
+		r := execOK(t, g, map[string]any{"command": `pwd -P`, "workdir": tc.workdir})
+		if text, _ := r["text"].(string); text != tc.want {
+			t.Errorf("node, workdir %q: %v", tc.workdir, r)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(fake, "probed"))
+	if strings.Contains("\n"+string(b), "\n/\n") {
+		t.Errorf("the node ran a login-shell probe (profile runs in: %q)", b)
+	}
+}
