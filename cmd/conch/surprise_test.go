@@ -358,3 +358,54 @@ func TestNodeWorkdirTildeNoProbe(t *testing.T) {
 		t.Errorf("the node ran a login-shell probe (profile runs in: %q)", b)
 	}
 }
+
+// The policy gate resolves a command with exactly the PATH it then runs
+// with, before and after the login-shell PATH is known. Two programs of
+// the same name: one in a directory of conch's own PATH (allowlisted), one
+// in the login shell's (not). While the probe is blocked the first is
+// judged and run; once the login PATH is known, the second comes first
+// and is refused, never run under the first one's verdict.
+func TestFirstCallGateSamePATH(t *testing.T) {
+	if b, err := os.ReadFile("/etc/shells"); err != nil || !strings.Contains("\n"+string(b)+"\n", "\n/bin/sh\n") {
+		t.Skip("/bin/sh is not a login shell listed in /etc/shells here")
+	}
+	fake := t.TempDir()
+	if r, err := filepath.EvalSymlinks(fake); err == nil {
+		fake = r
+	}
+	own, login := filepath.Join(fake, "own-bin"), filepath.Join(fake, "login-bin")
+	for dir, says := range map[string]string{own: "own-tool", login: "login-tool"} {
+		os.Mkdir(dir, 0o755)
+		if err := os.WriteFile(filepath.Join(dir, "conch-gate-tool"), []byte("#!/bin/sh\necho "+says+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := filepath.Join(fake, "release")
+	profile := `while [ ! -e "$HOME/release" ]; do sleep 0.05; done
+PATH="$HOME/login-bin:$PATH"; export PATH
+`
+	if err := os.WriteFile(filepath.Join(fake, ".profile"), []byte(profile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.WriteFile(release, nil, 0o644) })
+	home := gatedHome(t, `,"security":"allowlist","ask":"off"`,
+		`{"version":1,"agents":{"main":{"allowlist":[{"pattern":"`+filepath.Join(own, "conch-gate-tool")+`"}]}}}`)
+	c := startConchEnv(t, home, []string{"HOME=" + fake, "SHELL=/bin/sh", "CONCH_SHELL_ENV_TIMEOUT_MS=300000",
+		"PATH=" + own + ":" + os.Getenv("PATH")})
+
+	r := c.exec(map[string]any{"command": "conch-gate-tool", "yieldMs": 500})
+	if r.Text != loginNotKnown+"\n\nown-tool" {
+		t.Fatalf("before the login PATH is known: %q %v", r.Text, r.D)
+	}
+	os.WriteFile(release, nil, 0o644)
+	eventually(t, 30*time.Second, func() string {
+		if _, err := os.Stat(filepath.Join(home, "state", "login-path.json")); err != nil {
+			return "the probe did not finish"
+		}
+		return ""
+	})
+	r = c.exec(map[string]any{"command": "conch-gate-tool", "yieldMs": 500})
+	if !r.IsError || !strings.HasPrefix(r.Text, "exec denied: ") || strings.Contains(r.Text, "-tool\n") {
+		t.Fatalf("after: the login shell's program was not refused: %q %v", r.Text, r.D)
+	}
+}
