@@ -26,6 +26,7 @@ func TestDiskStateEachCause(t *testing.T) {
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
 	home := filepath.Join(mnt, "home")
+	seedLoginCache(home)
 	e, err := New(Options{Home: home, SupervisorArgv: []string{os.Args[0], "supervise"}})
 	if err != nil {
 		t.Fatal(err)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -15,12 +17,33 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "supervise" {
 		os.Exit(supervisor.Main(os.Args[2:]))
 	}
+	if dir, err := os.MkdirTemp("", "engine-test-"); err == nil {
+		cache := filepath.Join(dir, "login-path.json")
+		hostenv.StartLoginProbe(cache).Wait(-1)
+		loginCache, _ = os.ReadFile(cache)
+		os.RemoveAll(dir)
+	}
 	os.Exit(m.Run())
+}
+
+// loginCache is the login-shell probe's result for this process's
+// environment, probed once: seedLoginCache puts it in a test's home so
+// that the tests' first calls do not depend on how fast the developer's
+// login shell is (loginpath.go).
+var loginCache []byte
+
+func seedLoginCache(home string) {
+	if loginCache != nil {
+		os.MkdirAll(filepath.Dir(loginCachePath(home)), 0o700)
+		os.WriteFile(loginCachePath(home), loginCache, 0o600)
+	}
 }
 
 func newEngine(t testing.TB) *Engine {
 	t.Helper()
-	e, err := New(Options{Home: t.TempDir(), SupervisorArgv: []string{os.Args[0], "supervise"}})
+	home := t.TempDir()
+	seedLoginCache(home)
+	e, err := New(Options{Home: home, SupervisorArgv: []string{os.Args[0], "supervise"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/supervisor"
 	"os"
 	"os/exec"
@@ -33,10 +34,22 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build conch:", err)
 		os.Exit(1)
 	}
+	cache := filepath.Join(dir, "login-path.json")
+	hostenv.StartLoginProbe(cache).Wait(-1)
+	loginCache, _ = os.ReadFile(cache)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// loginCache is the login-shell probe's cache file for this test process's
+// environment (HOME, SHELL, PATH), probed once and written into every new
+// home: a conch started with that environment takes it instead of probing
+// the developer's login shell, whose duration (seconds for a slow profile
+// on a busy machine) would otherwise decide whether a first call says it
+// ran without the login-shell PATH. Tests of the probe start conch with a
+// HOME and SHELL of their own, for which the cached key does not match.
+var loginCache []byte
 
 // conch is a `conch mcp` process driven by the official Go SDK client.
 type conch struct {
@@ -65,6 +78,10 @@ func newHome(t *testing.T, config string) string {
 		if err := os.WriteFile(filepath.Join(home, "config.json"), []byte(config), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if loginCache != nil {
+		os.Mkdir(filepath.Join(home, "state"), 0o700)
+		os.WriteFile(filepath.Join(home, "state", "login-path.json"), loginCache, 0o600)
 	}
 	t.Cleanup(func() { killLeftovers(t, home) })
 	return home

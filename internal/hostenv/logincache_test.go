@@ -166,3 +166,35 @@ func sleepers(arg string) []string {
 	}
 	return out
 }
+
+// A probe is ended gently: its profile's exit traps run (a lock file is
+// released), and only what ignores SIGTERM is killed, after a grace.
+func TestLoginProbeStopGently(t *testing.T) {
+	home, marker, dir := fakeHome(t)
+	lock := filepath.Join(home, "lock")
+	writeProfile(t, home, marker, dir, `touch "$HOME/lock"; trap 'rm -f "$HOME/lock"; exit 1' TERM
+(trap '' TERM; exec sleep 919.5) &
+sleep 919.4 & wait
+`)
+	p := StartLoginProbe(filepath.Join(t.TempDir(), "login-path.json"))
+	deadline := time.Now().Add(30 * time.Second)
+	for len(sleepers("919.4")) == 0 || len(sleepers("919.5")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the probe did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.Stop()
+	if _, ok, err := p.Wait(30 * time.Second); !ok || err == nil {
+		t.Fatalf("stopped probe: ok=%v err=%v", ok, err)
+	}
+	for len(sleepers("919.4")) > 0 || len(sleepers("919.5")) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("left running: %v %v", sleepers("919.4"), sleepers("919.5"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := os.Stat(lock); err == nil {
+		t.Fatal("the profile's TERM trap did not run: its lock file is left")
+	}
+}

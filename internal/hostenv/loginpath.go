@@ -17,6 +17,10 @@ import (
 // loginProbeMax caps what the login-shell probe may print.
 const loginProbeMax = 2 << 20
 
+// probeKillGrace is how long a probe being ended gets between SIGTERM and
+// SIGKILL.
+const probeKillGrace = 2 * time.Second
+
 // LoginProbe is the login-shell PATH probe (exec.md §5.3): `<shell> -l -c
 // 'env -0'`, run once and remembered, failure included. <shell> is $SHELL
 // when it is absolute, clean and listed in /etc/shells, else /bin/sh. The
@@ -163,11 +167,24 @@ func probeLoginPATH(parent context.Context, shell string) (string, error) {
 	cmd.Dir = "/"
 	var out bytes.Buffer
 	cmd.Stdout = &capped{buf: &out, max: loginProbeMax}
-	// Its own process group, killed whole on timeout: a profile's
-	// children do not outlive the probe.
+	// Its own process group, ended whole on timeout or Stop: SIGTERM
+	// first, so that profile scripts run their exit traps (a tool that
+	// holds a lock file while it runs, such as `pyenv rehash`, removes
+	// it; SIGKILL would leave it behind and stall every later login
+	// shell), then SIGKILL, after probeKillGrace, for whatever is left.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
+	cmd.Cancel = func() error {
+		pgid := cmd.Process.Pid
+		err := syscall.Kill(-pgid, syscall.SIGTERM)
+		go func() {
+			time.Sleep(probeKillGrace)
+			if syscall.Kill(-pgid, 0) == nil {
+				syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+		}()
+		return err
+	}
+	cmd.WaitDelay = probeKillGrace + time.Second
 	if err := cmd.Run(); err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return "", fmt.Errorf("%s -l timed out after %v", shell, timeout)
