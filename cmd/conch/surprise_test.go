@@ -413,3 +413,71 @@ PATH="$HOME/login-bin:$PATH"; export PATH
 		t.Fatalf("after: the login shell's program was not refused: %q %v", r.Text, r.D)
 	}
 }
+
+// logLines reads a session's whole rendered log (one stream or both) in
+// pages that stay under the result cap.
+func logLines(t *testing.T, c *conch, id, stream string) []string {
+	t.Helper()
+	var out []string
+	for off := 0; ; off += 1000 {
+		r := c.process(map[string]any{"action": "log", "sessionId": id, "stream": stream, "offset": off, "limit": 1000})
+		total := int(r.num("totalLines"))
+		if r.IsError || total < 0 {
+			t.Fatalf("log %s at %d: %q %v", stream, off, r.Text, r.D)
+		}
+		if off >= total {
+			return out
+		}
+		out = append(out, strings.Split(r.Text, "\n")...)
+	}
+}
+
+// What conch guarantees about stdout and stderr, checked on a command that
+// writes both fast: each stream complete and in order, every line under
+// its own stream; and the exact order between them with 2>&1 or a PTY.
+// (The order between two pipes is not guaranteed, so it is not asserted.)
+func TestStreamOrderGuarantees(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	const n, every = 6000, 50
+	script := fmt.Sprintf(`awk 'BEGIN{for(i=1;i<=%d;i++){print i; fflush(); if(i%%%d==0){print "E" i > "/dev/stderr"; fflush("/dev/stderr")}}}'`, n, every)
+	var wantOut, wantErr, wantBoth []string
+	for i := 1; i <= n; i++ {
+		wantOut = append(wantOut, fmt.Sprint(i))
+		wantBoth = append(wantBoth, fmt.Sprint(i))
+		if i%every == 0 {
+			wantErr = append(wantErr, fmt.Sprintf("E%d", i))
+			wantBoth = append(wantBoth, fmt.Sprintf("E%d", i))
+		}
+	}
+	same := func(what string, got, want []string) {
+		t.Helper()
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			i := 0
+			for i < len(got) && i < len(want) && got[i] == want[i] {
+				i++
+			}
+			t.Errorf("%s: %d lines, want %d; first difference at line %d", what, len(got), len(want), i)
+		}
+	}
+	run := func(args map[string]any) string {
+		args["background"] = true
+		id := c.exec(args).str("sessionId")
+		if p := c.waitEnd(id, 120*time.Second); p.num("exitCode") != 0 {
+			t.Fatalf("%v: %q", args, p.Text)
+		}
+		return id
+	}
+
+	id := run(map[string]any{"command": script})
+	same("pipes, stdout", logLines(t, c, id, "stdout"), wantOut)
+	same("pipes, stderr", logLines(t, c, id, "stderr"), wantErr)
+	if both := logLines(t, c, id, "both"); len(both) != len(wantBoth) {
+		t.Errorf("pipes, both streams: %d lines, want %d", len(both), len(wantBoth))
+	}
+
+	id = run(map[string]any{"command": script + " 2>&1"})
+	same("2>&1, both", logLines(t, c, id, "both"), wantBoth)
+
+	id = run(map[string]any{"command": script, "pty": true})
+	same("pty, both", logLines(t, c, id, "both"), wantBoth)
+}
