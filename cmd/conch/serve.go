@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -39,6 +40,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", envOr("CONCH_LOG", "info"), "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	noUI := fs.Bool("no-ui", false, "do not serve the control UI (also server.ui: false)")
+	metricsListen := fs.String("metrics-listen", envOr("CONCH_METRICS_LISTEN", ""), "also serve GET /metrics on this loopback address, without the operator token")
+	metricsTokenFile := fs.String("metrics-token-file", envOr("CONCH_METRICS_TOKEN_FILE", ""), "file holding a bearer token that reads /metrics and nothing else")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -65,6 +68,26 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if !isLoopback(host) && !useTLS && !*insecure {
 		fmt.Fprintf(stderr, "conch serve: refusing to listen on %s without TLS (use --tls-cert/--tls-key, or --insecure-listen)\n", *listen)
 		return exitUsage
+	}
+
+	if *metricsListen != "" {
+		mh, _, err := net.SplitHostPort(*metricsListen)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch serve: bad --metrics-listen %q: %v\n", *metricsListen, err)
+			return exitUsage
+		}
+		if !isLoopback(mh) {
+			fmt.Fprintf(stderr, "conch serve: --metrics-listen must be a loopback address (127.0.0.1:PORT or [::1]:PORT), not %q; to scrape from elsewhere use --metrics-token-file on the main listener\n", *metricsListen)
+			return exitUsage
+		}
+	}
+	metricsToken := ""
+	if *metricsTokenFile != "" {
+		metricsToken, err = readMetricsToken(*metricsTokenFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch serve: --metrics-token-file: %v\n", err)
+			return exitUsage
+		}
 	}
 
 	agents := auth.Open(*home)
@@ -132,11 +155,30 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		closeEngine()
 		return exitUnavailable
 	}
+	if metricsToken != "" && auth.Equal(metricsToken, opTok) {
+		fmt.Fprintf(stderr, "conch serve: --metrics-token-file holds the operator token; give the scraper a token of its own\n")
+		closeEngine()
+		return exitUsage
+	}
+	if _, ok := agents.Lookup(metricsToken); metricsToken != "" && ok {
+		fmt.Fprintf(stderr, "conch serve: --metrics-token-file holds an agent's token; give the scraper a token of its own\n")
+		closeEngine()
+		return exitUsage
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch serve: %v\n", err)
 		closeEngine()
 		return exitUnavailable
+	}
+	var mln net.Listener
+	if *metricsListen != "" {
+		if mln, err = net.Listen("tcp", *metricsListen); err != nil {
+			fmt.Fprintf(stderr, "conch serve: --metrics-listen: %v\n", err)
+			ln.Close()
+			closeEngine()
+			return exitUnavailable
+		}
 	}
 	scheme := "http"
 	if useTLS {
@@ -151,7 +193,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		linkBase = fmt.Sprintf("%s://%s", scheme, net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port)))
 	}
 	srv := httpapi.New(httpapi.Options{
-		Engine: eng, Home: eng.Home(), Agents: agents, OperatorToken: opTok, Listen: *listen,
+		Engine: eng, Home: eng.Home(), Agents: agents, OperatorToken: opTok, MetricsToken: metricsToken, Listen: *listen,
 		AllowedHosts: serverList(eng.Config(), "allowedHosts"), AllowedOrigins: serverList(eng.Config(), "allowedOrigins"),
 		Version: version(), Logger: log, UI: ui, PublicURL: linkBase, Nodes: hub,
 	})
@@ -189,11 +231,18 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if sock != nil {
 		go func() { errc <- ss.Serve(sock) }()
 	}
+	ms := &http.Server{ReadHeaderTimeout: 10 * time.Second}
+	metricsNote := ""
+	if mln != nil {
+		ms.Handler = srv.MetricsHandler(mln.Addr().String())
+		go func() { errc <- ms.Serve(mln) }()
+		metricsNote = ", metrics http://" + mln.Addr().String() + "/metrics"
+	}
 	uiNote := "control UI " + base + "/ (sign in with: conch ui)"
 	if !ui {
 		uiNote = "control UI off"
 	}
-	fmt.Fprintf(stdout, "conch serve: listening on %s (MCP %s/mcp, API %s/v1, engine socket %s, %s)\n", base, base, base, sockPath, uiNote)
+	fmt.Fprintf(stdout, "conch serve: listening on %s (MCP %s/mcp, API %s/v1, engine socket %s, %s%s)\n", base, base, base, sockPath, uiNote, metricsNote)
 	log.Info("serving", "listen", *listen, "home", eng.Home())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -231,9 +280,28 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	hs.Shutdown(sctx)
 	ss.Shutdown(sctx)
+	ms.Shutdown(sctx)
 	os.Remove(sockPath)
 	closeEngine()
 	return code
+}
+
+// readMetricsToken reads the scrape token from path (surrounding
+// whitespace ignored, as Prometheus's credentials_file does). A short token
+// is refused: it would be guessable.
+func readMetricsToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 16 {
+		return "", fmt.Errorf("%s holds %d characters; a metrics token needs at least 16 (e.g. openssl rand -hex 24 > %s)", path, len(tok), path)
+	}
+	if strings.ContainsAny(tok, " \t\r\n") {
+		return "", fmt.Errorf("%s holds more than one word; put the token alone in the file", path)
+	}
+	return tok, nil
 }
 
 func isLoopback(host string) bool {

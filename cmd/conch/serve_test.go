@@ -29,6 +29,7 @@ type gateway struct {
 	base     string
 	token    string // agent main
 	operator string
+	banner   string // the "listening on" line
 }
 
 var listenRE = regexp.MustCompile(`listening on (https?://[0-9.]+:\d+)`)
@@ -68,6 +69,7 @@ func startServe(t *testing.T, home string, env []string, args ...string) *gatewa
 		}
 		if m := listenRE.FindStringSubmatch(line); m != nil {
 			g.base = m[1]
+			g.banner = line
 			break
 		}
 	}
@@ -429,7 +431,7 @@ func TestServeMetrics(t *testing.T) {
 		`conch_exec_total{agent="main",host="gateway",status="completed"} 1`,
 		`conch_exec_duration_seconds_count 1`,
 		`conch_approvals_pending 0`,
-		"# TYPE conch_sessions_running gauge",
+		"# TYPE conch_exec_total counter",
 	} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("metrics lack %q:\n%s", want, b)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/auth"
-	"github.com/conchsh/conch/internal/guard"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/nodehub"
 )
@@ -34,7 +32,13 @@ func (s *Server) routes() {
 		}
 		writeJSON(w, 200, map[string]any{"ok": true, "status": status, "disk": disk, "version": s.opt.Version, "uptimeMs": time.Since(s.started).Milliseconds()})
 	})
-	m.HandleFunc("GET /metrics", s.operator(s.metrics))
+	m.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		if id := identityOf(r.Context()); !id.operator && !id.metrics {
+			writeError(w, http.StatusForbidden, "forbidden", "operator or metrics credentials required")
+			return
+		}
+		s.metricsH.ServeHTTP(w, r)
+	})
 	m.HandleFunc("POST /v1/exec", s.tool("exec"))
 	m.HandleFunc("POST /v1/process", s.tool("process"))
 	m.HandleFunc("POST /v1/apply_patch", s.tool("apply_patch"))
@@ -404,75 +408,6 @@ func orBoth(s string) string {
 		return "both"
 	}
 	return s
-}
-
-func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	st := s.eng.Stats()
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	fmt.Fprintln(w, "# HELP conch_sessions_running Running sessions.")
-	fmt.Fprintln(w, "# TYPE conch_sessions_running gauge")
-	keys := make([][2]string, 0, len(st.Running))
-	for k := range st.Running {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
-	for _, k := range keys {
-		fmt.Fprintf(w, "conch_sessions_running{agent=%q,host=%q} %d\n", k[0], k[1], st.Running[k])
-	}
-	fmt.Fprintln(w, "# HELP conch_exec_total Exec calls by outcome.")
-	fmt.Fprintln(w, "# TYPE conch_exec_total counter")
-	tk := make([][3]string, 0, len(st.ExecTotal))
-	for k := range st.ExecTotal {
-		tk = append(tk, k)
-	}
-	sort.Slice(tk, func(i, j int) bool { return strings.Join(tk[i][:], "|") < strings.Join(tk[j][:], "|") })
-	for _, k := range tk {
-		fmt.Fprintf(w, "conch_exec_total{agent=%q,host=%q,status=%q} %d\n", k[0], k[1], k[2], st.ExecTotal[k])
-	}
-	fmt.Fprintln(w, "# HELP conch_exec_duration_seconds Duration of exec calls.")
-	fmt.Fprintln(w, "# TYPE conch_exec_duration_seconds histogram")
-	for i, b := range st.ExecBuckets {
-		if i < len(st.ExecCounts) {
-			fmt.Fprintf(w, "conch_exec_duration_seconds_bucket{le=%q} %d\n", strconv.FormatFloat(b, 'f', -1, 64), st.ExecCounts[i])
-		}
-	}
-	if n := len(st.ExecCounts); n > 0 {
-		fmt.Fprintf(w, "conch_exec_duration_seconds_bucket{le=\"+Inf\"} %d\n", st.ExecCounts[n-1])
-	} else {
-		fmt.Fprintln(w, "conch_exec_duration_seconds_bucket{le=\"+Inf\"} 0")
-	}
-	fmt.Fprintf(w, "conch_exec_duration_seconds_sum %g\nconch_exec_duration_seconds_count %d\n", st.ExecSum, st.ExecCount)
-	disk := s.eng.DiskStatus()
-	full := 0
-	if disk.Full {
-		full = 1
-	}
-	fmt.Fprintln(w, "# HELP conch_home_disk_full 1 while the home is out of disk space (exec refuses new sessions with disk_full).")
-	fmt.Fprintln(w, "# TYPE conch_home_disk_full gauge")
-	fmt.Fprintf(w, "conch_home_disk_full %d\n", full)
-	fmt.Fprintln(w, "# HELP conch_home_free_bytes Free space of the home's filesystem.")
-	fmt.Fprintln(w, "# TYPE conch_home_free_bytes gauge")
-	fmt.Fprintf(w, "conch_home_free_bytes %d\n", disk.FreeBytes)
-	fmt.Fprintln(w, "# HELP conch_approvals_pending Approval requests waiting for a decision.")
-	fmt.Fprintln(w, "# TYPE conch_approvals_pending gauge")
-	fmt.Fprintf(w, "conch_approvals_pending %d\n", st.Pending)
-	fmt.Fprintln(w, "# HELP conch_nodes_connected Connected node hosts.")
-	fmt.Fprintln(w, "# TYPE conch_nodes_connected gauge")
-	connected := 0
-	if s.opt.Nodes != nil {
-		connected = s.opt.Nodes.Connected()
-	}
-	fmt.Fprintf(w, "conch_nodes_connected %d\n", connected)
-	fmt.Fprintln(w, "# HELP conch_handler_panics_total Panics recovered in request handlers, by adapter.")
-	fmt.Fprintln(w, "# TYPE conch_handler_panics_total counter")
-	for _, a := range guard.Adapters {
-		fmt.Fprintf(w, "conch_handler_panics_total{adapter=%q} %d\n", a, guard.Get(a))
-	}
-	fmt.Fprintln(w, "# HELP conch_corrupt_files_total Damaged state files found (cut short, not JSON, checksum mismatch, unreadable journal records), by kind.")
-	fmt.Fprintln(w, "# TYPE conch_corrupt_files_total counter")
-	for _, kind := range []string{"exit", "idempotency", "journal", "meta", "state"} {
-		fmt.Fprintf(w, "conch_corrupt_files_total{kind=%q} %d\n", kind, st.Damaged[kind])
-	}
 }
 
 func (s *Server) store(w http.ResponseWriter) *approvals.Store {

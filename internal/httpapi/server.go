@@ -47,6 +47,9 @@ type Options struct {
 	Agents *auth.Store
 	// OperatorToken is the operator's bearer token.
 	OperatorToken string
+	// MetricsToken, if set, is a bearer token that reads GET /metrics and
+	// nothing else (conch serve --metrics-token-file).
+	MetricsToken string
 	// Listen is the address the server listens on; its host is accepted
 	// in Host headers.
 	Listen string
@@ -83,6 +86,8 @@ type Server struct {
 	ui      *uiAuth      // login codes and UI sessions
 	uiFiles http.Handler // the embedded control UI
 
+	metricsH http.Handler // /metrics: a private Prometheus registry
+
 	mu   sync.Mutex // guards mcps
 	mcps map[string]*mcpserver.Server
 }
@@ -104,6 +109,7 @@ func New(opt Options) *Server {
 		}
 		return &sdkauth.TokenInfo{UserID: agent, Expiration: time.Now().Add(24 * time.Hour)}, nil
 	}, nil)(s.mcp)
+	s.metricsH = s.newMetricsHandler()
 	s.routes()
 	return s
 }
@@ -138,6 +144,7 @@ func (s *Server) mcpServer(agent string) *mcpserver.Server {
 type identity struct {
 	agent    string // the agent calls act for
 	operator bool   // operator rights
+	metrics  bool   // the metrics token: GET /metrics only
 	cookie   bool   // authenticated by the control-UI cookie
 }
 
@@ -237,6 +244,12 @@ func (s *Server) wrap(socket bool) http.Handler {
 				return
 			case s.opt.OperatorToken != "" && auth.Equal(tok, s.opt.OperatorToken):
 				id = identity{operator: true, agent: "main"}
+			case s.opt.MetricsToken != "" && auth.Equal(tok, s.opt.MetricsToken):
+				if r.URL.Path != "/metrics" {
+					writeError(w, http.StatusForbidden, "forbidden", "the metrics token reads /metrics only")
+					return
+				}
+				id = identity{metrics: true}
 			default:
 				agent, ok := s.opt.Agents.Lookup(tok)
 				if !ok {
@@ -295,6 +308,25 @@ func (s *Server) wrap(socket bool) http.Handler {
 }
 
 func (s *Server) hostAllowed(host string) bool {
+	if loopbackHost(host, s.opt.Listen) {
+		return true
+	}
+	h := host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		h = hh
+	}
+	h = strings.Trim(h, "[]")
+	for _, a := range s.opt.AllowedHosts {
+		if strings.EqualFold(a, h) || strings.EqualFold(a, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// loopbackHost reports whether a Host header names a loopback name or the
+// specific (not wildcard) host of the listen address.
+func loopbackHost(host, listen string) bool {
 	h := host
 	if hh, _, err := net.SplitHostPort(host); err == nil {
 		h = hh
@@ -304,13 +336,8 @@ func (s *Server) hostAllowed(host string) bool {
 	case "localhost", "127.0.0.1", "::1":
 		return true
 	}
-	if lh, _, err := net.SplitHostPort(s.opt.Listen); err == nil && h == strings.Trim(lh, "[]") && lh != "" && lh != "0.0.0.0" && lh != "::" {
+	if lh, _, err := net.SplitHostPort(listen); err == nil && h == strings.Trim(lh, "[]") && lh != "" && lh != "0.0.0.0" && lh != "::" {
 		return true
-	}
-	for _, a := range s.opt.AllowedHosts {
-		if strings.EqualFold(a, h) || strings.EqualFold(a, host) {
-			return true
-		}
 	}
 	return false
 }
