@@ -2,48 +2,51 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
-// bucket is a token bucket for one agent's exec calls.
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-// limiter holds the agents' buckets (exec.md §11).
+// limiter holds the agents' exec rate limiters (exec.md §11): a token
+// bucket each, from golang.org/x/time/rate.
 type limiter struct {
-	mu      sync.Mutex // guards buckets
-	buckets map[string]*bucket
+	mu     sync.Mutex // guards agents
+	agents map[string]*rate.Limiter
 }
 
-// take spends one token of agent's bucket, or returns how long to wait.
-func (l *limiter) take(agent string, rate, burst float64, now time.Time) (time.Duration, bool) {
+// take spends one token of agent's bucket (refilled at perSecond, holding
+// at most burst, rounded down and at least 1), or returns how long until a
+// token is there. A changed rate or burst (a reload) applies from now on to
+// the tokens the bucket holds.
+func (l *limiter) take(agent string, perSecond, burst float64, now time.Time) (time.Duration, bool) {
+	b := max(int(burst), 1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.buckets == nil {
-		l.buckets = map[string]*bucket{}
+	if l.agents == nil {
+		l.agents = map[string]*rate.Limiter{}
 	}
-	b := l.buckets[agent]
-	if b == nil {
-		b = &bucket{tokens: burst, last: now}
-		l.buckets[agent] = b
+	lim := l.agents[agent]
+	if lim == nil {
+		lim = rate.NewLimiter(rate.Limit(perSecond), b)
+		l.agents[agent] = lim
 	}
-	b.tokens = math.Min(burst, b.tokens+now.Sub(b.last).Seconds()*rate)
-	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
+	if lim.Limit() != rate.Limit(perSecond) {
+		lim.SetLimitAt(now, rate.Limit(perSecond))
+	}
+	if lim.Burst() != b {
+		lim.SetBurstAt(now, b)
+	}
+	if lim.AllowN(now, 1) {
 		return 0, true
 	}
-	return time.Duration((1 - b.tokens) / rate * float64(time.Second)), false
+	return time.Duration((1 - lim.TokensAt(now)) / perSecond * float64(time.Second)), false
 }
 
 // admit applies quotas.maxRunning and the exec rate limit to a new exec
