@@ -48,8 +48,10 @@ type Options struct {
 	// configured (conch mcp --workdir); default the process's cwd.
 	Workdir string
 	// SupervisorArgv is the command that runs a supervisor, to which
-	// "--home H --session ID" is appended. Default: this executable with
-	// the argument "supervise".
+	// "--home H --session ID" is appended. Default: the words of
+	// $CONCH_SUPERVISOR_LAUNCHER (a command that runs its arguments in the
+	// same process, such as systemd-run --scope), then this executable
+	// with the argument "supervise".
 	SupervisorArgv []string
 	// Mode names the kind of process holding the engine ("mcp", "serve"),
 	// shown to a second engine that finds the home locked.
@@ -222,7 +224,7 @@ func New(opt Options) (*Engine, error) {
 			lock.Close()
 			return nil, fmt.Errorf("find own executable: %w", err)
 		}
-		argv = []string{exe, "supervise"}
+		argv = append(strings.Fields(os.Getenv("CONCH_SUPERVISOR_LAUNCHER")), exe, "supervise")
 	}
 	e := &Engine{
 		opt: opt, home: home, log: log, lock: lock, cwd: cwd, supArgv: argv,
