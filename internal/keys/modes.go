@@ -3,6 +3,9 @@ package keys
 import (
 	"bytes"
 	"sync/atomic"
+
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/ansi/parser"
 )
 
 // Modes are the terminal modes a program has enabled, as seen in its output.
@@ -26,22 +29,11 @@ var decModes = map[int]uint32{
 	2004: modeBracketedPaste,
 }
 
-// Parser states of a Tracker.
-const (
-	stGround    uint8 = iota // plain text
-	stEscape                 // after ESC
-	stCSIEntry               // after ESC [
-	stDECParam               // after ESC [ ?, reading parameters
-	stCSIIgnore              // inside a control sequence the Tracker does not follow
-)
-
-// maxParam caps a parameter value so that long digit runs cannot overflow.
-const maxParam = 1 << 20
-
 // A Tracker follows the terminal modes a program enables, by scanning the bytes the program
-// writes to its terminal. It recognises DECSET and DECRST (ESC[?…h, ESC[?…l) for modes 1
-// and 2004, alone or among other parameters (ESC[?1;2004h), and the full reset RIS (ESC c),
-// which turns both off. Sequences may be split anywhere across calls to Write.
+// writes to its terminal with the ECMA-48 / DEC parser of github.com/charmbracelet/x/ansi. It
+// recognises DECSET and DECRST (ESC[?…h, ESC[?…l) for modes 1 and 2004, alone or among other
+// parameters (ESC[?1;2004h), and the full reset RIS (ESC c), which turns both off. Sequences
+// may be split anywhere across calls to Write.
 //
 // The zero value is ready to use, with both modes off. Write must be called by one
 // goroutine at a time, with the output in order; Modes may be called at any time from any
@@ -49,24 +41,83 @@ const maxParam = 1 << 20
 type Tracker struct {
 	modes atomic.Uint32 // mode bits; written by Write, read by Modes
 
-	// Parser state, touched only by Write.
-	state uint8
-	param int    // value of the parameter being read
-	hit   uint32 // mode bits named by the parameters read so far
+	p *ansi.Parser // created by the first Write; touched only by Write
 }
 
-// Write scans p, the next bytes of the program's output, and updates the modes. Chunks
-// without ESC cost one bytes.IndexByte. It never fails and does not keep p.
+// Write scans p, the next bytes of the program's output, and updates the modes. Text
+// between sequences is skipped with bytes.IndexByte (so invalid UTF-8 in it cannot hide a
+// sequence). It never fails and does not keep p.
 func (t *Tracker) Write(p []byte) {
+	if t.p == nil {
+		t.p = ansi.NewParser()
+		t.p.SetDataSize(1) // string sequences (OSC, DCS, …) are not kept
+		t.p.SetHandler(ansi.Handler{HandleCsi: t.csi, HandleEsc: t.esc})
+	}
 	for i := 0; i < len(p); i++ {
-		if t.state == stGround {
-			j := bytes.IndexByte(p[i:], 0x1b)
+		if t.p.State() == parser.GroundState {
+			j := bytes.IndexByte(p[i:], ansi.ESC)
 			if j < 0 {
 				return
 			}
 			i += j
 		}
-		t.step(p[i])
+		c, st := p[i], t.p.State()
+		switch {
+		case c >= 0x80 && st != parser.GroundState:
+			// A byte outside ASCII inside a sequence: not one a terminal
+			// would act on (and not text either). Give up on it.
+			t.p.Reset()
+			continue
+		case c < 0x20 && c != ansi.ESC && c != ansi.CAN && c != ansi.SUB && inControl(st):
+			// A C0 control inside an escape or control sequence acts on
+			// the terminal and leaves the sequence as it was (the parser
+			// would forget the sequence's private marker).
+			continue
+		case c >= 0x3c && c <= 0x3f && st == parser.CsiParamState:
+			// A private marker after the parameters makes the sequence
+			// malformed: a terminal ignores it (ECMA-48 CSI ignore).
+			t.p.Reset()
+			continue
+		}
+		t.p.Advance(c)
+	}
+}
+
+// inControl reports whether st is inside an escape or control sequence
+// (as opposed to text or a string sequence such as OSC).
+func inControl(st parser.State) bool {
+	switch st {
+	case parser.EscapeState, parser.EscapeIntermediateState, parser.CsiEntryState, parser.CsiParamState, parser.CsiIntermediateState:
+		return true
+	}
+	return false
+}
+
+// csi handles a complete control sequence: DECSET (ESC[?…h) and DECRST (ESC[?…l).
+func (t *Tracker) csi(cmd ansi.Cmd, params ansi.Params) {
+	if cmd.Prefix() != '?' || cmd.Intermediate() != 0 || (cmd.Final() != 'h' && cmd.Final() != 'l') {
+		return
+	}
+	var hit uint32
+	for i := range params {
+		n, more, _ := params.Param(i, 0)
+		if more || (i > 0 && params[i-1].HasMore()) {
+			return // ':' sub-parameters: not a DECSET/DECRST
+		}
+		hit |= decModes[n]
+	}
+	cur := t.modes.Load()
+	if cmd.Final() == 'h' {
+		t.set(cur | hit)
+	} else {
+		t.set(cur &^ hit)
+	}
+}
+
+// esc handles an escape sequence: RIS (ESC c) turns every mode off.
+func (t *Tracker) esc(cmd ansi.Cmd) {
+	if cmd.Final() == 'c' && cmd.Intermediate() == 0 {
+		t.set(0)
 	}
 }
 
@@ -77,78 +128,6 @@ func (t *Tracker) Modes() Modes {
 		AppCursor:      bits&modeAppCursor != 0,
 		BracketedPaste: bits&modeBracketedPaste != 0,
 	}
-}
-
-// step feeds one byte to the parser.
-func (t *Tracker) step(c byte) {
-	switch {
-	case c == 0x1b:
-		// ESC starts a new sequence wherever it appears, abandoning any unfinished one.
-		t.state = stEscape
-		return
-	case t.state == stGround:
-		return
-	case t.state == stEscape:
-		switch c {
-		case 'c': // RIS
-			t.set(0)
-			t.state = stGround
-		case '[':
-			t.param, t.hit = 0, 0
-			t.state = stCSIEntry
-		default:
-			t.state = stGround
-		}
-		return
-	case c == 0x18 || c == 0x1a: // CAN, SUB cancel a sequence
-		t.state = stGround
-		return
-	case c < 0x20 || c == 0x7f: // other controls act but do not end the sequence
-		return
-	case c >= 0x80: // malformed; give up on the sequence
-		t.state = stGround
-		return
-	case c >= 0x40: // final byte
-		if t.state == stDECParam && (c == 'h' || c == 'l') {
-			t.endParam()
-			cur := t.modes.Load()
-			if c == 'h' {
-				t.set(cur | t.hit)
-			} else {
-				t.set(cur &^ t.hit)
-			}
-		}
-		t.state = stGround
-		return
-	}
-	// Parameter (0x30–0x3F) or intermediate (0x20–0x2F) byte.
-	switch t.state {
-	case stCSIEntry:
-		if c == '?' {
-			t.state = stDECParam
-		} else {
-			t.state = stCSIIgnore
-		}
-	case stDECParam:
-		switch {
-		case '0' <= c && c <= '9':
-			if t.param < maxParam {
-				t.param = t.param*10 + int(c-'0')
-			}
-		case c == ';':
-			t.endParam()
-		default:
-			// ':' sub-parameters, a second '?', or intermediates (ESC[?1$p is DECRQM):
-			// not a DECSET/DECRST.
-			t.state = stCSIIgnore
-		}
-	}
-}
-
-// endParam records the parameter just read.
-func (t *Tracker) endParam() {
-	t.hit |= decModes[t.param]
-	t.param = 0
 }
 
 // set stores new mode bits when they changed.
