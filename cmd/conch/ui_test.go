@@ -218,6 +218,10 @@ func setText(sel, value string) chromedp.Action[chromedp.Void] {
 // approve it with the keyboard, watch and feed the session's output, kill
 // it; then the policy editor's conflict handling, the nodes page without
 // node hosts, the phone layout and sign-out.
+// outputRows is a JavaScript expression: the rows of the session page's
+// output terminal (xterm.js), one line each.
+const outputRows = `(document.querySelector("#output .xterm-rows") ? [...document.querySelectorAll("#output .xterm-rows > div")].map(d => d.textContent.trimEnd()).join("\n") : "")`
+
 func TestUIApproveStreamKill(t *testing.T) {
 	home := newHome(t, `{"tools":{"exec":{"host":"gateway","ask":"always"}}}`)
 	g := startGateway(t, home)
@@ -284,14 +288,18 @@ func TestUIApproveStreamKill(t *testing.T) {
 	b.wait("session running", fmt.Sprintf(`document.querySelector('#sessions tr[data-id=%s]').innerText.includes("running")`, js(sid)))
 	b.shot("03-sessions")
 	b.do("open session", chromedp.Click(fmt.Sprintf(`#sessions tr[data-id=%s] a`, js(sid))))
-	b.wait("output streamed", `!!document.querySelector("#output") && document.querySelector("#output").textContent.includes("red-950 plain")`)
-	if c := b.eval(`(() => { const s = [...document.querySelectorAll("#output span")].find(s => s.textContent === "red-950"); return s ? s.style.color : "none"; })()`); c != "rgb(205, 49, 49)" {
-		t.Errorf("ANSI red not rendered: %q (output %q)", c, b.eval(`document.querySelector("#output").innerHTML`))
+	// A pipe session's output is drawn by a read-only xterm.js terminal.
+	b.wait("output streamed", outputRows+`.includes("red-950 plain")`)
+	if c := b.eval(`(() => { const s = [...document.querySelectorAll("#output .xterm-rows span")].find(s => s.textContent === "red-950"); return s ? getComputedStyle(s).color : "none"; })()`); c != "rgb(205, 49, 49)" {
+		t.Errorf("ANSI red not rendered: %q (output %q)", c, b.eval(`document.querySelector("#output .xterm-rows").innerHTML`))
+	}
+	if rows := b.eval(outputRows); strings.Contains(rows, "[31m") || strings.Contains(rows, "\x1b") {
+		t.Errorf("escapes shown as text in the output view: %q", rows)
 	}
 	// Output that the command prints after the page opened, driven by
 	// input sent from the page, arrives live.
 	b.do("send input", chromedp.SendKeys("#input", "hello-from-ui-950\r"))
-	b.wait("live output", `document.querySelector("#output").textContent.includes("hello-from-ui-950\nafter-input-950")`)
+	b.wait("live output", outputRows+`.includes("hello-from-ui-950\nafter-input-950")`)
 	b.do("search", chromedp.SendKeys("#search", "after-input\r"))
 	b.wait("search results", `document.querySelector("#search-results").innerText.includes("after-input-950")`)
 	b.shot("04-session-live")

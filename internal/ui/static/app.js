@@ -90,82 +90,12 @@
     return data;
   }
 
-  // ---------- ANSI (SGR) to HTML ----------
-  const PALETTE = ["#000000", "#cd3131", "#0dbc79", "#e5e510", "#2472c8", "#bc3fbc", "#11a8cd", "#e5e5e5",
-    "#666666", "#f14c4c", "#23d18b", "#f5f543", "#3b8eea", "#d670d6", "#29b8db", "#ffffff"];
-  function color256(n) {
-    if (n < 16) return PALETTE[n];
-    if (n < 232) {
-      n -= 16;
-      const c = [Math.floor(n / 36), Math.floor(n / 6) % 6, n % 6].map(v => v ? v * 40 + 55 : 0);
-      return "rgb(" + c.join(",") + ")";
-    }
-    const g = (n - 232) * 10 + 8;
-    return "rgb(" + g + "," + g + "," + g + ")";
-  }
-  // AnsiRenderer turns text with escape sequences into DOM nodes; its
-  // SGR state carries over between chunks.
-  class AnsiRenderer {
-    constructor() { this.reset(); }
-    reset() { this.fg = null; this.bg = null; this.b = false; this.d = false; this.i = false; this.u = false; this.inv = false; }
-    sgr(params) {
-      const p = params.length ? params : [0];
-      for (let k = 0; k < p.length; k++) {
-        const n = p[k];
-        if (n === 0) this.reset();
-        else if (n === 1) this.b = true;
-        else if (n === 2) this.d = true;
-        else if (n === 3) this.i = true;
-        else if (n === 4) this.u = true;
-        else if (n === 7) this.inv = true;
-        else if (n === 22) { this.b = false; this.d = false; }
-        else if (n === 23) this.i = false;
-        else if (n === 24) this.u = false;
-        else if (n === 27) this.inv = false;
-        else if (n >= 30 && n <= 37) this.fg = PALETTE[n - 30];
-        else if (n >= 90 && n <= 97) this.fg = PALETTE[n - 90 + 8];
-        else if (n === 39) this.fg = null;
-        else if (n >= 40 && n <= 47) this.bg = PALETTE[n - 40];
-        else if (n >= 100 && n <= 107) this.bg = PALETTE[n - 100 + 8];
-        else if (n === 49) this.bg = null;
-        else if ((n === 38 || n === 48) && p[k + 1] === 5) { const c = color256(p[k + 2] || 0); if (n === 38) this.fg = c; else this.bg = c; k += 2; }
-        else if ((n === 38 || n === 48) && p[k + 1] === 2) { const c = "rgb(" + (p[k + 2] || 0) + "," + (p[k + 3] || 0) + "," + (p[k + 4] || 0) + ")"; if (n === 38) this.fg = c; else this.bg = c; k += 4; }
-      }
-    }
-    span(text) {
-      let fg = this.fg, bg = this.bg;
-      if (this.inv) { [fg, bg] = [bg || "var(--termfg)", fg || "var(--term)"]; }
-      const cls = [this.b && "ansi-b", this.d && "ansi-d", this.i && "ansi-i", this.u && "ansi-u"].filter(Boolean).join(" ");
-      if (!fg && !bg && !cls) return document.createTextNode(text);
-      const s = document.createElement("span");
-      if (cls) s.className = cls;
-      if (fg) s.style.color = fg;
-      if (bg) s.style.backgroundColor = bg;
-      s.textContent = text;
-      return s;
-    }
-    render(text) {
-      const frag = document.createDocumentFragment();
-      // CSI, OSC (BEL or ST terminated) and two-byte escapes.
-      const re = /\x1b\[([0-9;?]*)([@-~])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]/g;
-      let last = 0, m;
-      while ((m = re.exec(text)) !== null) {
-        if (m.index > last) frag.append(this.span(clean(text.slice(last, m.index))));
-        if (m[2] === "m" && m[1] !== undefined && !m[1].includes("?")) {
-          this.sgr(m[1] === "" ? [] : m[1].split(";").map(x => parseInt(x || "0", 10)));
-        }
-        last = re.lastIndex;
-      }
-      if (last < text.length) frag.append(this.span(clean(text.slice(last))));
-      return frag;
-    }
-  }
-  function clean(s) {
-    // Carriage returns overwrite in a terminal; in this view keep the
-    // text after the last one of each line. Other controls are dropped.
-    return s.split("\n").map(l => { const i = l.lastIndexOf("\r", l.length - 2); return i >= 0 ? l.slice(i + 1) : l; })
-      .join("\n").replace(/[\x00-\x08\x0b-\x1f\x7f]/g, "");
-  }
+  // The output terminals' colours: the page's dark background and the
+  // 16-colour palette of the rest of the UI.
+  const TERM_THEME = { background: "#14161a", foreground: "#e6e6e6",
+    black: "#000000", red: "#cd3131", green: "#0dbc79", yellow: "#e5e510", blue: "#2472c8", magenta: "#bc3fbc", cyan: "#11a8cd", white: "#e5e5e5",
+    brightBlack: "#666666", brightRed: "#f14c4c", brightGreen: "#23d18b", brightYellow: "#f5f543", brightBlue: "#3b8eea", brightMagenta: "#d670d6",
+    brightCyan: "#29b8db", brightWhite: "#ffffff" };
 
   // ---------- sign-in ----------
   function showLogin(msg) {
@@ -583,7 +513,7 @@
     const results = h("div", { class: "results", id: "search-results" });
     const inputIn = h("input", { type: "text", id: "input", placeholder: "Text to send", "aria-label": "Input text", autocomplete: "off" });
     const keySel = h("select", { id: "key", "aria-label": "Key to send" }, ["Enter", "C-c", "C-d", "Tab", "Escape", "Up", "Down", "Left", "Right", "C-z", "BSpace"].map(k => h("option", { value: k }, k)));
-    let entry = null, es = null, term = null, fit = null, ansi = new AnsiRenderer(), pre = null;
+    let entry = null, es = null, term = null, fit = null;
 
     main.append(title,
       h("div", { class: "card" }, h("div", { class: "row" }, h("h1", { class: "mono", style: null }, id), h("span", { id: "state-badge" }), h("span", { class: "spacer" }), killBtn, rmBtn), info),
@@ -643,45 +573,37 @@
       }
     }
     function startStream() {
-      const pty = entry.pty && window.Terminal;
+      // Every session's output is drawn by xterm.js, from the output bytes
+      // exactly as produced (colours, carriage returns, cursor movement).
+      // A PTY session's terminal also takes keyboard input; a pipe
+      // session's is read-only, and its bare LFs start a new line.
+      const pty = !!entry.pty;
+      const box = pty ? h("div", { class: "term", id: "terminal" })
+        : h("div", { class: "term", id: "output", role: "log", "aria-label": "Session output" });
+      out.replaceChildren(box);
+      term = new window.Terminal({ convertEol: !pty, disableStdin: !pty, fontSize: 13, scrollback: 10000, cursorBlink: false,
+        cursorInactiveStyle: pty ? "outline" : "none", theme: TERM_THEME });
+      if (window.FitAddon) { fit = new window.FitAddon.FitAddon(); term.loadAddon(fit); }
+      // The terminal takes Tab and Escape for the program; F6 moves the
+      // focus out of it so that keyboard users are never trapped.
+      term.attachCustomKeyEventHandler((e) => {
+        if (e.key === "F6" && e.type === "keydown") { killBtn.disabled ? inputIn.focus() : killBtn.focus(); return false; }
+        return pty;
+      });
+      term.open(box);
+      if (fit) fit.fit();
       if (pty) {
-        const box = h("div", { class: "term", id: "terminal" });
-        out.replaceChildren(box);
-        term = new window.Terminal({ convertEol: false, fontSize: 13, scrollback: 5000, cursorBlink: false,
-          theme: { background: "#14161a" } });
-        if (window.FitAddon) { fit = new window.FitAddon.FitAddon(); term.loadAddon(fit); }
-        // The terminal takes Tab and Escape for the program; F6 moves the
-        // focus out of it so that keyboard users are never trapped.
-        term.attachCustomKeyEventHandler((e) => {
-          if (e.key === "F6" && e.type === "keydown") { killBtn.disabled ? inputIn.focus() : killBtn.focus(); return false; }
-          return true;
-        });
-        term.open(box);
-        if (fit) fit.fit();
         let chain = Promise.resolve();
         term.onData((d) => {
           if (entry && entry.state !== "running") return;
           chain = chain.then(() => api("POST", base + "/input", { data: d }, opts).catch(ex => toast(ex.message)));
         });
-        page.onResize = () => { if (fit) fit.fit(); };
-        window.addEventListener("resize", page.onResize);
-      } else {
-        pre = h("pre", { class: "out", id: "output", tabindex: "0", "aria-label": "Session output" });
-        out.replaceChildren(pre);
       }
-      const q = new URLSearchParams({ agent: entry.agent || agent });
-      if (pty) q.set("bytes", "true"); else q.set("raw", "true");
+      page.onResize = () => { if (fit) fit.fit(); };
+      window.addEventListener("resize", page.onResize);
+      const q = new URLSearchParams({ agent: entry.agent || agent, bytes: "true" });
       es = new EventSource(base + "/stream?" + q.toString());
-      let first = true;
-      es.addEventListener("output", (e) => {
-        const d = JSON.parse(e.data);
-        if (term) { term.write(d.text); return; }
-        const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
-        if (!first) pre.append("\n");
-        first = false;
-        pre.append(ansi.render(d.text));
-        if (atEnd) pre.scrollTop = pre.scrollHeight;
-      });
+      es.addEventListener("output", (e) => { term.write(JSON.parse(e.data).text); });
       es.addEventListener("end", async (e) => {
         es.close(); es = null;
         const d = JSON.parse(e.data);
@@ -752,7 +674,7 @@
     };
     page.key = (e) => {
       if (e.key === "/") { searchIn.focus(); return true; }
-      if (e.key === "i") { (term || inputIn).focus(); return true; }
+      if (e.key === "i") { (entry && entry.pty && term ? term : inputIn).focus(); return true; }
       return false;
     };
     refresh().then(ok => { if (ok) startStream(); });
