@@ -10,8 +10,10 @@
 //     U+200B–U+200F, U+202A–U+202E, U+2060–U+206F, U+FEFF, …) are removed.
 //     Note that this removes ZERO WIDTH JOINER too, so emoji sequences joined
 //     by it fall apart into their parts.
-//  2. Terminal escapes are removed completely by a stateful parser modelled on
-//     the DEC VT500 / ECMA-48 state machine: CSI (ESC [ or U+009B) with private
+//  2. Terminal escapes are removed completely by the DEC VT500 / ECMA-48
+//     parser of github.com/charmbracelet/x/ansi, held to ECMA-48 where that
+//     parser is lenient (malformed CSIs are ignored to their final byte, C0
+//     controls inside a sequence act without ending it): CSI (ESC [ or U+009B) with private
 //     markers, parameters and intermediates; OSC (ESC ] or U+009D) ended by
 //     BEL or ST (ESC \ or U+009C); DCS, SOS, PM and APC strings (ESC P, ESC X,
 //     ESC ^, ESC _ or U+0090, U+0098, U+009E, U+009F) ended by ST; SS2/SS3

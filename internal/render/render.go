@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/ansi/parser"
 )
 
 // DefaultMaxLineBytes is the default for [Options].MaxLineBytes: 1 MiB.
@@ -61,21 +64,6 @@ type Options struct {
 	MaxLineBytes int
 }
 
-// Parser states (step 2).
-const (
-	stGround    uint8 = iota
-	stEsc             // after ESC
-	stEscInter        // ESC + intermediates, waiting for the final byte
-	stCSIEntry        // after ESC [ or U+009B
-	stCSIParam        // in the parameters
-	stCSIInter        // in the intermediates
-	stCSIIgnore       // malformed CSI, waiting for the final byte
-	stString          // DCS, SOS, PM, APC: ended by ST
-	stOSC             // OSC: ended by ST or BEL
-	stStringEsc       // ESC inside a string: ST if "\" follows
-	stSS              // after SS2/SS3: the next character is dropped
-)
-
 // A Renderer renders a stream of raw output bytes into lines.
 //
 // Create it with [New]; the zero value is not usable. A Renderer is not safe
@@ -100,12 +88,15 @@ type Renderer struct {
 	started   bool // Write or Prime was called
 	rsBuf     []byte
 
-	state      uint8
-	stringOSC  bool // stStringEsc: the string is an OSC
-	csiPrivate bool // a private marker (< = > ?) was seen
-	csiInter   bool // an intermediate byte was seen
-	csiIndex   int  // index of the current parameter
-	csiParam   int  // value of the first parameter (capped)
+	// Step 2: esc recognises escape sequences (created at the first ESC
+	// or C1 control). It is fed ASCII only: C1 controls as their 7-bit
+	// ESC equivalents, never the bytes of other characters.
+	esc       *ansi.Parser
+	csiIgnore bool // a malformed CSI: swallowed up to its final byte
+	csiBad    bool // the CSI being read is malformed: its dispatch does nothing
+	csiFirst  bool // the CSI's first parameter is being read
+	csiParam  int  // value of the first parameter (capped)
+	ss        bool // after SS2/SS3: the next character is dropped
 
 	// The line is a gap buffer: head is the text before the cursor, and
 	// tail[tailOff:] the text after it (left over from before a CR).
@@ -197,7 +188,7 @@ func (r *Renderer) Flush(emit func(Line)) {
 	r.head = r.head[:0]
 	r.tailOff = len(r.tail)
 	r.pendingCR = false
-	r.state = stGround
+	r.resetEscape()
 	r.lineStart = r.pos
 }
 
@@ -317,7 +308,7 @@ func (r *Renderer) write(p []byte, emit func(Line)) {
 		i = r.finishPending(p, emit)
 	}
 	for i < len(p) {
-		if r.state == stGround && !r.pendingCR && r.tailOff == len(r.tail) {
+		if r.inGround() && !r.pendingCR && r.tailOff == len(r.tail) {
 			// Fast path: a run of printable ASCII (any ASCII but LF in raw
 			// mode) appended to a line with nothing after the cursor.
 			j := i
@@ -403,64 +394,24 @@ func (r *Renderer) char(c rune, emit func(Line)) {
 		r.put(c, emit)
 		return
 	}
-	if r.state == stGround {
+	if r.inGround() {
 		r.ground(c, emit)
 		return
 	}
-	// Transitions from any state but ground (VT500 "anywhere").
-	switch {
-	case c == 0x18 || c == 0x1A: // CAN, SUB
-		r.state = stGround
-		return
-	case c == 0x1B:
-		if r.state == stOSC || r.state == stString {
-			r.stringOSC = r.state == stOSC
-			r.state = stStringEsc
-		} else {
-			r.state = stEsc
-		}
-		return
-	case c >= 0x80 && c <= 0x9F:
-		r.state = stGround
-		r.c1(c)
-		return
+	r.sequence(c, emit)
+}
+
+// inGround reports whether the parser is outside any escape sequence.
+func (r *Renderer) inGround() bool {
+	return (r.esc == nil || r.esc.State() == parser.GroundState) && !r.csiIgnore && !r.ss
+}
+
+// resetEscape abandons any escape sequence being read.
+func (r *Renderer) resetEscape() {
+	if r.esc != nil {
+		r.esc.Reset()
 	}
-	switch r.state {
-	case stOSC:
-		if c == 0x07 {
-			r.state = stGround
-		}
-	case stString:
-	case stStringEsc:
-		if c == '\\' {
-			r.state = stGround
-			return
-		}
-		// ESC ended the string and begins a new sequence.
-		r.state = stEsc
-		r.char(c, emit)
-	case stSS:
-		r.state = stGround
-		if c < 0x20 {
-			r.control(c, emit)
-		}
-	default:
-		if c < 0x20 {
-			r.control(c, emit)
-			return
-		}
-		if c >= 0x80 {
-			// Not part of any sequence: the sequence ends, the character
-			// is text.
-			r.state = stGround
-			r.ground(c, emit)
-			return
-		}
-		if c == 0x7F {
-			return
-		}
-		r.escape(byte(c))
-	}
+	r.csiIgnore, r.csiBad, r.ss = false, false, false
 }
 
 // ground handles a character outside any sequence.
@@ -469,7 +420,7 @@ func (r *Renderer) ground(c rune, emit func(Line)) {
 	case c >= 0x20 && c < 0x7F || c >= 0xA0:
 		r.put(c, emit)
 	case c == 0x1B:
-		r.state = stEsc
+		r.feed(0x1B)
 	case c >= 0x80 && c <= 0x9F:
 		r.c1(c)
 	case c < 0x20:
@@ -478,19 +429,119 @@ func (r *Renderer) ground(c rune, emit func(Line)) {
 	// DEL is dropped.
 }
 
-// c1 handles an 8-bit C1 control (as a code point).
+// c1 handles an 8-bit C1 control (as a code point) anywhere: it ends the
+// sequence being read and acts as its 7-bit form ESC + (c - 0x40) (CSI
+// U+009B is ESC [, ST U+009C is ESC \, …).
 func (r *Renderer) c1(c rune) {
-	switch c {
-	case 0x9B:
-		r.startCSI()
-	case 0x9D:
-		r.state = stOSC
-	case 0x90, 0x98, 0x9E, 0x9F:
-		r.state = stString
-	case 0x8E, 0x8F:
-		r.state = stSS
+	r.resetEscape()
+	r.feed(0x1B)
+	r.feed(byte(c - 0x40))
+}
+
+// sequence handles a character inside an escape sequence, a string
+// sequence or after SS2/SS3. The escape parser (github.com/charmbracelet/x/ansi)
+// keeps the state; the cases below are where ECMA-48 asks more of it: C0
+// controls act without touching the sequence, CAN and SUB abort it, an ESC
+// starts a new one, a character that is not ASCII ends a control sequence
+// and is text, and a malformed CSI is ignored up to its final byte.
+func (r *Renderer) sequence(c rune, emit func(Line)) {
+	if c >= 0x80 && c <= 0x9F {
+		r.c1(c)
+		return
 	}
-	// Others, ST included, are dropped.
+	if r.ss {
+		// The character SS2/SS3 applies to is dropped; controls still act.
+		r.ss = false
+		switch {
+		case c == 0x1B:
+			r.feed(0x1B)
+		case c == 0x18 || c == 0x1A:
+		case c < 0x20:
+			r.control(c, emit)
+		}
+		return
+	}
+	st := r.esc.State()
+	ctl := r.csiIgnore || inControl(st)
+	switch {
+	case c == 0x18 || c == 0x1A: // CAN, SUB
+		r.resetEscape()
+	case c == 0x1B:
+		r.resetEscape()
+		r.feed(0x1B)
+	case c == 0x7F:
+		// DEL is ignored everywhere.
+	case c >= 0xA0:
+		if ctl {
+			// Not part of any control sequence: the sequence ends and
+			// the character is text.
+			r.resetEscape()
+			r.put(c, emit)
+		}
+		// Inside a string sequence it is part of the string.
+	case c < 0x20:
+		if ctl {
+			r.control(c, emit)
+			return
+		}
+		r.feed(byte(c)) // strings: BEL ends an OSC, others are part of it
+	case r.csiIgnore:
+		if c >= 0x40 {
+			r.csiIgnore = false
+		}
+	case st == parser.CsiParamState && c >= 0x3C && c <= 0x3F:
+		// A private marker after a parameter: malformed.
+		r.csiBad = true
+	case st == parser.CsiIntermediateState && c >= 0x30 && c <= 0x3F:
+		// A parameter byte after an intermediate: malformed, and
+		// ignored up to the final byte.
+		r.esc.Reset()
+		r.csiIgnore = true
+	default:
+		if st == parser.CsiEntryState || st == parser.CsiParamState {
+			switch {
+			case c >= '0' && c <= '9':
+				if r.csiFirst && r.csiParam < 1<<16 {
+					r.csiParam = r.csiParam*10 + int(c-'0')
+				}
+			case c == ';' || c == ':':
+				r.csiFirst = false
+			}
+		}
+		r.feed(byte(c))
+	}
+}
+
+// inControl reports whether st is inside an escape or control sequence (not
+// a string sequence).
+func inControl(st parser.State) bool {
+	switch st {
+	case parser.EscapeState, parser.EscapeIntermediateState, parser.CsiEntryState, parser.CsiParamState, parser.CsiIntermediateState:
+		return true
+	}
+	return false
+}
+
+// feed advances the escape parser by one ASCII byte.
+func (r *Renderer) feed(b byte) {
+	if r.esc == nil {
+		r.esc = new(ansi.Parser)
+		r.esc.SetParamsSize(parser.MaxParamsSize)
+		r.esc.SetDataSize(1) // the contents of string sequences are not kept
+		r.esc.SetHandler(ansi.Handler{HandleCsi: r.dispatchCSI, HandleEsc: r.dispatchEsc})
+	}
+	r.esc.Advance(b)
+	if r.esc.State() == parser.CsiEntryState && b == '[' {
+		r.csiBad, r.csiFirst, r.csiParam = false, true, 0
+	}
+}
+
+// dispatchEsc handles a complete ESC sequence: SS2 and SS3 (ESC N, ESC O)
+// drop the character after them; the others are only removed.
+func (r *Renderer) dispatchEsc(cmd ansi.Cmd) {
+	if cmd.Intermediate() == 0 && (cmd.Final() == 'N' || cmd.Final() == 'O') {
+		r.ss = true
+	}
 }
 
 // control handles a C0 control (step 3 and 4).
@@ -520,82 +571,13 @@ func (r *Renderer) control(c rune, emit func(Line)) {
 	// Others are dropped.
 }
 
-func (r *Renderer) startCSI() {
-	r.state = stCSIEntry
-	r.csiPrivate = false
-	r.csiInter = false
-	r.csiIndex = 0
-	r.csiParam = 0
-}
-
-// escape handles an ASCII byte 0x20–0x7E inside an escape or CSI sequence.
-func (r *Renderer) escape(b byte) {
-	switch r.state {
-	case stEsc:
-		switch {
-		case b == '[':
-			r.startCSI()
-		case b == ']':
-			r.state = stOSC
-		case b == 'P' || b == 'X' || b == '^' || b == '_':
-			r.state = stString
-		case b == 'N' || b == 'O':
-			r.state = stSS
-		case b < 0x30:
-			r.state = stEscInter
-		default:
-			r.state = stGround
-		}
-	case stEscInter:
-		if b >= 0x30 {
-			r.state = stGround
-		}
-	case stCSIEntry, stCSIParam:
-		switch {
-		case b >= '0' && b <= '9':
-			r.state = stCSIParam
-			if r.csiIndex == 0 && r.csiParam < 1<<16 {
-				r.csiParam = r.csiParam*10 + int(b-'0')
-			}
-		case b == ';' || b == ':':
-			r.state = stCSIParam
-			r.csiIndex++
-		case b >= 0x3C && b <= 0x3F:
-			if r.state == stCSIEntry {
-				r.state = stCSIParam
-				r.csiPrivate = true
-			} else {
-				r.state = stCSIIgnore
-			}
-		case b < 0x30:
-			r.state = stCSIInter
-			r.csiInter = true
-		default:
-			r.dispatchCSI(b)
-		}
-	case stCSIInter:
-		switch {
-		case b < 0x30:
-		case b < 0x40:
-			r.state = stCSIIgnore
-		default:
-			r.dispatchCSI(b)
-		}
-	case stCSIIgnore:
-		if b >= 0x40 {
-			r.state = stGround
-		}
-	}
-}
-
-// dispatchCSI ends a CSI sequence with final byte f. EL and CHA to column 1
-// act on the line (step 4); everything else is only removed.
-func (r *Renderer) dispatchCSI(f byte) {
-	r.state = stGround
-	if r.csiPrivate || r.csiInter {
+// dispatchCSI handles a complete CSI sequence. EL and CHA to column 1 act
+// on the line (step 4); everything else is only removed.
+func (r *Renderer) dispatchCSI(cmd ansi.Cmd, _ ansi.Params) {
+	if r.csiBad || cmd.Prefix() != 0 || cmd.Intermediate() != 0 {
 		return
 	}
-	switch f {
+	switch cmd.Final() {
 	case 'G': // CHA
 		if r.csiParam <= 1 {
 			r.pendingCR = true
