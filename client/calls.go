@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 
@@ -201,6 +203,18 @@ func (c *Client) agentToken(ctx context.Context, path string, body any) (AgentTo
 // working.
 func (c *Client) RemoveAgent(ctx context.Context, name string) error {
 	_, err := c.request(ctx, "DELETE", "/v1/agents/"+url.PathEscape(name), nil, nil)
+	return err
+}
+
+// Recording writes the PTY session id as an asciicast v2 file to w (GET
+// /v1/sessions/{id}/recording). A session without a terminal is an
+// *Error with code invalid_state.
+func (c *Client) Recording(ctx context.Context, id string, w io.Writer) error {
+	b, err := c.request(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/recording", nil, nil)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
 	return err
 }
 

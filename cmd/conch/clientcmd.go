@@ -139,6 +139,8 @@ type backend interface {
 	// follow calls fn with the session's output after since until the
 	// session ends, and returns its end state.
 	follow(ctx context.Context, id string, o followOpts, fn func(stream, text string)) (sessionEnd, error)
+	// recording writes a PTY session as an asciicast v2 file to w.
+	recording(ctx context.Context, id string, w io.Writer) error
 	// local is the in-process engine, or nil.
 	local() *engine.Engine
 	close()
@@ -285,6 +287,10 @@ func (g *globalFlags) connect() (backend, error) {
 // remoteBackend reaches an engine through its HTTP API.
 type remoteBackend struct{ c *client.Client }
 
+func (r *remoteBackend) recording(ctx context.Context, id string, w io.Writer) error {
+	return r.c.Recording(ctx, id, w)
+}
+
 func (r *remoteBackend) exec(ctx context.Context, p map[string]any) (client.Result, error) {
 	return r.c.Exec(ctx, p)
 }
@@ -314,6 +320,15 @@ func (r *remoteBackend) local() *engine.Engine { return nil }
 func (r *remoteBackend) close()                {}
 
 // localBackend runs an engine in this process.
+func (l *localBackend) recording(_ context.Context, id string, w io.Writer) error {
+	err := l.eng.Asciicast(l.agent, id, w)
+	var ae *apitype.Error
+	if errors.As(err, &ae) {
+		return &client.Error{Status: apitype.HTTPStatus(ae.Code), Code: ae.Code, Message: ae.Message}
+	}
+	return err
+}
+
 type localBackend struct {
 	eng      *engine.Engine
 	agent    string

@@ -123,7 +123,7 @@ func middleTruncate(s string, max int) string {
 // sessionSynopsis is the usage line of each session command.
 var sessionSynopsis = map[string]string{
 	"poll":   "poll ID [--since C] [--timeout MS] [--raw]",
-	"log":    "log ID [--offset N] [--limit N] [--since C] [-f] [--raw] [--stream S]",
+	"log":    "log ID [--offset N] [--limit N] [--since C] [-f] [--raw] [--stream S] [--format text|asciicast]",
 	"wait":   "wait ID [--until U[,U…]] [--pattern RE] [-i] [--since C] [--host H] [--port P] [--url U] [--path P] [--idle MS] [--timeout MS]",
 	"search": "search ID PATTERN [-i] [-C N] [--max N] [--since C]",
 	"screen": "screen ID",
@@ -168,7 +168,7 @@ func runSessionCommand(name string, args []string, stdout, stderr io.Writer) int
 	g := addGlobalFlags(fs)
 	var since, timeout, offset, limit, port, idle, context_, max_, delay optNum
 	var raw, follow, ignoreCase, eof, noBracket, submit bool
-	var stream, until, pattern, host, url, path, data, keys, hexes, literal, paste string
+	var stream, until, pattern, host, url, path, data, keys, hexes, literal, paste, format string
 	switch name {
 	case "poll":
 		fs.Var(&since, "since", "journal cursor to read from (default: what this agent has not polled yet)")
@@ -182,6 +182,7 @@ func runSessionCommand(name string, args []string, stdout, stderr io.Writer) int
 		fs.BoolVar(&follow, "follow", false, "keep printing new output until the session ends")
 		fs.BoolVar(&raw, "raw", false, "keep terminal escapes")
 		fs.StringVar(&stream, "stream", "", "both, stdout or stderr")
+		fs.StringVar(&format, "format", "text", "text, or asciicast: a PTY session's recording (asciicast v2) on stdout")
 	case "wait":
 		fs.StringVar(&until, "until", "", "exit (default), regex, port, http, file or idle; a comma list waits for the first")
 		fs.StringVar(&pattern, "pattern", "", "regular expression (until regex)")
@@ -225,6 +226,21 @@ func runSessionCommand(name string, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 	id := pos[0]
+	if name == "log" && format != "text" {
+		if format != "asciicast" {
+			fmt.Fprintf(stderr, "conch log: unknown --format %q (text or asciicast)\n", format)
+			return exitUsage
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, f := range []string{"offset", "limit", "since", "f", "follow", "raw", "stream"} {
+			if set[f] {
+				fmt.Fprintf(stderr, "conch log: --format asciicast writes the whole recording; it takes no --%s\n", f)
+				return exitUsage
+			}
+		}
+		return writeRecording(g, id, stdout, stderr)
+	}
 	p := map[string]any{"sessionId": id}
 	var calls []map[string]any // send may need several actions
 	switch name {
@@ -344,6 +360,27 @@ func runSessionCommand(name string, args []string, stdout, stderr io.Writer) int
 		return waitExitCode(decodeEnd(res), until)
 	case name == "log" && follow:
 		return followLog(ctx, be, g, res, id, followOpts{raw: raw, stream: stream}, stdout, stderr)
+	}
+	return exitOK
+}
+
+// writeRecording is conch log --format asciicast: the session's recording
+// on stdout.
+func writeRecording(g *globalFlags, id string, stdout, stderr io.Writer) int {
+	be, err := g.connect()
+	if err != nil {
+		fmt.Fprintf(stderr, "conch log: %v\n", err)
+		return exitForError(err)
+	}
+	defer be.close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := be.recording(ctx, id, stdout); err != nil {
+		if ctx.Err() != nil {
+			return exitInterrupted
+		}
+		fmt.Fprintf(stderr, "conch log: %v\n", err)
+		return exitForError(err)
 	}
 	return exitOK
 }

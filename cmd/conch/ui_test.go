@@ -469,6 +469,13 @@ func TestUIPTYTerminal(t *testing.T) {
 	b.shot("01-pty-terminal")
 	b.do("kill", chromedp.Click("#kill"))
 	b.wait("killed", `document.querySelector("#state-badge").innerText.includes("killed")`)
+	// A finished PTY session replays from its recording: the terminal is
+	// cleared (a marker put into every row goes) and the output drawn again.
+	b.wait("replay offered", `!!document.querySelector("#replay") && !document.querySelector("#replay").hidden`)
+	b.eval(`(() => { for (const d of document.querySelectorAll("#terminal .xterm-rows > div")) d.append("STALE-950"); return "" })()`)
+	b.do("replay", chromedp.Click("#replay"))
+	b.wait("replayed", `document.querySelector("#replay").textContent === "Replay" && (() => { const t = document.querySelector("#terminal .xterm-rows").textContent; return t.includes("pty-950>") && t.includes("got-it-950") && !t.includes("STALE-950"); })()`)
+	b.shot("02-pty-replayed")
 	eventually(t, 5*time.Second, func() string {
 		if p := pgrep(`^sleep 950\.3`); len(p) != 0 {
 			return fmt.Sprintf("sleep 950.3 still running: %v", p)

@@ -62,6 +62,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/sessions/{id}/clear", s.sessionAction("clear"))
 	m.HandleFunc("DELETE /v1/sessions/{id}", s.sessionAction("remove"))
 	m.HandleFunc("GET /v1/sessions/{id}/stream", s.stream)
+	m.HandleFunc("GET /v1/sessions/{id}/recording", s.recording)
 	m.HandleFunc("GET /v1/events", s.serveEvents)
 
 	m.HandleFunc("GET /v1/approvals", s.operator(s.listApprovals))
@@ -314,6 +315,36 @@ func (s *Server) sessionEntry(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeError(w, 404, "not_found", "No session found for "+r.PathValue("id"))
+}
+
+// recording is GET /v1/sessions/{id}/recording: a PTY session as an
+// asciicast v2 file.
+func (s *Server) recording(w http.ResponseWriter, r *http.Request) {
+	lw := &lazyHeaderWriter{w: w, header: func() {
+		w.Header().Set("Content-Type", "application/x-asciicast")
+		w.Header().Set("Content-Disposition", `attachment; filename="`+r.PathValue("id")+`.cast"`)
+	}}
+	err := s.eng.Asciicast(identityOf(r.Context()).agent, r.PathValue("id"), lw)
+	var ae *apitype.Error
+	if err != nil && !lw.wrote && errors.As(err, &ae) {
+		writeError(w, statusOf(ae.Code), ae.Code, ae.Message)
+	}
+}
+
+// lazyHeaderWriter sets the response headers at the first write, so that
+// an error found before any output can still answer with its own status.
+type lazyHeaderWriter struct {
+	w      http.ResponseWriter
+	header func()
+	wrote  bool
+}
+
+func (l *lazyHeaderWriter) Write(p []byte) (int, error) {
+	if !l.wrote {
+		l.wrote = true
+		l.header()
+	}
+	return l.w.Write(p)
 }
 
 // stream is GET /v1/sessions/{id}/stream: output as SSE, whole lines

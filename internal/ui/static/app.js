@@ -70,7 +70,8 @@
   }
 
   // api calls the /v1 API with the session cookie. opts.agent sets
-  // X-Conch-Agent (to address another agent's session).
+  // X-Conch-Agent (to address another agent's session); opts.text returns
+  // a body that is not JSON as text.
   async function api(method, path, body, opts) {
     const headers = { "Accept": "application/json" };
     if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -81,7 +82,7 @@
     let data = null;
     const ct = resp.headers.get("Content-Type") || "";
     if (ct.includes("json")) data = await resp.json().catch(() => null);
-    else await resp.text();
+    else { const text = await resp.text(); if (opts && opts.text && resp.ok) data = text; }
     if (!resp.ok) {
       const err = (data && data.error) || {};
       if (resp.status === 401 && !path.startsWith("/v1/ui/")) showLogin("Your session ended; sign in again.");
@@ -509,6 +510,7 @@
     const endNote = h("p", { id: "end-state", class: "muted", role: "status" });
     const killBtn = h("button", { class: "bad", type: "button", id: "kill", onclick: kill }, "Kill");
     const rmBtn = h("button", { type: "button", id: "remove", onclick: remove }, "Remove");
+    const replayBtn = h("button", { type: "button", id: "replay", hidden: true, title: "play the recorded output again, with its timing", onclick: () => replay() }, "Replay");
     const searchIn = h("input", { type: "search", id: "search", placeholder: "Search output (regex)", "aria-label": "Search output" });
     const results = h("div", { class: "results", id: "search-results" });
     const inputIn = h("input", { type: "text", id: "input", placeholder: "Text to send", "aria-label": "Input text", autocomplete: "off" });
@@ -516,7 +518,7 @@
     let entry = null, es = null, term = null, fit = null;
 
     main.append(title,
-      h("div", { class: "card" }, h("div", { class: "row" }, h("h1", { class: "mono", style: null }, id), h("span", { id: "state-badge" }), h("span", { class: "spacer" }), killBtn, rmBtn), info),
+      h("div", { class: "card" }, h("div", { class: "row" }, h("h1", { class: "mono", style: null }, id), h("span", { id: "state-badge" }), h("span", { class: "spacer" }), replayBtn, killBtn, rmBtn), info),
       out, endNote,
       h("div", { class: "card" },
         h("form", { class: "row", id: "input-form", onsubmit: (e) => { e.preventDefault(); send(inputIn.value, true); } },
@@ -552,6 +554,7 @@
       const running = s.state === "running";
       killBtn.disabled = !running;
       rmBtn.disabled = running;
+      replayBtn.hidden = !(s.pty && !running);
       // Input only reaches a running session.
       for (const el of document.querySelectorAll("#input-form input, #input-form button, #input-form select")) el.disabled = !running;
     }
@@ -613,6 +616,36 @@
       });
       es.onerror = () => { if (es && es.readyState === EventSource.CLOSED) { es = null; refresh(); } };
     }
+    // replay plays a finished PTY session's recording (asciicast v2, with
+    // the journal's timing; pauses longer than a second are cut to one)
+    // in the terminal. A second click stops it and shows the end at once.
+    let playing = null;
+    async function replay() {
+      if (playing) { playing.stop(); return; }
+      let cast;
+      try { cast = await api("GET", base + "/recording", undefined, Object.assign({ text: true }, opts)); } catch (ex) { toast(ex.message); return; }
+      const lines = cast.split("\n").filter(Boolean);
+      let hdr = {};
+      try { hdr = JSON.parse(lines[0]); } catch (_) { toast("The recording cannot be read."); return; }
+      const events = [];
+      for (const l of lines.slice(1)) {
+        try { const e = JSON.parse(l); if (e[1] === "o") events.push(e); } catch (_) { /* skip */ }
+      }
+      term.reset();
+      if (hdr.width && hdr.height) term.resize(hdr.width, hdr.height);
+      let i = 0, timer = null, at = 0;
+      const done = () => { clearTimeout(timer); playing = null; replayBtn.textContent = "Replay"; };
+      const step = () => {
+        while (i < events.length && events[i][0] <= at + 1e-3) term.write(events[i++][2]);
+        if (i >= events.length) { done(); return; }
+        const wait = Math.min(events[i][0] - at, 1);
+        at = events[i][0];
+        timer = setTimeout(step, wait * 1000);
+      };
+      playing = { stop: () => { while (i < events.length) term.write(events[i++][2]); done(); }, cancel: done };
+      replayBtn.textContent = "Stop replay";
+      step();
+    }
     async function post(suffix, body, okMsg) {
       try {
         const r = await api("POST", base + suffix, body, opts);
@@ -669,6 +702,7 @@
     page.close = () => {
       clearInterval(timer);
       if (es) es.close();
+      if (playing) playing.cancel();
       if (term) term.dispose();
       if (page.onResize) window.removeEventListener("resize", page.onResize);
     };
