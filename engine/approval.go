@@ -143,6 +143,7 @@ func (e *Engine) awaitDecision(s *session) {
 			return // withdrawn by the agent meanwhile
 		}
 		if cur.State != approvals.Pending {
+			e.traceApproval(s, cur)
 			e.emit("approval.resolved", s.agent, map[string]any{"id": cur.ID, "slug": cur.Slug, "decision": cur.Decision,
 				"decidedBy": cur.DecidedBy, "decidedAt": cur.DecidedAtMs, "sessionId": cur.SessionID})
 		}
@@ -168,6 +169,7 @@ func (e *Engine) awaitDecision(s *session) {
 			expired, _ := e.store.Expire(time.Now())
 			for _, x := range expired {
 				if x.ID == cur.ID && s.claim() {
+					e.traceApproval(s, x)
 					e.emit("approval.expired", s.agent, map[string]any{"id": x.ID, "askFallback": x.AskFallback})
 					e.timedOut(s, x)
 					return

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/hostenv"
@@ -27,9 +29,10 @@ import (
 
 // Exec runs the exec tool for agent (exec.md). The result is never a Go
 // error: failures are results with status "error" or "failed".
-func (e *Engine) Exec(ctx context.Context, agent string, p apitype.ExecParams) apitype.Result {
+func (e *Engine) Exec(ctx context.Context, agent string, p apitype.ExecParams) (res apitype.Result) {
 	start := time.Now()
-	var res apitype.Result
+	ctx, span := startExecSpan(ctx, agent, p)
+	defer func() { endExecSpan(span, res) }()
 	if p.IdempotencyKey != "" {
 		res = e.idempotent(ctx, agent, p, func() apitype.Result { return e.exec(ctx, agent, p) })
 	} else {
@@ -66,7 +69,8 @@ type plan struct {
 	envHash    string // of the request's env overrides
 	sandbox    *supervisor.SandboxSpec
 	sbInfo     *apitype.SandboxInfo
-	node       *nodeTarget // host=node only (node.go)
+	node       *nodeTarget       // host=node only (node.go)
+	trace      trace.SpanContext // the exec call's span, for the run's (trace.go)
 }
 
 func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) apitype.Result {
@@ -77,6 +81,7 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	if aerr != nil {
 		return execError(aerr)
 	}
+	pl.trace = trace.SpanContextFromContext(ctx)
 	if derr := e.diskFull(); derr != nil {
 		return execError(derr)
 	}
@@ -91,15 +96,18 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 		return execError(apitype.Errorf("preflight", "%s", msg))
 	}
 	var g gateResult
+	gateStart := time.Now()
 	if pl.host == "gateway" && pl.hostReason == "" {
 		// Host execution passes the policy gate; the implicit-sandbox
 		// fallback does not (hosts.md §1).
 		g = e.gate(agent, p, pl)
+		tracePolicy(ctx, gateStart, g)
 		if !g.run {
 			return g.result
 		}
 	} else if pl.node != nil {
 		g = e.nodeGate(agent, p, pl)
+		tracePolicy(ctx, gateStart, g)
 		if !g.run {
 			return g.result
 		}
@@ -111,6 +119,7 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	if !ok {
 		return res
 	}
+	traceSession(ctx, s.id)
 	if pl.window == 0 {
 		return e.background(s, pl)
 	}
@@ -544,6 +553,7 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		"host": pl.host, "pty": pl.pty, "startedAt": s.start.UnixMilli()})
 	e.wg.Add(1)
 	go e.track(s, h.Events, h.Close)
+	e.traceRun(s, pl.trace)
 	return nil
 }
 

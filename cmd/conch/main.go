@@ -163,6 +163,11 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 
+	stopTracing, ok := startTracing("mcp", stderr)
+	if !ok {
+		return exitUsage
+	}
+	defer stopTracing()
 	var srv *mcpserver.Server
 	eng, err := engine.New(engine.Options{
 		Home: *home, Workdir: *workdir, Mode: "mcp", Logger: log,

@@ -60,6 +60,11 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	stopTracing, ok := startTracing("node", stderr)
+	if !ok {
+		return exitUsage
+	}
+	defer stopTracing()
 	eng, err := engine.New(engine.Options{Home: *home, Mode: "node", Logger: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "conch node: %v\n", err)

@@ -90,6 +90,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	stopTracing, ok := startTracing("serve", stderr)
+	if !ok {
+		return exitUsage
+	}
+	defer stopTracing()
 	agents := auth.Open(*home)
 	// srv is set once the engine is up; engine and hub callbacks may run
 	// before (reattached sessions), hence the atomic.
