@@ -90,6 +90,14 @@ func allowedLeaf(pkg, dep string) bool {
 		return strings.HasPrefix(dep, "golang.org/x/sys/")
 	case mod + "/client":
 		return dep == mod+"/apitype"
+	case mod + "/internal/render", mod + "/internal/keys":
+		// The terminal-sequence parser (charmbracelet/x/ansi) and what it
+		// imports itself: character widths, graphemes, colours.
+		for _, p := range []string{"github.com/charmbracelet/x/ansi", "github.com/clipperhouse/", "github.com/lucasb-eyer/go-colorful", "github.com/mattn/go-runewidth", "github.com/rivo/uniseg"} {
+			if strings.HasPrefix(dep, p) {
+				return true
+			}
+		}
 	}
 	return false
 }

@@ -30,6 +30,7 @@ var writesInPlace = map[string]string{
 	"internal/approvals/lock_other.go:*":     "lock files",
 	"internal/auth/auth.go:update":           "the lock file of agents.json",
 	"internal/ledger/ledger.go:openOwn":      "the ledger's own files: its lock, HEAD (rewritten in place at a fixed size; ledger verify reports an empty or torn one) and segments (appended)",
+	"internal/sandbox/git.go:placeholder":    "an empty placeholder file git expects, nothing is read from it",
 	"internal/sandbox/git.go:placeholders":   "an empty placeholder file git expects, nothing is read from it",
 	"internal/sandbox/runas.go:stageMounts":  "empty mount targets on a private tmpfs",
 	"internal/nodehub/store.go:*":            "the lock file of the node store",
