@@ -67,6 +67,16 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	// Signals are caught from here on: a stop signal while the engine
+	// starts stops it once it has started (it answers the calls that
+	// arrived meanwhile), and a SIGHUP then re-reads config.json, instead
+	// of their default action ending the process.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	agents := auth.Open(*home)
 	// srv is set once the engine is up; engine and hub callbacks may run
 	// before (reattached sessions), hence the atomic.
@@ -196,11 +206,6 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "conch serve: listening on %s (MCP %s/mcp, API %s/v1, engine socket %s, %s)\n", base, base, base, sockPath, uiNote)
 	log.Info("serving", "listen", *listen, "home", eng.Home())
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for range hup {
 			if err := eng.Reload(); err != nil {
