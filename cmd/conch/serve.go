@@ -180,8 +180,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		log.Warn("engine socket unavailable", "err", err)
 	}
 	srvp.Store(srv)
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(h, slog.LevelDebug)}
-	ss := &http.Server{Handler: srv.SocketHandler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: httpIdleTimeout, ErrorLog: slog.NewLogLogger(h, slog.LevelDebug)}
+	ss := &http.Server{Handler: srv.SocketHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: httpIdleTimeout}
+	tcpCap, sockCap := connCaps()
+	ln = limitConns(ln, tcpCap)
+	if sock != nil {
+		sock = limitConns(sock, sockCap)
+	}
 	errc := make(chan error, 2)
 	go func() {
 		if useTLS {
@@ -266,8 +271,9 @@ func serveEngineSocket(eng *engine.Engine, log *slog.Logger) func() {
 		return nil
 	}
 	api := httpapi.New(httpapi.Options{Engine: eng, Home: eng.Home(), Agents: auth.Open(eng.Home()), Version: version(), Logger: log})
-	hs := &http.Server{Handler: api.SocketHandler(), ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(sock)
+	hs := &http.Server{Handler: api.SocketHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: httpIdleTimeout}
+	_, sockCap := connCaps()
+	go hs.Serve(limitConns(sock, sockCap))
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
