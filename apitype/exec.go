@@ -25,6 +25,12 @@ type ExecParams struct {
 	IdempotencyKey string            `json:"idempotencyKey,omitempty"`
 }
 
+// MaxCommandBytes is the longest command exec takes: the shell gets the
+// command as one argument, and Linux refuses an argument of 128 KiB or
+// more (MAX_ARG_STRLEN). It also bounds the nesting the policy's parser
+// recurses through (policy.MaxCommandBytes is the same).
+const MaxCommandBytes = 128<<10 - 1
+
 var execFields = map[string]bool{
 	"command": true, "workdir": true, "env": true, "yieldMs": true, "background": true,
 	"timeout": true, "timeoutSeconds": true, "pty": true, "host": true, "security": true,
@@ -47,6 +53,9 @@ func ParseExecParams(raw []byte) (ExecParams, *Error) {
 	p.Command = strings.TrimSpace(p.Command)
 	if p.Command == "" {
 		return p, Errorf(CodeInvalidArgument, "Provide a command to start.")
+	}
+	if len(p.Command) > MaxCommandBytes {
+		return p, Errorf(CodeInvalidArgument, "Invalid parameter \"command\": %d bytes, at most %d (the kernel's limit on one argument of a process: a longer command could not be started). Write a long script to a file and run the file.", len(p.Command), MaxCommandBytes)
 	}
 	for _, s := range []struct {
 		name string

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/conchsh/conch/apitype"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,6 +23,9 @@ var (
 // files (exec.md §9). It returns "" when the command passes or the check
 // does not apply.
 func preflight(command, cwd string) string {
+	if len(command) > apitype.MaxCommandBytes {
+		return "" // exec refuses it before; the parser's stack is bounded by the length
+	}
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(command), "")
 	if err != nil || len(f.Stmts) != 1 {
 		return ""

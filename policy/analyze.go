@@ -15,6 +15,7 @@ const (
 	reasonInvalidChar      = "invalid character"
 	reasonContinuation     = "line continuation"
 	reasonEmpty            = "empty command"
+	reasonTooLong          = "command longer than 131071 bytes"
 	reasonHeredocSubst     = "command substitution in unquoted heredoc"
 	reasonHeredocUnclosed  = "unterminated heredoc"
 	unsupportedPrefix      = "unsupported shell construct: "
@@ -69,6 +70,11 @@ type failure struct {
 func unsupported(what string, pos syntax.Pos) *failure {
 	return &failure{reason: unsupportedPrefix + what, pos: pos, off: -1}
 }
+
+// MaxCommandBytes is the longest command the analysis parses; longer ones
+// fail it (reasonTooLong). Linux refuses a longer argument anyway
+// (MAX_ARG_STRLEN is 128 KiB with its NUL).
+const MaxCommandBytes = 128<<10 - 1
 
 var parserPool = sync.Pool{New: func() any {
 	return syntax.NewParser(syntax.Variant(syntax.LangBash))
@@ -170,6 +176,12 @@ func (a *analysis) fail(src string, f *failure) {
 // bytes, line continuations (the parser drops them from literals) and
 // commands with nothing to run.
 func precheck(src string) *failure {
+	if len(src) > MaxCommandBytes {
+		// The parser recurses once per nesting level: a bound on the
+		// length bounds its stack (a few megabytes of nested $( would
+		// overflow it, which no recover catches).
+		return &failure{reason: reasonTooLong, off: -1}
+	}
 	if i := strings.IndexByte(src, 0); i >= 0 {
 		return &failure{reason: reasonInvalidChar, off: i}
 	}

@@ -253,3 +253,23 @@ func TestSegmentText(t *testing.T) {
 		t.Errorf("text %q", got)
 	}
 }
+
+// TestAnalyzeLengthCap: a command over MaxCommandBytes fails the analysis
+// before the parser sees it (deep nesting would overflow its stack); one
+// at the cap is parsed.
+func TestAnalyzeLengthCap(t *testing.T) {
+	deep := func(n int) string {
+		k := (n - 1) / 3
+		return "echo " + strings.Repeat("$(", k) + "x" + strings.Repeat(")", k)
+	}
+	if a := Analyze(deep(4 << 20)); a.OK || !strings.Contains(a.Reason, "longer than 131071") {
+		t.Fatalf("4 MiB of nesting: OK %v reason %q", a.OK, a.Reason)
+	}
+	cmd := deep(MaxCommandBytes - 5)
+	if len(cmd) > MaxCommandBytes {
+		t.Fatalf("generated %d bytes", len(cmd))
+	}
+	if a := Analyze(cmd); strings.Contains(a.Reason, "longer than") {
+		t.Fatalf("at the cap: %q", a.Reason)
+	}
+}

@@ -162,6 +162,15 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	// Signals are caught from here on: a stop signal while the engine
+	// starts stops it once it has started, and SIGHUP never ends the
+	// process (its default action).
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	stopTracing, ok := startTracing("mcp", stderr)
 	if !ok {
@@ -206,21 +215,19 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	srv = mcpserver.New(backend, mcpserver.Options{Agent: *agent, Version: version(), Logger: log})
 
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	if eng != nil {
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		go func() {
-			for range hup {
-				if err := eng.Reload(); err != nil {
-					log.Error("config reload failed; keeping the old configuration", "err", err)
-				}
+	go func() {
+		for range hup {
+			if eng == nil {
+				// A proxy's tool list is fixed at its start; the engine
+				// it proxies to reloads on its own SIGHUP.
+				log.Warn("SIGHUP: a proxying conch mcp does not reload config.json; send SIGHUP to the engine that holds the home")
+				continue
 			}
-		}()
-	}
+			if err := eng.Reload(); err != nil {
+				log.Error("config reload failed; keeping the old configuration", "err", err)
+			}
+		}
+	}()
 	stdio := mcpserver.NewStdio(stdin, stdout)
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
@@ -235,7 +242,8 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	case <-sig:
 	}
-	stopMCP(eng, srv, stdio, sig, log)
+	proxy, _ := backend.(*socketEngine)
+	stopMCP(eng, proxy, srv, stdio, sig, log)
 	cancelRun()
 	select {
 	case <-runErr:
@@ -249,9 +257,10 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // SDK drops the answers of calls still in flight when it closes). The
 // engine answers its calls at once (engine.Stop: an exec call in its yield
 // window returns running with its session id, and the command keeps
-// running); a proxy's calls are answered by the engine it proxies to, at
-// the latest when their yield windows end. A second signal stops waiting.
-func stopMCP(eng *engine.Engine, srv *mcpserver.Server, stdio *mcpserver.Stdio, sig <-chan os.Signal, log *slog.Logger) {
+// running); a proxy asks the engine it proxies to for the answers of its
+// calls at once (an engine too old for that answers them at the latest
+// when their yield windows end). A second signal stops waiting.
+func stopMCP(eng *engine.Engine, proxy *socketEngine, srv *mcpserver.Server, stdio *mcpserver.Stdio, sig <-chan os.Signal, log *slog.Logger) {
 	log.Info("stopping: answering the calls in flight")
 	srv.Stop()
 	// The longest yield window (120 s) and then some.
@@ -267,6 +276,11 @@ func stopMCP(eng *engine.Engine, srv *mcpserver.Server, stdio *mcpserver.Stdio, 
 	if eng != nil {
 		if err := eng.Stop(ctx); err != nil {
 			log.Warn("calls still in flight at exit", "err", err)
+		}
+	}
+	if proxy != nil {
+		if err := proxy.stopCalls(ctx); err != nil {
+			log.Warn("the engine could not be asked to answer the calls in flight now; waiting for their answers", "err", err)
 		}
 	}
 	if err := stdio.Answered(ctx); err != nil {

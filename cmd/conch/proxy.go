@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +23,9 @@ type socketEngine struct {
 	agent, workdir string
 	cfg            *config.Config
 	hc             *http.Client
+	// id names this proxy's calls (X-Conch-Proxy-Id), so that a stop can
+	// have the engine answer them at once (stopCalls).
+	id string
 }
 
 func newSocketEngine(sock, agent, workdir string, cfg *config.Config) *socketEngine {
@@ -28,7 +33,26 @@ func newSocketEngine(sock, agent, workdir string, cfg *config.Config) *socketEng
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
 	}}
-	return &socketEngine{agent: agent, workdir: workdir, cfg: cfg, hc: &http.Client{Transport: tr}}
+	var b [16]byte
+	rand.Read(b[:])
+	return &socketEngine{agent: agent, workdir: workdir, cfg: cfg, hc: &http.Client{Transport: tr}, id: hex.EncodeToString(b[:])}
+}
+
+// stopCalls asks the engine to answer this proxy's calls in flight now, as
+// it answers its own on a stop: an exec in its yield window returns
+// running with its session id and the command keeps running. Calls of this
+// proxy that reach the engine later are answered the same way.
+func (p *socketEngine) stopCalls(ctx context.Context) error {
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://engine/v1/proxies/"+p.id+"/stop", nil)
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("engine answered %s", resp.Status)
+	}
+	return nil
 }
 
 // ping reports whether the engine answers on the socket.
@@ -52,6 +76,7 @@ func (p *socketEngine) Call(ctx context.Context, agent, tool string, args json.R
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Conch-Agent", agent)
 	req.Header.Set("X-Conch-Proxy", "mcp")
+	req.Header.Set("X-Conch-Proxy-Id", p.id)
 	if p.workdir != "" {
 		req.Header.Set("X-Conch-Workdir", p.workdir)
 	}

@@ -95,6 +95,16 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer stopTracing()
+	// Signals are caught from here on: a stop signal while the engine
+	// starts stops it once it has started (it answers the calls that
+	// arrived meanwhile), and a SIGHUP then re-reads config.json, instead
+	// of their default action ending the process.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	agents := auth.Open(*home)
 	// srv is set once the engine is up; engine and hub callbacks may run
 	// before (reattached sessions), hence the atomic.
@@ -217,8 +227,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		log.Warn("engine socket unavailable", "err", err)
 	}
 	srvp.Store(srv)
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(h, slog.LevelDebug)}
-	ss := &http.Server{Handler: srv.SocketHandler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: httpIdleTimeout, ErrorLog: slog.NewLogLogger(h, slog.LevelDebug)}
+	ss := &http.Server{Handler: srv.SocketHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: httpIdleTimeout}
+	tcpCap, sockCap := connCaps()
+	ln = limitConns(ln, tcpCap)
+	if sock != nil {
+		sock = limitConns(sock, sockCap)
+	}
 	errc := make(chan error, 2)
 	go func() {
 		if useTLS {
@@ -250,11 +265,6 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "conch serve: listening on %s (MCP %s/mcp, API %s/v1, engine socket %s, %s%s)\n", base, base, base, sockPath, uiNote, metricsNote)
 	log.Info("serving", "listen", *listen, "home", eng.Home())
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for range hup {
 			if err := eng.Reload(); err != nil {
@@ -334,8 +344,9 @@ func serveEngineSocket(eng *engine.Engine, log *slog.Logger) func() {
 		return nil
 	}
 	api := httpapi.New(httpapi.Options{Engine: eng, Home: eng.Home(), Agents: auth.Open(eng.Home()), Version: version(), Logger: log})
-	hs := &http.Server{Handler: api.SocketHandler(), ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(sock)
+	hs := &http.Server{Handler: api.SocketHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: httpIdleTimeout}
+	_, sockCap := connCaps()
+	go hs.Serve(limitConns(sock, sockCap))
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -304,9 +305,10 @@ func TestKill9ServeWithCallInFlight(t *testing.T) {
 }
 
 // TestStopSignalMCPProxy: a conch mcp that proxies to conch serve answers
-// its calls in flight on SIGTERM too: the gateway answers them (at the
-// latest when their yield windows end), and their commands keep running
-// there, not killed as if the agent had given up.
+// its calls in flight on SIGTERM too, at once: it asks the gateway to
+// answer them now (their yield windows are far longer than the test
+// waits), and their commands keep running there, not killed as if the
+// agent had given up.
 func TestStopSignalMCPProxy(t *testing.T) {
 	home := newHome(t, "")
 	const mark = "924.1"
@@ -318,7 +320,7 @@ func TestStopSignalMCPProxy(t *testing.T) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
-			res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "sleep " + mark, "yieldMs": 3000}})
+			res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"command": "sleep " + mark, "yieldMs": 120000}})
 			var r result
 			if err == nil {
 				b, _ := json.Marshal(res.StructuredContent)
@@ -330,8 +332,10 @@ func TestStopSignalMCPProxy(t *testing.T) {
 	}
 	waitCommands(t, pattern, home, 2)
 	pid := c.cmd.Process.Pid
+	sent := time.Now()
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	ids := answered(t, out, 2)
+	t.Logf("answered %v after SIGTERM", time.Since(sent))
 	waitExit(t, pid, 30*time.Second)
 	if len(ids) != 2 {
 		t.Fatalf("answered running: %v", ids)
@@ -343,5 +347,149 @@ func TestStopSignalMCPProxy(t *testing.T) {
 	}
 	if p := pgrepHome(pattern, home); len(p) != 2 {
 		t.Errorf("commands running after the proxy stopped: %v", p)
+	}
+}
+
+// TestSIGHUPMCPProxy: SIGHUP does not end a proxying conch mcp (its
+// default action would, cutting its calls, which the gateway then treats
+// as cancelled by the agent and kills): the proxy logs that it does not
+// reload, its call in flight stays open and keeps its command, new calls
+// work, and a later SIGTERM answers the call with its running session.
+func TestSIGHUPMCPProxy(t *testing.T) {
+	home := newHome(t, "")
+	const mark = "925.1"
+	pattern := "^sleep " + mark
+	g := startGateway(t, home)
+	c := startConch(t, home)
+	out := callsInFlight(c, 1, "sleep "+mark)
+	waitCommands(t, pattern, home, 1)
+	pid := c.cmd.Process.Pid
+	if err := c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.exec(map[string]any{"command": "echo after-hup"}); !strings.Contains(r.Text, "after-hup") {
+		t.Fatalf("a call after SIGHUP: %q", r.Text)
+	}
+	select {
+	case o := <-out:
+		t.Fatalf("the call in flight ended at SIGHUP: %v %q", o.err, o.r.Text)
+	default:
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ids := answered(t, out, 1)
+	waitExit(t, pid, 30*time.Second)
+	if len(ids) != 1 {
+		t.Fatalf("answered running: %v", ids)
+	}
+	if code, m := g.do("GET", "/v1/sessions/"+ids[0], g.token, nil, nil); code != 200 || m["state"] != "running" {
+		t.Errorf("session %s on the gateway: %d %v", ids[0], code, m)
+	}
+	for _, r := range ledgerOf(t, home) {
+		if r["type"] == "end" && r["sessionId"] == ids[0] {
+			t.Errorf("ledger records an end of the call's session: %v", r)
+		}
+	}
+}
+
+// holdsLock reports whether pid has the home's engine lock open: its
+// engine is starting (signals are caught before it is taken).
+func holdsLock(pid int, home string) bool {
+	want := filepath.Join(home, "run", "engine.lock")
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && l == want {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSIGHUPDuringStartup: a SIGHUP (a service manager's reload) that
+// arrives while conch serve or conch mcp is still starting does not end it:
+// once started it serves as usual.
+func TestSIGHUPDuringStartup(t *testing.T) {
+	t.Run("serve", func(t *testing.T) {
+		home := newHome(t, "")
+		cmd := exec.Command(conchBin, "serve", "--home", home, "--listen", "127.0.0.1:0", "--log-level", "warn")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		base := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
+					base <- m[1]
+				}
+			}
+			close(base)
+		}()
+		t.Cleanup(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+			}
+		})
+		hupAtStart(t, cmd.Process.Pid, home)
+		var b string
+		select {
+		case b = <-base:
+		case <-time.After(60 * time.Second):
+		}
+		if b == "" {
+			t.Fatal("conch serve did not start after a SIGHUP during its start")
+		}
+		resp, err := http.Get(b + "/v1/health")
+		if err != nil {
+			t.Fatalf("health after a SIGHUP during the start: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("health after a SIGHUP during the start: %s", resp.Status)
+		}
+	})
+	t.Run("mcp", func(t *testing.T) {
+		home := newHome(t, "")
+		cmd := exec.Command(conchBin, "mcp", "--home", home)
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stdin.Close(); cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+		hupAtStart(t, cmd.Process.Pid, home)
+		fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil || !strings.Contains(line, `"id":1`) {
+			t.Fatalf("conch mcp after a SIGHUP during its start: %q %v", line, err)
+		}
+	})
+}
+
+// hupAtStart sends SIGHUP to pid as soon as its engine starts (it has
+// taken the home's lock, long before it serves).
+func hupAtStart(t *testing.T, pid int, home string) {
+	t.Helper()
+	// A tight loop: the window between the lock and the end of the
+	// start is a few milliseconds.
+	for deadline := time.Now().Add(20 * time.Second); !holdsLock(pid, home); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the engine has not started")
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -40,6 +40,7 @@ func (s *Server) routes() {
 		s.metricsH.ServeHTTP(w, r)
 	})
 	m.HandleFunc("POST /v1/exec", s.tool("exec"))
+	m.HandleFunc("POST /v1/proxies/{id}/stop", s.operator(s.stopProxy))
 	m.HandleFunc("POST /v1/process", s.tool("process"))
 	m.HandleFunc("POST /v1/apply_patch", s.tool("apply_patch"))
 	m.HandleFunc("GET /v1/sessions", func(w http.ResponseWriter, r *http.Request) {

@@ -90,6 +90,8 @@ type Server struct {
 
 	mu   sync.Mutex // guards mcps
 	mcps map[string]*mcpserver.Server
+
+	proxies proxyCalls // calls of proxying conch mcp processes (engine socket)
 }
 
 // New returns a server for opt.Engine.
@@ -274,6 +276,17 @@ func (s *Server) wrap(socket bool) http.Handler {
 		if wd := r.Header.Get("X-Conch-Workdir"); socket && wd != "" {
 			// Honoured on the engine socket only: a proxied conch mcp.
 			ctx = engine.WithWorkdir(ctx, wd)
+		}
+		if strings.HasPrefix(r.URL.Path, "/v1/proxies/") && !socket {
+			writeError(w, http.StatusNotFound, "not_found", "proxies are served on the engine socket only")
+			return
+		}
+		if pid := r.Header.Get("X-Conch-Proxy-Id"); socket && validProxyID(pid) && r.Method == http.MethodPost {
+			// A proxied conch mcp's call: answered at once when that
+			// proxy stops (POST /v1/proxies/{id}/stop).
+			var leave func()
+			ctx, leave = s.proxies.enter(ctx, pid)
+			defer leave()
 		}
 		if r.Method == http.MethodGet && s.eng != nil {
 			// GETs are where the streams are (events, a session's

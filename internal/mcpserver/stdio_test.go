@@ -47,3 +47,16 @@ func TestStdioAnswered(t *testing.T) {
 		t.Fatal("Answered did not return once every call was answered")
 	}
 }
+
+// TestStdioAnsweredNumberIDs: a request whose id is a fraction is answered
+// by the SDK with the id as an integer; that still counts as its answer.
+func TestStdioAnsweredNumberIDs(t *testing.T) {
+	s := NewStdio(nil, nil)
+	s.feed(&s.in, []byte(`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`+"\n"), true)
+	s.feed(&s.out, []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`+"\n"), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Answered(ctx); err != nil {
+		t.Fatalf("id 1.5 answered as 1: %v", err)
+	}
+}
