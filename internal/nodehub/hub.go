@@ -828,8 +828,8 @@ func (h *Hub) Remove(q string) (string, error) {
 		if !pending {
 			st.Paired = filter(st.Paired, func(p Paired) bool { return p.NodeID != id })
 			for sid, r := range st.Routes {
-				if r.NodeID == id && r.Removed {
-					delete(st.Routes, sid) // no node left to deliver its kill to
+				if r.NodeID == id {
+					delete(st.Routes, sid) // no node left to reach it through
 				}
 			}
 		}
@@ -847,6 +847,9 @@ func (h *Hub) Remove(q string) (string, error) {
 	}
 	if c != nil && !pending {
 		c.ws.Close(CloseRevoked, "node removed")
+	}
+	if !pending {
+		h.endSessionsOf(id)
 	}
 	h.emit("node.removed", map[string]any{"nodeId": id})
 	return id, nil
