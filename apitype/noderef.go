@@ -117,10 +117,26 @@ func ParseNodeRef(s string) (NodeRefOf, error) {
 	return NodeRefOf{NodeRefName, n}, nil
 }
 
+// IsRequestIDForm reports whether s has the form of a pairing request's
+// id (8-4-4-4-12 hex digits), which operator commands match before any
+// node reference.
+func IsRequestIDForm(s string) bool {
+	parts := strings.Split(s, "-")
+	if len(parts) != 5 {
+		return false
+	}
+	for i, n := range []int{8, 4, 4, 4, 12} {
+		if len(parts[i]) != n || !IsHex(parts[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // ValidNodeName checks a normalised node name: non-empty, at most
-// MaxNodeName characters, and not made only of hex digits (such a name
+// MaxNodeName characters, not made only of hex digits (such a name
 // could be read as an id or an id prefix, of this node or any other,
-// now or later). Normalised names hold only [a-z0-9-], so they never
+// now or later), and not of the form of a pairing request's id. Normalised names hold only [a-z0-9-], so they never
 // read as IP addresses either.
 func ValidNodeName(n string) error {
 	switch {
@@ -130,6 +146,8 @@ func ValidNodeName(n string) error {
 		return fmt.Errorf("invalid node name: longer than %d characters", MaxNodeName)
 	case IsHex(n):
 		return fmt.Errorf("invalid node name %q: a name made only of hex digits could be taken for a node id", n)
+	case IsRequestIDForm(n):
+		return fmt.Errorf("invalid node name %q: it has the form of a pairing request's id", n)
 	case n != NormalizeNodeName(n):
 		return fmt.Errorf("invalid node name %q", n)
 	}

@@ -449,6 +449,9 @@ func inviteHeld(st *State, hash string) bool {
 	return false
 }
 
+// newID returns a pairing request's id: 8-4-4-4-12 hex digits, a form
+// no node name may take (apitype.IsRequestIDForm), since approve and
+// remove match request ids before any node reference.
 func newID() string {
 	b := make([]byte, 16)
 	rand.Read(b)

@@ -74,18 +74,22 @@ func TestAssignName(t *testing.T) {
 	a, b := "aaaaaa111111111111111111", "bbbbbb222222222222222222"
 	st := &State{Paired: []Paired{{NodeID: a, Name: "build-1"}}}
 	cases := map[string]string{
-		"Build 1":                "build-1-bbbbbb", // taken
-		"web":                    "web",
-		a:                        "node-bbbbbb",
-		strings.ToUpper(a):       "node-bbbbbb",
-		a[:6]:                    "node-bbbbbb",
-		b[:8]:                    "node-bbbbbb",
-		"abc":                    "node-bbbbbb",
-		"42":                     "node-bbbbbb",
-		"10.0.0.1":               "10-0-0-1",
-		"":                       "node-bbbbbb",
-		"\u0430\u0431":           "node-bbbbbb", // Cyrillic only: nothing left
-		strings.Repeat("x", 300): strings.Repeat("x", apitype.MaxNodeName-len(b)-1),
+		"Build 1":          "build-1-bbbbbb", // taken
+		"web":              "web",
+		a:                  "node-bbbbbb",
+		strings.ToUpper(a): "node-bbbbbb",
+		a[:6]:              "node-bbbbbb",
+		b[:8]:              "node-bbbbbb",
+		"abc":              "node-bbbbbb",
+		"42":               "node-bbbbbb",
+		"10.0.0.1":         "10-0-0-1",
+		// A pairing request's id (which approve and remove match before
+		// any name) is not a name either.
+		"0a1b2c3d-0000-4000-8000-00000000ABCD": "node-bbbbbb",
+		"0a1b2c3d 0000 4000 8000 00000000abcd": "node-bbbbbb",
+		"":                                     "node-bbbbbb",
+		"\u0430\u0431":                         "node-bbbbbb", // Cyrillic only: nothing left
+		strings.Repeat("x", 300):               strings.Repeat("x", apitype.MaxNodeName-len(b)-1),
 	}
 	for proposed, want := range cases {
 		if got := st.assignName(proposed, b, true); got != want {
@@ -268,9 +272,21 @@ func checkFleet(t *testing.T, f *fleet) {
 			}
 		}
 	}
+	for _, p := range st.Paired {
+		for _, q := range st.Pending {
+			if p.Name == q.RequestID {
+				t.Errorf("name %q of %s is the id of the pairing request of %s", p.Name, p.NodeID, q.NodeID)
+			}
+		}
+	}
 	for _, p := range st.Pending {
 		if err := apitype.ValidNodeName(p.Name); err != nil {
 			t.Errorf("pending name %q: %v", p.Name, err)
+		}
+		for _, q := range st.Pending {
+			if p.Name == q.RequestID {
+				t.Errorf("pending name %q of %s is the id of the pairing request of %s", p.Name, p.NodeID, q.NodeID)
+			}
 		}
 		if o, ok := seen[p.Name]; ok {
 			t.Errorf("pending %s holds the name %q of paired %s", p.NodeID, p.Name, o)
@@ -465,7 +481,7 @@ func TestOperatorLookup(t *testing.T) {
 			t.Errorf("rename %q: %v, want %v", q, err, want)
 		}
 	}
-	for _, bad := range []string{a, a[:8], "beef", "42", "  ", "\u0430"} {
+	for _, bad := range []string{a, a[:8], "beef", "42", "  ", "\u0430", "0a1b2c3d-0000-4000-8000-00000000abcd"} {
 		if _, err := h.Rename(a, bad); err == nil {
 			t.Errorf("rename to %q accepted", bad)
 		}
