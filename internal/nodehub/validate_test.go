@@ -347,3 +347,67 @@ func TestBadFinishedEndsLost(t *testing.T) {
 		}
 	}
 }
+
+// TestFramesOfAnotherNode: through a real hub and WebSockets, a paired
+// node sending output and end states for a session that runs on another
+// node changes nothing of it; a second end state from the right node
+// does not replace the first.
+func TestFramesOfAnotherNode(t *testing.T) {
+	home, _ := os.MkdirTemp("", "nodehub")
+	defer os.RemoveAll(home)
+	h, err := New(Options{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	a, b := dialHostile(t, h, "honest"), dialHostile(t, h, "evil")
+	sock, _ := os.MkdirTemp("", "cnh")
+	defer os.RemoveAll(sock)
+	const sid = "calm-lake"
+	os.MkdirAll(supervisor.SessionDir(home, sid), 0o700)
+	started := make(chan error, 1)
+	go func() {
+		_, err := h.Start(a.id, supervisor.Spec{ID: sid, Agent: "main", Command: "true", Socket: filepath.Join(sock, "s.sock")},
+			apitype.NodeRunParams{SessionID: sid, Stream: true})
+		started <- err
+	}()
+	req := a.read("req")
+	a.send(apitype.Frame{Type: "res", ID: req.ID, OK: true, Payload: mustJSON(apitype.NodeRunReply{SessionID: sid, PID: 4242})})
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	// flush waits until the hub has handled every frame n sent before.
+	flush := func(n *hostile) {
+		n.send(apitype.Frame{Type: "req", ID: "flush", Method: "no.such"})
+		for {
+			if f := n.read("res"); f.ID == "flush" {
+				return
+			}
+		}
+	}
+	fin, _ := goodFinished()
+	fin.SessionID, fin.Exit = sid, nil
+	// The other node: output (both forms) and an end state for a's session.
+	b.send(apitype.Frame{Type: "event", Event: "exec.output", Payload: mustJSON(apitype.NodeOutput{SessionID: sid, Stream: "stdout", Data: []byte("EVIL"), Cursor: 4})})
+	if err := b.c.Write(b.ctx, websocket.MessageBinary, apitype.EncodeNodeOutput(apitype.NodeOutput{SessionID: sid, Stream: "stdout", Data: []byte("EVIL2"), Cursor: 9})); err != nil {
+		t.Fatal(err)
+	}
+	evil := fin
+	evil.ExitCode = ptr(66)
+	b.send(apitype.Frame{Type: "event", Event: "exec.finished", Payload: mustJSON(evil)})
+	flush(b)
+	if _, ok, _ := supervisor.ReadExit(supervisor.SessionDir(home, sid)); ok {
+		t.Fatalf("another node ended the session")
+	}
+	// The session's own node: its output, its end, then a second end.
+	a.send(apitype.Frame{Type: "event", Event: "exec.output", Payload: mustJSON(apitype.NodeOutput{SessionID: sid, Stream: "stdout", Data: []byte("hello"), Cursor: 5})})
+	a.send(apitype.Frame{Type: "event", Event: "exec.finished", Payload: mustJSON(fin)})
+	again := fin
+	again.ExitCode = ptr(9)
+	a.send(apitype.Frame{Type: "event", Event: "exec.finished", Payload: mustJSON(again)})
+	flush(a)
+	ex, ok, _ := supervisor.ReadExit(supervisor.SessionDir(home, sid))
+	if !ok || ex.State != "exited" || ex.ExitCode == nil || *ex.ExitCode != 3 || ex.OutputBytes != 5 {
+		t.Fatalf("end state: %+v (ok %v), want exited 3 after the node's 5 bytes", ex, ok)
+	}
+}
