@@ -182,10 +182,14 @@ func TestCheckOutputAndFrames(t *testing.T) {
 // hostile is a hand-driven node connected to a real hub over a real
 // WebSocket: it sends what a real node never sends.
 type hostile struct {
-	t   *testing.T
-	c   *websocket.Conn
-	ctx context.Context
-	id  string
+	t     *testing.T
+	c     *websocket.Conn
+	ctx   context.Context
+	id    string
+	url   string // of the hub's connect route
+	pub   ed25519.PublicKey
+	key   ed25519.PrivateKey
+	token string // the node token it was paired with
 }
 
 func dialHostile(t *testing.T, h *Hub, name string) *hostile {
@@ -206,7 +210,7 @@ func dialHostile(t *testing.T, h *Hub, name string) *hostile {
 	}
 	t.Cleanup(func() { c.CloseNow() })
 	c.SetReadLimit(8 << 20)
-	n := &hostile{t: t, c: c, ctx: ctx, id: apitype.NodeIDOf(pub)}
+	n := &hostile{t: t, c: c, ctx: ctx, id: apitype.NodeIDOf(pub), url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/nodes/connect", pub: pub, key: key}
 	var ch struct{ Nonce string }
 	json.Unmarshal(n.read("event").Payload, &ch)
 	hello := apitype.NodeHello{NodeID: n.id, PublicKey: base64.StdEncoding.EncodeToString(pub),
@@ -229,7 +233,9 @@ func dialHostile(t *testing.T, h *Hub, name string) *hostile {
 	if _, err := h.Approve(n.id); err != nil {
 		t.Fatal(err)
 	}
-	n.read("event") // node.paired
+	var paired struct{ NodeToken string }
+	json.Unmarshal(n.read("event").Payload, &paired) // node.paired
+	n.token = paired.NodeToken
 	return n
 }
 
@@ -409,5 +415,66 @@ func TestFramesOfAnotherNode(t *testing.T) {
 	ex, ok, _ := supervisor.ReadExit(supervisor.SessionDir(home, sid))
 	if !ok || ex.State != "exited" || ex.ExitCode == nil || *ex.ExitCode != 3 || ex.OutputBytes != 5 {
 		t.Fatalf("end state: %+v (ok %v), want exited 3 after the node's 5 bytes", ex, ok)
+	}
+}
+
+// TestHelloWithAnotherNodesToken: a paired node presenting another
+// node's token is refused whichever identity it claims: its own (the
+// token is not its), or the other's id and key (it cannot sign for
+// them); the other node keeps its connection and its name.
+func TestHelloWithAnotherNodesToken(t *testing.T) {
+	home, _ := os.MkdirTemp("", "nodehub")
+	defer os.RemoveAll(home)
+	h, err := New(Options{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	a, b := dialHostile(t, h, "honest"), dialHostile(t, h, "evil")
+	for name, mutate := range map[string]func(*apitype.NodeHello){
+		"own identity":       func(*apitype.NodeHello) {},
+		"other's id":         func(hl *apitype.NodeHello) { hl.NodeID = a.id },
+		"other's id and key": func(hl *apitype.NodeHello) { hl.NodeID, hl.PublicKey = a.id, base64.StdEncoding.EncodeToString(a.pub) },
+		"other's id and key, renamed": func(hl *apitype.NodeHello) {
+			hl.NodeID, hl.PublicKey, hl.Name = a.id, base64.StdEncoding.EncodeToString(a.pub), "evil"
+		},
+	} {
+		c, _, err := websocket.Dial(b.ctx, b.url, &websocket.DialOptions{HTTPHeader: map[string][]string{"Authorization": {"Bearer " + a.token}}})
+		if err != nil {
+			t.Fatalf("%s: dial: %v", name, err)
+		}
+		_, msg, err := c.Read(b.ctx)
+		if err != nil {
+			t.Fatalf("%s: challenge: %v", name, err)
+		}
+		var f apitype.Frame
+		json.Unmarshal(msg, &f)
+		var ch struct{ Nonce string }
+		json.Unmarshal(f.Payload, &ch)
+		hl := apitype.NodeHello{NodeID: b.id, PublicKey: base64.StdEncoding.EncodeToString(b.pub),
+			Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(b.key, apitype.NodeHelloMessage(ch.Nonce))), Name: "evil", Caps: []string{"system.run"}}
+		mutate(&hl)
+		c.Write(b.ctx, websocket.MessageText, mustJSON(apitype.Frame{Type: "req", ID: "h1", Method: "node.hello", Params: mustJSON(hl)}))
+		for {
+			_, msg, err = c.Read(b.ctx)
+			if err != nil {
+				break
+			}
+			if json.Unmarshal(msg, &f) == nil && f.Type == "res" && f.OK {
+				t.Fatalf("%s: hello accepted: %s", name, msg)
+			}
+		}
+		if code := websocket.CloseStatus(err); code != CloseAuth {
+			t.Fatalf("%s: closed with %d (%v), want %d", name, code, err, CloseAuth)
+		}
+	}
+	h.mu.Lock()
+	ca := h.conns[a.id]
+	h.mu.Unlock()
+	if ca == nil || ca.hello.PublicKey != base64.StdEncoding.EncodeToString(a.pub) {
+		t.Fatalf("the honest node lost its connection")
+	}
+	if ref, aerr := h.Select(a.id); aerr != nil || ref.ID != a.id || ref.Name != "honest" {
+		t.Fatalf("select the honest node: %+v %v", ref, aerr)
 	}
 }
