@@ -153,3 +153,21 @@ func ValidNodeName(n string) error {
 	}
 	return nil
 }
+
+// ValidNodeBinding checks a stored node binding (a config file's
+// tools.exec.node, an agent's exec defaults): a reference a run can
+// match, so not an id prefix (runs never match prefixes) and not a name
+// no node can hold.
+func ValidNodeBinding(s string) error {
+	r, err := ParseNodeRef(s)
+	if err != nil {
+		return err
+	}
+	switch r.Kind {
+	case NodeRefPrefix:
+		return fmt.Errorf("%q is an id prefix, which a binding never matches: give the node's full id (%d hex characters), its name or its IP", strings.TrimSpace(s), NodeIDLen)
+	case NodeRefName:
+		return ValidNodeName(r.Value)
+	}
+	return nil
+}
