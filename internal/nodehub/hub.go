@@ -871,6 +871,9 @@ func (h *Hub) Rename(q, name string) (Paired, error) {
 			return err
 		}
 		id := c.id
+		if h := foreignIDPart(n, id); h != "" {
+			return fmt.Errorf("invalid node name %q: %q reads as the start of another node's id (a part of 6 or more hex digits must start this node's id, %s)", n, h, id)
+		}
 		if st.nameTaken(n, id, true) {
 			return fmt.Errorf("%w: %s", ErrNameTaken, n)
 		}
