@@ -117,10 +117,26 @@ func ParseNodeRef(s string) (NodeRefOf, error) {
 	return NodeRefOf{NodeRefName, n}, nil
 }
 
+// IsRequestIDForm reports whether s has the form of a pairing request's
+// id (8-4-4-4-12 hex digits), which operator commands match before any
+// node reference.
+func IsRequestIDForm(s string) bool {
+	parts := strings.Split(s, "-")
+	if len(parts) != 5 {
+		return false
+	}
+	for i, n := range []int{8, 4, 4, 4, 12} {
+		if len(parts[i]) != n || !IsHex(parts[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // ValidNodeName checks a normalised node name: non-empty, at most
-// MaxNodeName characters, and not made only of hex digits (such a name
+// MaxNodeName characters, not made only of hex digits (such a name
 // could be read as an id or an id prefix, of this node or any other,
-// now or later). Normalised names hold only [a-z0-9-], so they never
+// now or later), and not of the form of a pairing request's id. Normalised names hold only [a-z0-9-], so they never
 // read as IP addresses either.
 func ValidNodeName(n string) error {
 	switch {
@@ -130,8 +146,28 @@ func ValidNodeName(n string) error {
 		return fmt.Errorf("invalid node name: longer than %d characters", MaxNodeName)
 	case IsHex(n):
 		return fmt.Errorf("invalid node name %q: a name made only of hex digits could be taken for a node id", n)
+	case IsRequestIDForm(n):
+		return fmt.Errorf("invalid node name %q: it has the form of a pairing request's id", n)
 	case n != NormalizeNodeName(n):
 		return fmt.Errorf("invalid node name %q", n)
+	}
+	return nil
+}
+
+// ValidNodeBinding checks a stored node binding (a config file's
+// tools.exec.node, an agent's exec defaults): a reference a run can
+// match, so not an id prefix (runs never match prefixes) and not a name
+// no node can hold.
+func ValidNodeBinding(s string) error {
+	r, err := ParseNodeRef(s)
+	if err != nil {
+		return err
+	}
+	switch r.Kind {
+	case NodeRefPrefix:
+		return fmt.Errorf("%q is an id prefix, which a binding never matches: give the node's full id (%d hex characters), its name or its IP", strings.TrimSpace(s), NodeIDLen)
+	case NodeRefName:
+		return ValidNodeName(r.Value)
 	}
 	return nil
 }

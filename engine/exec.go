@@ -959,6 +959,9 @@ func failureReason(ex supervisor.Exit, timeoutSec float64) string {
 	case supervisor.StateSignaled:
 		return fmt.Sprintf("Command aborted by signal %s", deref(ex.Signal))
 	case supervisor.StateLost:
+		if ex.Reason != "" {
+			return ex.Reason // a node session's: what the gateway knows of its loss
+		}
 		return "Command lost: its supervisor ended without recording an exit status."
 	}
 	if ex.Reason != "" {

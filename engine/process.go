@@ -289,6 +289,9 @@ func endLine(ex *supervisor.Exit) string {
 		}
 		return fmt.Sprintf("Process was killed by %s (signal %s).", deref(ex.KilledBy), sig)
 	case supervisor.StateLost:
+		if r, ok := strings.CutPrefix(ex.Reason, "Command lost: "); ok && !strings.HasPrefix(r, "its supervisor ended") {
+			return "Process lost: " + r // a node session's reason
+		}
 		return "Process lost (its supervisor ended without an exit status)."
 	case supervisor.StateDenied:
 		return "Not run: exec denied (" + ex.Reason + ")."

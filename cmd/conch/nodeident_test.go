@@ -200,3 +200,42 @@ func TestNodeKillWhileAwayRestart(t *testing.T) {
 		t.Fatalf("sleep 971.4 survived: %v", p)
 	}
 }
+
+// TestNodeRemovedEndsSessions removes a node while one of its sessions
+// runs: the gateway's session ends (lost, with the reason) instead of
+// showing "running" for ever to an agent that can no longer reach it,
+// and a restarted gateway does not mirror it again.
+func TestNodeRemovedEndsSessions(t *testing.T) {
+	t.Parallel()
+	gh := newHome(t, nodeGatewayConfig)
+	g := startNodeGateway(t, gh, "127.0.0.1:0")
+	_, id := pairNode(t, g, "doomed", nodeFullConfig)
+	r := execOK(t, g, map[string]any{"command": "sleep 971.6", "background": true})
+	sid := details(r)["sessionId"].(string)
+	eventually(t, 10*time.Second, func() string {
+		if len(pgrep("^sleep 971.6")) != 1 {
+			return "sleep 971.6 not running"
+		}
+		return ""
+	})
+	if out, code := runCLIHome(t, gh, "nodes", "remove", id); code != 0 {
+		t.Fatalf("remove: %d %s", code, out)
+	}
+	ended := func() {
+		t.Helper()
+		eventually(t, 15*time.Second, func() string {
+			_, m := g.tool("process", map[string]any{"action": "poll", "sessionId": sid})
+			if details(m)["state"] != "lost" || !strings.Contains(fmt.Sprint(m), "removed") {
+				return "session of the removed node not ended: " + fmt.Sprint(m)
+			}
+			return ""
+		})
+	}
+	ended()
+	b, _ := os.ReadFile(filepath.Join(gh, "nodes", "sessions.json"))
+	if strings.Contains(string(b), sid) {
+		t.Fatalf("nodes/sessions.json still routes the session: %s", b)
+	}
+	g = g.restartOn(strings.TrimPrefix(g.base, "http://"))
+	ended()
+}

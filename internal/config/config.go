@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/conchsh/conch/apitype"
 )
 
 // Config is the whole file. The zero value is the default configuration.
@@ -277,7 +279,20 @@ func (e Exec) validate(prefix string) error {
 		oneOf(prefix+".security", e.Security, "deny", "allowlist", "full"),
 		oneOf(prefix+".ask", e.Ask, "off", "on-miss", "always"),
 		oneOf(prefix+".askFallback", e.AskFallback, "deny", "allowlist", "full"),
+		nodeBinding(prefix+".node", e.Node),
 	)
+}
+
+// nodeBinding checks a node binding: one a run can match (never an id
+// prefix, never a name no node can hold).
+func nodeBinding(key, v string) error {
+	if v == "" {
+		return nil
+	}
+	if err := apitype.ValidNodeBinding(v); err != nil {
+		return fmt.Errorf("%s: %v", key, err)
+	}
+	return nil
 }
 
 // validateRetained checks that agent's resolved quotas keep at least as

@@ -63,10 +63,24 @@ func TestStrict(t *testing.T) {
 		`{"ledger":{"forward":{"network":"tcp"}}}`:                `ledger.forward.address: network tcp needs host:port`,
 		`{"ledger":{"forward":{"adress":"x"}}}`:                   "unknown field",
 		`{} {}`:                                                   "trailing data",
+		`{"tools":{"exec":{"node":"abcdef123456"}}}`:              `tools.exec.node: "abcdef123456" is an id prefix`,
+		`{"agents":{"x":{"tools":{"exec":{"node":"cafe"}}}}}`:     `agents.x.tools.exec.node: invalid node name "cafe"`,
+		`{"tools":{"exec":{"node":"name:BEEF"}}}`:                 `tools.exec.node: invalid node name "beef"`,
+		`{"tools":{"exec":{"node":"id:abcdef"}}}`:                 `tools.exec.node: invalid node id`,
+		`{"tools":{"exec":{"node":"!!"}}}`:                        `tools.exec.node: invalid node reference`,
 	} {
 		_, err := Parse([]byte(in))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%s) = %v, want %q", in, err, want)
+		}
+	}
+}
+
+// TestNodeBindingForms: the node bindings a run can match are accepted.
+func TestNodeBindingForms(t *testing.T) {
+	for _, v := range []string{"build-1", "Build 1", "691827582ED53735090F1478", "id:691827582ed53735090f1478", "10.0.0.2", "::1", "ip:10.0.0.2", "name:web"} {
+		if _, err := Parse([]byte(`{"tools":{"exec":{"node":"` + v + `"}}}`)); err != nil {
+			t.Errorf("node %q: %v", v, err)
 		}
 	}
 }

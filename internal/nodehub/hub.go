@@ -449,6 +449,9 @@ func inviteHeld(st *State, hash string) bool {
 	return false
 }
 
+// newID returns a pairing request's id: 8-4-4-4-12 hex digits, a form
+// no node name may take (apitype.IsRequestIDForm), since approve and
+// remove match request ids before any node reference.
 func newID() string {
 	b := make([]byte, 16)
 	rand.Read(b)
@@ -828,8 +831,8 @@ func (h *Hub) Remove(q string) (string, error) {
 		if !pending {
 			st.Paired = filter(st.Paired, func(p Paired) bool { return p.NodeID != id })
 			for sid, r := range st.Routes {
-				if r.NodeID == id && r.Removed {
-					delete(st.Routes, sid) // no node left to deliver its kill to
+				if r.NodeID == id {
+					delete(st.Routes, sid) // no node left to reach it through
 				}
 			}
 		}
@@ -848,6 +851,9 @@ func (h *Hub) Remove(q string) (string, error) {
 	if c != nil && !pending {
 		c.ws.Close(CloseRevoked, "node removed")
 	}
+	if !pending {
+		h.endSessionsOf(id)
+	}
 	h.emit("node.removed", map[string]any{"nodeId": id})
 	return id, nil
 }
@@ -865,6 +871,9 @@ func (h *Hub) Rename(q, name string) (Paired, error) {
 			return err
 		}
 		id := c.id
+		if h := foreignIDPart(n, id); h != "" {
+			return fmt.Errorf("invalid node name %q: %q reads as the start of another node's id (a part of 6 or more hex digits must start this node's id, %s)", n, h, id)
+		}
 		if st.nameTaken(n, id, true) {
 			return fmt.Errorf("%w: %s", ErrNameTaken, n)
 		}

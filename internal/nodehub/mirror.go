@@ -130,6 +130,7 @@ func (h *Hub) restore() {
 		return
 	}
 	var gone []string
+	var orphans []*mirror // of nodes no longer paired
 	paired := map[string]bool{}
 	for _, p := range st.Paired {
 		paired[p.NodeID] = true
@@ -171,6 +172,9 @@ func (h *Hub) restore() {
 		meta.SupervisorPID, meta.SupervisorStartTime = os.Getpid(), supervisor.StartTime(os.Getpid())
 		supervisor.WriteJSON(supervisor.MetaPath(dir), meta)
 		h.mirrors[id] = m
+		if !paired[r.NodeID] {
+			orphans = append(orphans, m)
+		}
 	}
 	if len(gone) > 0 {
 		h.store.Update(func(st *State) error {
@@ -179,6 +183,33 @@ func (h *Hub) restore() {
 			}
 			return nil
 		})
+	}
+	for _, m := range orphans {
+		m.end(removedExit(m.nodeID))
+	}
+}
+
+// removedExit is the end state of a session whose node was removed
+// before it reported the end: no node can be reached to learn it.
+func removedExit(nodeID string) supervisor.Exit {
+	return supervisor.Exit{State: supervisor.StateLost, EndedAt: time.Now().UnixMilli(),
+		Reason: fmt.Sprintf("Command lost: node %s was removed from the gateway before the command ended; it may still run on that machine.", nodeID)}
+}
+
+// endSessionsOf ends the mirrored sessions of a removed node as lost: no
+// connection can bring their end state any more, and an agent waiting on
+// one must not wait for ever.
+func (h *Hub) endSessionsOf(nodeID string) {
+	h.mu.Lock()
+	var ms []*mirror
+	for _, m := range h.mirrors {
+		if m.nodeID == nodeID {
+			ms = append(ms, m)
+		}
+	}
+	h.mu.Unlock()
+	for _, m := range ms {
+		m.end(removedExit(nodeID))
 	}
 }
 

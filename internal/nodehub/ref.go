@@ -132,6 +132,9 @@ func (st *State) nameTaken(n, id string, pending bool) bool {
 // proposal is the node's, the rules are the gateway's.
 func (st *State) assignName(proposed, id string, pending bool) string {
 	n := apitype.NormalizeNodeName(proposed)
+	if !apitype.IsRequestIDForm(n) { // refused whole below
+		n = dropForeignIDParts(n, id)
+	}
 	if len(n) > apitype.MaxNodeName-(len(id)+1) {
 		n = strings.TrimRight(n[:apitype.MaxNodeName-(len(id)+1)], "-")
 	}
@@ -144,6 +147,40 @@ func (st *State) assignName(proposed, id string, pending bool) string {
 		}
 	}
 	return "node-" + id
+}
+
+// foreignIDPart returns the first part of name n (between dashes) that
+// reads as the start of a node id (6 or more hex digits) but is not the
+// start of id, the holder's own: "node-3f2a9c" or "web-3f2a9c" held by
+// another node than 3f2a9c… would pass for that node's (the forms the
+// gateway gives: node-<id>, <name>-<id>). "" when there is none.
+func foreignIDPart(n, id string) string {
+	for _, part := range strings.Split(n, "-") {
+		if len(part) >= 6 && apitype.IsHex(part) && !strings.HasPrefix(id, part) {
+			return part
+		}
+	}
+	return ""
+}
+
+// dropForeignIDParts removes from a proposed name the parts that would
+// pass for another node's id (foreignIDPart); "node" alone left of
+// node-<another id> is dropped too (the fallback name follows).
+func dropForeignIDParts(n, id string) string {
+	if foreignIDPart(n, id) == "" {
+		return n
+	}
+	var keep []string
+	for _, part := range strings.Split(n, "-") {
+		if foreignIDPart(part, id) == "" {
+			keep = append(keep, part)
+		}
+	}
+	n = strings.Join(keep, "-")
+	if n == "node" {
+		return ""
+	}
+	return n
 }
 
 func short(id string, n int) string {
@@ -165,7 +202,7 @@ func (st *State) fixNames() []string {
 		for _, q := range st.Paired[:i] {
 			dup = dup || q.Name == n
 		}
-		if apitype.ValidNodeName(n) == nil && !dup && n == p.Name {
+		if apitype.ValidNodeName(n) == nil && !dup && n == p.Name && foreignIDPart(n, p.NodeID) == "" {
 			continue
 		}
 		old := p.Name
@@ -178,7 +215,7 @@ func (st *State) fixNames() []string {
 	for i := range st.Pending {
 		p := &st.Pending[i]
 		n := apitype.NormalizeNodeName(p.Name)
-		if apitype.ValidNodeName(n) == nil && n == p.Name && !st.nameTaken(n, p.NodeID, false) {
+		if apitype.ValidNodeName(n) == nil && n == p.Name && !st.nameTaken(n, p.NodeID, false) && foreignIDPart(n, p.NodeID) == "" {
 			continue
 		}
 		p.Name = ""

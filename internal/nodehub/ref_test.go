@@ -74,18 +74,32 @@ func TestAssignName(t *testing.T) {
 	a, b := "aaaaaa111111111111111111", "bbbbbb222222222222222222"
 	st := &State{Paired: []Paired{{NodeID: a, Name: "build-1"}}}
 	cases := map[string]string{
-		"Build 1":                "build-1-bbbbbb", // taken
-		"web":                    "web",
-		a:                        "node-bbbbbb",
-		strings.ToUpper(a):       "node-bbbbbb",
-		a[:6]:                    "node-bbbbbb",
-		b[:8]:                    "node-bbbbbb",
-		"abc":                    "node-bbbbbb",
-		"42":                     "node-bbbbbb",
-		"10.0.0.1":               "10-0-0-1",
-		"":                       "node-bbbbbb",
-		"\u0430\u0431":           "node-bbbbbb", // Cyrillic only: nothing left
-		strings.Repeat("x", 300): strings.Repeat("x", apitype.MaxNodeName-len(b)-1),
+		"Build 1":          "build-1-bbbbbb", // taken
+		"web":              "web",
+		a:                  "node-bbbbbb",
+		strings.ToUpper(a): "node-bbbbbb",
+		a[:6]:              "node-bbbbbb",
+		b[:8]:              "node-bbbbbb",
+		"abc":              "node-bbbbbb",
+		"42":               "node-bbbbbb",
+		"10.0.0.1":         "10-0-0-1",
+		// A pairing request's id (which approve and remove match before
+		// any name) is not a name either.
+		"0a1b2c3d-0000-4000-8000-00000000ABCD": "node-bbbbbb",
+		"0a1b2c3d 0000 4000 8000 00000000abcd": "node-bbbbbb",
+		// Another node's fallback name or suffix (its id's first
+		// characters) is not taken; the node's own is.
+		"node-" + a[:6]:                  "node-bbbbbb",
+		"Node " + strings.ToUpper(a[:8]): "node-bbbbbb",
+		"web-" + a[:6]:                   "web",
+		a[:6] + "-web":                   "web",
+		"web-" + a[:6] + "-x":            "web-x",
+		"node-" + b[:6]:                  "node-bbbbbb",
+		"web-" + b[:12]:                  "web-" + b[:12],
+		"web-cafe":                       "web-cafe",
+		"":                               "node-bbbbbb",
+		"\u0430\u0431":                   "node-bbbbbb", // Cyrillic only: nothing left
+		strings.Repeat("x", 300):         strings.Repeat("x", apitype.MaxNodeName-len(b)-1),
 	}
 	for proposed, want := range cases {
 		if got := st.assignName(proposed, b, true); got != want {
@@ -146,7 +160,13 @@ func genFleet(t *testing.T, rng *rand.Rand) *fleet {
 			}
 			return xs[rng.Intn(len(xs))]
 		}
-		switch rng.Intn(13) {
+		switch rng.Intn(15) {
+		case 11:
+			id := pick(ids)
+			return "node-" + id[:min(len(id), 6+rng.Intn(7))] // another node's fallback name
+		case 12:
+			id := pick(ids)
+			return pick(names) + "-" + id[:min(len(id), 6+rng.Intn(7))] // another node's suffix
 		case 0:
 			return pick(ids)
 		case 1:
@@ -268,12 +288,36 @@ func checkFleet(t *testing.T, f *fleet) {
 			}
 		}
 	}
+	for _, p := range st.Paired {
+		for _, q := range st.Pending {
+			if p.Name == q.RequestID {
+				t.Errorf("name %q of %s is the id of the pairing request of %s", p.Name, p.NodeID, q.NodeID)
+			}
+		}
+	}
 	for _, p := range st.Pending {
 		if err := apitype.ValidNodeName(p.Name); err != nil {
 			t.Errorf("pending name %q: %v", p.Name, err)
 		}
+		for _, q := range st.Pending {
+			if p.Name == q.RequestID {
+				t.Errorf("pending name %q of %s is the id of the pairing request of %s", p.Name, p.NodeID, q.NodeID)
+			}
+		}
 		if o, ok := seen[p.Name]; ok {
 			t.Errorf("pending %s holds the name %q of paired %s", p.NodeID, p.Name, o)
+		}
+	}
+	// No name carries another node's id: every part of 6 or more hex
+	// digits is a prefix of the holder's own id.
+	for _, p := range st.Paired {
+		if h := foreignIDPart(p.Name, p.NodeID); h != "" {
+			t.Errorf("name %q of %s carries %q, not a prefix of its id", p.Name, p.NodeID, h)
+		}
+	}
+	for _, p := range st.Pending {
+		if h := foreignIDPart(p.Name, p.NodeID); h != "" {
+			t.Errorf("pending name %q of %s carries %q, not a prefix of its id", p.Name, p.NodeID, h)
 		}
 	}
 	byID := map[string]Paired{}
@@ -416,10 +460,10 @@ func resolvedBy(st *State, q string, c cand) bool {
 // when the hub opens it, before any lookup.
 func TestLegacyNamesRewritten(t *testing.T) {
 	home := t.TempDir()
-	a, b, c := "aaaaaa111111111111111111", "bbbbbb222222222222222222", "cccccc333333333333333333"
+	a, b, c, d := "aaaaaa111111111111111111", "bbbbbb222222222222222222", "cccccc333333333333333333", "dddddd444444444444444444"
 	os.MkdirAll(filepath.Join(home, "nodes"), 0o700)
 	supervisor.WriteJSON(filepath.Join(home, "nodes", "paired.json"), []Paired{
-		{NodeID: a, Name: "n1"}, {NodeID: b, Name: a}, {NodeID: c, Name: "n1"},
+		{NodeID: a, Name: "n1"}, {NodeID: b, Name: a}, {NodeID: c, Name: "n1"}, {NodeID: d, Name: "node-aaaaaa"},
 	})
 	h := testHub(t, home)
 	st, _ := h.store.Read()
@@ -427,7 +471,7 @@ func TestLegacyNamesRewritten(t *testing.T) {
 	for _, p := range st.Paired {
 		got[p.NodeID] = p.Name
 	}
-	if got[a] != "n1" || got[b] != "node-bbbbbb" || got[c] != "n1-cccccc" {
+	if got[a] != "n1" || got[b] != "node-bbbbbb" || got[c] != "n1-cccccc" || got[d] != "node-dddddd" {
 		t.Fatalf("names after repair: %v", got)
 	}
 	h.conns[a] = &conn{hello: apitype.NodeHello{NodeID: a, Caps: []string{"system.run"}}}
@@ -465,7 +509,7 @@ func TestOperatorLookup(t *testing.T) {
 			t.Errorf("rename %q: %v, want %v", q, err, want)
 		}
 	}
-	for _, bad := range []string{a, a[:8], "beef", "42", "  ", "\u0430"} {
+	for _, bad := range []string{a, a[:8], "beef", "42", "  ", "\u0430", "0a1b2c3d-0000-4000-8000-00000000abcd", "node-123456", "web-abcdef2"} {
 		if _, err := h.Rename(a, bad); err == nil {
 			t.Errorf("rename to %q accepted", bad)
 		}

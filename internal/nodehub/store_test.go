@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/supervisor"
 )
 
 func TestStoreInvitesAndApprove(t *testing.T) {
@@ -73,5 +74,43 @@ func TestNodeOutputFrame(t *testing.T) {
 		if _, err := apitype.DecodeNodeOutput(bad); err == nil {
 			t.Errorf("decoded %q", bad)
 		}
+	}
+}
+
+// TestRestoreRouteOfRemovedNode: a route left in nodes/sessions.json for
+// a node that is no longer paired (removed while no gateway ran, or by an
+// earlier conch) is not mirrored for ever: the session ends as lost, with
+// the reason, and the route is dropped.
+func TestRestoreRouteOfRemovedNode(t *testing.T) {
+	home := t.TempDir()
+	paired, gone := "aaaaaa111111111111111111", "bbbbbb222222222222222222"
+	s, _ := OpenStore(home)
+	for sid, node := range map[string]string{"s-kept": paired, "s-gone": gone} {
+		dir := supervisor.SessionDir(home, sid)
+		os.MkdirAll(dir, 0o700)
+		if err := supervisor.WriteJSON(supervisor.MetaPath(dir), supervisor.Meta{ID: sid, Host: "node", NodeID: node, State: "running", Socket: filepath.Join(dir, "s")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Update(func(st *State) error {
+		st.Paired = []Paired{{NodeID: paired, Name: "kept"}}
+		st.Routes["s-kept"] = Route{NodeID: paired, Agent: "main"}
+		st.Routes["s-gone"] = Route{NodeID: gone, Agent: "main"}
+		return nil
+	})
+	h := testHub(t, home)
+	ex, ok, _ := supervisor.ReadExit(supervisor.SessionDir(home, "s-gone"))
+	if !ok || !ex.Final || ex.State != supervisor.StateLost || !strings.Contains(ex.Reason, "removed") {
+		t.Fatalf("session of a removed node: %+v %v", ex, ok)
+	}
+	if _, ok, _ := supervisor.ReadExit(supervisor.SessionDir(home, "s-kept")); ok {
+		t.Fatalf("session of a paired node ended")
+	}
+	st, _ := h.store.Read()
+	if _, ok := st.Routes["s-gone"]; ok {
+		t.Fatalf("route of a removed node kept: %v", st.Routes)
+	}
+	if _, ok := st.Routes["s-kept"]; !ok {
+		t.Fatalf("route of a paired node dropped: %v", st.Routes)
 	}
 }

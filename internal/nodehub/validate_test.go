@@ -182,10 +182,14 @@ func TestCheckOutputAndFrames(t *testing.T) {
 // hostile is a hand-driven node connected to a real hub over a real
 // WebSocket: it sends what a real node never sends.
 type hostile struct {
-	t   *testing.T
-	c   *websocket.Conn
-	ctx context.Context
-	id  string
+	t     *testing.T
+	c     *websocket.Conn
+	ctx   context.Context
+	id    string
+	url   string // of the hub's connect route
+	pub   ed25519.PublicKey
+	key   ed25519.PrivateKey
+	token string // the node token it was paired with
 }
 
 func dialHostile(t *testing.T, h *Hub, name string) *hostile {
@@ -206,7 +210,7 @@ func dialHostile(t *testing.T, h *Hub, name string) *hostile {
 	}
 	t.Cleanup(func() { c.CloseNow() })
 	c.SetReadLimit(8 << 20)
-	n := &hostile{t: t, c: c, ctx: ctx, id: apitype.NodeIDOf(pub)}
+	n := &hostile{t: t, c: c, ctx: ctx, id: apitype.NodeIDOf(pub), url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/nodes/connect", pub: pub, key: key}
 	var ch struct{ Nonce string }
 	json.Unmarshal(n.read("event").Payload, &ch)
 	hello := apitype.NodeHello{NodeID: n.id, PublicKey: base64.StdEncoding.EncodeToString(pub),
@@ -229,7 +233,9 @@ func dialHostile(t *testing.T, h *Hub, name string) *hostile {
 	if _, err := h.Approve(n.id); err != nil {
 		t.Fatal(err)
 	}
-	n.read("event") // node.paired
+	var paired struct{ NodeToken string }
+	json.Unmarshal(n.read("event").Payload, &paired) // node.paired
+	n.token = paired.NodeToken
 	return n
 }
 
@@ -345,5 +351,130 @@ func TestBadFinishedEndsLost(t *testing.T) {
 		if ex.DurationMs < 0 || ex.OutputBytes < 0 {
 			t.Errorf("%s: negative numbers stored: %+v", field, ex)
 		}
+	}
+}
+
+// TestFramesOfAnotherNode: through a real hub and WebSockets, a paired
+// node sending output and end states for a session that runs on another
+// node changes nothing of it; a second end state from the right node
+// does not replace the first.
+func TestFramesOfAnotherNode(t *testing.T) {
+	home, _ := os.MkdirTemp("", "nodehub")
+	defer os.RemoveAll(home)
+	h, err := New(Options{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	a, b := dialHostile(t, h, "honest"), dialHostile(t, h, "evil")
+	sock, _ := os.MkdirTemp("", "cnh")
+	defer os.RemoveAll(sock)
+	const sid = "calm-lake"
+	os.MkdirAll(supervisor.SessionDir(home, sid), 0o700)
+	started := make(chan error, 1)
+	go func() {
+		_, err := h.Start(a.id, supervisor.Spec{ID: sid, Agent: "main", Command: "true", Socket: filepath.Join(sock, "s.sock")},
+			apitype.NodeRunParams{SessionID: sid, Stream: true})
+		started <- err
+	}()
+	req := a.read("req")
+	a.send(apitype.Frame{Type: "res", ID: req.ID, OK: true, Payload: mustJSON(apitype.NodeRunReply{SessionID: sid, PID: 4242})})
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	// flush waits until the hub has handled every frame n sent before.
+	flush := func(n *hostile) {
+		n.send(apitype.Frame{Type: "req", ID: "flush", Method: "no.such"})
+		for {
+			if f := n.read("res"); f.ID == "flush" {
+				return
+			}
+		}
+	}
+	fin, _ := goodFinished()
+	fin.SessionID, fin.Exit = sid, nil
+	// The other node: output (both forms) and an end state for a's session.
+	b.send(apitype.Frame{Type: "event", Event: "exec.output", Payload: mustJSON(apitype.NodeOutput{SessionID: sid, Stream: "stdout", Data: []byte("EVIL"), Cursor: 4})})
+	if err := b.c.Write(b.ctx, websocket.MessageBinary, apitype.EncodeNodeOutput(apitype.NodeOutput{SessionID: sid, Stream: "stdout", Data: []byte("EVIL2"), Cursor: 9})); err != nil {
+		t.Fatal(err)
+	}
+	evil := fin
+	evil.ExitCode = ptr(66)
+	b.send(apitype.Frame{Type: "event", Event: "exec.finished", Payload: mustJSON(evil)})
+	flush(b)
+	if _, ok, _ := supervisor.ReadExit(supervisor.SessionDir(home, sid)); ok {
+		t.Fatalf("another node ended the session")
+	}
+	// The session's own node: its output, its end, then a second end.
+	a.send(apitype.Frame{Type: "event", Event: "exec.output", Payload: mustJSON(apitype.NodeOutput{SessionID: sid, Stream: "stdout", Data: []byte("hello"), Cursor: 5})})
+	a.send(apitype.Frame{Type: "event", Event: "exec.finished", Payload: mustJSON(fin)})
+	again := fin
+	again.ExitCode = ptr(9)
+	a.send(apitype.Frame{Type: "event", Event: "exec.finished", Payload: mustJSON(again)})
+	flush(a)
+	ex, ok, _ := supervisor.ReadExit(supervisor.SessionDir(home, sid))
+	if !ok || ex.State != "exited" || ex.ExitCode == nil || *ex.ExitCode != 3 || ex.OutputBytes != 5 {
+		t.Fatalf("end state: %+v (ok %v), want exited 3 after the node's 5 bytes", ex, ok)
+	}
+}
+
+// TestHelloWithAnotherNodesToken: a paired node presenting another
+// node's token is refused whichever identity it claims: its own (the
+// token is not its), or the other's id and key (it cannot sign for
+// them); the other node keeps its connection and its name.
+func TestHelloWithAnotherNodesToken(t *testing.T) {
+	home, _ := os.MkdirTemp("", "nodehub")
+	defer os.RemoveAll(home)
+	h, err := New(Options{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	a, b := dialHostile(t, h, "honest"), dialHostile(t, h, "evil")
+	for name, mutate := range map[string]func(*apitype.NodeHello){
+		"own identity":       func(*apitype.NodeHello) {},
+		"other's id":         func(hl *apitype.NodeHello) { hl.NodeID = a.id },
+		"other's id and key": func(hl *apitype.NodeHello) { hl.NodeID, hl.PublicKey = a.id, base64.StdEncoding.EncodeToString(a.pub) },
+		"other's id and key, renamed": func(hl *apitype.NodeHello) {
+			hl.NodeID, hl.PublicKey, hl.Name = a.id, base64.StdEncoding.EncodeToString(a.pub), "evil"
+		},
+	} {
+		c, _, err := websocket.Dial(b.ctx, b.url, &websocket.DialOptions{HTTPHeader: map[string][]string{"Authorization": {"Bearer " + a.token}}})
+		if err != nil {
+			t.Fatalf("%s: dial: %v", name, err)
+		}
+		_, msg, err := c.Read(b.ctx)
+		if err != nil {
+			t.Fatalf("%s: challenge: %v", name, err)
+		}
+		var f apitype.Frame
+		json.Unmarshal(msg, &f)
+		var ch struct{ Nonce string }
+		json.Unmarshal(f.Payload, &ch)
+		hl := apitype.NodeHello{NodeID: b.id, PublicKey: base64.StdEncoding.EncodeToString(b.pub),
+			Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(b.key, apitype.NodeHelloMessage(ch.Nonce))), Name: "evil", Caps: []string{"system.run"}}
+		mutate(&hl)
+		c.Write(b.ctx, websocket.MessageText, mustJSON(apitype.Frame{Type: "req", ID: "h1", Method: "node.hello", Params: mustJSON(hl)}))
+		for {
+			_, msg, err = c.Read(b.ctx)
+			if err != nil {
+				break
+			}
+			if json.Unmarshal(msg, &f) == nil && f.Type == "res" && f.OK {
+				t.Fatalf("%s: hello accepted: %s", name, msg)
+			}
+		}
+		if code := websocket.CloseStatus(err); code != CloseAuth {
+			t.Fatalf("%s: closed with %d (%v), want %d", name, code, err, CloseAuth)
+		}
+	}
+	h.mu.Lock()
+	ca := h.conns[a.id]
+	h.mu.Unlock()
+	if ca == nil || ca.hello.PublicKey != base64.StdEncoding.EncodeToString(a.pub) {
+		t.Fatalf("the honest node lost its connection")
+	}
+	if ref, aerr := h.Select(a.id); aerr != nil || ref.ID != a.id || ref.Name != "honest" {
+		t.Fatalf("select the honest node: %+v %v", ref, aerr)
 	}
 }
