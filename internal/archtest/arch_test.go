@@ -90,6 +90,10 @@ func allowedLeaf(pkg, dep string) bool {
 		return strings.HasPrefix(dep, "golang.org/x/sys/")
 	case mod + "/client":
 		return dep == mod+"/apitype"
+	case mod + "/internal/config":
+		// Node bindings in config.json are checked with the wire types'
+		// reference rules (apitype is itself a leaf).
+		return dep == mod+"/apitype"
 	case mod + "/internal/render", mod + "/internal/keys":
 		// The terminal-sequence parser (charmbracelet/x/ansi) and what it
 		// imports itself: character widths, graphemes, colours.
