@@ -532,7 +532,10 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 			}
 		}
 	}
-	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream), outputEnd: outputEndOf(ex), maxLine: maxLine}, func(l render.Line) {
+	// A forward page that is full stops reading: its cost is the page's,
+	// not the rest of the journal's (its totals then count the lines
+	// read).
+	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream), outputEnd: outputEndOf(ex), maxLine: maxLine, done: func() bool { return full }}, func(l render.Line) {
 		total++
 		totalChars += utf8.RuneCountInString(l.Text)
 		keep(l)
@@ -593,7 +596,11 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	d := &apitype.LogDetails{
 		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name, Total: total, TotalLines: total,
 		TotalChars: totalChars, Truncated: info.DroppedBytes > 0 || res.unreadable > 0, DroppedLines: info.DroppedLines, Cursor: cursor,
-		SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable,
+		SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable, More: full,
+	}
+	if full && p.Offset != nil {
+		next := num(p.Offset) + len(window)
+		d.NextOffset = &next
 	}
 	e.journalDamage(s, res)
 	if ex != nil {

@@ -25,6 +25,10 @@ type readOpts struct {
 	// maxLine, if > 0, breaks lines longer than that many bytes
 	// (render.Options.MaxLineBytes; default 1 MiB).
 	maxLine int
+	// done, if set, is asked after each journal chunk: true ends the read
+	// there (the reader has all it wants). The result's end is then
+	// where the read stopped.
+	done func() bool
 }
 
 // readResult describes a finished read.
@@ -86,7 +90,13 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 			emit(l)
 		}
 	}
+	stopped := false
+	errDone := errors.New("done")
 	end, err := journal.Read(dir, since, func(c journal.Chunk) error {
+		if o.done != nil && o.done() {
+			stopped = true
+			return errDone
+		}
 		if c.Cursor > expected {
 			if info == nil {
 				i, _ := journal.Stat(dir)
@@ -119,6 +129,10 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 		r.Write(c.Data, out)
 		return nil
 	})
+	if stopped {
+		// The reader has what it wants: no partial line, no lost end.
+		return readResult{end: expected, skippedBytes: res.skippedBytes, droppedLines: res.droppedLines, unreadable: res.unreadable}, nil
+	}
 	r.Flush(out)
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil
