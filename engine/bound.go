@@ -6,9 +6,10 @@ import (
 )
 
 // resultSlack is how many code points a result's text may have beyond the
-// agent's maxOutputChars: room for the markers, the state line and the
-// hints that the actions add to their capped output (docs/tools.md).
-const resultSlack = 1000
+// agent's maxOutputChars: room for the inline events (eventsMax) and for
+// the markers, the state line and the hints that the actions add to their
+// capped output (docs/tools.md).
+const resultSlack = 2000
 
 // quoteMax is the most code points of one quoted line (a matched line, an
 // echoed pattern) in a result.

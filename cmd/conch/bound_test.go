@@ -17,11 +17,11 @@ import (
 )
 
 // boundMax is the maxOutputChars of the bound tests (the smallest the
-// config takes) and boundSlack the fixed allowance for markers and state
-// lines that docs/tools.md promises on top of it.
+// config takes) and boundSlack the fixed allowance for inline events,
+// markers and state lines that docs/tools.md promises on top of it.
 const (
 	boundMax   = 1000
-	boundSlack = 1000
+	boundSlack = 2000
 )
 
 const boundConfig = `{"quotas":{"execPerSecond":0},"tools":{"exec":{"maxOutputChars":1000}}}`
@@ -233,4 +233,64 @@ func firstDiff(a, b []string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// eventRe matches an exit notice of the bound tests.
+var eventRe = regexp.MustCompile(`^\[conch event\] Exec completed \(([^,]+), code 0\) :: done-\d+ `)
+
+// TestResultBoundEvents: many queued events do not push a result over the
+// bound; those that do not fit come with the next results, each once.
+func TestResultBoundEvents(t *testing.T) {
+	c := startConch(t, newHome(t, boundConfig))
+	const n = 40
+	want := map[string]bool{}
+	got := map[string]int{}
+	collect := func(what string, r result) {
+		checkBound(t, what, r)
+		for _, line := range strings.Split(r.Text, "\n") {
+			if m := eventRe.FindStringSubmatch(line); m != nil {
+				if got[m[1]]++; got[m[1]] > 1 {
+					t.Fatalf("event delivered twice: %q", line)
+				}
+			}
+		}
+	}
+	// The sessions end together once go exists, so that their events
+	// queue up for one result. A long output line makes each snippet
+	// long (180 chars).
+	dir := t.TempDir()
+	for i := range n {
+		cmd := fmt.Sprintf("while [ ! -e %s/go ]; do sleep 0.02; done; echo done-%d %s; touch %s/fin-%d", dir, i, strings.Repeat("z", 300), dir, i)
+		r := c.rawCall("exec", map[string]any{"command": cmd, "background": true})
+		want[r.str("sessionId")] = true
+		collect("exec with events", r)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, func() string {
+		if fins, _ := filepath.Glob(filepath.Join(dir, "fin-*")); len(fins) < n {
+			return fmt.Sprintf("%d of %d sessions done", len(fins), n)
+		}
+		return ""
+	})
+	// A session to pause on (poll with a timeout) between reads: waiting
+	// on the others would observe their end and drop their events.
+	pr := c.rawCall("exec", map[string]any{"command": "sleep 600", "background": true})
+	collect("exec with events", pr)
+	pause := pr.str("sessionId")
+	defer c.process(map[string]any{"action": "kill", "sessionId": pause})
+	deadline := time.Now().Add(120 * time.Second)
+	for len(got) < n {
+		for id := range got {
+			if !want[id] {
+				t.Fatalf("event of an unknown session %s", id)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events after 120s: %q", len(got), n, c.rawCall("process", map[string]any{"action": "list"}).Text)
+		}
+		collect("list with events", c.rawCall("process", map[string]any{"action": "list"}))
+		collect("poll with events", c.rawCall("process", map[string]any{"action": "poll", "sessionId": pause, "timeout": 300}))
+	}
 }
