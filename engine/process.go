@@ -515,18 +515,16 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	}
 	if lastN > 0 {
 		keep = func(l render.Line) {
+			// winChars counts each line with a separator here: the
+			// joined text is winChars−1.
 			window = append(window, l)
-			winChars += lineChars(l, len(window) == 1)
+			winChars += lineChars(l, false)
 			drop := 0
-			for len(window)-drop > 1 && (len(window)-drop > lastN || winChars > budget) {
+			for len(window)-drop > 1 && (len(window)-drop > lastN || winChars-1 > budget) {
 				winChars -= lineChars(window[drop], false)
 				drop++
 			}
-			if drop > 0 {
-				// The new first line loses its separator.
-				winChars--
-				window = window[drop:]
-			}
+			window = window[drop:]
 			if cap(window) > 2*len(window)+256 {
 				window = append(window[:0:0], window...)
 			}

@@ -132,7 +132,18 @@ func TestResultBoundEveryAction(t *testing.T) {
 				{"action": "write", "data": "x"},
 			} {
 				args["sessionId"] = bid
-				checkBound(t, fmt.Sprint(args), proc(args))
+				r := proc(args)
+				checkBound(t, fmt.Sprint(args), r)
+				if args["action"] == "log" {
+					// log shapes its own pages: the last guard never acts.
+					text := r.Text
+					if i := strings.LastIndex(text, "[conch event] "); i >= 0 {
+						_, text, _ = strings.Cut(text[i:], "\n\n")
+					}
+					if n := utf8.RuneCountInString(text); n > boundMax+300 || strings.Contains(text, " chars omitted …]") {
+						t.Errorf("%v: a page of %d chars, not shaped by log: %.200q", args, n, text)
+					}
+				}
 			}
 		})
 	}
@@ -151,6 +162,18 @@ func TestResultBoundEveryAction(t *testing.T) {
 		},
 		"huge command":     func() result { return exec(map[string]any{"command": "echo " + huge + " | wc -c", "yieldMs": 60000}) },
 		"huge bad command": func() result { return exec(map[string]any{"command": "echo '" + huge}) },
+		"denied command": func() result {
+			return exec(map[string]any{"command": "frobnicate " + huge, "security": "allowlist", "ask": "off"})
+		},
+		"huge env key":   func() result { return exec(map[string]any{"command": "true", "env": map[string]any{huge: "x"}}) },
+		"huge env value": func() result { return exec(map[string]any{"command": "true", "env": map[string]any{"PATH": huge}}) },
+		"huge workdir":   func() result { return exec(map[string]any{"command": "true", "workdir": "/nonexistent/" + huge}) },
+		"huge wait target": func() result {
+			return proc(map[string]any{"action": "wait", "sessionId": ids[0], "until": "file", "path": huge, "timeout": 10})
+		},
+		"huge regex wait": func() result {
+			return proc(map[string]any{"action": "wait", "sessionId": ids[0], "until": "regex", "pattern": "x|" + huge, "timeout": 10})
+		},
 	} {
 		checkBound(t, name, call())
 	}
@@ -161,6 +184,9 @@ func TestResultBoundEveryAction(t *testing.T) {
 
 // hintRe matches the hint of a log page cut by the output budget.
 var hintRe = regexp.MustCompile(`\n\n\[page ends at the output budget \(\d+ chars\); next page: process log sessionId=\S+ (since|offset)=(\d+)( limit=\d+)?\]$`)
+
+// tailRe matches the hint of a log tail cut by the output budget.
+var tailRe = regexp.MustCompile(`\n\n\[showing last (\d+) of \d+ lines \(output budget \d+ chars\); earlier lines: process log sessionId=\S+ offset=(\d+) limit=(\d+)\]$`)
 
 // TestLogPagesReassemble: a log page stops at the output budget and names
 // the cursor (since) or the offset of the next page; following them from
@@ -179,6 +205,37 @@ func TestLogPagesReassemble(t *testing.T) {
 			var want []string
 			for _, l := range render.Lines(raw, 0, render.Options{MaxLineBytes: boundMax}) {
 				want = append(want, l.Text)
+			}
+			// A tail keeps the last lines that fit and names the ones
+			// asked for before them.
+			for _, lastN := range []int{200, 5} {
+				args := map[string]any{"action": "log", "sessionId": id}
+				if lastN != 200 {
+					args["limit"] = lastN
+				}
+				p := c.process(args)
+				checkBound(t, fmt.Sprint(args), p)
+				text := p.Text
+				m := tailRe.FindStringSubmatch(text)
+				if m != nil {
+					text = text[:len(text)-len(m[0])]
+				}
+				lines := strings.Split(text, "\n")
+				if len(want) < len(lines) || strings.Join(want[len(want)-len(lines):], "\n") != text {
+					t.Fatalf("tail of %d: not the last %d lines: %.200q", lastN, len(lines), text)
+				}
+				if m == nil {
+					if len(lines) < min(lastN, len(want)) {
+						t.Fatalf("tail of %d: %d lines without a hint", lastN, len(lines))
+					}
+					continue
+				}
+				shown, _ := strconv.Atoi(m[1])
+				off, _ := strconv.Atoi(m[2])
+				lim, _ := strconv.Atoi(m[3])
+				if shown != len(lines) || off != max(len(want)-lastN, 0) || off+lim != len(want)-len(lines) {
+					t.Fatalf("tail of %d of %d lines: hint %q for %d shown lines", lastN, len(want), m[0], len(lines))
+				}
 			}
 			for _, mode := range []string{"since", "offset"} {
 				var got []string
