@@ -148,6 +148,9 @@ func TestResultBoundEveryAction(t *testing.T) {
 		})
 	}
 	huge := strings.Repeat("y", 10_000_000)
+	// A command is at most 128 KiB: a long one that gets through to the
+	// policy and the shell.
+	long := strings.Repeat("y", 120_000)
 	checkBound(t, "list", proc(map[string]any{"action": "list"}))
 	for name, call := range map[string]func() result{
 		"unknown action":    func() result { return proc(map[string]any{"action": huge}) },
@@ -160,10 +163,11 @@ func TestResultBoundEveryAction(t *testing.T) {
 		"no match": func() result {
 			return proc(map[string]any{"action": "search", "sessionId": ids[0], "pattern": "^Q" + huge})
 		},
-		"huge command":     func() result { return exec(map[string]any{"command": "echo " + huge + " | wc -c", "yieldMs": 60000}) },
-		"huge bad command": func() result { return exec(map[string]any{"command": "echo '" + huge}) },
+		"huge command":     func() result { return exec(map[string]any{"command": "echo " + long + " | wc -c", "yieldMs": 60000}) },
+		"10 MB command":    func() result { return exec(map[string]any{"command": "echo " + huge}) },
+		"huge bad command": func() result { return exec(map[string]any{"command": "echo '" + long}) },
 		"denied command": func() result {
-			return exec(map[string]any{"command": "frobnicate " + huge, "security": "allowlist", "ask": "off"})
+			return exec(map[string]any{"command": "frobnicate " + long, "security": "allowlist", "ask": "off"})
 		},
 		"huge env key":   func() result { return exec(map[string]any{"command": "true", "env": map[string]any{huge: "x"}}) },
 		"huge env value": func() result { return exec(map[string]any{"command": "true", "env": map[string]any{"PATH": huge}}) },
