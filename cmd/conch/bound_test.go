@@ -95,11 +95,11 @@ func TestResultBoundEveryAction(t *testing.T) {
 	var ids []string
 	for _, sh := range outputShapes {
 		t.Run(sh.name, func(t *testing.T) {
-			path, _ := writeShape(t, sh, size)
+			path, raw := writeShape(t, sh, size)
 			r := exec(map[string]any{"command": "cat " + path, "yieldMs": 120000, "timeout": 120})
 			checkBound(t, "exec", r)
 			id := r.str("sessionId")
-			if id == "" {
+			if id == "" || r.str("status") != "completed" || r.num("outputBytes") != float64(len(raw)) {
 				t.Fatalf("exec: %v %.300q", r.D, r.Text)
 			}
 			ids = append(ids, id)
@@ -147,6 +147,25 @@ func TestResultBoundEveryAction(t *testing.T) {
 			}
 		})
 	}
+	t.Run("pty-screen", func(t *testing.T) {
+		// A program that fills a terminal screen: screen, and poll and
+		// log in their screen view.
+		path, _ := writeShape(t, outputShapes[4], 2_000_000)
+		r := exec(map[string]any{"command": "printf '\\033[?1049h\\033[H'; cat " + path + "; sleep 600", "pty": true, "background": true})
+		id := r.str("sessionId")
+		if id == "" {
+			t.Fatalf("exec: %.300q", r.Text)
+		}
+		ids = append(ids, id)
+		for _, args := range []map[string]any{
+			{"action": "screen"}, {"action": "poll", "since": 0}, {"action": "log"}, {"action": "log", "raw": true},
+			{"action": "wait", "until": "idle", "idleMs": 500, "timeout": 30000},
+			{"action": "screen"}, {"action": "poll", "since": 0}, {"action": "log"}, {"action": "kill"},
+		} {
+			args["sessionId"] = id
+			checkBound(t, fmt.Sprint(args), proc(args))
+		}
+	})
 	huge := strings.Repeat("y", 10_000_000)
 	// A command is at most 128 KiB: a long one that gets through to the
 	// policy and the shell.
