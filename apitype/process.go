@@ -202,6 +202,17 @@ type LogDetails struct {
 	// View is "screen" when the text is the terminal's screen (see
 	// PollDetails.View).
 	View string `json:"view,omitempty"`
+	// More reports a page that stopped at the output budget
+	// (tools.exec.maxOutputChars) before the end of the lines asked for;
+	// the text then ends with a hint naming the next page. A page read
+	// with since continues from Cursor, one read with offset from
+	// NextOffset, with no line lost or repeated. Such a page stops reading
+	// where it stopped: Total, TotalLines and TotalChars then count the
+	// lines read up to there, not to the end.
+	More bool `json:"more,omitempty"`
+	// NextOffset is the offset of the next page of an offset page that
+	// stopped at the budget.
+	NextOffset *int `json:"nextOffset,omitempty"`
 }
 
 // SessionEntry is one session in list results (process.md §4.1).

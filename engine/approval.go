@@ -498,7 +498,8 @@ func (e *Engine) Pending(agent, sessionID string) bool {
 // callers that obtained the decision synchronously (MCP elicitation): a
 // denial gives the error `exec denied: …`; a run is awaited for window
 // like an exec yield window, then reported as completed/failed or running.
-func (e *Engine) AwaitApproved(ctx context.Context, agent, sessionID string, window time.Duration) apitype.Result {
+func (e *Engine) AwaitApproved(ctx context.Context, agent, sessionID string, window time.Duration) (res apitype.Result) {
+	defer func() { res = e.bound(agent, res) }()
 	s := e.lookup(agent, sessionID)
 	if s == nil {
 		return execError(apitype.Errorf(apitype.CodeNotFound, "No session found for %s", sessionID))

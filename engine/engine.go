@@ -833,7 +833,8 @@ func (e *Engine) Sessions() []string {
 
 // Call runs a tool by name with raw JSON arguments: the entry point of the
 // adapters.
-func (e *Engine) Call(ctx context.Context, agent, tool string, args json.RawMessage) apitype.Result {
+func (e *Engine) Call(ctx context.Context, agent, tool string, args json.RawMessage) (res apitype.Result) {
+	defer func() { res = e.bound(agent, res) }()
 	ctx, done, ok := e.calls.enter(ctx)
 	defer done()
 	if !ok {

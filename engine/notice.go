@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/render"
@@ -72,6 +73,14 @@ func (e *Engine) queueNotice(s *session, n Notice) {
 	e.emit("exec.notice", s.agent, n)
 }
 
+// eventsMax is the most code points of inline events in one result, and
+// eventLineMax of one event: a result's text stays within its bound
+// (bound.go) with the events in front of it.
+const (
+	eventsMax    = 1000
+	eventLineMax = 300
+)
+
 // withNotices prefixes a result's text with the agent's undelivered
 // events (exec.md §8), dropping those whose end the agent has already
 // observed.
@@ -84,15 +93,27 @@ func (e *Engine) withNotices(agent string, r apitype.Result) apitype.Result {
 	delete(e.notices, agent)
 	e.mu.Unlock()
 	var lines []string
-	for _, n := range q {
+	used := 0 // code points of lines
+	for i, n := range q {
 		st, _, _ := n.sess.snapshot()
 		if st.ObservedEnd && (n.Kind == "completed" || n.Kind == "failed") {
 			continue
 		}
-		n.sess.update(func(st *state) { st.Notice.Delivered = true })
 		// One line per event: a multi-line text (Exec finished + its
-		// snippet) is folded.
-		lines = append(lines, "[conch event] "+strings.ReplaceAll(n.Text, "\n", " :: "))
+		// snippet) is folded, and a long one (a quoted command) cut.
+		line := "[conch event] " + render.CutLine(strings.ReplaceAll(n.Text, "\n", " :: "), eventLineMax)
+		k := utf8.RuneCountInString(line) + 1
+		if len(lines) > 0 && used+k > eventsMax {
+			// The rest wait for the next result, ahead of newer ones.
+			e.mu.Lock()
+			e.notices[agent] = append(append([]queuedNotice(nil), q[i:]...), e.notices[agent]...)
+			e.mu.Unlock()
+			lines = append(lines, fmt.Sprintf("[conch event] Up to %d more events follow in the next results.", len(q)-i))
+			break
+		}
+		used += k
+		n.sess.update(func(st *state) { st.Notice.Delivered = true })
+		lines = append(lines, line)
 	}
 	if len(lines) > 0 {
 		r.Text = strings.Join(lines, "\n") + "\n\n" + r.Text

@@ -210,11 +210,12 @@ func (e *Engine) list(agent string) apitype.Result {
 	if entries == nil {
 		entries = []apitype.SessionEntry{}
 	}
+	// The list stops at the output budget; details.sessions has every
+	// entry.
+	budget := e.conf().Exec(agent).MaxOutputChars
 	var b strings.Builder
+	chars := 0
 	for i, en := range entries {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
 		label := render.MiddleTruncate(en.Command, 120)
 		if en.Name != "" {
 			label = render.MiddleTruncate(en.Name, 80)
@@ -222,7 +223,17 @@ func (e *Engine) list(agent string) apitype.Result {
 		if en.AwaitingInput != nil {
 			label += " [awaiting input]"
 		}
-		fmt.Fprintf(&b, "%s %-9s %s :: %s", en.SessionID, en.Status, compactDuration(time.Duration(en.RuntimeMs)*time.Millisecond), label)
+		line := fmt.Sprintf("%s %-9s %s :: %s", en.SessionID, en.Status, compactDuration(time.Duration(en.RuntimeMs)*time.Millisecond), label)
+		k := utf8.RuneCountInString(line) + 1
+		if i > 0 && chars+k > budget {
+			fmt.Fprintf(&b, "\n[… %d more sessions not shown (output budget %d chars); details.sessions lists them all]", len(entries)-i, budget)
+			break
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(line)
+		chars += k
 	}
 	text := b.String()
 	if len(entries) == 0 {
@@ -440,9 +451,37 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 		}
 	}
 	num := func(f *float64) int { return int(cursorArg(*f)) }
-	// Keep only the lines the window needs; count all of them.
+	// A page holds at most budget code points of lines: a forward page
+	// (since, offset) stops adding lines once it is spent and says where
+	// the next one starts; a tail (the default, limit alone) keeps the
+	// last lines that fit. Lines are broken at budget bytes, so one line
+	// always fits and a longer one is read in pieces, each ending at a
+	// cursor from which the next page continues exactly.
+	budget := e.conf().Exec(s.agent).MaxOutputChars
+	maxLine := min(budget, render.DefaultMaxLineBytes)
 	var window []render.Line
-	keep := func(l render.Line) { window = append(window, l) }
+	winChars := 0 // code points of the window's lines joined by "\n"
+	full := false // a forward page ran out of budget
+	lineChars := func(l render.Line, first bool) int {
+		k := utf8.RuneCountInString(l.Text)
+		if !first {
+			k++
+		}
+		return k
+	}
+	add := func(l render.Line) {
+		if full {
+			return
+		}
+		k := lineChars(l, len(window) == 0)
+		if len(window) > 0 && winChars+k > budget {
+			full = true
+			return
+		}
+		window = append(window, l)
+		winChars += k
+	}
+	keep := add
 	total, totalChars := 0, 0
 	lastN := 0 // >0: keep the last N lines (ring)
 	switch {
@@ -451,7 +490,7 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 			lim := num(p.Limit)
 			keep = func(l render.Line) {
 				if len(window) < lim {
-					window = append(window, l)
+					add(l)
 				}
 			}
 		}
@@ -470,19 +509,31 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 		}
 		keep = func(l render.Line) {
 			if total-1 >= o && (hi < 0 || total-1 < hi) {
-				window = append(window, l)
+				add(l)
 			}
 		}
 	}
 	if lastN > 0 {
 		keep = func(l render.Line) {
+			// winChars counts each line with a separator here: the
+			// joined text is winChars−1.
 			window = append(window, l)
-			if len(window)-lastN > lastN { // not 2*lastN: no overflow
-				window = append(window[:0:0], window[len(window)-lastN:]...)
+			winChars += lineChars(l, false)
+			drop := 0
+			for len(window)-drop > 1 && (len(window)-drop > lastN || winChars-1 > budget) {
+				winChars -= lineChars(window[drop], false)
+				drop++
+			}
+			window = window[drop:]
+			if cap(window) > 2*len(window)+256 {
+				window = append(window[:0:0], window...)
 			}
 		}
 	}
-	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream), outputEnd: outputEndOf(ex)}, func(l render.Line) {
+	// A forward page that is full stops reading: its cost is the page's,
+	// not the rest of the journal's (its totals then count the lines
+	// read).
+	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream), outputEnd: outputEndOf(ex), maxLine: maxLine, done: func() bool { return full }}, func(l render.Line) {
 		total++
 		totalChars += utf8.RuneCountInString(l.Text)
 		keep(l)
@@ -490,27 +541,41 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	if err != nil {
 		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
 	}
-	if lastN > 0 && len(window) > lastN {
-		window = window[len(window)-lastN:]
-	}
 	hint := ""
 	cursor := res.end
 	switch {
 	case p.Since != nil:
-		if p.Limit != nil && len(window) < total {
+		if len(window) < total {
 			cursor = since
 			if len(window) > 0 {
 				cursor = window[len(window)-1].End
 			}
 		}
-	case p.Offset == nil && p.Limit == nil:
-		if total > 200 {
+		if full {
+			hint = fmt.Sprintf("\n\n[page ends at the output budget (%d chars); next page: process log sessionId=%s since=%d]", budget, s.id, cursor)
+		}
+	case lastN > 0:
+		if len(window) < min(lastN, total) {
+			// The budget cut the tail: the rest of the lines asked
+			// for are the ones just before it.
+			from := max(total-lastN, 0)
+			hint = fmt.Sprintf("\n\n[showing last %d of %d lines (output budget %d chars); earlier lines: process log sessionId=%s offset=%d limit=%d]",
+				len(window), total, budget, s.id, from, total-len(window)-from)
+		} else if p.Limit == nil && total > 200 {
 			hint = fmt.Sprintf("\n\n[showing last 200 of %d lines; pass offset/limit to page]", total)
 		}
 	case p.Offset == nil:
 	default:
 		if len(window) > 0 {
 			cursor = window[len(window)-1].End
+		}
+		if full {
+			next := num(p.Offset) + len(window)
+			more := ""
+			if p.Limit != nil {
+				more = fmt.Sprintf(" limit=%d", num(p.Limit)-len(window))
+			}
+			hint = fmt.Sprintf("\n\n[page ends at the output budget (%d chars); next page: process log sessionId=%s offset=%d%s]", budget, s.id, next, more)
 		}
 	}
 	texts := make([]string, len(window))
@@ -529,7 +594,11 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	d := &apitype.LogDetails{
 		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name, Total: total, TotalLines: total,
 		TotalChars: totalChars, Truncated: info.DroppedBytes > 0 || res.unreadable > 0, DroppedLines: info.DroppedLines, Cursor: cursor,
-		SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable,
+		SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable, More: full,
+	}
+	if full && p.Offset != nil {
+		next := num(p.Offset) + len(window)
+		d.NextOffset = &next
 	}
 	e.journalDamage(s, res)
 	if ex != nil {

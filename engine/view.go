@@ -22,6 +22,13 @@ type readOpts struct {
 	// outputEnd, if > 0, is how much output the session recorded in all
 	// (its exit record): a journal that ends before it lost its end.
 	outputEnd int64
+	// maxLine, if > 0, breaks lines longer than that many bytes
+	// (render.Options.MaxLineBytes; default 1 MiB).
+	maxLine int
+	// done, if set, is asked after each journal chunk: true ends the read
+	// there (the reader has all it wants). The result's end is then
+	// where the read stopped.
+	done func() bool
 }
 
 // readResult describes a finished read.
@@ -59,7 +66,15 @@ func gapMarker(bytes, lines int64) string {
 func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, error) {
 	var res readResult
 	since := max(o.since, 0)
-	r := render.New(since, render.Options{Raw: o.raw, Resync: since > 0 && !o.exact})
+	r := render.New(since, render.Options{Raw: o.raw, Resync: since > 0 && !o.exact, MaxLineBytes: o.maxLine})
+	if since > 0 && !o.exact && o.stream == 0 {
+		// The bytes before since tell the renderer's state exactly where
+		// the guess of Resync could drop text ("5m30s" at a line start):
+		// a page that ends at a line or a line break continues exactly.
+		if ctx := journalBefore(dir, since, primeBytes); ctx != nil {
+			r.Prime(ctx)
+		}
+	}
 	expected := since
 	first := true
 	var info *journal.Info
@@ -75,7 +90,13 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 			emit(l)
 		}
 	}
+	stopped := false
+	errDone := errors.New("done")
 	end, err := journal.Read(dir, since, func(c journal.Chunk) error {
+		if o.done != nil && o.done() {
+			stopped = true
+			return errDone
+		}
 		if c.Cursor > expected {
 			if info == nil {
 				i, _ := journal.Stat(dir)
@@ -93,7 +114,7 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 				emit(render.Line{Cursor: c.Cursor - lost, End: c.Cursor, Text: unreadableMarker(lost)})
 				res.unreadable += lost
 			}
-			r = render.New(c.Cursor, render.Options{Raw: o.raw, Resync: true})
+			r = render.New(c.Cursor, render.Options{Raw: o.raw, Resync: true, MaxLineBytes: o.maxLine})
 			rpos = c.Cursor
 		}
 		first = false
@@ -108,6 +129,10 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 		r.Write(c.Data, out)
 		return nil
 	})
+	if stopped {
+		// The reader has what it wants: no partial line, no lost end.
+		return readResult{end: expected, skippedBytes: res.skippedBytes, droppedLines: res.droppedLines, unreadable: res.unreadable}, nil
+	}
 	r.Flush(out)
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil
@@ -125,6 +150,38 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 		res.end = end
 	}
 	return res, err
+}
+
+// primeBytes is how many bytes before a read's start prime its renderer.
+const primeBytes = 512
+
+// journalBefore returns the n output bytes (both streams) before cursor
+// since, or nil if they are not all in the journal (dropped, damaged).
+func journalBefore(dir string, since int64, n int64) []byte {
+	from := max(since-n, 0)
+	var b []byte
+	next := from
+	errStop := errors.New("stop")
+	journal.Read(dir, from, func(c journal.Chunk) error {
+		if c.Cursor != next {
+			b = nil
+			return errStop
+		}
+		d := c.Data
+		if c.Cursor+int64(len(d)) > since {
+			d = d[:max(since-c.Cursor, 0)]
+		}
+		b = append(b, d...)
+		next = c.Cursor + int64(len(d))
+		if next >= since {
+			return errStop
+		}
+		return nil
+	})
+	if next != since {
+		return nil
+	}
+	return b
 }
 
 // span maps a renderer position to the journal cursor of the same byte.

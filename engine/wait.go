@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/render"
@@ -184,7 +185,7 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 			} else {
 				text = fmt.Sprintf("Condition met: %s after %s.", strings.Join(descsFor(fired, descs, until), ""), elapsedText(elapsed))
 				if m != nil {
-					text += fmt.Sprintf("\nline %d: %s", m.Line, m.Text)
+					text += fmt.Sprintf("\nline %d: %s", m.Line, render.CutLine(m.Text, quoteMax))
 				}
 			}
 		case "exited":
@@ -233,7 +234,7 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 						base, baseLine = l.End, n
 					}
 					if l.End > since && re.MatchString(l.Text) {
-						hit = &LineMatch{Line: n, Offset: n - 1, Cursor: l.End, Text: l.Text}
+						hit = &LineMatch{Line: n, Offset: n - 1, Cursor: l.End, Text: render.CutLine(l.Text, quoteMax)}
 					}
 				})
 				if hit != nil {
@@ -453,12 +454,7 @@ func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Resul
 	if p.Since != nil {
 		since = cursorArg(*p.Since)
 	}
-	cut := func(t string) string {
-		if r := []rune(t); len(r) > 500 {
-			return string(r[:500]) + "…"
-		}
-		return t
-	}
+	cut := func(t string) string { return render.CutLine(t, quoteMax) }
 	// One pass, bounded memory: a ring of the last ctxLines lines for the
 	// context before a match, and the shown matches waiting for the
 	// context after them.
@@ -475,18 +471,19 @@ func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Resul
 	res, rerr := readLines(s.journal(), readOpts{stream: streamOf(p.Stream)}, func(l render.Line) {
 		total++
 		hit := l.End > since && re.MatchString(l.Text)
-		cur := numbered{n: total, text: l.Text, matched: hit}
+		// Only the start of a long line is ever shown: keep no more.
+		cur := numbered{n: total, text: cut(l.Text), matched: hit}
 		if pendingAfter > 0 && len(groups) > 0 {
 			g := &groups[len(groups)-1]
 			*g = append(*g, cur)
 			m := &matches[len(matches)-1]
-			m.After = append(m.After, l.Text)
+			m.After = append(m.After, cur.text)
 			pendingAfter--
 		}
 		if hit {
 			count++
 			if len(matches) < maxN {
-				m := LineMatch{Line: total, Offset: total - 1, Cursor: l.End, Text: l.Text}
+				m := LineMatch{Line: total, Offset: total - 1, Cursor: l.End, Text: cur.text}
 				var g []numbered
 				for _, r := range ring {
 					m.Before = append(m.Before, r.text)
@@ -508,29 +505,45 @@ func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Resul
 	if rerr != nil {
 		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, rerr))
 	}
+	// The shown matches stop at the output budget.
+	budget := e.conf().Exec(s.agent).MaxOutputChars
 	var b strings.Builder
-	lastPrinted := 0
+	lastPrinted, chars, shown := 0, 0, 0
 	for _, g := range groups {
+		var gb strings.Builder
 		if lastPrinted > 0 && g[0].n > lastPrinted+1 {
-			b.WriteString("--\n")
+			gb.WriteString("--\n")
 		}
+		last := lastPrinted
 		for _, ln := range g {
-			if ln.n <= lastPrinted {
+			if ln.n <= last {
 				continue
 			}
 			sep := "-"
 			if ln.matched {
 				sep = ":"
 			}
-			fmt.Fprintf(&b, "%d%s%s\n", ln.n, sep, cut(ln.text))
-			lastPrinted = ln.n
+			fmt.Fprintf(&gb, "%d%s%s\n", ln.n, sep, ln.text)
+			last = ln.n
 		}
+		k := utf8.RuneCountInString(gb.String())
+		if shown > 0 && chars+k > budget {
+			break
+		}
+		b.WriteString(gb.String())
+		chars += k
+		lastPrinted = last
+		shown++
 	}
-	shown := len(matches)
+	atBudget := shown < len(matches)
+	matches = matches[:shown]
 	_, ex, _ := s.snapshot()
 	text := b.String() + fmt.Sprintf("%d matches in %d lines (showing %d).", count, total, shown)
+	if atBudget {
+		text += fmt.Sprintf(" The output budget (%d chars) ends the list; narrow it with context, max or since=%d.", budget, matches[shown-1].Cursor)
+	}
 	if count == 0 {
-		text = fmt.Sprintf("No matches for /%s/ in session %s (%d lines).", p.Pattern, s.id, total)
+		text = fmt.Sprintf("No matches for /%s/ in session %s (%d lines).", render.CutLine(p.Pattern, quoteMax), s.id, total)
 	}
 	return apitype.Result{Text: text, Details: &SearchDetails{
 		Status: runStatus(ex), SessionID: s.id, Pattern: p.Pattern, TotalMatches: count, Returned: shown,

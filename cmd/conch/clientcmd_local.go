@@ -38,6 +38,13 @@ func (l *localBackend) follow(ctx context.Context, id string, o followOpts, fn f
 		if d.Cursor <= since || d.TotalLines == 0 {
 			text = "" // "(no output yet)"
 		}
+		if d.More {
+			// A page cut by the output budget: its hint is for a
+			// model; the next read continues from the cursor.
+			if i := strings.LastIndex(text, "\n\n[page ends at the output budget"); i >= 0 {
+				text = text[:i]
+			}
+		}
 		if len(events) > 0 {
 			text = strings.Join(events, "\n") + "\n\n" + text
 		}
@@ -45,6 +52,9 @@ func (l *localBackend) follow(ctx context.Context, id string, o followOpts, fn f
 			fn("both", text)
 		}
 		since = max(since, d.Cursor)
+		if d.More {
+			continue
+		}
 		if d.Status != "running" && d.Status != "pending" {
 			return completeEnd(ctx, l, id, sessionEnd{End: client.End{State: d.State, ExitCode: d.ExitCode, Signal: d.Signal}})
 		}

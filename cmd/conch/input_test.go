@@ -187,8 +187,18 @@ func TestLargeOutputTruncatedAndRetained(t *testing.T) {
 	if ls := c.process(map[string]any{"action": "list"}); !strings.Contains(ls.Text, id+" completed") {
 		t.Fatalf("retained session not listed: %q", ls.Text)
 	}
-	full := c.process(map[string]any{"action": "log", "sessionId": id, "offset": 0})
-	if !strings.Contains(full.Text, " lines) dropped …]") {
+	// Paging from the start (each page within the output budget) reaches
+	// the gap's marker.
+	since, found := 0.0, false
+	for page := 0; page < 100 && !found; page++ {
+		l := c.process(map[string]any{"action": "log", "sessionId": id, "since": since})
+		found = strings.Contains(l.Text, " lines) dropped …]")
+		if !strings.Contains(l.Text, "[page ends at the output budget (16000 chars); next page: process log sessionId="+id+" since=") {
+			break
+		}
+		since = l.num("cursor")
+	}
+	if !found {
 		t.Fatalf("log across the gap lacks the dropped marker")
 	}
 }

@@ -313,3 +313,42 @@ func TestSnippet(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundShapes: Bound and CutLine keep any text within their limit,
+// whatever its shape, and leave short texts alone.
+func TestBoundShapes(t *testing.T) {
+	long := strings.Repeat("x", 100000)
+	shapes := map[string]string{
+		"one long line":   long,
+		"many long lines": strings.Repeat(long[:5000]+"\n", 40),
+		"short lines":     strings.Repeat("abc\n", 30000),
+		"multibyte":       strings.Repeat("é€😀", 20000),
+		"invalid utf8":    strings.Repeat("\xff\xfe a\n", 20000),
+		"newlines":        strings.Repeat("\n", 50000),
+	}
+	for name, s := range shapes {
+		for _, n := range []int{0, 10, 100, 1000, 17000} {
+			got, cut := Bound(s, n)
+			if c := utf8.RuneCountInString(got); c > max(n, utf8.RuneCountInString(boundMarker(len(s)))) {
+				t.Errorf("%s: Bound(%d) gave %d chars", name, n, c)
+			}
+			if !cut || !strings.Contains(got, " chars omitted …]") {
+				t.Errorf("%s: Bound(%d) did not mark its cut", name, n)
+			}
+			line := CutLine(s, n)
+			if c := utf8.RuneCountInString(line); c > max(n, utf8.RuneCountInString(boundMarker(len(s)))) {
+				t.Errorf("%s: CutLine(%d) gave %d chars", name, n, c)
+			}
+		}
+		if got, cut := Bound(s, len(s)); got != s || cut {
+			t.Errorf("%s: Bound changed a text within its limit", name)
+		}
+		if got := CutLine(s, len(s)); got != s {
+			t.Errorf("%s: CutLine changed a text within its limit", name)
+		}
+	}
+	got, _ := Bound(strings.Repeat("line\n", 1000), 500)
+	if !strings.HasPrefix(got, "line\nline\n") || !strings.HasSuffix(got, "line\nline\n") {
+		t.Errorf("Bound of short lines not cut at line boundaries: %q", got)
+	}
+}
