@@ -26,6 +26,9 @@ import (
 
 // Config is the whole file. The zero value is the default configuration.
 type Config struct {
+	// Schema is the "$schema" key editors use to find the file's JSON
+	// Schema (conch config schema); conch ignores its value.
+	Schema    string                 `json:"$schema,omitempty"`
 	Tools     Tools                  `json:"tools"`
 	Agents    map[string]AgentConfig `json:"agents,omitempty"`
 	Sessions  Sessions               `json:"sessions"`
@@ -273,12 +276,23 @@ func oneOf(key, v string, allowed ...string) error {
 	return fmt.Errorf("%s: invalid value %q (want one of %s)", key, v, strings.Join(allowed, ", "))
 }
 
+// The allowed values of the enumerated keys: validate checks them and
+// Schema lists them.
+var (
+	hostValues           = []string{"sandbox", "gateway", "node"}
+	securityValues       = []string{"deny", "allowlist", "full"}
+	askValues            = []string{"off", "on-miss", "always"}
+	toolNames            = []string{"exec", "process", "apply_patch"}
+	ledgerScopeValues    = []string{"all", "gated"}
+	forwardNetworkValues = []string{"unixgram", "unix", "udp", "tcp", "journald"}
+)
+
 func (e Exec) validate(prefix string) error {
 	return errors.Join(
-		oneOf(prefix+".host", e.Host, "sandbox", "gateway", "node"),
-		oneOf(prefix+".security", e.Security, "deny", "allowlist", "full"),
-		oneOf(prefix+".ask", e.Ask, "off", "on-miss", "always"),
-		oneOf(prefix+".askFallback", e.AskFallback, "deny", "allowlist", "full"),
+		oneOf(prefix+".host", e.Host, hostValues...),
+		oneOf(prefix+".security", e.Security, securityValues...),
+		oneOf(prefix+".ask", e.Ask, askValues...),
+		oneOf(prefix+".askFallback", e.AskFallback, securityValues...),
 		nodeBinding(prefix+".node", e.Node),
 	)
 }
@@ -307,12 +321,12 @@ func (c *Config) validateRetained(where, agent string) error {
 }
 
 func (c *Config) validate() error {
-	errs := []error{c.Tools.Exec.validate("tools.exec"), oneOf("ledger.scope", c.Ledger.Scope, "all", "gated"), c.Ledger.Forward.validate(), c.Sandbox.validate("sandbox")}
+	errs := []error{c.Tools.Exec.validate("tools.exec"), oneOf("ledger.scope", c.Ledger.Scope, ledgerScopeValues...), c.Ledger.Forward.validate(), c.Sandbox.validate("sandbox")}
 	for _, d := range c.Tools.Deny {
 		if strings.TrimSpace(d) == "" {
 			errs = append(errs, errors.New("tools.deny: empty entry"))
 		}
-		errs = append(errs, oneOf("tools.deny", strings.TrimSpace(d), "exec", "process", "apply_patch"))
+		errs = append(errs, oneOf("tools.deny", strings.TrimSpace(d), toolNames...))
 	}
 	errs = append(errs, c.validateRetained("quotas", ""))
 	for id, a := range c.Agents {
@@ -328,7 +342,7 @@ func (c *Config) validate() error {
 		if a.Tools != nil {
 			errs = append(errs, a.Tools.Exec.validate("agents."+id+".tools.exec"))
 			for _, d := range a.Tools.Deny {
-				errs = append(errs, oneOf("agents."+id+".tools.deny", strings.TrimSpace(d), "exec", "process", "apply_patch"))
+				errs = append(errs, oneOf("agents."+id+".tools.deny", strings.TrimSpace(d), toolNames...))
 			}
 		}
 	}
@@ -633,7 +647,7 @@ func (f *LedgerForward) validate() error {
 	if f == nil {
 		return nil
 	}
-	if err := oneOf("ledger.forward.network", f.Network, "unixgram", "unix", "udp", "tcp", "journald"); err != nil {
+	if err := oneOf("ledger.forward.network", f.Network, forwardNetworkValues...); err != nil {
 		return err
 	}
 	if n := strings.ToLower(f.Network); (n == "udp" || n == "tcp") && f.Address == "" {

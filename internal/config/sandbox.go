@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -97,24 +98,41 @@ type DockerSettings struct {
 // DefaultProtectPaths is sandbox.protectPaths' default.
 var DefaultProtectPaths = []string{".git/hooks", ".git/config", ".conch"}
 
+// The allowed values of the sandbox's enumerated keys (validate, Schema).
+var (
+	sandboxModes          = []string{"off", "all", "non-main"}
+	sandboxBackends       = []string{"auto", "bwrap", "docker", "landlock"}
+	sandboxScopes         = []string{"agent", "shared"}
+	workspaceAccessValues = []string{"rw", "ro", "none"}
+	sandboxNetworks       = []string{"none", "open"}
+	gitAccessValues       = []string{"ro", "rw"}
+	workspacePaths        = []string{"same", "/workspace"} // case-sensitive
+)
+
+// Limits of sandbox.limits that validate enforces.
+const (
+	minMemoryBytes = 1 << 20
+	maxCPUs        = 1024
+)
+
 func (s *Sandbox) validate(prefix string) error {
 	if s == nil {
 		return nil
 	}
 	errs := []error{
-		oneOf(prefix+".mode", s.Mode, "off", "all", "non-main"),
-		oneOf(prefix+".backend", s.Backend, "auto", "bwrap", "docker", "landlock"),
-		oneOf(prefix+".scope", s.Scope, "agent", "shared"),
-		oneOf(prefix+".workspaceAccess", s.WorkspaceAccess, "rw", "ro", "none"),
-		oneOf(prefix+".network", s.Network, "none", "open"),
-		oneOf(prefix+".gitAccess", s.GitAccess, "ro", "rw"),
+		oneOf(prefix+".mode", s.Mode, sandboxModes...),
+		oneOf(prefix+".backend", s.Backend, sandboxBackends...),
+		oneOf(prefix+".scope", s.Scope, sandboxScopes...),
+		oneOf(prefix+".workspaceAccess", s.WorkspaceAccess, workspaceAccessValues...),
+		oneOf(prefix+".network", s.Network, sandboxNetworks...),
+		oneOf(prefix+".gitAccess", s.GitAccess, gitAccessValues...),
 	}
 	if s.RunAs != "" {
 		if _, _, err := ParseRunAs(s.RunAs); err != nil {
 			errs = append(errs, fmt.Errorf("%s.runAs: %v", prefix, err))
 		}
 	}
-	if s.WorkspacePath != "" && s.WorkspacePath != "same" && s.WorkspacePath != "/workspace" {
+	if s.WorkspacePath != "" && !slices.Contains(workspacePaths, s.WorkspacePath) {
 		errs = append(errs, fmt.Errorf("%s.workspacePath: invalid value %q (want same or /workspace)", prefix, s.WorkspacePath))
 	}
 	for _, p := range s.ProtectPaths {
@@ -137,13 +155,13 @@ func (s *Sandbox) validate(prefix string) error {
 		}
 	}
 	if l := s.Limits; l != nil {
-		if l.MemoryBytes != nil && *l.MemoryBytes < 1<<20 {
+		if l.MemoryBytes != nil && *l.MemoryBytes < minMemoryBytes {
 			errs = append(errs, fmt.Errorf("%s.limits.memoryBytes: %d is below 1 MiB", prefix, *l.MemoryBytes))
 		}
 		if l.Pids != nil && *l.Pids < 0 {
 			errs = append(errs, fmt.Errorf("%s.limits.pids: %d is negative (0 means no limit)", prefix, *l.Pids))
 		}
-		if l.CPUs != nil && (*l.CPUs < 0 || *l.CPUs > 1024) {
+		if l.CPUs != nil && (*l.CPUs < 0 || *l.CPUs > maxCPUs) {
 			errs = append(errs, fmt.Errorf("%s.limits.cpus: %v is out of range (0 means no limit)", prefix, *l.CPUs))
 		}
 	}
@@ -177,6 +195,14 @@ func SplitBind(b string) (src, dst string) {
 	}
 	return src, dst
 }
+
+// The patterns of a bind that checkBindSyntax accepts, for Schema: an
+// absolute source, optionally ":" and an absolute destination; docker's may
+// end in :rw and/or :ro, which its check trims first.
+const (
+	bindPattern       = `^/[^:]*(?::/.*)?$`
+	dockerBindPattern = `^/[^:]*(?::/.*)?(?::rw)?(?::ro)?$`
+)
 
 func checkBindSyntax(b string) error {
 	src, dst := SplitBind(b)
