@@ -273,6 +273,7 @@ func TestInvalidConfigExitCode(t *testing.T) {
 		"nodes":       {[]string{"nodes", "list", "--home", "H"}, false},
 		"ui":          {[]string{"ui", "--home", "H"}, false},
 		"version":     {[]string{"version"}, false},
+		"config":      {[]string{"config", "schema"}, false}, // reads no configuration
 	}
 	help, _, _ := runCLI(t, nil, "help")
 	for _, line := range strings.Split(help, "\n") {

@@ -63,6 +63,7 @@ Usage:
   conch ledger verify --pubkey KEY --checkpoint C          check it against a saved public key and checkpoint
   conch ledger key                                         print the ledger's public key (created if missing)
   conch agents defaults NAME [k=v…] [--clear]              per-agent exec defaults (host, security, ask, node)
+  conch config schema [config|approvals]                   print the JSON Schema of config.json or exec-approvals.json
   conch doctor [--json]                                    audit the home, the policy and the machine
   conch ui [--print]                                       one-time login link for the control UI of conch serve
   conch sandbox status | list | recreate (--agent A|--all) | prune
@@ -103,6 +104,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runAgentsClient(args[1:], stdout, stderr)
 		}
 		return runAgents(args[1:], stdout, stderr)
+	case "config":
+		return runConfig(args[1:], stdout, stderr)
 	case "doctor":
 		return runDoctor(args[1:], stdout, stderr)
 	case "ui":
