@@ -72,7 +72,7 @@ func nest(path []string, v string) []byte {
 // documentation's example, and what conch writes.
 func TestSchemaValidFiles(t *testing.T) {
 	_, rs := approvalsSchema(t)
-	docs := []string{openclawFile, `{"version":1}`, `{"version":1.0,"defaults":null,"agents":{"x":null}}`,
+	docs := []string{openclawFile, `{"version":1}`, `{"$schema":"./exec-approvals.schema.json","version":1}`, `{"version":1.0,"defaults":null,"agents":{"x":null}}`,
 		`{"version":1,"defaults":{"security":null,"ask":""},"agents":{"main":{"allowlist":["/bin/ls"]}}}`}
 	b, err := os.ReadFile("../../docs/policy.md")
 	if err != nil {
