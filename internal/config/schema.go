@@ -38,6 +38,11 @@ func Schema() (*jsonschema.Schema, error) {
 		if fix != nil {
 			fix(s)
 		}
+		for k, p := range s.Properties {
+			if d, ok := descriptions[t.Name()+"."+k]; ok {
+				p.Description = d
+			}
+		}
 		types[t] = s
 		return nil
 	}
@@ -46,18 +51,18 @@ func Schema() (*jsonschema.Schema, error) {
 		fix func(*jsonschema.Schema)
 	}{
 		{reflect.TypeFor[ApplyPatch](), nil},
+		{reflect.TypeFor[SandboxPrune](), nil},
 		{reflect.TypeFor[Exec](), func(s *jsonschema.Schema) {
-			enum(s, "host", hostValues, "where commands run: unset (this machine, no policy gate), gateway (this machine through the policy gate), sandbox, node")
-			enum(s, "security", securityValues, "security of gated calls (default allowlist)")
-			enum(s, "ask", askValues, "when gated calls need an approval (default: the approvals file's value, else on-miss)")
-			enum(s, "askFallback", securityValues, "what an unanswered approval does (default: the approvals file's value, else deny)")
-			s.Properties["node"].Description = "the node host's id, name or IP that host:\"node\" runs are bound to"
-			s.Properties["safeBinProfiles"].Description = "argument profiles of safe bins, by name (not checked at load; a profile that does not decode is ignored)"
+			enum(s, "host", hostValues)
+			enum(s, "security", securityValues)
+			enum(s, "ask", askValues)
+			enum(s, "askFallback", securityValues)
 		}},
 		{reflect.TypeFor[Tools](), func(s *jsonschema.Schema) {
 			s.Properties["deny"].Items = enumSchema(toolNames, "a tool the agent may not use", true)
-			s.Properties["elevated"].Description = "elevated mode (not checked at load); enabled is read when sandboxing is on"
-			s.Properties["elevated"].Properties = map[string]*jsonschema.Schema{"enabled": {Type: "boolean"}}
+			s.Properties["elevated"].Properties = map[string]*jsonschema.Schema{
+				"enabled": {Type: "boolean", Description: "false: elevated runs are not available (default true)"},
+			}
 		}},
 		{reflect.TypeFor[SandboxLimits](), func(s *jsonschema.Schema) {
 			s.Properties["memoryBytes"].Minimum = jsonschema.Ptr(float64(minMemoryBytes))
@@ -74,15 +79,14 @@ func Schema() (*jsonschema.Schema, error) {
 			s.Properties["binds"].Items = &jsonschema.Schema{Type: "string", Pattern: dockerBindPattern, Description: "SRC or SRC:DST, absolute paths, optionally :ro or :rw"}
 		}},
 		{reflect.TypeFor[Sandbox](), func(s *jsonschema.Schema) {
-			enum(s, "mode", sandboxModes, "which agents run sandboxed (default off)")
-			enum(s, "backend", sandboxBackends, "the sandbox backend (default auto)")
-			enum(s, "scope", sandboxScopes, "one sandbox per agent, or one shared (default agent)")
-			enum(s, "workspaceAccess", workspaceAccessValues, "the workspace inside the sandbox (default rw)")
-			enum(s, "network", sandboxNetworks, "network access inside the sandbox (default none)")
-			enum(s, "gitAccess", gitAccessValues, "the workspace's git directories inside the sandbox (default ro)")
+			enum(s, "mode", sandboxModes)
+			enum(s, "backend", sandboxBackends)
+			enum(s, "scope", sandboxScopes)
+			enum(s, "workspaceAccess", workspaceAccessValues)
+			enum(s, "network", sandboxNetworks)
+			enum(s, "gitAccess", gitAccessValues)
 			s.Properties["workspacePath"].Enum = anyOf(append([]string{""}, workspacePaths...))
 			s.Properties["runAs"].Pattern = `^[0-9]+(:[0-9]+)?$`
-			s.Properties["runAs"].Description = "UID or UID:GID a root gateway runs sandboxed commands as (default 65534:65534)"
 			s.Properties["protectPaths"].Items = &jsonschema.Schema{
 				Type: "string", Pattern: "^[^/]", Not: &jsonschema.Schema{Pattern: `(^|/)\.\.(/|$)`},
 				Description: "a relative path inside the workspace",
@@ -90,33 +94,31 @@ func Schema() (*jsonschema.Schema, error) {
 			s.Properties["env"].PropertyNames = &jsonschema.Schema{Pattern: `^[A-Za-z_][A-Za-z0-9_]*$`}
 		}},
 		{reflect.TypeFor[Quotas](), nil},
+		{reflect.TypeFor[Sessions](), nil},
+		{reflect.TypeFor[MCP](), nil},
+		{reflect.TypeFor[ApprovalSettings](), nil},
 		{reflect.TypeFor[LedgerForward](), func(s *jsonschema.Schema) {
-			enum(s, "network", forwardNetworkValues, "how to reach the collector (default unixgram)")
+			enum(s, "network", forwardNetworkValues)
 		}},
 		{reflect.TypeFor[LedgerSettings](), func(s *jsonschema.Schema) {
-			enum(s, "scope", ledgerScopeValues, "gated: leave the runs of the ungated implicit host out of the ledger (default all)")
+			enum(s, "scope", ledgerScopeValues)
 		}},
 		{reflect.TypeFor[AgentConfig](), func(s *jsonschema.Schema) {
-			s.Properties["workspace"].Description = "default working directory of the agent's commands"
-			s.Properties["elevated"].Description = "the agent's elevated mode (not checked at load); allow and default are read when sandboxing is on"
 			s.Properties["elevated"].Properties = map[string]*jsonschema.Schema{
-				"allow":   {Type: "boolean"},
-				"default": enumSchema([]string{"off", "ask", "full"}, "", false),
+				"allow":   {Type: "boolean", Description: "the agent may request elevated runs (default false)"},
+				"default": enumSchema([]string{"off", "ask", "full"}, "elevated level of the agent's runs: off (default), ask, full", false),
 			}
-			s.Properties["approvals"].Description = "the agent's approval settings (not checked at load); elicitation is read"
-			s.Properties["approvals"].Properties = map[string]*jsonschema.Schema{"elicitation": {Type: "boolean"}}
+			s.Properties["approvals"].Properties = map[string]*jsonschema.Schema{
+				"elicitation": {Type: "boolean", Description: "false: never ask this agent's human at the MCP client"},
+			}
 		}},
 		{reflect.TypeFor[Config](), func(s *jsonschema.Schema) {
 			s.Properties["agents"].PropertyNames = &jsonschema.Schema{Pattern: agentID.String()}
-			s.Properties["agents"].Description = "per-agent settings, by agent id; each wins key by key over the global ones"
-			s.Properties["$schema"].Description = "the JSON Schema of this file, for editors; conch ignores it"
-			s.Properties["server"].Description = "settings of conch serve (not checked at load; only the keys listed are read)"
 			s.Properties["server"].Properties = map[string]*jsonschema.Schema{
-				"allowedHosts":   {Type: "array", Items: &jsonschema.Schema{Type: "string"}},
-				"allowedOrigins": {Type: "array", Items: &jsonschema.Schema{Type: "string"}},
+				"allowedHosts":   {Type: "array", Items: &jsonschema.Schema{Type: "string"}, Description: "more Host names conch serve accepts"},
+				"allowedOrigins": {Type: "array", Items: &jsonschema.Schema{Type: "string"}, Description: "more Origins conch serve accepts"},
 				"ui":             {Type: "boolean", Description: "false: no control UI, like conch serve --no-ui"},
 			}
-			s.Properties["log"].Description = "accepted and not read"
 		}},
 	}
 	for _, st := range steps {
@@ -147,8 +149,8 @@ func optional(s *jsonschema.Schema) {
 
 // enum makes s's property key one of values in any case, or "" (unset),
 // as oneOf checks.
-func enum(s *jsonschema.Schema, key string, values []string, desc string) {
-	s.Properties[key] = enumSchema(append([]string{""}, values...), desc, false)
+func enum(s *jsonschema.Schema, key string, values []string) {
+	s.Properties[key] = enumSchema(append([]string{""}, values...), "", false)
 }
 
 // enumSchema is a string that is one of values, compared without regard

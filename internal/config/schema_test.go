@@ -261,3 +261,35 @@ func TestSchemaDocumentedKeys(t *testing.T) {
 		t.Fatalf("found only %d documented keys", n)
 	}
 }
+
+// TestSchemaDescribesEveryKey: every key of every section has a
+// description (a key added to a type needs one in descriptions), and
+// every description is used.
+func TestSchemaDescribesEveryKey(t *testing.T) {
+	s, _ := resolvedSchema(t)
+	seen := 0
+	schemaPaths(s, nil, func(path []string, p *jsonschema.Schema) {
+		if len(path) == 0 || path[len(path)-1] == "a" {
+			return
+		}
+		seen++
+		if p.Description == "" {
+			t.Errorf("%s has no description", strings.Join(path, "."))
+		}
+	})
+	if seen < 100 {
+		t.Fatalf("only %d keys", seen)
+	}
+	for key := range descriptions {
+		typ, name, _ := strings.Cut(key, ".")
+		found := false
+		schemaPaths(s, nil, func(path []string, p *jsonschema.Schema) {
+			if len(path) > 0 && path[len(path)-1] == name && p.Description == descriptions[key] {
+				found = true
+			}
+		})
+		if !found {
+			t.Errorf("descriptions[%q] (type %s) is not used", key, typ)
+		}
+	}
+}
