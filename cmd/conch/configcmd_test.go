@@ -14,7 +14,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
-var updateSchemas = flag.Bool("update-schemas", false, "rewrite docs/schema/*.schema.json from conch config schema")
+var updateSchemas = flag.Bool("update", false, "rewrite docs/schema/*.schema.json from conch config schema")
 
 // schemaFiles are the published schemas, by the argument of
 // `conch config schema`.
@@ -25,7 +25,7 @@ var schemaFiles = map[string]string{
 
 // TestConfigSchemaFiles: the schemas in docs/schema are what the binary's
 // `conch config schema` prints (go test ./cmd/conch -run
-// TestConfigSchemaFiles -update-schemas rewrites them).
+// TestConfigSchemaFiles -update rewrites them).
 func TestConfigSchemaFiles(t *testing.T) {
 	for which, file := range schemaFiles {
 		out, stderr, code := runCLI(t, nil, "config", "schema", which)
@@ -43,7 +43,7 @@ func TestConfigSchemaFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		if out != string(want) {
-			t.Errorf("%s differs from `conch config schema %s`: run go test ./cmd/conch -run TestConfigSchemaFiles -update-schemas", file, which)
+			t.Errorf("%s differs from `conch config schema %s`: run go test ./cmd/conch -run TestConfigSchemaFiles -update", file, which)
 		}
 	}
 	def, _, _ := runCLI(t, nil, "config", "schema")
