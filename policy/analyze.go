@@ -572,7 +572,7 @@ func (w *walker) word(wd *syntax.Word) (word, *failure) {
 			if p.Dollar {
 				return x, unsupported(`locale quoting ($"…")`, p.Pos())
 			}
-			for _, q := range p.Parts {
+			for qi, q := range p.Parts {
 				switch q := q.(type) {
 				case *syntax.Lit:
 					v := unescapeDbl(q.Value)
@@ -584,6 +584,9 @@ func (w *walker) word(wd *syntax.Word) (word, *failure) {
 					if f := checkParam(q); f != nil {
 						return x, f
 					}
+					if f := zshSubscript(p.Parts, qi); f != nil {
+						return x, f
+					}
 					x.lit = false
 				default:
 					return x, partFailure(q)
@@ -591,6 +594,9 @@ func (w *walker) word(wd *syntax.Word) (word, *failure) {
 			}
 		case *syntax.ParamExp:
 			if f := checkParam(p); f != nil {
+				return x, f
+			}
+			if f := zshSubscript(wd.Parts, i); f != nil {
 				return x, f
 			}
 			x.lit = false
@@ -626,6 +632,23 @@ func partFailure(part syntax.WordPart) *failure {
 }
 
 // checkParam accepts $NAME and ${NAME} only.
+// zshSubscript fails the analysis for a $NAME (without braces) directly
+// followed by "[": bash reads "$HOME[X]" as $HOME and the text "[X]", but
+// zsh, unquoted or in double quotes, as a subscript it evaluates as
+// arithmetic, and arithmetic on a variable whose value is
+// 'HOME[$(cmd)]' runs cmd. X comes from the request's environment.
+// "${HOME}[X]" is the same to bash and literal to zsh.
+func zshSubscript(parts []syntax.WordPart, i int) *failure {
+	p, ok := parts[i].(*syntax.ParamExp)
+	if !ok || !p.Short || i+1 >= len(parts) {
+		return nil
+	}
+	if next, ok := parts[i+1].(*syntax.Lit); ok && strings.HasPrefix(next.Value, "[") {
+		return unsupported("zsh subscript ($"+p.Param.Value+"[…]; write ${"+p.Param.Value+"}[…])", next.Pos())
+	}
+	return nil
+}
+
 func checkParam(p *syntax.ParamExp) *failure {
 	if p.Param == nil || p.Flags != nil || p.Excl || p.Length || p.Width || p.IsSet ||
 		p.Split != syntax.OptUnset || p.GlobSubst != syntax.OptUnset || p.RcExpand != syntax.OptUnset ||
