@@ -273,3 +273,34 @@ func TestGateZshSubscript(t *testing.T) {
 		t.Fatal("${PWD}[X] ran the command substitution")
 	}
 }
+
+// TestGateNonPOSIXShell: the gate parses commands as bash; a user's shell
+// that reads them otherwise must not run them. Under tcsh a backslash does
+// not escape a double quote, so the one argument bash reads in
+// `echo "a\" ; touch RAN ; echo "\"` was three commands to tcsh, and the
+// allowlisted echo ran touch. conch runs commands under bash when $SHELL
+// is not a POSIX shell, gated or not.
+func TestGateNonPOSIXShell(t *testing.T) {
+	var shells []string
+	for _, name := range []string{"tcsh", "csh", "fish"} {
+		if p, err := exec.LookPath(name); err == nil {
+			shells = append(shells, p)
+		}
+	}
+	if len(shells) == 0 {
+		t.Skip("no tcsh, csh or fish installed (.ci/run installs tcsh)")
+	}
+	home := gatedDefaults(t, "")
+	wd := t.TempDir()
+	marker := filepath.Join(wd, "RAN")
+	cmd := `echo "a\" ; touch ` + marker + ` ; echo "\"`
+	for _, sh := range shells {
+		out, errOut, code := runCLI(t, []string{"SHELL=" + sh}, "exec", "--home", home, "-C", wd, "--", cmd)
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("SHELL=%s: %q ran touch (exit %d %q %s)", sh, cmd, code, out, errOut)
+		}
+		if want := `a" ; touch ` + marker + ` ; echo "`; code != 0 || strings.TrimSpace(out) != want {
+			t.Errorf("SHELL=%s: exit %d %q, want %q (%s)", sh, code, out, want, errOut)
+		}
+	}
+}
