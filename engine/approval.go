@@ -284,7 +284,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 		e.deny(s, "approval-request-failed", "")
 		return
 	}
-	if !planUnchanged(req) {
+	if !planUnchanged(req) || (pr.plan.node == nil && !resolvesAsApproved(req, pr)) {
 		e.deny(s, "approval plan changed before execution", "")
 		return
 	}
@@ -403,6 +403,36 @@ func planUnchanged(req *approvals.Request) bool {
 		}
 	}
 	return true
+}
+
+// resolvesAsApproved resolves the command again, as its run is about to:
+// every segment must name the same executable with the same realpath, and
+// the script operand must be the same file. An approved command runs as
+// written, so a word that is a symlink (./tool, a script, a name in a PATH
+// directory the agent can write) retargeted after the request would run
+// another file, while the approved realpaths still hash the same.
+func resolvesAsApproved(req *approvals.Request, pr *pendingRun) bool {
+	d := policy.Evaluate(pr.gate.eff.Request)
+	var now []approvals.Segment
+	walkSegments(d.Analysis.Parts, func(s policy.Segment) {
+		now = append(now, approvals.Segment{Exe: s.Exe, RealPath: s.RealPath})
+	})
+	if len(now) != len(req.Segments) {
+		return false
+	}
+	for i, s := range req.Segments {
+		if now[i].Exe != s.Exe || now[i].RealPath != s.RealPath {
+			return false
+		}
+	}
+	script := scriptOperand(d, pr.plan.cwd)
+	switch {
+	case req.Script == nil:
+		return script == nil
+	case script == nil:
+		return false
+	}
+	return script.Path == req.Script.Path && script.SHA256 == req.Script.SHA256
 }
 
 // finishedNotice is the event of an approval-gated run's end (exec.md

@@ -425,3 +425,65 @@ func TestDoctorFix(t *testing.T) {
 		t.Fatalf("a second --fix changed something: %d\n%s", code, out)
 	}
 }
+
+// TestApprovedSymlinkRetargeted: an approved command runs as written, so
+// its words are resolved again before the run. The executable word and
+// the script operand are symlinks the agent retargets after the request;
+// the approved realpaths are unchanged (their hashes match), but what the
+// words name now is another file. Generated over the forms: the symlink as
+// the command, through a dispatch wrapper, as the script of sh and of an
+// interpreter.
+func TestApprovedSymlinkRetargeted(t *testing.T) {
+	home := gatedHome(t, `,"security":"allowlist","ask":"on-miss"`, "")
+	c := startConch(t, home)
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "RAN")
+	write := func(p, body string) {
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "good"), "#!/bin/sh\necho good\n")
+	write(filepath.Join(dir, "evil"), "#!/bin/sh\ntouch '"+ran+"'\n")
+	write(filepath.Join(dir, "good.sh"), "echo good\n")
+	write(filepath.Join(dir, "evil.sh"), "touch '"+ran+"'\n")
+	link := func(name, target string) {
+		os.Remove(filepath.Join(dir, name))
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ cmd, name, good, evil string }{
+		{"./x", "x", "good", "evil"},
+		{"nice ./x", "x", "good", "evil"},
+		{"./x; ./x", "x", "good", "evil"},
+		{"sh s.sh", "s.sh", "good.sh", "evil.sh"},
+		{"bash ./s.sh arg", "s.sh", "good.sh", "evil.sh"},
+	} {
+		link(tc.name, filepath.Join(dir, tc.good))
+		r := c.exec(map[string]any{"command": tc.cmd, "workdir": dir})
+		if r.str("status") != "approval-pending" {
+			t.Fatalf("%q: want approval-pending: %q", tc.cmd, r.Text)
+		}
+		link(tc.name, filepath.Join(dir, tc.evil))
+		if out, code := cli(t, "approvals", "approve", r.str("approvalSlug"), "--home", home); code != 0 {
+			t.Fatalf("approve: %s", out)
+		}
+		p := c.waitEnd(r.str("sessionId"), 20*time.Second)
+		if _, err := os.Stat(ran); err == nil {
+			t.Fatalf("%q: the retargeted symlink's file ran: %q", tc.cmd, p.Text)
+		}
+		if !strings.Contains(p.Text, "approval plan changed before execution") {
+			t.Errorf("%q: %q", tc.cmd, p.Text)
+		}
+	}
+	// Unchanged, it runs.
+	link("x", filepath.Join(dir, "good"))
+	r := c.exec(map[string]any{"command": "./x", "workdir": dir})
+	if out, code := cli(t, "approvals", "approve", r.str("approvalSlug"), "--home", home); code != 0 {
+		t.Fatalf("approve: %s", out)
+	}
+	if p := c.waitEnd(r.str("sessionId"), 20*time.Second); !strings.Contains(p.Text, "good") {
+		t.Fatalf("unchanged: %q", p.Text)
+	}
+}
