@@ -57,7 +57,7 @@ func TestInterpreterAndEditorKeys(t *testing.T) {
 	keys := []string{"GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_CONFIG", "PYTHONINSPECT", "PYTHONWARNINGS", "PYTHONUSERBASE",
 		"PYTHONPYCACHEPREFIX", "PYTHONBREAKPOINT", "PYTHONPLATLIBDIR", "PYTHONEXECUTABLE", "PYTHON_HISTORY", "PYTHON_PRESITE",
 		"PERLLIB", "PERLIO_DEBUG", "RUBYPATH", "NODE_REPL_EXTERNAL_MODULE", "NODE_REPL_HISTORY", "NODE_REDIRECT_WARNINGS",
-		"NODE_V8_COVERAGE", "git_editor", "PythonInspect"}
+		"NODE_V8_COVERAGE", "git_editor", "PythonInspect", "TMPDIR", "TMP", "TEMP", "TEMPDIR", "tmpdir"}
 	for _, k := range keys {
 		if msg := Validate(map[string]string{k: "1"}); !strings.Contains(msg, "'"+k+"' is forbidden") {
 			t.Errorf("%s: %q", k, msg)

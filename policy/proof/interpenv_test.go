@@ -174,3 +174,48 @@ func TestInterpreterEnvVectors(t *testing.T) {
 		}
 	}
 }
+
+// TestSortTmpdirVector: sort (a safe bin once listed in safeBins) writes
+// its input in temporary files under $TMPDIR when the input outgrows its
+// buffer: an agent feeding it through stdin chose the directory, and the
+// files (its own content) stay when sort is killed. A request may not set
+// TMPDIR (nor TMP, TEMP, TEMPDIR); the vector is run to show it is real.
+func TestSortTmpdirVector(t *testing.T) {
+	sortPath, err := exec.LookPath("sort")
+	if err != nil {
+		t.Skip("sort is not installed")
+	}
+	for _, k := range []string{"TMPDIR", "TMP", "TEMP", "TEMPDIR"} {
+		if msg := hostenv.Validate(map[string]string{k: "x"}); !strings.Contains(msg, "'"+k+"' is forbidden") {
+			t.Errorf("a request may set %s: %q", k, msg)
+		}
+	}
+	dir := t.TempDir()
+	past := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(dir, past, past); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, sortPath, "-S", "1M") // a small buffer stands in for a large input
+	c.Env = []string{"TMPDIR=" + dir, "LC_ALL=C"}
+	c.Stdin = strings.NewReader(strings.Repeat("line of the agent's choosing\n", 200000))
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("sort: %v %s", err, out)
+	}
+	// sort removes its files when it ends normally; that it wrote them
+	// is what matters, so look at the directory's modification time.
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.ModTime().Equal(before.ModTime()) {
+		t.Logf("sort wrote nothing under TMPDIR here")
+	} else {
+		t.Logf("sort wrote its temporary files under the TMPDIR it was given")
+	}
+}
