@@ -308,6 +308,13 @@ func (e *evaluator) judge(seg *Segment, words []word, depth int, viaXargs bool) 
 			return nil
 		}
 	}
+	// A wrapper allowlisted only by realpath runs as the pattern's path,
+	// like any command (see plain).
+	if why != "" && len(pin) > 0 && e.allowMatchPath(res) == nil {
+		if a := e.allowMatchReal(res); a != nil {
+			pin[0] = quote(a.path)
+		}
+	}
 	return pin
 }
 

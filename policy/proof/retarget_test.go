@@ -48,6 +48,21 @@ func TestRetargetedSymlinkRunsTheAllowedFile(t *testing.T) {
 	}
 	env := policy.Env{PATH: work + ":/usr/bin:/bin", Cwd: work, Home: root}
 	allow := []policy.AllowEntry{{Pattern: root + "/bin/allowed"}, {Pattern: root + "/scripts/job.sh"}}
+	// Wrappers outside the trusted directories are transparent only when
+	// allowlisted: here by realpath, through symlinks in the workdir.
+	wrappers := map[string]string{}
+	for _, w := range []string{"nice", "timeout", "stdbuf", "bash", "sh", "xargs", "nohup"} {
+		p, err := exec.LookPath(w)
+		if err != nil {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		wrappers["w"+w] = real
+		allow = append(allow, policy.AllowEntry{Pattern: real})
+	}
 
 	words := []string{"./x", "x", work + "/x", "../work/x"}
 	var cmds []string
@@ -58,6 +73,10 @@ func TestRetargetedSymlinkRunsTheAllowedFile(t *testing.T) {
 	for _, s := range []string{"./s.sh", work + "/s.sh", "s.sh"} {
 		cmds = append(cmds, "sh "+s, "bash "+s, "bash -c 'sh "+s+"'", "env bash "+s)
 	}
+	allowed := root + "/bin/allowed"
+	cmds = append(cmds, "./wnice -n 1 "+allowed, "./wtimeout 50 "+allowed, "./wstdbuf -oL "+allowed, "./wnohup "+allowed,
+		"./wxargs "+allowed, "./wbash -c "+allowed, "./wsh -c "+allowed, "wbash -c "+allowed, "./wbash s.sh",
+		"./wsh ./s.sh", "nice ./wnice "+allowed, "./wbash -c './wnice "+allowed+"'")
 	for _, cmd := range cmds {
 		link := func(dir string) {
 			t.Helper()
@@ -67,6 +86,16 @@ func TestRetargetedSymlinkRunsTheAllowedFile(t *testing.T) {
 				}
 				if dir == root+"/bin" && name == "s.sh" {
 					target = root + "/scripts/job.sh"
+				}
+				os.Remove(filepath.Join(work, name))
+				if err := os.Symlink(target, filepath.Join(work, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for name, real := range wrappers {
+				target := real
+				if dir != root+"/bin" {
+					target = dir + "/tool"
 				}
 				os.Remove(filepath.Join(work, name))
 				if err := os.Symlink(target, filepath.Join(work, name)); err != nil {
