@@ -161,7 +161,13 @@ func (e *Engine) awaitDecision(s *session) {
 				e.deny(s, "user-denied", "")
 			}
 			return
-		case approvals.Expired, approvals.Consumed:
+		case approvals.Expired:
+			// Expired by another session's watcher (Expire takes every
+			// due request): the askFallback still applies.
+			e.emit("approval.expired", s.agent, map[string]any{"id": cur.ID, "askFallback": cur.AskFallback})
+			e.timedOut(s, cur)
+			return
+		case approvals.Consumed:
 			e.deny(s, "approval-timeout", "")
 			return
 		}
@@ -200,7 +206,15 @@ func (e *Engine) timedOut(s *session, req *approvals.Request) {
 			r := pr.gate.eff.Request
 			r.Ask = policy.AskOff
 			r.Security = policy.SecurityAllowlist
-			ok = policy.Evaluate(r).Outcome == policy.OutcomeRun
+			d := policy.Evaluate(r)
+			ok = d.Outcome == policy.OutcomeRun
+			if ok && d.Pinned != "" && pr.plan.node == nil && len(pr.plan.argv) == 3 {
+				// Run what the allowlist judged, as an auto-allowed
+				// command does: the pinned text, not the command as
+				// written (the parser and the shell may read it apart).
+				pr.plan.argv[2] = d.Pinned
+				pr.gate.pinned = true
+			}
 		}
 		if ok {
 			decide("run")

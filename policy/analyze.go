@@ -13,6 +13,7 @@ import (
 // (policy.md §4.2).
 const (
 	reasonInvalidChar      = "invalid character"
+	reasonControlChar      = "control character (only tab and newline are accepted)"
 	reasonContinuation     = "line continuation"
 	reasonEmpty            = "empty command"
 	reasonTooLong          = "command longer than 131071 bytes"
@@ -184,6 +185,15 @@ func precheck(src string) *failure {
 	}
 	if i := strings.IndexByte(src, 0); i >= 0 {
 		return &failure{reason: reasonInvalidChar, off: i}
+	}
+	// The parser and the shells disagree on control characters: the
+	// parser reads a carriage return as a blank, bash as part of a word,
+	// so in `echo a<CR>#; touch x` the parser saw a comment where bash
+	// ran touch. Only tab and newline are read the same way by all.
+	for i := 0; i < len(src); i++ {
+		if c := src[i]; (c < 0x20 && c != '\t' && c != '\n') || c == 0x7f {
+			return &failure{reason: reasonControlChar, off: i}
+		}
 	}
 	for i := strings.IndexByte(src, '\\'); i >= 0 && i < len(src)-1; {
 		rest := src[i+1:]

@@ -131,6 +131,8 @@ var bypassCorpus = []string{
 	"echo a$=X",
 	"zsh -f -c 'echo $~X'",
 	"echo $HOME[X]",
+	"echo a\r#; touch x",
+	"git status\r; rm -rf /",
 	`echo "$HOME[X]"`,
 	"zsh -f -c 'echo a$PWD[X]'",
 	"echo hi" + strings.Repeat(" | head", 300),

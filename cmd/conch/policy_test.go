@@ -487,3 +487,45 @@ func TestApprovedSymlinkRetargeted(t *testing.T) {
 		t.Fatalf("unchanged: %q", p.Text)
 	}
 }
+
+// TestGateTimeoutFallbackPinned: with askFallback allowlist, a command the
+// allowlist satisfies runs after the approval timeout as an auto-allowed
+// one does, pinned. It ran as written: `echo a<CR>#; touch RAN` was one
+// echo to the parser (a carriage return was a blank, "#" a comment) and
+// two commands to bash, which ran touch; and `echo 'a\nb'` ran dash's
+// builtin echo, not the allowlisted /usr/bin/echo.
+func TestGateTimeoutFallbackPinned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the 10 s approval timeout")
+	}
+	t.Parallel() // it mostly waits
+	sh, err := exec.LookPath("dash")
+	if err != nil {
+		t.Skip("dash is not installed")
+	}
+	echo := echoPath(t)
+	home := newHome(t, `{"tools":{"exec":{"host":"gateway","security":"allowlist","ask":"always","askFallback":"allowlist"}},"approvals":{"timeoutMs":10000}}`)
+	if err := os.WriteFile(filepath.Join(home, "exec-approvals.json"), []byte(`{"version":1,"defaults":{"askFallback":"allowlist"},"agents":{"main":{"askFallback":"allowlist","allowlist":[{"pattern":"`+echo+`"}]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startConchEnv(t, home, []string{"SHELL=" + sh})
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "RAN")
+	cr := c.exec(map[string]any{"command": "echo a\r#; touch " + ran, "workdir": dir})
+	lit := c.exec(map[string]any{"command": `echo 'a\nb'`, "workdir": dir})
+	if cr.str("status") != "approval-pending" || lit.str("status") != "approval-pending" {
+		t.Fatalf("want approval-pending: %q %q", cr.Text, lit.Text)
+	}
+	p := c.waitEnd(cr.str("sessionId"), 60*time.Second)
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatalf("the carriage-return command ran touch: %q", p.Text)
+	}
+	if !strings.Contains(p.Text, "approval-timeout (allowlist-miss)") {
+		t.Errorf("carriage return: %q", p.Text)
+	}
+	pl := c.waitEnd(lit.str("sessionId"), 60*time.Second)
+	l := c.process(map[string]any{"action": "log", "sessionId": lit.str("sessionId")})
+	if l.Text != `a\nb` {
+		t.Fatalf("fallback run was not pinned to %s: %q log %q", echo, pl.Text, l.Text)
+	}
+}
