@@ -427,26 +427,37 @@ func planUnchanged(req *approvals.Request) bool {
 // another file, while the approved realpaths still hash the same.
 func resolvesAsApproved(req *approvals.Request, pr *pendingRun) bool {
 	d := policy.Evaluate(pr.gate.eff.Request)
-	var now []approvals.Segment
+	return sameResolution(resolution(d), req.Segments) && sameScript(scriptOperand(d, pr.plan.cwd), req.Script)
+}
+
+// resolution lists what each segment of a decision resolved to.
+func resolution(d policy.Decision) []approvals.Segment {
+	var out []approvals.Segment
 	walkSegments(d.Analysis.Parts, func(s policy.Segment) {
-		now = append(now, approvals.Segment{Exe: s.Exe, RealPath: s.RealPath})
+		out = append(out, approvals.Segment{Exe: s.Exe, RealPath: s.RealPath})
 	})
-	if len(now) != len(req.Segments) {
+	return out
+}
+
+// sameResolution reports whether two resolutions name the same paths and
+// realpaths, segment by segment.
+func sameResolution(now, then []approvals.Segment) bool {
+	if len(now) != len(then) {
 		return false
 	}
-	for i, s := range req.Segments {
-		if now[i].Exe != s.Exe || now[i].RealPath != s.RealPath {
+	for i := range then {
+		if now[i].Exe != then[i].Exe || now[i].RealPath != then[i].RealPath {
 			return false
 		}
 	}
-	script := scriptOperand(d, pr.plan.cwd)
-	switch {
-	case req.Script == nil:
-		return script == nil
-	case script == nil:
-		return false
+	return true
+}
+
+func sameScript(now, then *approvals.FileDigest) bool {
+	if now == nil || then == nil {
+		return now == then
 	}
-	return script.Path == req.Script.Path && script.SHA256 == req.Script.SHA256
+	return now.Path == then.Path && now.SHA256 == then.SHA256
 }
 
 // finishedNotice is the event of an approval-gated run's end (exec.md
