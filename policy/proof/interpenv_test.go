@@ -134,6 +134,11 @@ func TestInterpreterEnvVectors(t *testing.T) {
 	if perl, err := exec.LookPath("perl"); err == nil {
 		vs = append(vs, vector{"PERLLIB", dir + "/lib", []string{perl, dir + "/job.pl"}, ""})
 	}
+	if zsh, err := exec.LookPath("zsh"); err == nil {
+		// zsh reads PROMPT4 as PS4; with PROMPT_SUBST (an operator's
+		// .zshenv, or sh emulation) xtrace expands it.
+		vs = append(vs, vector{"PROMPT4", "$(touch " + ran + ")+ ", []string{zsh, "-f", "-o", "promptsubst", "-x", "-c", "true"}, ""})
+	}
 	if git, err := exec.LookPath("git"); err == nil {
 		if exec.Command(git, "init", "-q", dir+"/repo").Run() == nil {
 			vs = append(vs, vector{"GIT_EDITOR", "touch " + ran + "; false", []string{git, "-C", dir + "/repo", "commit", "--allow-empty"}, ""})
