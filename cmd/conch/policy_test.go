@@ -529,3 +529,34 @@ func TestGateTimeoutFallbackPinned(t *testing.T) {
 		t.Fatalf("fallback run was not pinned to %s: %q log %q", echo, pl.Text, l.Text)
 	}
 }
+
+// TestAllowAlwaysPersistsNoWildcard: allow-always of a file the agent
+// named "*" persisted the pattern DIR/*, which allows every file of DIR.
+// A path that is not its own exact pattern is not persisted; the approved
+// command runs once.
+func TestAllowAlwaysPersistsNoWildcard(t *testing.T) {
+	home := gatedHome(t, `,"security":"allowlist","ask":"on-miss"`, "")
+	c := startConch(t, home)
+	dir := t.TempDir()
+	for _, name := range []string{"*", "other"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\necho ran-"+name+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := c.exec(map[string]any{"command": "'./*'", "workdir": dir})
+	if r.str("status") != "approval-pending" {
+		t.Fatalf("want approval-pending: %q", r.Text)
+	}
+	if out, code := cli(t, "approvals", "approve", r.str("approvalSlug"), "--always", "--home", home); code != 0 {
+		t.Fatalf("approve: %s", out)
+	}
+	c.waitEnd(r.str("sessionId"), 20*time.Second)
+	b, _ := os.ReadFile(filepath.Join(home, "exec-approvals.json"))
+	if strings.Contains(string(b), "*") {
+		t.Fatalf("a wildcard was persisted:\n%s", b)
+	}
+	r = c.exec(map[string]any{"command": "./other", "workdir": dir})
+	if r.str("status") != "approval-pending" {
+		t.Fatalf("./other was not asked for: %q", r.Text)
+	}
+}
