@@ -271,6 +271,9 @@ func TestAnalyzeLengthCap(t *testing.T) {
 	}
 	if a := Analyze(cmd); strings.Contains(a.Reason, "longer than") {
 		t.Fatalf("at the cap: %q", a.Reason)
+	}
+}
+
 // TestControlCharacters: a control character other than tab and newline
 // fails the analysis wherever it is (the parser read a carriage return as
 // a blank, bash as part of a word: `echo a<CR>#; touch x` was one
@@ -288,6 +291,7 @@ func TestControlCharacters(t *testing.T) {
 				t.Errorf("%q: ok=%v %q", cmd, a.OK, a.Reason)
 			}
 		}
+	}
 	for _, cmd := range []string{"echo a\tb", "echo 'a\tb'"} {
 		if a := Analyze(cmd); !a.OK {
 			t.Errorf("%q: %s", cmd, a.Reason)
