@@ -402,7 +402,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 	// since the plan names another file, while the planned realpaths
 	// still hash the same (the run is the command as written unless it
 	// was pinned).
-	if np.pinned == "" {
+	if p.Approved && np.pinned == "" {
 		d := policy.Evaluate(np.request)
 		var then *approvals.FileDigest
 		if pl.Script != nil {
