@@ -161,7 +161,13 @@ func (e *Engine) awaitDecision(s *session) {
 				e.deny(s, "user-denied", "")
 			}
 			return
-		case approvals.Expired, approvals.Consumed:
+		case approvals.Expired:
+			// Expired by another session's watcher (Expire takes every
+			// due request): the askFallback still applies.
+			e.emit("approval.expired", s.agent, map[string]any{"id": cur.ID, "askFallback": cur.AskFallback})
+			e.timedOut(s, cur)
+			return
+		case approvals.Consumed:
 			e.deny(s, "approval-timeout", "")
 			return
 		}
@@ -200,7 +206,15 @@ func (e *Engine) timedOut(s *session, req *approvals.Request) {
 			r := pr.gate.eff.Request
 			r.Ask = policy.AskOff
 			r.Security = policy.SecurityAllowlist
-			ok = policy.Evaluate(r).Outcome == policy.OutcomeRun
+			d := policy.Evaluate(r)
+			ok = d.Outcome == policy.OutcomeRun
+			if ok && d.Pinned != "" && pr.plan.node == nil && len(pr.plan.argv) == 3 {
+				// Run what the allowlist judged, as an auto-allowed
+				// command does: the pinned text, not the command as
+				// written (the parser and the shell may read it apart).
+				pr.plan.argv[2] = d.Pinned
+				pr.gate.pinned = true
+			}
 		}
 		if ok {
 			decide("run")
@@ -284,7 +298,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 		e.deny(s, "approval-request-failed", "")
 		return
 	}
-	if !planUnchanged(req) {
+	if !planUnchanged(req) || (pr.plan.node == nil && !resolvesAsApproved(req, pr)) {
 		e.deny(s, "approval plan changed before execution", "")
 		return
 	}
@@ -403,6 +417,47 @@ func planUnchanged(req *approvals.Request) bool {
 		}
 	}
 	return true
+}
+
+// resolvesAsApproved resolves the command again, as its run is about to:
+// every segment must name the same executable with the same realpath, and
+// the script operand must be the same file. An approved command runs as
+// written, so a word that is a symlink (./tool, a script, a name in a PATH
+// directory the agent can write) retargeted after the request would run
+// another file, while the approved realpaths still hash the same.
+func resolvesAsApproved(req *approvals.Request, pr *pendingRun) bool {
+	d := policy.Evaluate(pr.gate.eff.Request)
+	return sameResolution(resolution(d), req.Segments) && sameScript(scriptOperand(d, pr.plan.cwd), req.Script)
+}
+
+// resolution lists what each segment of a decision resolved to.
+func resolution(d policy.Decision) []approvals.Segment {
+	var out []approvals.Segment
+	walkSegments(d.Analysis.Parts, func(s policy.Segment) {
+		out = append(out, approvals.Segment{Exe: s.Exe, RealPath: s.RealPath})
+	})
+	return out
+}
+
+// sameResolution reports whether two resolutions name the same paths and
+// realpaths, segment by segment.
+func sameResolution(now, then []approvals.Segment) bool {
+	if len(now) != len(then) {
+		return false
+	}
+	for i := range then {
+		if now[i].Exe != then[i].Exe || now[i].RealPath != then[i].RealPath {
+			return false
+		}
+	}
+	return true
+}
+
+func sameScript(now, then *approvals.FileDigest) bool {
+	if now == nil || then == nil {
+		return now == then
+	}
+	return now.Path == then.Path && now.SHA256 == then.SHA256
 }
 
 // finishedNotice is the event of an approval-gated run's end (exec.md

@@ -395,17 +395,24 @@ func prependPath(entries []string, path string) string {
 	return strings.Join(out, ":")
 }
 
-// shellPath picks the gateway shell (exec.md §5.1): $SHELL, except fish
-// (bash, else sh); unset means sh from PATH, else /bin/sh.
+// posixShells are the shells that read the commands conch passes (and
+// the policy gate judges, parsing them as bash) the way bash does.
+var posixShells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "ksh93": true,
+	"mksh": true, "lksh": true, "pdksh": true, "oksh": true, "ash": true, "yash": true, "posh": true, "busybox": true}
+
+// shellPath picks the gateway shell (exec.md §5.1): $SHELL when it is a
+// POSIX shell; otherwise (fish, csh, tcsh, nu, …: under tcsh the word
+// "a\" ; cmd ; "\" that bash reads as one argument ran cmd) bash, else
+// sh, else /bin/sh; unset means sh from PATH, else /bin/sh.
 func shellPath() string {
 	sh := os.Getenv("SHELL")
-	if filepath.Base(sh) == "fish" {
+	if sh != "" && !posixShells[filepath.Base(sh)] {
 		for _, alt := range []string{"bash", "sh"} {
 			if p, err := exec.LookPath(alt); err == nil {
 				return p
 			}
 		}
-		return sh
+		return "/bin/sh"
 	}
 	if sh != "" {
 		return sh

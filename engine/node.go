@@ -180,8 +180,10 @@ func (e *Engine) startNode(spec supervisor.Spec, pl *plan, requestID, approvalID
 type nodePlan struct {
 	plan     apitype.NodePlan
 	verdict  apitype.NodeVerdict
-	pinned   string   // the pinned command text, if the policy pinned it
-	persist  []string // what allow-always adds to this node's allowlist
+	pinned   string              // the pinned command text, if the policy pinned it
+	request  policy.Request      // what was evaluated, to resolve it again before the run
+	resolved []approvals.Segment // what each segment resolved to
+	persist  []string            // what allow-always adds to this node's allowlist
 	security policy.Security
 	used     bool
 	expireAt time.Time
@@ -280,7 +282,8 @@ func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareRe
 			return rep, nodeErr(apitype.NodeRunDenied, "approval requires a stable executable path")
 		}
 	}
-	np := &nodePlan{plan: plan, verdict: verdict, expireAt: time.UnixMilli(plan.ExpiresAtMs), persist: d.Persist, security: eff.Security}
+	np := &nodePlan{plan: plan, verdict: verdict, expireAt: time.UnixMilli(plan.ExpiresAtMs), persist: d.Persist, security: eff.Security,
+		request: eff.Request, resolved: resolution(d)}
 	if d.Outcome == policy.OutcomeRun && d.Pinned != "" && eff.Security == policy.SecurityAllowlist {
 		np.pinned = d.Pinned
 	}
@@ -392,6 +395,23 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 	}
 	for _, x := range pl.Exes {
 		if hashFile(x.Path) != x.SHA256 {
+			return rep, nodeErr(apitype.NodeRunDenied, "approval executable changed before execution")
+		}
+	}
+	// Resolve the command again: a word that is a symlink retargeted
+	// since the plan names another file, while the planned realpaths
+	// still hash the same (the run is the command as written unless it
+	// was pinned).
+	if p.Approved && np.pinned == "" {
+		d := policy.Evaluate(np.request)
+		var then *approvals.FileDigest
+		if pl.Script != nil {
+			then = &approvals.FileDigest{Path: pl.Script.Path, SHA256: pl.Script.SHA256}
+		}
+		if !sameScript(scriptOperand(d, pl.Cwd), then) {
+			return rep, nodeErr(apitype.NodeRunDenied, "approval script operand changed before execution")
+		}
+		if !sameResolution(resolution(d), np.resolved) {
 			return rep, nodeErr(apitype.NodeRunDenied, "approval executable changed before execution")
 		}
 	}

@@ -13,6 +13,7 @@ import (
 // (policy.md §4.2).
 const (
 	reasonInvalidChar      = "invalid character"
+	reasonControlChar      = "control character (only tab and newline are accepted)"
 	reasonContinuation     = "line continuation"
 	reasonEmpty            = "empty command"
 	reasonTooLong          = "command longer than 131071 bytes"
@@ -184,6 +185,15 @@ func precheck(src string) *failure {
 	}
 	if i := strings.IndexByte(src, 0); i >= 0 {
 		return &failure{reason: reasonInvalidChar, off: i}
+	}
+	// The parser and the shells disagree on control characters: the
+	// parser reads a carriage return as a blank, bash as part of a word,
+	// so in `echo a<CR>#; touch x` the parser saw a comment where bash
+	// ran touch. Only tab and newline are read the same way by all.
+	for i := 0; i < len(src); i++ {
+		if c := src[i]; (c < 0x20 && c != '\t' && c != '\n') || c == 0x7f {
+			return &failure{reason: reasonControlChar, off: i}
+		}
 	}
 	for i := strings.IndexByte(src, '\\'); i >= 0 && i < len(src)-1; {
 		rest := src[i+1:]
@@ -572,7 +582,7 @@ func (w *walker) word(wd *syntax.Word) (word, *failure) {
 			if p.Dollar {
 				return x, unsupported(`locale quoting ($"…")`, p.Pos())
 			}
-			for _, q := range p.Parts {
+			for qi, q := range p.Parts {
 				switch q := q.(type) {
 				case *syntax.Lit:
 					v := unescapeDbl(q.Value)
@@ -584,6 +594,9 @@ func (w *walker) word(wd *syntax.Word) (word, *failure) {
 					if f := checkParam(q); f != nil {
 						return x, f
 					}
+					if f := zshSubscript(p.Parts, qi); f != nil {
+						return x, f
+					}
 					x.lit = false
 				default:
 					return x, partFailure(q)
@@ -591,6 +604,9 @@ func (w *walker) word(wd *syntax.Word) (word, *failure) {
 			}
 		case *syntax.ParamExp:
 			if f := checkParam(p); f != nil {
+				return x, f
+			}
+			if f := zshSubscript(wd.Parts, i); f != nil {
 				return x, f
 			}
 			x.lit = false
@@ -626,6 +642,23 @@ func partFailure(part syntax.WordPart) *failure {
 }
 
 // checkParam accepts $NAME and ${NAME} only.
+// zshSubscript fails the analysis for a $NAME (without braces) directly
+// followed by "[": bash reads "$HOME[X]" as $HOME and the text "[X]", but
+// zsh, unquoted or in double quotes, as a subscript it evaluates as
+// arithmetic, and arithmetic on a variable whose value is
+// 'HOME[$(cmd)]' runs cmd. X comes from the request's environment.
+// "${HOME}[X]" is the same to bash and literal to zsh.
+func zshSubscript(parts []syntax.WordPart, i int) *failure {
+	p, ok := parts[i].(*syntax.ParamExp)
+	if !ok || !p.Short || i+1 >= len(parts) {
+		return nil
+	}
+	if next, ok := parts[i+1].(*syntax.Lit); ok && strings.HasPrefix(next.Value, "[") {
+		return unsupported("zsh subscript ($"+p.Param.Value+"[…]; write ${"+p.Param.Value+"}[…])", next.Pos())
+	}
+	return nil
+}
+
 func checkParam(p *syntax.ParamExp) *failure {
 	if p.Param == nil || p.Flags != nil || p.Excl || p.Length || p.Width || p.IsSet ||
 		p.Split != syntax.OptUnset || p.GlobSubst != syntax.OptUnset || p.RcExpand != syntax.OptUnset ||

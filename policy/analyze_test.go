@@ -108,10 +108,10 @@ func TestAnalyzeFailsClosed(t *testing.T) {
 		{"git status |\nwc -l", usc + "newline", ""},
 		{"git status # c\nrm -rf /", usc + "newline", ""},
 		{"cat <<EOF && rm -rf /tmp/x\nbody\nEOF\ngit status", usc + "newline", ""},
-		{"git status\r\nrm -rf /", usc + "newline", ""},
+		{"git status\r\nrm -rf /", reasonControlChar, ""},
 		// line continuation
 		{"git sta\\\ntus", reasonContinuation, "1:8"},
-		{"git status \\\r\n; rm", reasonContinuation, ""},
+		{"git status \\\r\n; rm", reasonControlChar, ""},
 		{"echo 'a\\\nb'", reasonContinuation, ""},
 		{"echo \"a\\\nb\"", reasonContinuation, ""},
 		{"r\\\nm -rf /", reasonContinuation, ""},
@@ -271,5 +271,30 @@ func TestAnalyzeLengthCap(t *testing.T) {
 	}
 	if a := Analyze(cmd); strings.Contains(a.Reason, "longer than") {
 		t.Fatalf("at the cap: %q", a.Reason)
+	}
+}
+
+// TestControlCharacters: a control character other than tab and newline
+// fails the analysis wherever it is (the parser read a carriage return as
+// a blank, bash as part of a word: `echo a<CR>#; touch x` was one
+// harmless segment to the analysis and ran touch under bash). Generated
+// for every such byte in every position of a few shapes.
+func TestControlCharacters(t *testing.T) {
+	for c := 0; c < 0x80; c++ {
+		if (c >= 0x20 && c != 0x7f) || c == '\t' || c == '\n' || c == 0 {
+			continue
+		}
+		b := string(rune(c))
+		for _, cmd := range []string{"echo a" + b + "#; touch x", "echo a" + b + "; touch x", "echo " + b, b + "echo hi",
+			"echo 'a" + b + "'", `echo "a` + b + `"`, "echo hi" + b, "bash -c 'echo a" + b + "#; touch x'", "git status" + b + "\n"} {
+			if a := Analyze(cmd); a.OK || a.Reason != reasonControlChar {
+				t.Errorf("%q: ok=%v %q", cmd, a.OK, a.Reason)
+			}
+		}
+	}
+	for _, cmd := range []string{"echo a\tb", "echo 'a\tb'"} {
+		if a := Analyze(cmd); !a.OK {
+			t.Errorf("%q: %s", cmd, a.Reason)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"path/filepath"
 	"strings"
 )
 
@@ -166,13 +167,20 @@ func itoa(n int) string {
 	return itoa(n/10) + string(rune('0'+n%10))
 }
 
-// persist collects what allow-always would persist (policy.md §3.5).
+// persist collects what allow-always would persist (policy.md §3.5): the
+// exact paths, each only if it reads as a pattern matching that path and
+// no other. The pattern language has no escapes: a file named "*" or
+// "**", or one with "?", "\" (read as "/") or surrounding blanks
+// (trimmed), would persist a pattern allowing other files.
 func persist(parts []Part) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, p := range parts {
 		for _, s := range p.Segments {
 			for _, x := range s.persist {
+				if !exactPattern(x) {
+					continue
+				}
 				if !seen[x] {
 					seen[x] = true
 					out = append(out, x)
@@ -181,4 +189,11 @@ func persist(parts []Part) []string {
 		}
 	}
 	return out
+}
+
+// exactPattern reports whether the path p, used as an allowlist pattern,
+// matches p only.
+func exactPattern(p string) bool {
+	n, ok := normalizePattern(p, "")
+	return ok && n == p && filepath.IsAbs(p) && !hasWildcard(p)
 }

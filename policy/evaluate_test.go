@@ -588,7 +588,7 @@ func TestPinned(t *testing.T) {
 		{"env -- git status", "'/usr/bin/git' status"},
 		{"nice -n 5 git status", "'/usr/bin/nice' '-n' '5' '/usr/bin/git' status"},
 		{"timeout 5 env git status", "'/usr/bin/timeout' '5' '/usr/bin/git' status"},
-		{"/bin/git status", "'/bin/git' status"},
+		{"/bin/git status", "'/usr/bin/git' status"}, // by realpath: the pattern's path runs
 		{"'git' status # comment", "'/usr/bin/git' status"},
 		{"tr \"it's\" x", `'/usr/bin/tr' 'it'\''s' 'x'`},
 		{"bash -c 'git status | head -n 1'", `'/usr/bin/bash' '-c' ''\''/usr/bin/git'\'' status | '\''/usr/bin/head'\'' '\''-n'\'' '\''1'\'''`},

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -192,5 +194,56 @@ func TestUnprofiledSafeBins(t *testing.T) {
 	}
 	if got := UnprofiledSafeBins(nil, nil); len(got) != 0 {
 		t.Errorf("defaults: %q", got)
+	}
+}
+
+// TestPersistOnlyExactPatterns: allow-always persists a resolved path as
+// an allowlist pattern, and patterns have no escapes. A file the agent
+// named "*", "**", "a?b", `a\b` (read as a/b) or " x " (trimmed) would
+// have persisted a pattern allowing other files; such a path is not
+// persisted (the run happens once). Generated over the metacharacters, in
+// the file name and in a directory name.
+func TestPersistOnlyExactPatterns(t *testing.T) {
+	root := realTree(t)
+	var names []string
+	for _, m := range []string{"*", "**", "?", `\`, " "} {
+		names = append(names, m, "a"+m, m+"b", "a"+m+"b")
+	}
+	for i, name := range names {
+		for _, dirName := range []string{"plain", "d" + name} {
+			if strings.Contains(dirName, `\`) && dirName == "d"+name && i%2 == 1 {
+				continue
+			}
+			dir := filepath.Join(root, "persist", strconv.Itoa(i), dirName)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(dir, name)
+			if dirName != "plain" {
+				file = filepath.Join(dir, "tool")
+			}
+			if strings.TrimSpace(filepath.Base(file)) == "" {
+				continue
+			}
+			if err := os.WriteFile(file, []byte("#!/bin/sh\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			req := Request{Command: quote(file), Security: SecurityAllowlist, Ask: AskOnMiss, Env: Env{Cwd: root, Home: root}}
+			d := Evaluate(req)
+			if d.Outcome != OutcomePrompt {
+				t.Fatalf("%q: %s %s", file, d.Outcome, d.Reason)
+			}
+			broad := strings.ContainsAny(file, `*?\`) || strings.TrimSpace(file) != file
+			if broad && len(d.Persist) != 0 {
+				t.Errorf("%q persists %q", file, d.Persist)
+			}
+			if !broad && !slices.Equal(d.Persist, []string{file}) {
+				t.Errorf("%q: persist %q", file, d.Persist)
+			}
+		}
+	}
+	// An ordinary path is persisted.
+	if d := Evaluate(Request{Command: root + "/proj/tool", Security: SecurityAllowlist, Ask: AskOnMiss, Env: Env{Cwd: root, Home: root}}); !slices.Equal(d.Persist, []string{root + "/proj/tool"}) {
+		t.Errorf("ordinary path: %q", d.Persist)
 	}
 }

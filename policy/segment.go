@@ -37,6 +37,7 @@ type allowPattern struct {
 	statDone bool
 	info     fs.FileInfo // stat of the pattern's path (literal patterns)
 	real     string
+	path     string // the pattern's path (~ expanded, case kept), for literal patterns
 }
 
 func newEvaluator(req *Request) *evaluator {
@@ -165,7 +166,10 @@ func (e *evaluator) allowMatchReal(res resolved) *allowPattern {
 		if a.real == "" {
 			p, _ := normalizePattern(a.raw, e.req.Env.Home)
 			if real, err := e.r.evalSymlinks(p); err == nil {
-				a.real = real
+				a.real, a.path = real, p
+				if !filepath.IsAbs(p) {
+					a.path = real
+				}
 			} else {
 				a.info = nil
 				continue
@@ -304,6 +308,13 @@ func (e *evaluator) judge(seg *Segment, words []word, depth int, viaXargs bool) 
 			return nil
 		}
 	}
+	// A wrapper allowlisted only by realpath runs as the pattern's path,
+	// like any command (see plain).
+	if why != "" && len(pin) > 0 && e.allowMatchPath(res) == nil {
+		if a := e.allowMatchReal(res); a != nil {
+			pin[0] = quote(a.path)
+		}
+	}
 	return pin
 }
 
@@ -315,21 +326,25 @@ func (e *evaluator) plain(seg *Segment, res resolved, names []string, args []wor
 			return nil
 		}
 	}
-	allowed := func(a *allowPattern) []string {
+	// exe is the path the pinned command runs. A match by realpath (a
+	// literal pattern naming the same file) runs the pattern's path, not
+	// the word's: the word may be a symlink in a directory the agent can
+	// write, retargeted between this check and the exec.
+	allowed := func(a *allowPattern, exe string) []string {
 		e.setVerdict(seg, VerdictAllowlist, a.source)
 		seg.Pattern = a.raw
-		pin := []string{quote(res.path)}
+		pin := []string{quote(exe)}
 		for _, w := range args {
 			pin = append(pin, w.src)
 		}
 		return pin
 	}
 	if a := e.allowMatchPath(res); a != nil {
-		return allowed(a)
+		return allowed(a, res.path)
 	}
 	if viaXargs {
 		if a := e.allowMatchReal(res); a != nil {
-			return allowed(a)
+			return allowed(a, a.path)
 		}
 		e.setVerdict(seg, VerdictMiss, "no allowlist entry (a command of xargs must be allowlisted)")
 		seg.persist = []string{res.path}
@@ -348,7 +363,7 @@ func (e *evaluator) plain(seg *Segment, res resolved, names []string, args []wor
 		return pin
 	}
 	if a := e.allowMatchReal(res); a != nil {
-		return allowed(a)
+		return allowed(a, a.path)
 	}
 	e.setVerdict(seg, VerdictMiss, "no allowlist entry; "+why)
 	seg.persist = []string{res.path}
@@ -969,7 +984,9 @@ func (e *evaluator) shellScript(seg *Segment, name string, shellRes resolved, pi
 	}
 	e.setVerdict(seg, VerdictAllowlist, a.source)
 	seg.Pattern = a.raw
-	pin = append(pin, quote(res.path))
+	// The script judged is the realpath: run that, not a symlink the
+	// agent could retarget between this check and the exec.
+	pin = append(pin, quote(res.real))
 	for _, w := range rest {
 		pin = append(pin, w.src)
 	}

@@ -147,3 +147,41 @@ func TestZshParameterFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestZshSubscript: zsh reads "$NAME[…]" (unquoted or in double quotes)
+// as a subscript and evaluates it as arithmetic, which runs the command
+// substitutions of a variable's value (X='HOME[$(cmd)]' from the request's
+// environment). Bash reads it as $NAME and the text "[…]". Every such word
+// fails the analysis; the spellings that mean the same to bash and nothing
+// to zsh pass.
+func TestZshSubscript(t *testing.T) {
+	for _, w := range zshSubscriptWords() {
+		for _, cmd := range []string{"echo " + w, "echo a | echo b " + w, "zsh -f -c " + quote("echo "+w), "bash -c " + quote("echo "+w), "env echo " + w} {
+			if a := Analyze(cmd); a.OK && !strings.Contains(cmd, "-c") {
+				t.Errorf("%q: analysis ok", cmd)
+			}
+			req := stdRequest(cmd)
+			req.Ask = AskOff
+			if d := Evaluate(req); d.Outcome == OutcomeRun {
+				t.Errorf("%q runs (pinned %s)", cmd, d.Pinned)
+			}
+		}
+	}
+	for _, w := range []string{"${X}[Y]", `"${X}[Y]"`, `$X"[Y]"`, `\$X[Y]`, `'$X[Y]'`, `$X\[Y]`, `"$X\[Y]"`, "$X]", "$X/[a]"} {
+		if d := Evaluate(stdRequest("echo " + w)); d.Outcome != OutcomeRun {
+			t.Errorf("%q: %s %s", w, d.Outcome, d.Reason)
+		}
+	}
+}
+
+// zshSubscriptWords generates words with a $NAME directly followed by "[".
+func zshSubscriptWords() []string {
+	var out []string
+	for _, name := range []string{"X", "HOME", "a_1"} {
+		for _, sub := range []string{"[Y]", "[1]", "[$Y]", "[]", "[X]y", "[(r)x]"} {
+			e := "$" + name + sub
+			out = append(out, e, "a"+e, e+"/b", "x="+e, `"`+e+`"`, `"a `+e+` b"`, `a"`+e+`"b`, "~/"+e)
+		}
+	}
+	return out
+}

@@ -152,6 +152,24 @@ func TestNodePlanBinding(t *testing.T) {
 	p = prepare("sh job.sh")
 	os.WriteFile(script, []byte("echo changed\n"), 0o644)
 	wantErr(run(p, "pb-five", true, nil), "SYSTEM_RUN_DENIED: approval script operand changed before execution")
+	// A symlink retargeted between the plan and the run: the planned
+	// realpaths hash the same, but the words name other files now.
+	os.WriteFile(filepath.Join(wd, "other.sh"), []byte("echo other\n"), 0o644)
+	os.WriteFile(filepath.Join(wd, "tool"), []byte("#!/bin/sh\necho tool\n"), 0o755)
+	os.WriteFile(filepath.Join(wd, "evil"), []byte("#!/bin/sh\necho evil\n"), 0o755)
+	for i, tc := range []struct{ cmd, link, from, to, want string }{
+		{"sh link.sh", "link.sh", "job.sh", "other.sh", "approval script operand changed before execution"},
+		{"./x", "x", "tool", "evil", "approval executable changed before execution"},
+		{"nice ./x", "x", "tool", "evil", "approval executable changed before execution"},
+	} {
+		lp := filepath.Join(wd, tc.link)
+		os.Remove(lp)
+		os.Symlink(filepath.Join(wd, tc.from), lp)
+		p = prepare(tc.cmd)
+		os.Remove(lp)
+		os.Symlink(filepath.Join(wd, tc.to), lp)
+		wantErr(run(p, fmt.Sprintf("pb-link-%d", i), true, nil), "SYSTEM_RUN_DENIED: "+tc.want)
+	}
 	// The cwd was replaced.
 	p = prepare("sh job.sh")
 	os.Rename(wd, wd+".old")

@@ -425,3 +425,138 @@ func TestDoctorFix(t *testing.T) {
 		t.Fatalf("a second --fix changed something: %d\n%s", code, out)
 	}
 }
+
+// TestApprovedSymlinkRetargeted: an approved command runs as written, so
+// its words are resolved again before the run. The executable word and
+// the script operand are symlinks the agent retargets after the request;
+// the approved realpaths are unchanged (their hashes match), but what the
+// words name now is another file. Generated over the forms: the symlink as
+// the command, through a dispatch wrapper, as the script of sh and of an
+// interpreter.
+func TestApprovedSymlinkRetargeted(t *testing.T) {
+	home := gatedHome(t, `,"security":"allowlist","ask":"on-miss"`, "")
+	c := startConch(t, home)
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "RAN")
+	write := func(p, body string) {
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "good"), "#!/bin/sh\necho good\n")
+	write(filepath.Join(dir, "evil"), "#!/bin/sh\ntouch '"+ran+"'\n")
+	write(filepath.Join(dir, "good.sh"), "echo good\n")
+	write(filepath.Join(dir, "evil.sh"), "touch '"+ran+"'\n")
+	link := func(name, target string) {
+		os.Remove(filepath.Join(dir, name))
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ cmd, name, good, evil string }{
+		{"./x", "x", "good", "evil"},
+		{"nice ./x", "x", "good", "evil"},
+		{"./x; ./x", "x", "good", "evil"},
+		{"sh s.sh", "s.sh", "good.sh", "evil.sh"},
+		{"bash ./s.sh arg", "s.sh", "good.sh", "evil.sh"},
+	} {
+		link(tc.name, filepath.Join(dir, tc.good))
+		r := c.exec(map[string]any{"command": tc.cmd, "workdir": dir})
+		if r.str("status") != "approval-pending" {
+			t.Fatalf("%q: want approval-pending: %q", tc.cmd, r.Text)
+		}
+		link(tc.name, filepath.Join(dir, tc.evil))
+		if out, code := cli(t, "approvals", "approve", r.str("approvalSlug"), "--home", home); code != 0 {
+			t.Fatalf("approve: %s", out)
+		}
+		p := c.waitEnd(r.str("sessionId"), 20*time.Second)
+		if _, err := os.Stat(ran); err == nil {
+			t.Fatalf("%q: the retargeted symlink's file ran: %q", tc.cmd, p.Text)
+		}
+		if !strings.Contains(p.Text, "approval plan changed before execution") {
+			t.Errorf("%q: %q", tc.cmd, p.Text)
+		}
+	}
+	// Unchanged, it runs.
+	link("x", filepath.Join(dir, "good"))
+	r := c.exec(map[string]any{"command": "./x", "workdir": dir})
+	if out, code := cli(t, "approvals", "approve", r.str("approvalSlug"), "--home", home); code != 0 {
+		t.Fatalf("approve: %s", out)
+	}
+	if p := c.waitEnd(r.str("sessionId"), 20*time.Second); !strings.Contains(p.Text, "good") {
+		t.Fatalf("unchanged: %q", p.Text)
+	}
+}
+
+// TestGateTimeoutFallbackPinned: with askFallback allowlist, a command the
+// allowlist satisfies runs after the approval timeout as an auto-allowed
+// one does, pinned. It ran as written: `echo a<CR>#; touch RAN` was one
+// echo to the parser (a carriage return was a blank, "#" a comment) and
+// two commands to bash, which ran touch; and `echo 'a\nb'` ran dash's
+// builtin echo, not the allowlisted /usr/bin/echo.
+func TestGateTimeoutFallbackPinned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the 10 s approval timeout")
+	}
+	t.Parallel() // it mostly waits
+	sh, err := exec.LookPath("dash")
+	if err != nil {
+		t.Skip("dash is not installed")
+	}
+	echo := echoPath(t)
+	home := newHome(t, `{"tools":{"exec":{"host":"gateway","security":"allowlist","ask":"always","askFallback":"allowlist"}},"approvals":{"timeoutMs":10000}}`)
+	if err := os.WriteFile(filepath.Join(home, "exec-approvals.json"), []byte(`{"version":1,"defaults":{"askFallback":"allowlist"},"agents":{"main":{"askFallback":"allowlist","allowlist":[{"pattern":"`+echo+`"}]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startConchEnv(t, home, []string{"SHELL=" + sh})
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "RAN")
+	cr := c.exec(map[string]any{"command": "echo a\r#; touch " + ran, "workdir": dir})
+	lit := c.exec(map[string]any{"command": `echo 'a\nb'`, "workdir": dir})
+	if cr.str("status") != "approval-pending" || lit.str("status") != "approval-pending" {
+		t.Fatalf("want approval-pending: %q %q", cr.Text, lit.Text)
+	}
+	p := c.waitEnd(cr.str("sessionId"), 60*time.Second)
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatalf("the carriage-return command ran touch: %q", p.Text)
+	}
+	if !strings.Contains(p.Text, "approval-timeout (allowlist-miss)") {
+		t.Errorf("carriage return: %q", p.Text)
+	}
+	pl := c.waitEnd(lit.str("sessionId"), 60*time.Second)
+	l := c.process(map[string]any{"action": "log", "sessionId": lit.str("sessionId")})
+	if l.Text != `a\nb` {
+		t.Fatalf("fallback run was not pinned to %s: %q log %q", echo, pl.Text, l.Text)
+	}
+}
+
+// TestAllowAlwaysPersistsNoWildcard: allow-always of a file the agent
+// named "*" persisted the pattern DIR/*, which allows every file of DIR.
+// A path that is not its own exact pattern is not persisted; the approved
+// command runs once.
+func TestAllowAlwaysPersistsNoWildcard(t *testing.T) {
+	home := gatedHome(t, `,"security":"allowlist","ask":"on-miss"`, "")
+	c := startConch(t, home)
+	dir := t.TempDir()
+	for _, name := range []string{"*", "other"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\necho ran-"+name+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := c.exec(map[string]any{"command": "'./*'", "workdir": dir})
+	if r.str("status") != "approval-pending" {
+		t.Fatalf("want approval-pending: %q", r.Text)
+	}
+	if out, code := cli(t, "approvals", "approve", r.str("approvalSlug"), "--always", "--home", home); code != 0 {
+		t.Fatalf("approve: %s", out)
+	}
+	c.waitEnd(r.str("sessionId"), 20*time.Second)
+	b, _ := os.ReadFile(filepath.Join(home, "exec-approvals.json"))
+	if strings.Contains(string(b), "*") {
+		t.Fatalf("a wildcard was persisted:\n%s", b)
+	}
+	r = c.exec(map[string]any{"command": "./other", "workdir": dir})
+	if r.str("status") != "approval-pending" {
+		t.Fatalf("./other was not asked for: %q", r.Text)
+	}
+}

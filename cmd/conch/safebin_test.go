@@ -242,3 +242,65 @@ func TestGateZshParameterFlag(t *testing.T) {
 		t.Fatalf("quoted: exit %d %q %s", code, out, errOut)
 	}
 }
+
+// TestGateZshSubscript: with zsh as the user's shell, "$HOME[X]" is a
+// subscript zsh evaluates as arithmetic, and X='HOME[$(touch RAN)]' from
+// the request ran touch; the gate refuses the word, and "${HOME}[X]" runs
+// as the literal bash reads.
+func TestGateZshSubscript(t *testing.T) {
+	zsh, err := exec.LookPath("zsh")
+	if err != nil {
+		t.Skip("zsh is not installed (.ci/run installs it)")
+	}
+	home := gatedDefaults(t, "")
+	wd := t.TempDir()
+	marker := filepath.Join(wd, "RAN")
+	x := "X=HOME[$(touch " + marker + ")]"
+	for _, cmd := range []string{"echo $HOME[X]", `echo "$HOME[X]"`, "echo a$PWD[X]", "zsh -f -c 'echo $HOME[X]'"} {
+		out, errOut, code := runCLI(t, []string{"SHELL=" + zsh}, "exec", "--home", home, "-C", wd, "--env", x, "--", cmd)
+		if code != exitDenied || !strings.Contains(out+errOut, "exec denied") {
+			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s", cmd, code, out, errOut)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%q ran the subscript's command substitution", cmd)
+		}
+	}
+	out, errOut, code := runCLI(t, []string{"SHELL=" + zsh}, "exec", "--home", home, "-C", wd, "--env", x, "--", `echo "${PWD}[X]"`)
+	if code != 0 || !strings.HasSuffix(strings.TrimSpace(out), "[X]") {
+		t.Fatalf("braces: exit %d %q %s", code, out, errOut)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("${PWD}[X] ran the command substitution")
+	}
+}
+
+// TestGateNonPOSIXShell: the gate parses commands as bash; a user's shell
+// that reads them otherwise must not run them. Under tcsh a backslash does
+// not escape a double quote, so the one argument bash reads in
+// `echo "a\" ; touch RAN ; echo "\"` was three commands to tcsh, and the
+// allowlisted echo ran touch. conch runs commands under bash when $SHELL
+// is not a POSIX shell, gated or not.
+func TestGateNonPOSIXShell(t *testing.T) {
+	var shells []string
+	for _, name := range []string{"tcsh", "csh", "fish"} {
+		if p, err := exec.LookPath(name); err == nil {
+			shells = append(shells, p)
+		}
+	}
+	if len(shells) == 0 {
+		t.Skip("no tcsh, csh or fish installed (.ci/run installs tcsh)")
+	}
+	home := gatedDefaults(t, "")
+	wd := t.TempDir()
+	marker := filepath.Join(wd, "RAN")
+	cmd := `echo "a\" ; touch ` + marker + ` ; echo "\"`
+	for _, sh := range shells {
+		out, errOut, code := runCLI(t, []string{"SHELL=" + sh}, "exec", "--home", home, "-C", wd, "--", cmd)
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("SHELL=%s: %q ran touch (exit %d %q %s)", sh, cmd, code, out, errOut)
+		}
+		if want := `a" ; touch ` + marker + ` ; echo "`; code != 0 || strings.TrimSpace(out) != want {
+			t.Errorf("SHELL=%s: exit %d %q, want %q (%s)", sh, code, out, want, errOut)
+		}
+	}
+}
