@@ -75,7 +75,11 @@ func runClientCommand(name string, args []string, stdin io.Reader, stdout, stder
 type globalFlags struct {
 	home, config, gateway, token, agent, logLevel string
 	json                                          bool
-	// workdir is sent with calls to an engine on this machine (apply-patch).
+	// workdir is the default working directory of the calls to an engine
+	// on this machine (the engine socket or in-process): apply-patch's
+	// --workdir, else the directory the CLI runs in (see connect). A
+	// remote gateway (--gateway) never gets it: a local path means
+	// nothing on another machine.
 	workdir string
 }
 
@@ -226,6 +230,14 @@ func (g *globalFlags) connect() (backend, error) {
 	if !config.ValidAgent(g.agent) {
 		return nil, fmt.Errorf("invalid agent id %q: use [a-z0-9][a-z0-9_-]{0,63}", g.agent)
 	}
+	// A CLI command runs where the user is: the engine's own directory
+	// (where `conch serve` was started) is no default for a command typed
+	// elsewhere.
+	if g.gateway == "" && g.workdir == "" {
+		if wd, err := os.Getwd(); err == nil {
+			g.workdir = wd
+		}
+	}
 	c, err := g.remoteClient()
 	if err != nil {
 		return nil, err
@@ -266,7 +278,7 @@ func (g *globalFlags) connect() (backend, error) {
 			if log == nil {
 				log = slog.New(slog.DiscardHandler)
 			}
-			return &localBackend{eng: eng, agent: g.agent, stopSock: serveEngineSocket(eng, log)}, nil
+			return &localBackend{eng: eng, agent: g.agent, workdir: g.workdir, stopSock: serveEngineSocket(eng, log)}, nil
 		}
 		if !errors.Is(err, engine.ErrHomeLocked) || time.Now().After(deadline) {
 			return nil, connectError{err}
@@ -332,6 +344,7 @@ func (l *localBackend) recording(_ context.Context, id string, w io.Writer) erro
 type localBackend struct {
 	eng      *engine.Engine
 	agent    string
+	workdir  string // the calls' default working directory (globalFlags.workdir)
 	stopSock func() // stops the engine socket; nil if none
 }
 
@@ -339,6 +352,9 @@ func (l *localBackend) call(ctx context.Context, tool string, p map[string]any) 
 	b, err := json.Marshal(p)
 	if err != nil {
 		return client.Result{}, err
+	}
+	if l.workdir != "" {
+		ctx = engine.WithWorkdir(ctx, l.workdir)
 	}
 	r := l.eng.Call(ctx, l.agent, tool, b)
 	det, err := json.Marshal(r.Details)

@@ -30,7 +30,7 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g := addGlobalFlags(fs)
 	var workdir string
 	fs.StringVar(&workdir, "C", "", "working directory (short for --workdir)")
-	fs.StringVar(&workdir, "workdir", "", "working directory (default: the agent's workspace, or the engine's cwd)")
+	fs.StringVar(&workdir, "workdir", "", "working directory (default: the agent's configured workspace, else the current directory; with --gateway, the gateway's default)")
 	env := envFlag{}
 	fs.Var(env, "e", "set K=V in the command's environment (short for --env; repeat)")
 	fs.Var(env, "env", "set K=V in the command's environment (repeat)")

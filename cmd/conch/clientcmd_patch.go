@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/conchsh/conch/client"
-	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/patch"
 )
 
@@ -24,7 +23,7 @@ func runApplyPatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	g := addGlobalFlags(fs)
 	var workdir string
 	fs.StringVar(&workdir, "C", "", "short for --workdir")
-	fs.StringVar(&workdir, "workdir", "", "the workspace when the engine runs on this machine and the agent has none configured (default: the engine's cwd)")
+	fs.StringVar(&workdir, "workdir", "", "the workspace when the engine runs on this machine and the agent has none configured (default: the current directory)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -64,9 +63,6 @@ func runApplyPatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	defer be.close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if g.workdir != "" {
-		ctx = engine.WithWorkdir(ctx, g.workdir)
-	}
 	res, err := be.applyPatch(ctx, string(b))
 	var ae *client.Error
 	if err != nil && !errors.As(err, &ae) {
