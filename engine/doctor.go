@@ -108,15 +108,11 @@ func Doctor(home string) []Finding {
 	}
 	e := &Engine{home: home}
 	e.cfgp.Store(cfg)
-	implicit := false
 	sandboxed := false
 	var limitAgent config.SandboxSettings
 	for _, agent := range agents {
 		set := cfg.Exec(agent)
-		host := strings.ToLower(set.Host)
-		if d := e.execDefaults(agent); d.Host != "" {
-			host = d.Host
-		}
+		host, _ := e.configuredHost(agent)
 		sb := cfg.SandboxFor(agent)
 		switch {
 		case host != "" && host != "sandbox":
@@ -127,15 +123,22 @@ func Doctor(home string) []Finding {
 			}
 			doctorSandbox(add, home, agent, set.Workspace, sb)
 		case host == "":
-			implicit = true
 			if root {
 				add("gateway.root_unsandboxed", "warn", "agent %s: the gateway runs as root with sandbox.mode=off: the agent's commands run as root on this machine without approvals (turn sandboxing on, set tools.exec.host=gateway to gate them, or run conch as an unprivileged user)", agent)
 			}
 		default:
 			add("exec.host_sandbox_no_sandbox", "warn", "agent %s: host=sandbox is configured while sandboxing is off: every exec fails", agent)
 		}
+		var p Policy
 		if ferr == nil {
-			p := e.EffectivePolicy(agent, "", "", "true", home, os.Getenv("PATH"))
+			p = e.EffectivePolicy(agent, "", "", "true", home, os.Getenv("PATH"))
+		}
+		// Ungated: the agent's commands run on this machine with nothing
+		// judging them (the same status `policy explain` prints first).
+		if g := e.Gate(agent, p); g.Ungated {
+			add("exec.ungated", "warn", "commands of agent %s are not gated: %s", agent, g.Reason)
+		}
+		if ferr == nil {
 			if p.Security == policy.SecurityFull && p.Ask == policy.AskOff && host == "gateway" {
 				add("policy.full_off", "warn", "agent %s resolves to security=full with ask=off on the gateway", agent)
 				if root {
@@ -166,9 +169,6 @@ func Doctor(home string) []Finding {
 				add("exec.safe_bin_trusted_dirs_writable", "warn", "agent %s: trusted dir %s is group/world-writable", agent, d)
 			}
 		}
-	}
-	if implicit {
-		add("exec.implicit_host_unsandboxed", "info", "the built-in host sandbox with sandboxing off: commands run on this machine without approvals (set tools.exec.host=gateway to gate them)")
 	}
 	if abi := sandbox.LandlockABI(); abi > 0 {
 		add("sandbox.landlock", "info", "Landlock ABI %d and seccomp are available: the landlock backend (the fallback without bwrap) is usable", abi)

@@ -162,10 +162,7 @@ func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*pl
 	pl := &plan{agent: agent, command: p.Command, set: set}
 
 	// Host (hosts.md §1).
-	configured := strings.ToLower(set.Host)
-	if d := e.execDefaults(agent); d.Host != "" {
-		configured = strings.ToLower(d.Host)
-	}
+	configured, _ := e.configuredHost(agent)
 	sb := e.conf().SandboxFor(agent)
 	var backend sandbox.Backend
 	var sbErr error

@@ -407,6 +407,8 @@ func nonNil(s []string) []string {
 type Explanation struct {
 	Policy   Policy
 	Decision policy.Decision
+	// Gate says whether the gate judges the agent's commands at all.
+	Gate GateStatus
 }
 
 // ExplainPolicy evaluates command for agent in cwd against the home's
@@ -427,7 +429,7 @@ func ExplainPolicy(home, agent, cwd, command string) (Explanation, error) {
 		path = prependPath(pp, path)
 	}
 	p := e.EffectivePolicy(agent, "", "", command, cwd, path)
-	return Explanation{Policy: p, Decision: policy.Evaluate(p.Request)}, nil
+	return Explanation{Policy: p, Decision: policy.Evaluate(p.Request), Gate: e.Gate(agent, p)}, nil
 }
 
 // JSON is the --json form of an explanation (policy.md §13).
@@ -452,6 +454,7 @@ func (x Explanation) JSON() map[string]any {
 		},
 		"analysis": analysis, "segments": segs, "verdict": x.Decision.Outcome, "reason": x.Decision.Reason,
 		"pinned": x.Decision.Pinned, "persist": x.Decision.Persist, "warnings": x.Decision.Warnings,
+		"gate": x.Gate,
 	}
 }
 

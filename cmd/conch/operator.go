@@ -209,10 +209,7 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 		json.NewEncoder(stdout).Encode(p.JSON())
 		return exitOK
 	}
-	fmt.Fprint(stdout, p.Decision.Explain(p.Policy.Header(*agent, *host)))
-	if p.Policy.FileErr != nil {
-		fmt.Fprintf(stdout, "note: host exec is denied: %v\n", p.Policy.FileErr)
-	}
+	fmt.Fprint(stdout, p.Text(*agent))
 	return exitOK
 }
 

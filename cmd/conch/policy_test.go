@@ -202,10 +202,32 @@ func TestPolicyExplainCLI(t *testing.T) {
 			t.Errorf("explain lacks %q:\n%s", want, out)
 		}
 	}
+	if !strings.HasPrefix(out, "gate: applies: agent main runs on host gateway (tools.exec.host)\n") {
+		t.Errorf("explain does not say first that the gate applies:\n%s", out)
+	}
 	out, _ = cli(t, "policy", "explain", "--home", home, "--json", "--", "echo $(id)")
 	var j map[string]any
 	if err := json.Unmarshal([]byte(out), &j); err != nil || !strings.Contains(j["analysis"].(string), "unsupported shell construct") {
 		t.Fatalf("explain json: %v %s", err, out)
+	}
+	// The defaults gate nothing: explain says so first, and the verdict is
+	// what the gate would decide, not what happens.
+	fresh := newHome(t, "")
+	out, code = cli(t, "policy", "explain", "--home", fresh, "--", "rm -rf x")
+	if code != 0 || !strings.HasPrefix(out, "gate: not applied: agent main has no configured host and sandboxing is off") ||
+		strings.Contains(out, "\nverdict: ") || !strings.Contains(out, "\nverdict if the gate applied: approval required") {
+		t.Errorf("explain for an ungated agent: exit %d\n%s", code, out)
+	}
+	out, _ = cli(t, "policy", "explain", "--home", fresh, "--json", "--", "rm -rf x")
+	var fj struct {
+		Verdict string
+		Gate    struct {
+			Host             string
+			Applies, Ungated bool
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &fj); err != nil || fj.Gate.Applies || !fj.Gate.Ungated || fj.Gate.Host != "gateway" || fj.Verdict != "prompt" {
+		t.Errorf("explain --json for an ungated agent: %v %s", err, out)
 	}
 }
 
@@ -256,15 +278,23 @@ func TestDoctorCLI(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("doctor exit %d:\n%s", code, out)
 	}
-	for _, id := range []string{"home.permissions", "approvals.bare_names", "exec.safe_bins_interpreter_unprofiled", "exec.implicit_host_unsandboxed"} {
+	for _, id := range []string{"home.permissions", "approvals.bare_names", "exec.safe_bins_interpreter_unprofiled"} {
 		if !strings.Contains(out, id+":") {
 			t.Errorf("doctor lacks %s:\n%s", id, out)
+		}
+	}
+	// An agent whose commands nothing judges is a warning, whichever way
+	// it came about: the defaults, or host=gateway with full/off.
+	for _, cfg := range []string{"", `{"tools":{"exec":{"host":"gateway","security":"full","ask":"off"}}}`} {
+		h := newHome(t, cfg)
+		if out, code := cli(t, "doctor", "--home", h); code != 1 || !strings.Contains(out, "warn  exec.ungated: commands of agent main are not gated: ") {
+			t.Errorf("doctor on %q: exit %d, no exec.ungated warning:\n%s", cfg, code, out)
 		}
 	}
 	// Gated: the built-in default runs commands ungated, which doctor warns
 	// about when it runs as root.
 	clean := newHome(t, `{"tools":{"exec":{"host":"gateway"}}}`)
-	if out, code := cli(t, "doctor", "--home", clean); code != 0 {
+	if out, code := cli(t, "doctor", "--home", clean); code != 0 || strings.Contains(out, "exec.ungated") {
 		t.Fatalf("clean home: %d %s", code, out)
 	}
 }

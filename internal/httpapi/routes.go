@@ -637,7 +637,7 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := x.JSON()
-	out["text"] = x.Decision.Explain(x.Policy.Header(in.Agent, "gateway"))
+	out["text"] = x.Text(in.Agent)
 	writeJSON(w, 200, out)
 }
 
