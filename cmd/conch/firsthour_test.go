@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // runCLIIn is runCLI with the CLI started in dir and stdin from in.
@@ -102,4 +107,126 @@ func TestCLIRunsWhereTheUserIs(t *testing.T) {
 			t.Fatalf("exec pwd via --gateway = %q, want the gateway's directory %s", out, engineDir)
 		}
 	})
+}
+
+// TestServeExitsWithParent: `conch serve` started by a parent that is then
+// killed with SIGTERM (as `go run` is: it does not pass the signal on)
+// stops when --exit-with-parent is on, by default when the parent is the
+// go command, and frees its home and port for the next start. The parent
+// is a copy of /bin/sh named "go" or "launcher", so that the automatic
+// default is tested on a real process whose executable is called go.
+func TestServeExitsWithParent(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	shBytes, err := os.ReadFile(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	for _, name := range []string{"go", "launcher"} {
+		if err := os.WriteFile(filepath.Join(bin, name), shBytes, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		parent string
+		flags  []string
+		stops  bool
+	}{
+		{"go", nil, true},
+		{"launcher", []string{"--exit-with-parent"}, true},
+		{"go", []string{"--exit-with-parent=false"}, false},
+		{"launcher", nil, false},
+	} {
+		t.Run(c.parent+strings.Join(c.flags, ""), func(t *testing.T) {
+			home := newHome(t, "")
+			outPath := filepath.Join(t.TempDir(), "out")
+			out, err := os.Create(outPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			args := append([]string{"serve", "--home", home, "--listen", "127.0.0.1:0", "--log-level", "info"}, c.flags...)
+			// The parent starts serve and waits for it, as go run does;
+			// SIGTERM ends the parent alone.
+			parent := exec.Command(filepath.Join(bin, c.parent), append([]string{"-c", `"$@" & echo "child $!"; wait`, "sh", conchBin}, args...)...)
+			parent.Env = cliEnv()
+			parent.Stdout, parent.Stderr = out, out
+			if err := parent.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var pid int
+			var addr string
+			eventually(t, 60*time.Second, func() string {
+				b, _ := os.ReadFile(outPath)
+				if m := listenRE.FindStringSubmatch(string(b)); m != nil {
+					addr = strings.TrimPrefix(m[1], "http://")
+				}
+				for _, l := range strings.Split(string(b), "\n") {
+					if n, ok := strings.CutPrefix(l, "child "); ok {
+						pid, _ = strconv.Atoi(n)
+					}
+				}
+				if pid == 0 || addr == "" {
+					return "serve did not start:\n" + string(b)
+				}
+				return ""
+			})
+			t.Cleanup(func() {
+				syscall.Kill(pid, syscall.SIGTERM)
+				eventually(t, 60*time.Second, func() string {
+					if !isZombie(pid) {
+						return "serve did not stop on SIGTERM"
+					}
+					return ""
+				})
+			})
+			if err := parent.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			parent.Wait()
+			if !c.stops {
+				// The parent is gone and reaped; a parent-death signal
+				// would have been sent before that. serve still answers.
+				conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+				if err != nil {
+					t.Fatalf("serve stopped with its parent: %v", err)
+				}
+				conn.Close()
+				if isZombie(pid) {
+					t.Fatal("serve stopped with its parent")
+				}
+				return
+			}
+			eventually(t, 60*time.Second, func() string {
+				if !isZombie(pid) {
+					b, _ := os.ReadFile(outPath)
+					return "serve outlived its parent:\n" + string(b)
+				}
+				return ""
+			})
+			// It stopped as on SIGTERM, and the next start gets the home.
+			startGateway(t, home)
+		})
+	}
+}
+
+// TestExitWithParentAlreadyGone: a parent that ended before conch could
+// watch it (this process was reparented since it started) is an error,
+// not a server that outlives it in silence.
+func TestExitWithParentAlreadyGone(t *testing.T) {
+	saved := startPPID
+	t.Cleanup(func() {
+		startPPID = saved
+		unix.Prctl(unix.PR_SET_PDEATHSIG, 0, 0, 0, 0)
+	})
+	if err := exitWithParent(); err != nil {
+		t.Fatalf("with the parent alive: %v", err)
+	}
+	startPPID = os.Getppid() + 1 // the parent that started "us" is not the one we have
+	if err := exitWithParent(); err != errParentGone {
+		t.Fatalf("after a reparent: %v, want errParentGone", err)
+	}
 }

@@ -44,6 +44,7 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 	name := fs.String("name", "", "node name (default: the host name)")
 	ca := fs.String("ca", "", "PEM file: CA bundle, or the gateway's certificate (pinned)")
 	logLevel := fs.String("log-level", envOr("CONCH_LOG", "info"), "debug, info, warn or error")
+	followParent := exitWithParentFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -73,6 +74,14 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 	defer eng.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Watched once the stop signals are caught: the parent's end then
+	// stops the node as SIGTERM does.
+	if *followParent {
+		if err := exitWithParent(); err != nil {
+			fmt.Fprintf(stderr, "conch node: %v\n", err)
+			return exitUnavailable
+		}
+	}
 	err = nodehost.Run(ctx, nodehost.Options{
 		Engine: eng, Home: eng.Home(), Gateway: *gateway, Token: *token, Name: *name, CA: *ca,
 		Version: version(), Ping: nodePing(), Logger: log, Out: stdout,

@@ -42,6 +42,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	noUI := fs.Bool("no-ui", false, "do not serve the control UI (also server.ui: false)")
 	metricsListen := fs.String("metrics-listen", envOr("CONCH_METRICS_LISTEN", ""), "also serve GET /metrics on this loopback address, without the operator token")
 	metricsTokenFile := fs.String("metrics-token-file", envOr("CONCH_METRICS_TOKEN_FILE", ""), "file holding a bearer token that reads /metrics and nothing else")
+	followParent := exitWithParentFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -101,6 +102,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	// of their default action ending the process.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *followParent {
+		if err := exitWithParent(); err != nil {
+			fmt.Fprintf(stderr, "conch serve: %v\n", err)
+			return exitUnavailable
+		}
+		log.Info("stops when the process that started it ends (--exit-with-parent)", "parent", startPPID)
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
