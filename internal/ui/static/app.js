@@ -124,14 +124,28 @@
     start();
   }
 
+  // takeLoginCode returns the code of a login link (/login#code=…) the
+  // tab is at, or "", and takes it out of the URL and the history: it is
+  // single use.
+  function takeLoginCode() {
+    if (location.pathname !== "/login") return "";
+    const code = new URLSearchParams(location.hash.slice(1)).get("code") || "";
+    history.replaceState(null, "", "/login");
+    return code;
+  }
+  async function signInWithCode(code) {
+    try { await signIn({ code }); } catch (ex) { showLogin(ex.message); }
+  }
+  // A login link pasted into a tab that is already at /login changes only
+  // the fragment: the page does not load again, so sign in from here.
+  window.addEventListener("hashchange", () => {
+    const code = takeLoginCode();
+    if (code) signInWithCode(code);
+  });
+
   async function boot() {
-    if (location.pathname === "/login") {
-      const code = new URLSearchParams(location.hash.slice(1)).get("code");
-      history.replaceState(null, "", "/login");
-      if (code) {
-        try { await signIn({ code }); return; } catch (ex) { showLogin(ex.message); return; }
-      }
-    }
+    const code = takeLoginCode();
+    if (code) { await signInWithCode(code); return; }
     try {
       const r = await api("GET", "/v1/ui/session");
       state.csrf = r.csrf;
