@@ -277,9 +277,26 @@ func TestCancelledCallKillsRun(t *testing.T) {
 
 func TestExitNoticeInline(t *testing.T) {
 	c := startConch(t, newHome(t, ""))
+	// The engine queues the inline notice, then pushes the same notice
+	// as a log message: once the message is here, the next result
+	// carries the notice.
+	ctx, cancel := context.WithTimeout(context.Background(), slow(10*time.Second))
+	defer cancel()
+	if err := c.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
 	r := c.exec(map[string]any{"command": "sleep 0.3; echo bg-done; exit 4", "background": true})
 	id := r.str("sessionId")
-	time.Sleep(1200 * time.Millisecond)
+	eventually(t, 10*time.Second, func() string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, l := range c.logs {
+			if d, _ := l.Data.(map[string]any); d["sessionId"] == id {
+				return ""
+			}
+		}
+		return "no exit notice for " + id
+	})
 	next := c.rawCall("exec", map[string]any{"command": "echo next"})
 	want := "[conch event] Exec failed (" + id + ", code 4) :: bg-done\n\nnext"
 	if next.Text != want {
