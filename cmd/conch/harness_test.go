@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -311,13 +312,22 @@ const runMarkerKey = "CONCHTEST_RUN"
 // otherRun reports whether pid belongs to another test binary running at
 // the same time on this machine (developers and CI helpers run the
 // package concurrently, and the tests name their commands with fixed
-// tags such as "sleep 971.1"): the nearest of pid and its ancestors whose
-// environment has runMarkerKey has another value. A process with no such
-// ancestor (a supervisor whose engine has exited) counts as this run's,
-// so a leftover check is never weakened.
+// tags such as "sleep 950.1"): walking up from pid, an ancestor that is
+// another Go test binary (its name ends in ".test"), or whose environment
+// has another runMarkerKey, comes before this test binary. A process with
+// neither (a supervisor whose engine has exited, reparented to init)
+// counts as this run's, so a leftover check is never weakened.
 func otherRun(pid string) bool {
-	mine := runMarkerKey + "=" + strconv.Itoa(os.Getpid())
+	self := strconv.Itoa(os.Getpid())
+	mine := runMarkerKey + "=" + self
 	for i := 0; i < 64 && pid != "" && pid != "0" && pid != "1"; i++ {
+		if pid == self {
+			return false
+		}
+		comm, ppid := procParent(pid)
+		if strings.HasSuffix(comm, ".test") {
+			return true
+		}
 		if env, err := os.ReadFile("/proc/" + pid + "/environ"); err == nil {
 			for _, kv := range strings.Split(string(env), "\x00") {
 				if strings.HasPrefix(kv, runMarkerKey+"=") {
@@ -325,23 +335,28 @@ func otherRun(pid string) bool {
 				}
 			}
 		}
-		pid = parentPID(pid)
+		pid = ppid
 	}
 	return false
 }
 
-// parentPID reads the parent of pid from /proc ("" if pid is gone).
-func parentPID(pid string) string {
+// procParent reads the command name and the parent of pid from /proc
+// ("" if pid is gone).
+func procParent(pid string) (comm, ppid string) {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
-		return ""
+		return "", ""
 	}
-	_, rest, ok := strings.Cut(string(b), ") ")
-	f := strings.Fields(rest)
-	if !ok || len(f) < 2 {
-		return ""
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndex(s, ") ")
+	if open < 0 || end < open {
+		return "", ""
 	}
-	return f[1]
+	f := strings.Fields(s[end+2:])
+	if len(f) < 2 {
+		return "", ""
+	}
+	return s[open+1 : end], f[1]
 }
 
 // runStart is when this test binary started, in clock ticks since boot
@@ -434,4 +449,54 @@ func isZombie(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(b), ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
+}
+
+// TestPgrepOtherRun: pgrep counts the processes this run started and
+// leaves out those under another test binary or another run's marker.
+func TestPgrepOtherRun(t *testing.T) {
+	dir := t.TempDir()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	b, err := os.ReadFile(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(dir, "other.test")
+	if err := os.WriteFile(fake, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tag := fmt.Sprintf("99%d", os.Getpid())
+	var unmarked []string // the environment of a run without a marker
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, runMarkerKey+"=") {
+			unmarked = append(unmarked, kv)
+		}
+	}
+	start := func(env []string, argv ...string) {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	}
+	// "; true" keeps the shell from exec'ing sleep: sleep stays its child.
+	start(nil, "sh", "-c", "sleep "+tag+".1; true")
+	start(unmarked, fake, "-c", "sleep "+tag+".2; true")
+	start(append(unmarked, runMarkerKey+"=1"), "sh", "-c", "sleep "+tag+".3; true")
+	eventually(t, 10*time.Second, func() string {
+		if n := len(pgrep("^sleep " + tag + `\.`)); n != 1 {
+			return fmt.Sprintf("%d of this run's sleeps, want 1", n)
+		}
+		if all, _ := exec.Command("pgrep", "-f", "^sleep "+tag+`\.`).Output(); len(strings.Fields(string(all))) != 3 {
+			return fmt.Sprintf("sleeps running: %q", all)
+		}
+		return ""
+	})
+	if p := pgrep("^sleep " + tag + `\.1`); len(p) != 1 {
+		t.Fatalf("this run's sleep not counted: %v", p)
+	}
 }
