@@ -207,6 +207,14 @@ func TestPollCapAndHint(t *testing.T) {
 	c := startConch(t, newHome(t, ""))
 	r := c.exec(map[string]any{"command": "seq 1 30000; sleep 910.1", "yieldMs": 500})
 	id := r.str("sessionId")
+	// All of seq's output is in before the poll (the yield may end
+	// first on a loaded machine); log does not move the poll's cursor.
+	eventually(t, 10*time.Second, func() string {
+		if l := c.process(map[string]any{"action": "log", "sessionId": id, "offset": 29999}); !strings.HasPrefix(l.Text, "30000") {
+			return "seq has not finished: " + l.Text
+		}
+		return ""
+	})
 	p := c.process(map[string]any{"action": "poll", "sessionId": id})
 	if !strings.HasPrefix(p.Text, "[… ") || !strings.Contains(p.Text, " earlier chars skipped; use process log since=0 to read them …]") || !strings.Contains(p.Text, "\n30000\n\nProcess still running.") {
 		t.Fatalf("poll cap: %q", p.Text[:200])

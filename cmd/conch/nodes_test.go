@@ -112,7 +112,7 @@ func (n *nodeProc) stop() {
 	n.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-n.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(slow(10 * time.Second)):
 		n.cmd.Process.Kill()
 		<-n.done
 	}
@@ -123,7 +123,7 @@ func (n *nodeProc) exited(d time.Duration) (int, string) {
 	n.t.Helper()
 	select {
 	case <-n.done:
-	case <-time.After(d):
+	case <-time.After(slow(d)):
 		n.t.Fatalf("conch node still running after %v: %s", d, n.output())
 	}
 	return n.cmd.ProcessState.ExitCode(), n.output()

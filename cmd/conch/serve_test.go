@@ -60,7 +60,7 @@ func startServe(t *testing.T, home string, env []string, args ...string) *gatewa
 	g.cmd = cmd
 	t.Cleanup(func() { g.stop() })
 	sc := bufio.NewScanner(out)
-	deadline := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
+	deadline := time.AfterFunc(slow(20*time.Second), func() { cmd.Process.Kill() })
 	defer deadline.Stop()
 	for sc.Scan() {
 		line := sc.Text()
@@ -92,7 +92,7 @@ func (g *gateway) stop() {
 		go func() { g.cmd.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(slow(10 * time.Second)):
 			g.cmd.Process.Kill()
 			<-done
 		}
@@ -151,7 +151,7 @@ func (g *gateway) mcpClient(token string) *conch {
 		},
 	})
 	tr := &mcp.StreamableClientTransport{Endpoint: g.base + "/mcp", HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), slow(20*time.Second))
 	defer cancel()
 	cs, err := client.Connect(ctx, tr, nil)
 	if err != nil {
@@ -355,7 +355,7 @@ func TestServeShutdownKeepsSessions(t *testing.T) {
 	// A poll returns the output that is new since the last one: "survived"
 	// may come in a poll of its own, just before the exit.
 	var polls []string
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(slow(10 * time.Second))
 	for {
 		_, m = g2.do("POST", "/v1/sessions/"+id+"/poll", g.token, map[string]any{"timeout": 500}, nil)
 		polls = append(polls, m["text"].(string))
@@ -392,7 +392,7 @@ func TestServeApprovalDecisionAPI(t *testing.T) {
 		t.Fatalf("decision: %d %v", code, m)
 	}
 	id := d["sessionId"].(string)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(slow(10 * time.Second))
 	for {
 		_, m = g.do("GET", "/v1/sessions/"+id+"/log", g.token, nil, nil)
 		if m["text"] == "approved-over-http" || time.Now().After(deadline) {
