@@ -415,9 +415,14 @@ func TestMCPStdioProxiesToServe(t *testing.T) {
 		t.Fatalf("proxied exec: %q %v", r.Text, r.D)
 	}
 	id := r.str("sessionId")
-	if !strings.Contains(r.Text, work) {
-		t.Errorf("--workdir not honoured through the proxy: %q", r.Text)
-	}
+	// pwd may print after the 300 ms yield on a loaded machine: the
+	// session's log has it either way.
+	eventually(t, 10*time.Second, func() string {
+		if l := c.process(map[string]any{"action": "log", "sessionId": id}); !strings.Contains(l.Text, work) {
+			return fmt.Sprintf("--workdir not honoured through the proxy: %q, log %q", r.Text, l.Text)
+		}
+		return ""
+	})
 	// The gateway owns the session: its API sees it.
 	if code, m := g.do("GET", "/v1/sessions/"+id, g.token, nil, nil); code != 200 || m["state"] != "running" {
 		t.Fatalf("gateway view: %d %v", code, m)
