@@ -41,7 +41,7 @@ func cliEnv(extra ...string) []string {
 // stdout, stderr and exit code.
 func runCLI(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), slow(60*time.Second))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, conchBin, args...)
 	// A stray home never lands in the developer's ~/.conch.
@@ -75,7 +75,10 @@ func TestCLIExecInProcess(t *testing.T) {
 		{"not found", []string{"--", "no-such-command-conch"}, "*", "Command not found", 127},
 		{"timeout", []string{"-t", "0.2", "--", "sleep 5"}, "", "Command timed out after 0.2 seconds", 124},
 		{"followed", []string{"--yield", "20", "--", "echo a; sleep 0.3; echo b >&2; exit 4"}, "a\nb\n", "", 4},
-		{"followed timeout", []string{"--yield", "20", "-t", "0.4", "--", "echo a; sleep 5"}, "a\n", "timed out", 124},
+		// The timeout leaves the shell time to print first, even on a
+		// loaded machine: the test is that the follow shows what came
+		// before the timeout, then the timeout.
+		{"followed timeout", []string{"--yield", "20", "-t", "2", "--", "echo a; sleep 30"}, "a\n", "timed out", 124},
 		{"no command", nil, "", "no command", 125},
 		{"bad flag", []string{"--no-such-flag", "--", "true"}, "", "flag provided but not defined", 125},
 		{"invalid argument", []string{"--host", "moon", "--", "true"}, "", "Invalid host", 125},
@@ -101,11 +104,58 @@ func TestCLIExecJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 || r.Text != "hi" || r.Details["status"] != "completed" || r.Details["exitCode"] != 0.0 {
 		t.Fatalf("exit %d: %s (%v)", code, out, err)
 	}
-	// A followed run prints the running result, then the final poll.
-	out, _, code = runCLI(t, nil, "exec", "--home", home, "--json", "--yield", "20", "--", "echo a; sleep 0.3; echo b; exit 2")
+	// A followed run prints the running result, then the final poll. The
+	// run waits for a file that the test creates only after it has read
+	// the running result: the 20 ms yield always ends first, however slow
+	// the machine, and the final poll always has output after its cursor.
+	gate := filepath.Join(t.TempDir(), "gate")
+	ctx, cancel := context.WithTimeout(context.Background(), slow(60*time.Second))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, conchBin, "exec", "--home", home, "--json", "--yield", "20", "--",
+		"echo alpha-out; while [ ! -e "+gate+" ]; do sleep 0.02; done; echo beta-out; exit 2")
+	cmd.Env = cliEnv("CONCH_HOME=" + filepath.Join(t.TempDir(), "default-home"))
+	cmd.Dir = t.TempDir()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(stdout)
+	first, err := rd.ReadString('\n')
+	if err != nil {
+		cmd.Wait()
+		t.Fatalf("no running result: %q %v", first, err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(rd)
+	err = cmd.Wait()
+	code = cmd.ProcessState.ExitCode()
+	if err != nil && code < 0 {
+		t.Fatalf("conch exec --json: %v", err)
+	}
+	out = first + string(rest)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 2 || len(lines) != 2 || !strings.Contains(lines[0], `"status":"running"`) || !strings.Contains(lines[1], `"exitCode":2`) || !strings.Contains(lines[1], `"text":"b`) {
+	var running, final struct {
+		Text    string
+		Details map[string]any
+	}
+	if code != 2 || len(lines) != 2 || json.Unmarshal([]byte(lines[0]), &running) != nil || json.Unmarshal([]byte(lines[1]), &final) != nil ||
+		running.Details["status"] != "running" || final.Details["exitCode"] != 2.0 {
 		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	// The output is split at the running result's cursor: the final
+	// result carries exactly what follows it (whether the 20 ms yield
+	// ended before or after the first line is up to the machine).
+	const output = "alpha-out\nbeta-out\n"
+	c, _ := running.Details["cursor"].(float64)
+	if c < 0 || int(c) > len("alpha-out\n") || final.Details["cursor"] != float64(len(output)) ||
+		!strings.HasPrefix(final.Text, output[int(c):len(output)-1]+"\n\n") ||
+		c > 0 && running.Details["tail"] != "alpha-out" {
+		t.Fatalf("output split between the results:\n%s", out)
 	}
 }
 

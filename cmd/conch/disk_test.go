@@ -372,20 +372,23 @@ func TestDiskFullDefaultJournal(t *testing.T) {
 	os.MkdirAll(home, 0o700)
 	t.Cleanup(func() { killLeftovers(t, home) })
 	g := startGateway(t, home)
+	// Both start printing once both are running: when A alone filled
+	// the disk before B was accepted (a loaded machine), nothing could
+	// free the space A's end state needs but A itself, and the test
+	// waited for A's exit.json in vain.
+	gate := filepath.Join(t.TempDir(), "go")
 	ids := map[string]string{}
 	for _, name := range []string{"A", "B"} {
-		_, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c 100000000", "background": true}, nil)
+		_, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "until [ -e " + gate + " ]; do sleep 0.05; done; yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c 100000000", "background": true}, nil)
 		d, _ := m["details"].(map[string]any)
 		id, _ := d["sessionId"].(string)
 		if id == "" {
-			// The first one may fill the disk before the second starts:
-			// that is the refusal under test.
-			if bodyCode(m) != "disk_full" {
-				t.Fatalf("exec %s: %v", name, m)
-			}
-			continue
+			t.Fatalf("exec %s: %v", name, m)
 		}
 		ids[name] = id
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, func() string {
 		_, m := g.do("POST", "/v1/sessions/"+ids["A"]+"/poll", g.token, map[string]any{}, nil)
@@ -422,8 +425,7 @@ func TestDiskFullDefaultJournal(t *testing.T) {
 		}
 		return ""
 	})
-	// A's journal goes too: with B refused at its start, it holds the
-	// disk alone.
+	// A's journal goes too: the disk is as it was before the test.
 	g.do("DELETE", "/v1/sessions/"+ids["A"], g.token, nil, nil)
 	eventually(t, 60*time.Second, func() string {
 		if _, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo hi"}, nil); m["text"] != "hi" {

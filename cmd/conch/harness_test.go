@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +24,9 @@ import (
 var conchBin string
 
 func TestMain(m *testing.M) {
+	// Every process the tests start inherits the run's marker (see
+	// otherRun).
+	os.Setenv(runMarkerKey, strconv.Itoa(os.Getpid()))
 	dir, err := os.MkdirTemp("", "conch-e2e-")
 	if err != nil {
 		panic(err)
@@ -128,7 +132,7 @@ func startConchEnv(t *testing.T, home string, env []string, args ...string) *con
 			c.mu.Unlock()
 		},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), slow(30*time.Second))
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
 	if err != nil {
@@ -154,7 +158,7 @@ func (c *conch) kill9() {
 	c.cs.Close()
 	c.cs = nil
 	// The transport's Close does not always wait for the exit.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(slow(10 * time.Second))
 	for time.Now().Before(deadline) {
 		if isZombie(pid) {
 			return
@@ -202,7 +206,7 @@ func (c *conch) call(tool string, args map[string]any) result {
 
 func (c *conch) rawCall(tool string, args map[string]any) result {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), slow(60*time.Second))
 	defer cancel()
 	res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
@@ -231,26 +235,47 @@ func (c *conch) process(args map[string]any) result {
 	return c.call("process", args)
 }
 
-// waitEnd polls a session until it leaves the running state.
+// waitEnd polls a session until it leaves the running state, failing
+// after slow(within).
 func (c *conch) waitEnd(id string, within time.Duration) result {
 	c.t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(slow(within))
 	for {
 		r := c.process(map[string]any{"action": "poll", "sessionId": id, "timeout": 500})
 		if st := r.str("status"); st != "running" && st != "pending" {
 			return r
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("session %s still running after %v: %s", id, within, r.Text)
+			c.t.Fatalf("session %s still running after %v: %s", id, slow(within), r.Text)
 		}
 	}
 }
 
-// eventually retries f until it returns "" or d passes, then fails with
-// its last message.
+// slowFactor is how many times longer than on an idle machine a test
+// waits for an event before it gives up: CONCH_TEST_SLOW (a number >= 1),
+// default 3. A 2-core machine running several test binaries at once
+// (load average 15) starts a process or a session many times slower than
+// an idle one; the factor only lengthens the wait of a test that is about
+// to fail, never the run of one that passes.
+var slowFactor = func() float64 {
+	if f, err := strconv.ParseFloat(os.Getenv("CONCH_TEST_SLOW"), 64); err == nil && f >= 1 {
+		return f
+	}
+	return 3
+}()
+
+// slow scales d, the time a test gives an event on an idle machine, by
+// slowFactor. Use it for deadlines that bound a wait for an event, never
+// for a duration that is the thing under test (a timeout, a yield).
+func slow(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * slowFactor)
+}
+
+// eventually retries f until it returns "" or slow(d) passes, then fails
+// with its last message.
 func eventually(t *testing.T, d time.Duration, f func() string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(slow(d))
 	for {
 		msg := f()
 		if msg == "" {
@@ -272,11 +297,66 @@ func pgrep(pattern string) []string {
 	out, _ := exec.Command("pgrep", "-f", pattern).Output()
 	var pids []string
 	for _, pid := range strings.Fields(string(out)) {
-		if startedAfter(pid, runStart) {
+		if startedAfter(pid, runStart) && !otherRun(pid) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// runMarkerKey names the environment variable, set to the test binary's
+// pid, that every process of this run inherits: the conch processes the
+// tests start have it, and so do their supervisors' parents.
+const runMarkerKey = "CONCHTEST_RUN"
+
+// otherRun reports whether pid belongs to another test binary running at
+// the same time on this machine (developers and CI helpers run the
+// package concurrently, and the tests name their commands with fixed
+// tags such as "sleep 950.1"): walking up from pid, an ancestor that is
+// another Go test binary (its name ends in ".test"), or whose environment
+// has another runMarkerKey, comes before this test binary. A process with
+// neither (a supervisor whose engine has exited, reparented to init)
+// counts as this run's, so a leftover check is never weakened.
+func otherRun(pid string) bool {
+	self := strconv.Itoa(os.Getpid())
+	mine := runMarkerKey + "=" + self
+	for i := 0; i < 64 && pid != "" && pid != "0" && pid != "1"; i++ {
+		if pid == self {
+			return false
+		}
+		comm, ppid := procParent(pid)
+		if strings.HasSuffix(comm, ".test") {
+			return true
+		}
+		if env, err := os.ReadFile("/proc/" + pid + "/environ"); err == nil {
+			for _, kv := range strings.Split(string(env), "\x00") {
+				if strings.HasPrefix(kv, runMarkerKey+"=") {
+					return kv != mine
+				}
+			}
+		}
+		pid = ppid
+	}
+	return false
+}
+
+// procParent reads the command name and the parent of pid from /proc
+// ("" if pid is gone).
+func procParent(pid string) (comm, ppid string) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return "", ""
+	}
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndex(s, ") ")
+	if open < 0 || end < open {
+		return "", ""
+	}
+	f := strings.Fields(s[end+2:])
+	if len(f) < 2 {
+		return "", ""
+	}
+	return s[open+1 : end], f[1]
 }
 
 // runStart is when this test binary started, in clock ticks since boot
@@ -369,4 +449,54 @@ func isZombie(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(b), ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
+}
+
+// TestPgrepOtherRun: pgrep counts the processes this run started and
+// leaves out those under another test binary or another run's marker.
+func TestPgrepOtherRun(t *testing.T) {
+	dir := t.TempDir()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	b, err := os.ReadFile(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(dir, "other.test")
+	if err := os.WriteFile(fake, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tag := fmt.Sprintf("99%d", os.Getpid())
+	var unmarked []string // the environment of a run without a marker
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, runMarkerKey+"=") {
+			unmarked = append(unmarked, kv)
+		}
+	}
+	start := func(env []string, argv ...string) {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	}
+	// "; true" keeps the shell from exec'ing sleep: sleep stays its child.
+	start(nil, "sh", "-c", "sleep "+tag+".1; true")
+	start(unmarked, fake, "-c", "sleep "+tag+".2; true")
+	start(append(unmarked, runMarkerKey+"=1"), "sh", "-c", "sleep "+tag+".3; true")
+	eventually(t, 10*time.Second, func() string {
+		if n := len(pgrep("^sleep " + tag + `\.`)); n != 1 {
+			return fmt.Sprintf("%d of this run's sleeps, want 1", n)
+		}
+		if all, _ := exec.Command("pgrep", "-f", "^sleep "+tag+`\.`).Output(); len(strings.Fields(string(all))) != 3 {
+			return fmt.Sprintf("sleeps running: %q", all)
+		}
+		return ""
+	})
+	if p := pgrep("^sleep " + tag + `\.1`); len(p) != 1 {
+		t.Fatalf("this run's sleep not counted: %v", p)
+	}
 }

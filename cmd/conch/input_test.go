@@ -207,6 +207,14 @@ func TestPollCapAndHint(t *testing.T) {
 	c := startConch(t, newHome(t, ""))
 	r := c.exec(map[string]any{"command": "seq 1 30000; sleep 910.1", "yieldMs": 500})
 	id := r.str("sessionId")
+	// All of seq's output is in before the poll (the yield may end
+	// first on a loaded machine); log does not move the poll's cursor.
+	eventually(t, 10*time.Second, func() string {
+		if l := c.process(map[string]any{"action": "log", "sessionId": id, "offset": 29999}); !strings.HasPrefix(l.Text, "30000") {
+			return "seq has not finished: " + l.Text
+		}
+		return ""
+	})
 	p := c.process(map[string]any{"action": "poll", "sessionId": id})
 	if !strings.HasPrefix(p.Text, "[… ") || !strings.Contains(p.Text, " earlier chars skipped; use process log since=0 to read them …]") || !strings.Contains(p.Text, "\n30000\n\nProcess still running.") {
 		t.Fatalf("poll cap: %q", p.Text[:200])
@@ -277,9 +285,26 @@ func TestCancelledCallKillsRun(t *testing.T) {
 
 func TestExitNoticeInline(t *testing.T) {
 	c := startConch(t, newHome(t, ""))
+	// The engine queues the inline notice, then pushes the same notice
+	// as a log message: once the message is here, the next result
+	// carries the notice.
+	ctx, cancel := context.WithTimeout(context.Background(), slow(10*time.Second))
+	defer cancel()
+	if err := c.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
 	r := c.exec(map[string]any{"command": "sleep 0.3; echo bg-done; exit 4", "background": true})
 	id := r.str("sessionId")
-	time.Sleep(1200 * time.Millisecond)
+	eventually(t, 10*time.Second, func() string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, l := range c.logs {
+			if d, _ := l.Data.(map[string]any); d["sessionId"] == id {
+				return ""
+			}
+		}
+		return "no exit notice for " + id
+	})
 	next := c.rawCall("exec", map[string]any{"command": "echo next"})
 	want := "[conch event] Exec failed (" + id + ", code 4) :: bg-done\n\nnext"
 	if next.Text != want {

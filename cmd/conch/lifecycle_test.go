@@ -93,6 +93,14 @@ func TestClosesStdoutKeepsRunning(t *testing.T) {
 		t.Fatalf("want running: %q", r.Text)
 	}
 	id := r.str("sessionId")
+	// "bye" is in before the poll (the yield may end first on a loaded
+	// machine); log does not move the poll's cursor.
+	eventually(t, 10*time.Second, func() string {
+		if l := c.process(map[string]any{"action": "log", "sessionId": id}); l.Text != "bye" {
+			return "no output yet: " + l.Text
+		}
+		return ""
+	})
 	p := c.process(map[string]any{"action": "poll", "sessionId": id})
 	if !strings.HasPrefix(p.Text, "bye\n\nProcess still running.") {
 		t.Fatalf("poll: %q", p.Text)
@@ -292,7 +300,13 @@ func TestLostSupervisor(t *testing.T) {
 	// The supervisor dies without recording an end (as in an OOM kill).
 	pid := supervisorPID(t, home, id)
 	syscall.Kill(pid, syscall.SIGKILL)
-	time.Sleep(100 * time.Millisecond)
+	// Dead, and its socket with it, before the next conch looks.
+	eventually(t, 10*time.Second, func() string {
+		if !isZombie(pid) {
+			return fmt.Sprintf("supervisor %d still alive after SIGKILL", pid)
+		}
+		return ""
+	})
 	c = startConch(t, home)
 	p := c.process(map[string]any{"action": "poll", "sessionId": id})
 	if p.str("state") != "lost" || !strings.HasSuffix(p.Text, "Process lost (its supervisor ended without an exit status).") {

@@ -60,7 +60,7 @@ func startServe(t *testing.T, home string, env []string, args ...string) *gatewa
 	g.cmd = cmd
 	t.Cleanup(func() { g.stop() })
 	sc := bufio.NewScanner(out)
-	deadline := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
+	deadline := time.AfterFunc(slow(20*time.Second), func() { cmd.Process.Kill() })
 	defer deadline.Stop()
 	for sc.Scan() {
 		line := sc.Text()
@@ -92,7 +92,7 @@ func (g *gateway) stop() {
 		go func() { g.cmd.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(slow(10 * time.Second)):
 			g.cmd.Process.Kill()
 			<-done
 		}
@@ -151,7 +151,7 @@ func (g *gateway) mcpClient(token string) *conch {
 		},
 	})
 	tr := &mcp.StreamableClientTransport{Endpoint: g.base + "/mcp", HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), slow(20*time.Second))
 	defer cancel()
 	cs, err := client.Connect(ctx, tr, nil)
 	if err != nil {
@@ -255,7 +255,15 @@ type sseEvent struct{ id, event, data string }
 
 func readSSE(t *testing.T, url, token string, hdr map[string]string, want func(sseEvent) bool, within time.Duration) []sseEvent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
+	return readSSEOpen(t, url, token, hdr, nil, want, within)
+}
+
+// readSSEOpen is readSSE that calls opened, if not nil, once the stream's
+// headers have arrived: the server has subscribed the stream by then, so
+// what opened causes is on it.
+func readSSEOpen(t *testing.T, url, token string, hdr map[string]string, opened func(), want func(sseEvent) bool, within time.Duration) []sseEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), slow(within))
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -267,6 +275,9 @@ func readSSE(t *testing.T, url, token string, hdr map[string]string, want func(s
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if opened != nil {
+		opened()
+	}
 	var got []sseEvent
 	var cur sseEvent
 	sc := bufio.NewScanner(resp.Body)
@@ -295,11 +306,14 @@ func readSSE(t *testing.T, url, token string, hdr map[string]string, want func(s
 
 func TestServeEvents(t *testing.T) {
 	g := startGateway(t, newHome(t, ""))
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo evt; exit 4", "background": true}, nil)
-	}()
-	got := readSSE(t, g.base+"/v1/events", g.token, nil, func(e sseEvent) bool { return e.event == "exec.notice" }, 20*time.Second)
+	// The run starts once the stream is subscribed: its events cannot
+	// come before the subscription, however slow the machine.
+	opened := func() {
+		if code, m := g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo evt; exit 4", "background": true}, nil); code != 200 {
+			t.Fatalf("exec: %d %v", code, m)
+		}
+	}
+	got := readSSEOpen(t, g.base+"/v1/events", g.token, nil, opened, func(e sseEvent) bool { return e.event == "exec.notice" }, 20*time.Second)
 	var kinds []string
 	for _, e := range got {
 		kinds = append(kinds, e.event)
@@ -341,7 +355,7 @@ func TestServeShutdownKeepsSessions(t *testing.T) {
 	// A poll returns the output that is new since the last one: "survived"
 	// may come in a poll of its own, just before the exit.
 	var polls []string
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(slow(10 * time.Second))
 	for {
 		_, m = g2.do("POST", "/v1/sessions/"+id+"/poll", g.token, map[string]any{"timeout": 500}, nil)
 		polls = append(polls, m["text"].(string))
@@ -378,7 +392,7 @@ func TestServeApprovalDecisionAPI(t *testing.T) {
 		t.Fatalf("decision: %d %v", code, m)
 	}
 	id := d["sessionId"].(string)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(slow(10 * time.Second))
 	for {
 		_, m = g.do("GET", "/v1/sessions/"+id+"/log", g.token, nil, nil)
 		if m["text"] == "approved-over-http" || time.Now().After(deadline) {
@@ -401,9 +415,14 @@ func TestMCPStdioProxiesToServe(t *testing.T) {
 		t.Fatalf("proxied exec: %q %v", r.Text, r.D)
 	}
 	id := r.str("sessionId")
-	if !strings.Contains(r.Text, work) {
-		t.Errorf("--workdir not honoured through the proxy: %q", r.Text)
-	}
+	// pwd may print after the 300 ms yield on a loaded machine: the
+	// session's log has it either way.
+	eventually(t, 10*time.Second, func() string {
+		if l := c.process(map[string]any{"action": "log", "sessionId": id}); !strings.Contains(l.Text, work) {
+			return fmt.Sprintf("--workdir not honoured through the proxy: %q, log %q", r.Text, l.Text)
+		}
+		return ""
+	})
 	// The gateway owns the session: its API sees it.
 	if code, m := g.do("GET", "/v1/sessions/"+id, g.token, nil, nil); code != 200 || m["state"] != "running" {
 		t.Fatalf("gateway view: %d %v", code, m)
@@ -656,27 +675,42 @@ func TestLedgerTailFollow(t *testing.T) {
 	}
 	local, localOut := follow("--home", g.home)
 	remote, remoteOut := follow("--home", t.TempDir(), "--gateway", g.base, "--token", g.operator)
-	time.Sleep(500 * time.Millisecond) // both have read the current end
-	g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo ledger-follow"}, nil)
+	// A follower prints what is appended after it has read the end, a
+	// moment after it starts; nothing tells the test when that is. So
+	// the test appends runs until each follower has printed one: every
+	// record a follower prints was appended after it started.
+	seen := map[string]chan struct{}{}
 	for name, sc := range map[string]*bufio.Scanner{"local": localOut, "remote": remoteOut} {
-		got := make(chan string, 1)
+		got := make(chan struct{})
+		seen[name] = got
 		go func() {
 			for sc.Scan() {
 				var r map[string]any
 				if json.Unmarshal(sc.Bytes(), &r) == nil && r["type"] == "exec" && strings.Contains(sc.Text(), "ledger-follow") {
-					got <- sc.Text()
-					return
+					close(got)
+					break
 				}
 			}
-			close(got)
-		}()
-		select {
-		case _, ok := <-got:
-			if !ok {
-				t.Fatalf("%s: the follower ended without the record", name)
+			for sc.Scan() {
 			}
-		case <-time.After(15 * time.Second):
-			t.Fatalf("%s: no exec record for the new run", name)
+		}()
+	}
+	deadline := time.Now().Add(slow(15 * time.Second))
+	for i := 0; ; i++ {
+		g.do("POST", "/v1/exec", g.token, map[string]any{"command": fmt.Sprintf("echo ledger-follow-%d", i)}, nil)
+		pending := ""
+		for name, got := range seen {
+			select {
+			case <-got:
+			case <-time.After(300 * time.Millisecond):
+				pending += " " + name
+			}
+		}
+		if pending == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no exec record for %d new runs from:%s", i+1, pending)
 		}
 	}
 	for _, cmd := range []*exec.Cmd{local, remote} {

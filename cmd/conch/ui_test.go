@@ -75,7 +75,7 @@ func newBrowser(t *testing.T, width, height int) *browser {
 	)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelC := chromedp.NewContext(actx)
-	ctx, cancelT := context.WithTimeout(ctx, 150*time.Second)
+	ctx, cancelT := context.WithTimeout(ctx, slow(150*time.Second))
 	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
 	b := &browser{t: t, ctx: ctx, dir: artifactDir(t)}
 	msgs := chromedp.Console(ctx)
@@ -98,7 +98,7 @@ func newBrowser(t *testing.T, width, height int) *browser {
 // do runs actions, failing the test with a screenshot on error.
 func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, slow(30*time.Second))
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		b.shot("failure-" + regexp.MustCompile(`\W+`).ReplaceAllString(what, "-"))
@@ -110,10 +110,10 @@ func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 // wait polls a JavaScript predicate.
 func (b *browser) wait(what, expr string) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, slow(30*time.Second))
 	defer cancel()
 	safe := "(() => { try { return !!(" + expr + "); } catch (e) { return false; } })()"
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](safe, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(25*time.Second))); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](safe, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(slow(25*time.Second)))); err != nil {
 		b.shot("failure-" + regexp.MustCompile(`\W+`).ReplaceAllString(what, "-"))
 		text, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string]("document.body.innerText"))
 		b.t.Fatalf("waiting for %s (%s): %v\npage text:\n%s\nconsole: %v", what, expr, err, text, b.messages())

@@ -55,6 +55,7 @@ type Hub struct {
 	log   *slog.Logger
 
 	mu      sync.Mutex         // guards the maps
+	pairMu  sync.Mutex         // orders an approval against a requester's registration in waiting
 	conns   map[string]*conn   // paired, connected nodes by id
 	waiting map[string]*conn   // connections of pending pairing requests
 	mirrors map[string]*mirror // mirrored sessions by id
@@ -399,12 +400,42 @@ func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.emit("node.pairing.requested", map[string]any{"nodeId": hello.NodeID, "name": reqName, "platform": hello.Platform, "remoteIp": ip, "requestId": reqID})
+	// The request was listed (and could be approved) before this
+	// connection is in waiting: an approval in between found no
+	// connection to hand the token to, and the node, still connected,
+	// would have waited for it forever. Under pairMu an approval comes
+	// wholly before the registration (then the token goes out here, as
+	// to a node approved while offline) or wholly after (Approve finds
+	// the connection).
+	h.pairMu.Lock()
 	h.mu.Lock()
 	if old := h.waiting[hello.NodeID]; old != nil {
 		old.ws.Close(websocket.StatusPolicyViolation, "replaced by a newer connection")
 	}
 	h.waiting[hello.NodeID] = c
 	h.mu.Unlock()
+	var late string
+	h.store.Update(func(st *State) error {
+		for i := range st.Paired {
+			p := &st.Paired[i]
+			if p.NodeID == hello.NodeID && p.Undelivered && p.InviteHash == hash && p.PublicKey == hello.PublicKey {
+				late = NewToken("cnt_")
+				p.TokenHash, p.Undelivered = TokenHash(late), false
+			}
+		}
+		return nil
+	})
+	if late != "" {
+		h.mu.Lock()
+		delete(h.waiting, hello.NodeID)
+		h.mu.Unlock()
+	}
+	h.pairMu.Unlock()
+	if late != "" {
+		if c.event("node.paired", map[string]string{"nodeToken": late, "nodeId": hello.NodeID}) == nil {
+			h.promote(c)
+		}
+	}
 	h.readLoop(c)
 	h.mu.Lock()
 	promoted := h.conns[hello.NodeID] == c
@@ -794,14 +825,17 @@ func (h *Hub) Prepare(ctx context.Context, nodeID string, p apitype.NodePrepareP
 // Approve pairs a pending request; a connected requester gets its node
 // token at once.
 func (h *Hub) Approve(q string) (Paired, error) {
+	h.pairMu.Lock()
 	p, tok, err := h.store.Approve(q)
 	if err != nil {
+		h.pairMu.Unlock()
 		return p, err
 	}
 	h.mu.Lock()
 	c := h.waiting[p.NodeID]
 	delete(h.waiting, p.NodeID)
 	h.mu.Unlock()
+	h.pairMu.Unlock()
 	if c != nil && c.event("node.paired", map[string]string{"nodeToken": tok, "nodeId": p.NodeID}) == nil {
 		h.store.Update(func(st *State) error {
 			for i := range st.Paired {

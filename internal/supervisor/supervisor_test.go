@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,24 @@ func alive(pattern string) []string {
 	return strings.Fields(string(out))
 }
 
+// waitAlive waits until at least n processes match pattern (a
+// command-line regexp for pgrep -f), and fails after a deadline generous
+// enough for a loaded machine.
+func waitAlive(t *testing.T, pattern string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := alive(pattern)
+		if len(got) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes match %q, want %d", len(got), pattern, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestExitRecord(t *testing.T) {
 	h, dir := launch(t, Spec{Argv: []string{"/bin/sh", "-c", "printf hello; printf world >&2; exit 3"}})
 	ex := final(t, h, 10*time.Second)
@@ -135,10 +154,11 @@ func TestKillTree(t *testing.T) {
 			if noCgroup && meta.Cgroup != nil {
 				t.Fatalf("cgroup used: %+v", meta.Cgroup)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for len(alive("sleep "+tag)) < 4 && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
+			// Kill once the four sleeps run: alive("sleep "+tag) counts
+			// the shells too (their command lines name the sleeps), and
+			// may reach four while a subshell has yet to start its
+			// sleep, which the kill then finds as a shell.
+			waitAlive(t, "^sleep "+regexp.QuoteMeta(tag)+"$", 4)
 			// killedBy is a closed set: another cause is refused and
 			// kills nothing.
 			if _, err := Call(meta.Socket, Request{Op: "kill", By: "nobody"}); err == nil || !strings.Contains(err.Error(), `unknown cause "nobody"`) {
@@ -199,7 +219,7 @@ func TestControlSocket(t *testing.T) {
 		t.Fatalf("out %q in %q exit %+v", out, in, ex)
 	}
 	// The supervisor removes its socket on its way out.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := os.Stat(meta.Socket); os.IsNotExist(err) {
 			break
@@ -231,10 +251,8 @@ func TestSweepLost(t *testing.T) {
 	h, dir := launch(t, Spec{Argv: []string{"/bin/sh", "-c", "setsid sleep " + tag + " & sleep " + tag}})
 	var meta Meta
 	ReadJSON(MetaPath(dir), &meta)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(alive("sleep "+tag)) < 2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Both sleeps run (the shell's command line names them too).
+	waitAlive(t, "^sleep "+regexp.QuoteMeta(tag)+"$", 2)
 	p, _ := os.FindProcess(h.SupervisorPID)
 	p.Kill()
 	for range h.Events {
@@ -242,7 +260,7 @@ func TestSweepLost(t *testing.T) {
 	if n := Sweep(meta); n < 2 {
 		t.Errorf("Sweep found %d", n)
 	}
-	deadline = time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for len(alive("sleep "+tag)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
