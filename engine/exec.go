@@ -77,14 +77,16 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	if e.isClosed() {
 		return execError(apitype.Errorf(apitype.CodeUnavailable, stoppingText))
 	}
+	// A full disk refuses at once, before the plan (which may wait for
+	// the login-shell PATH).
+	if derr := e.diskFull(); derr != nil {
+		return execError(derr)
+	}
 	pl, aerr := e.plan(agent, p, workdirFrom(ctx))
 	if aerr != nil {
 		return execError(aerr)
 	}
 	pl.trace = trace.SpanContextFromContext(ctx)
-	if derr := e.diskFull(); derr != nil {
-		return execError(derr)
-	}
 	release, qerr := e.admit(agent)
 	defer release()
 	if qerr != nil {
