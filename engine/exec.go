@@ -82,7 +82,7 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 		return execError(aerr)
 	}
 	pl.trace = trace.SpanContextFromContext(ctx)
-	if derr := e.diskFull(); derr != nil {
+	if derr := e.homeRefusal(); derr != nil {
 		return execError(derr)
 	}
 	release, qerr := e.admit(agent)
@@ -468,8 +468,8 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 			supervisor.SweepSession(s.id) // a host that died before writing it
 		}
 		e.removeSession(s)
-		if isNoSpace(err) {
-			return nil, execError(diskFullError(err.Error())), false
+		if d := e.DiskStatus(); d.Refusing() {
+			return nil, execError(refusalError(d.Code, err.Error())), false
 		}
 		msg := err.Error()
 		return nil, apitype.Result{
@@ -483,11 +483,11 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 }
 
 // homeWriteError is the result of a session record that could not be
-// written: disk_full for a full disk, else io_error.
+// written: disk_full or home_unwritable (writeClass), else io_error.
 func (e *Engine) homeWriteError(err error) apitype.Result {
 	e.noteWrite(err)
-	if isNoSpace(err) {
-		return execError(diskFullError(err.Error()))
+	if code := writeClass(err); code != "" {
+		return execError(refusalError(code, err.Error()))
 	}
 	return execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err))
 }
