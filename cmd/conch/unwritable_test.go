@@ -73,7 +73,7 @@ func TestHomeUnwritableIsAState(t *testing.T) {
 func homeUnwritableScenario(t *testing.T, env []string) {
 	dir, fail := errorDisk(t)
 	home := filepath.Join(dir, "home")
-	os.MkdirAll(home, 0o700)
+	seedHome(home)
 	t.Cleanup(func() { killLeftovers(t, home) })
 	g := startServe(t, home, env, "--listen", "127.0.0.1:0")
 
@@ -181,4 +181,14 @@ func homeUnwritableScenario(t *testing.T, env []string) {
 func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// seedHome makes the home directory with the login-shell probe's cache,
+// as newHome does: a refused exec would otherwise first wait up to half
+// its yield window for the probe of a slow login shell.
+func seedHome(home string) {
+	os.MkdirAll(filepath.Join(home, "state"), 0o700)
+	if loginCache != nil {
+		os.WriteFile(filepath.Join(home, "state", "login-path.json"), loginCache, 0o600)
+	}
 }
