@@ -40,6 +40,10 @@ const (
 	// CodeDiskFull: the home's filesystem is out of space (or below its
 	// reserve); no new session starts until space is freed.
 	CodeDiskFull = "disk_full"
+	// CodeHomeUnwritable: the home cannot be written for another reason
+	// (a read-only filesystem, an I/O error, permissions); no new session
+	// starts until a write succeeds again.
+	CodeHomeUnwritable = "home_unwritable"
 )
 
 // Error is the error object carried by results that failed (exec
@@ -224,7 +228,7 @@ var httpStatus = map[string]int{
 	"not_found": 404, "node_unknown": 404,
 	"conflict": 409, "idempotency_conflict": 409, "node_ambiguous": 409, "already_resolved": 409, "invalid_state": 409,
 	"quota_exceeded": 429, "rate_limited": 429,
-	"sandbox_unavailable": 503, "node_unavailable": 503, "unavailable": 503,
+	"sandbox_unavailable": 503, "node_unavailable": 503, "unavailable": 503, "home_unwritable": 503,
 	"timeout":   504,
 	"disk_full": 507,
 }

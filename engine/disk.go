@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +12,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/supervisor"
+	"golang.org/x/sys/unix"
 )
 
 // The home out of space is a state of its own: exec refuses new sessions
@@ -22,6 +22,11 @@ import (
 // go on: their supervisors hold output back and keep end states in memory
 // until they can be written (internal/supervisor). /v1/health and conch
 // doctor show the condition.
+//
+// A home that cannot be written for another reason (mounted read-only, an
+// I/O error, permissions changed under conch) is the sibling state
+// home_unwritable, with the same refusal and the same recovery probe:
+// writeClass sorts every failed write into one of the two (or neither).
 
 // maxDefaultReserve caps the default reserve; a tenth of a small
 // filesystem is used below that.
@@ -31,38 +36,84 @@ const maxDefaultReserve = 8 << 20
 // as full (a session takes a handful).
 const minFreeInodes = 64
 
-// DiskStatus is the home's free space as exec sees it.
+// DiskStatus is the home's state as exec sees it: its free space, and
+// whether exec refuses new sessions (Code, the error it refuses with).
 type DiskStatus struct {
-	Full         bool   `json:"full"`
+	// Full: out of space (Code disk_full).
+	Full bool `json:"full"`
+	// Unwritable: cannot be written for another reason (Code
+	// home_unwritable).
+	Unwritable   bool   `json:"unwritable"`
+	Code         string `json:"code,omitempty"`
 	FreeBytes    int64  `json:"freeBytes"`
 	ReserveBytes int64  `json:"reserveBytes"`
 	FreeInodes   int64  `json:"freeInodes,omitempty"`
 	Reason       string `json:"reason,omitempty"`
 }
 
-// diskState remembers a failed write until the space is back.
+// Refusing reports whether exec refuses new sessions.
+func (d DiskStatus) Refusing() bool { return d.Code != "" }
+
+func (d *DiskStatus) set(code, reason string) {
+	d.Code, d.Reason = code, reason
+	d.Full = code == apitype.CodeDiskFull
+	d.Unwritable = code == apitype.CodeHomeUnwritable
+}
+
+// diskState remembers a failed write until a probe write succeeds.
 type diskState struct {
 	mu sync.Mutex
-	// failed is the last ENOSPC of a write in the home ("" when none
-	// is outstanding); probed when it was last re-checked.
+	// failed is the last failed write in the home ("" when none is
+	// outstanding), code its class (writeClass); probed when it was
+	// last re-checked.
 	failed string
+	code   string
 	probed time.Time
 }
 
-// isNoSpace reports an out-of-space error (also a quota's; a supervisor's
-// start failure matches it too, see supervisor.Launch).
-func isNoSpace(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+// writeErrnos sorts the errors of a write in the home into the states they
+// put it in: out of space, or not writable at all. Any other error is the
+// write's own (a bad path, a closed file) and no state of the home.
+var writeErrnos = map[syscall.Errno]string{
+	syscall.ENOSPC: apitype.CodeDiskFull,
+	syscall.EDQUOT: apitype.CodeDiskFull,
+	syscall.EROFS:  apitype.CodeHomeUnwritable,
+	syscall.EIO:    apitype.CodeHomeUnwritable,
+	syscall.EACCES: apitype.CodeHomeUnwritable,
+	syscall.EPERM:  apitype.CodeHomeUnwritable,
 }
 
-// noteWrite records a failed write in the home: an ENOSPC makes the home
-// full until space returns.
+// writeClass returns the state a failed write puts the home in:
+// apitype.CodeDiskFull, apitype.CodeHomeUnwritable, or "" for none. A
+// supervisor's start failure on a full disk matches ENOSPC (see
+// supervisor.Launch).
+func writeClass(err error) string {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return ""
+	}
+	return writeErrnos[errno]
+}
+
+// noteWrite records a failed write in the home. An out-of-space error
+// makes the home full until a probe write succeeds; an error of the
+// home_unwritable class does so only if a probe write fails too, since
+// the same errnos (EACCES, EPERM) also come from things that are not the
+// home (a supervisor binary that cannot be run, a sandbox refused).
 func (e *Engine) noteWrite(err error) {
-	if !isNoSpace(err) {
+	code := writeClass(err)
+	if code == apitype.CodeHomeUnwritable {
+		perr := probeWrite(e.home)
+		if perr == nil {
+			return
+		}
+		err, code = perr, writeClass(perr)
+	}
+	if code == "" {
 		return
 	}
 	e.disk.mu.Lock()
-	e.disk.failed = err.Error()
+	e.disk.failed, e.disk.code = err.Error(), code
 	e.disk.probed = time.Now()
 	e.disk.mu.Unlock()
 }
@@ -76,7 +127,8 @@ func reserve(cfg *config.Config, total int64) int64 {
 	return min(total/10, maxDefaultReserve)
 }
 
-// homeSpace measures the filesystem of home against cfg's reserve.
+// homeSpace measures the filesystem of home: mounted read-only, or free
+// space below cfg's reserve.
 func homeSpace(home string, cfg *config.Config) DiskStatus {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(home, &st); err != nil {
@@ -88,59 +140,95 @@ func homeSpace(home string, cfg *config.Config) DiskStatus {
 		FreeInodes:   int64(st.Ffree),
 	}
 	switch {
+	case st.Flags&unix.ST_RDONLY != 0:
+		d.set(apitype.CodeHomeUnwritable, fmt.Sprintf("the filesystem of %s is mounted read-only", home))
 	case d.FreeBytes < d.ReserveBytes || d.FreeBytes == 0:
-		d.Full = true
-		d.Reason = fmt.Sprintf("%s free on the filesystem of %s, below the reserve of %s", sizeText(d.FreeBytes), home, sizeText(d.ReserveBytes))
+		d.set(apitype.CodeDiskFull, fmt.Sprintf("%s free on the filesystem of %s, below the reserve of %s", sizeText(d.FreeBytes), home, sizeText(d.ReserveBytes)))
 	case st.Files > 0 && st.Ffree < minFreeInodes:
-		d.Full = true
-		d.Reason = fmt.Sprintf("%d free inodes on the filesystem of %s", st.Ffree, home)
+		d.set(apitype.CodeDiskFull, fmt.Sprintf("%d free inodes on the filesystem of %s", st.Ffree, home))
 	}
 	return d
 }
 
-// DiskStatus returns the home's space state: measured, and full while a
-// failed write has not been followed by a successful probe (at most one
-// probe a second).
+// homeCheck is homeSpace and a probe write, for conch doctor: it finds
+// a home that cannot be written even where the filesystem looks fine
+// (permissions, an I/O error).
+func homeCheck(home string, cfg *config.Config) DiskStatus {
+	d := homeSpace(home, cfg)
+	if d.Refusing() {
+		return d
+	}
+	if err := probeWrite(home); err != nil {
+		if code := writeClass(err); code != "" {
+			d.set(code, "a write in "+home+" failed: "+err.Error())
+		}
+	}
+	return d
+}
+
+// idleProbe is how often DiskStatus probes a home that no failed write
+// has marked, when asked: a filesystem the kernel turned read-only after
+// an error need not show it in statfs, and an idle gateway writes nothing
+// that would find out.
+const idleProbe = 5 * time.Second
+
+// DiskStatus returns the home's state: measured, and refusing while a
+// failed write (or probe) has not been followed by a successful probe (at
+// most one probe a second; one every idleProbe while nothing failed).
 func (e *Engine) DiskStatus() DiskStatus {
 	d := homeSpace(e.home, e.conf())
 	e.disk.mu.Lock()
 	defer e.disk.mu.Unlock()
-	if e.disk.failed == "" {
+	if e.disk.failed == "" && (d.Refusing() || time.Since(e.disk.probed) < idleProbe) {
 		return d
 	}
-	if !d.Full && time.Since(e.disk.probed) >= time.Second {
+	if !d.Refusing() && time.Since(e.disk.probed) >= time.Second {
 		e.disk.probed = time.Now()
-		if err := probeWrite(e.home); err == nil {
-			e.disk.failed = ""
+		err := probeWrite(e.home)
+		if err == nil {
+			e.disk.failed, e.disk.code = "", ""
 			return d
 		}
+		if code := writeClass(err); code != "" {
+			e.disk.failed, e.disk.code = err.Error(), code
+		}
 	}
-	if !d.Full {
-		d.Full = true
-		d.Reason = "a write in " + e.home + " failed: " + e.disk.failed
+	if !d.Refusing() && e.disk.failed != "" {
+		d.set(e.disk.code, "a write in "+e.home+" failed: "+e.disk.failed)
 	}
 	return d
 }
 
-// probeWrite writes and removes a small file in home.
+// probeWrite writes and removes a small file in home (a file of its own,
+// so that doctor and a gateway can probe at once).
 func probeWrite(home string) error {
-	p := filepath.Join(home, ".space-probe")
-	err := os.WriteFile(p, make([]byte, 64<<10), 0o600)
-	os.Remove(p)
+	f, err := os.CreateTemp(home, ".space-probe-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(make([]byte, 64<<10))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	os.Remove(f.Name())
 	return err
 }
 
-// diskFull returns the disk_full error for exec, or nil when the home has
-// room.
-func (e *Engine) diskFull() *apitype.Error {
+// homeRefusal returns the error exec refuses new sessions with while the
+// home is full or cannot be written, or nil.
+func (e *Engine) homeRefusal() *apitype.Error {
 	d := e.DiskStatus()
-	if !d.Full {
+	if !d.Refusing() {
 		return nil
 	}
-	return diskFullError(d.Reason)
+	return refusalError(d.Code, d.Reason)
 }
 
-func diskFullError(reason string) *apitype.Error {
+// refusalError is the error of code (a writeClass) for reason.
+func refusalError(code, reason string) *apitype.Error {
+	if code == apitype.CodeHomeUnwritable {
+		return apitype.Errorf(apitype.CodeHomeUnwritable, "The conch home cannot be written (%s): no new command is started until a write succeeds again. Running sessions go on; output they cannot record yet is held back.", reason)
+	}
 	return apitype.Errorf(apitype.CodeDiskFull, "The conch home is out of disk space (%s): no new command is started until space is freed. Running sessions go on; output they cannot record yet is held back.", reason)
 }
 
@@ -152,7 +240,7 @@ func lostNote(ex supervisor.Exit) string {
 		parts = append(parts, fmt.Sprintf("%d bytes of output were dropped by the journal cap (journalMaxBytes) and are gone for good", ex.DroppedBytes))
 	}
 	if ex.UnrecordedBytes > 0 {
-		parts = append(parts, fmt.Sprintf("%d bytes of output could not be recorded because the conch home is out of disk space and are gone for good", ex.UnrecordedBytes))
+		parts = append(parts, fmt.Sprintf("%d bytes of output could not be recorded because the conch home is out of disk space or cannot be written and are gone for good", ex.UnrecordedBytes))
 	}
 	if len(parts) == 0 {
 		return ""

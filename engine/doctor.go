@@ -74,8 +74,11 @@ func Doctor(home string) []Finding {
 		add("config.invalid", "error", "%v", err)
 		cfg = &config.Config{}
 	}
-	if d := homeSpace(home, cfg); d.Full {
+	switch d := homeCheck(home, cfg); {
+	case d.Full:
 		add("home.disk_full", "error", "the conch home is out of disk space (%s): exec refuses new sessions with disk_full until space is freed", d.Reason)
+	case d.Unwritable:
+		add("home.unwritable", "error", "the conch home cannot be written (%s): exec refuses new sessions with home_unwritable until a write succeeds again", d.Reason)
 	}
 	f, ferr := approvals.Load(home)
 	if ferr != nil {

@@ -77,9 +77,9 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	if e.isClosed() {
 		return execError(apitype.Errorf(apitype.CodeUnavailable, stoppingText))
 	}
-	// A full disk refuses at once, before the plan (which may wait for
-	// the login-shell PATH).
-	if derr := e.diskFull(); derr != nil {
+	// A full or unwritable home refuses at once, before the plan (which
+	// may wait for the login-shell PATH).
+	if derr := e.homeRefusal(); derr != nil {
 		return execError(derr)
 	}
 	pl, aerr := e.plan(agent, p, workdirFrom(ctx))
@@ -470,8 +470,8 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 			supervisor.SweepSession(s.id) // a host that died before writing it
 		}
 		e.removeSession(s)
-		if isNoSpace(err) {
-			return nil, execError(diskFullError(err.Error())), false
+		if d := e.DiskStatus(); d.Refusing() {
+			return nil, execError(refusalError(d.Code, err.Error())), false
 		}
 		msg := err.Error()
 		return nil, apitype.Result{
@@ -485,11 +485,11 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 }
 
 // homeWriteError is the result of a session record that could not be
-// written: disk_full for a full disk, else io_error.
+// written: disk_full or home_unwritable (writeClass), else io_error.
 func (e *Engine) homeWriteError(err error) apitype.Result {
 	e.noteWrite(err)
-	if isNoSpace(err) {
-		return execError(diskFullError(err.Error()))
+	if code := writeClass(err); code != "" {
+		return execError(refusalError(code, err.Error()))
 	}
 	return execError(apitype.Errorf(apitype.CodeIOError, "conch home %s is not writable (%v)", e.home, err))
 }

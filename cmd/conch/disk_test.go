@@ -122,7 +122,7 @@ func TestDiskFullIsAState(t *testing.T) {
 func diskFullScenario(t *testing.T, env []string) {
 	dir := smallDisk(t, "20m")
 	home := filepath.Join(dir, "home")
-	os.MkdirAll(home, 0o700)
+	seedHome(home)
 	os.WriteFile(filepath.Join(home, "config.json"), []byte(`{"tools":{"exec":{"journalMaxBytes":4194304,"journalHeadBytes":1048576}}}`), 0o600)
 	t.Cleanup(func() { killLeftovers(t, home) })
 	g := startServe(t, home, env, "--listen", "127.0.0.1:0")

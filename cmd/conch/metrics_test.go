@@ -81,6 +81,7 @@ func TestMetricsPrometheus(t *testing.T) {
 		"conch_exec_total":            {dto.MetricType_COUNTER, "agent,host,status"},
 		"conch_exec_duration_seconds": {dto.MetricType_HISTOGRAM, ""},
 		"conch_home_disk_full":        {dto.MetricType_GAUGE, ""},
+		"conch_home_unwritable":       {dto.MetricType_GAUGE, ""},
 		"conch_home_free_bytes":       {dto.MetricType_GAUGE, ""},
 		"conch_approvals_pending":     {dto.MetricType_GAUGE, ""},
 		"conch_nodes_connected":       {dto.MetricType_GAUGE, ""},

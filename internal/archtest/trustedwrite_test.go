@@ -21,7 +21,6 @@ import (
 var writesInPlace = map[string]string{
 	"engine/engine.go:prepareHome":           "an empty probe file, removed at once",
 	"engine/engine.go:lockHome":              "the lock file: its content is informational",
-	"engine/disk.go:probeWrite":              "a probe of free space, removed at once",
 	"engine/doctorfix.go:DoctorFix":          "a temporary file, loaded and fsynced before it is renamed into place",
 	"internal/supervisor/contain_linux.go:*": "cgroup control files",
 	"internal/supervisor/run.go:launch":      "cgroup.procs",

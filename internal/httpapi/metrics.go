@@ -22,6 +22,7 @@ var (
 	descExecTotal       = prometheus.NewDesc("conch_exec_total", "Exec calls by outcome.", []string{"agent", "host", "status"}, nil)
 	descExecDuration    = prometheus.NewDesc("conch_exec_duration_seconds", "Duration of exec calls.", nil, nil)
 	descDiskFull        = prometheus.NewDesc("conch_home_disk_full", "1 while the home is out of disk space (exec refuses new sessions with disk_full).", nil, nil)
+	descUnwritable      = prometheus.NewDesc("conch_home_unwritable", "1 while the home cannot be written: read-only, I/O errors, permissions (exec refuses new sessions with home_unwritable).", nil, nil)
 	descFreeBytes       = prometheus.NewDesc("conch_home_free_bytes", "Free space of the home's filesystem.", nil, nil)
 	descApprovals       = prometheus.NewDesc("conch_approvals_pending", "Approval requests waiting for a decision.", nil, nil)
 	descNodes           = prometheus.NewDesc("conch_nodes_connected", "Connected node hosts.", nil, nil)
@@ -34,7 +35,7 @@ var (
 type conchCollector struct{ s *Server }
 
 func (c conchCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessionsRunning, descExecTotal, descExecDuration, descDiskFull, descFreeBytes, descApprovals, descNodes, descPanics, descCorrupt} {
+	for _, d := range []*prometheus.Desc{descSessionsRunning, descExecTotal, descExecDuration, descDiskFull, descUnwritable, descFreeBytes, descApprovals, descNodes, descPanics, descCorrupt} {
 		ch <- d
 	}
 }
@@ -50,11 +51,8 @@ func (c conchCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- execHistogram(st)
 	disk := s.eng.DiskStatus()
-	full := 0.0
-	if disk.Full {
-		full = 1
-	}
-	ch <- prometheus.MustNewConstMetric(descDiskFull, prometheus.GaugeValue, full)
+	ch <- prometheus.MustNewConstMetric(descDiskFull, prometheus.GaugeValue, gauge(disk.Full))
+	ch <- prometheus.MustNewConstMetric(descUnwritable, prometheus.GaugeValue, gauge(disk.Unwritable))
 	ch <- prometheus.MustNewConstMetric(descFreeBytes, prometheus.GaugeValue, float64(disk.FreeBytes))
 	ch <- prometheus.MustNewConstMetric(descApprovals, prometheus.GaugeValue, float64(st.Pending))
 	connected := 0
@@ -68,6 +66,13 @@ func (c conchCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, kind := range corruptKinds {
 		ch <- prometheus.MustNewConstMetric(descCorrupt, prometheus.CounterValue, float64(st.Damaged[kind]), kind)
 	}
+}
+
+func gauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // execHistogram turns the engine's cumulative bucket counts into a

@@ -23,11 +23,12 @@ func (s *Server) routes() {
 	m := http.NewServeMux()
 	s.mux = m
 	m.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
-		// A full home is a degraded state, not a dead gateway: the answer
-		// stays 200 (it serves running sessions) and says what is wrong.
+		// A full or unwritable home is a degraded state, not a dead
+		// gateway: the answer stays 200 (it serves running sessions) and
+		// says what is wrong (disk.code, disk.reason).
 		disk := s.eng.DiskStatus()
 		status := "ok"
-		if disk.Full {
+		if disk.Refusing() {
 			status = "degraded"
 		}
 		writeJSON(w, 200, map[string]any{"ok": true, "status": status, "disk": disk, "version": s.opt.Version, "uptimeMs": time.Since(s.started).Milliseconds()})
