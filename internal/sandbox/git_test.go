@@ -94,7 +94,7 @@ func TestOthersRead(t *testing.T) {
 	os.MkdirAll(filepath.Join(d, "private"), 0o700)
 	os.Symlink(filepath.Join(d, "mixed", "secret"), filepath.Join(d, "link"))
 	var dirs, files, listed []string
-	if othersRead(d, 0, &dirs, &files, &listed) {
+	if othersRead(d, 0, &dirs, &files, &listed, nil) {
 		t.Fatal("a tree with a 0600 file is wholly readable")
 	}
 	if !slices.Equal(dirs, []string{filepath.Join(d, "open")}) || !slices.Equal(files, []string{filepath.Join(d, "mixed", "pub")}) ||

@@ -83,6 +83,10 @@ type Policy struct {
 	RO      []string `json:"ro"`
 	RW      []string `json:"rw"`
 	Network bool     `json:"network"` // network=open
+	// Etc is what every user may read of /etc, walked by a root gateway
+	// (cachedEtcReadable) so each run need not walk it again. Without it
+	// a root init walks /etc itself.
+	Etc *EtcRules `json:"etc,omitempty"`
 }
 
 // Command runs the init with the encoded policy.
@@ -110,6 +114,10 @@ func (l *Landlock) Command(r *Run) ([]string, []string, error) {
 			return nil, nil, err
 		}
 		p.RW = append(p.RW, src)
+	}
+	if os.Geteuid() == 0 {
+		e := cachedEtcReadable("/etc")
+		p.Etc = &e
 	}
 	b, _ := json.Marshal(p)
 	env := append([]string{}, r.Env...)
@@ -143,12 +151,14 @@ func applyLandlock(p Policy) error {
 		// stay closed). Landlock keeps host paths, so the command cannot
 		// run as another uid the way bwrap's does (runas.go).
 		ro = slices.DeleteFunc(slices.Clone(ro), func(d string) bool { return d == "/etc" })
-		var dirs, files, listed []string
-		if othersRead("/etc", 0, &dirs, &files, &listed) {
-			dirs = append(dirs, "/etc")
+		var e EtcRules
+		if p.Etc != nil {
+			e = *p.Etc
+		} else {
+			e = etcReadable("/etc", nil)
 		}
-		closed = append(closed, landlock.RODirs(dirs...).IgnoreIfMissing(), landlock.ROFiles(files...).IgnoreIfMissing(),
-			landlock.PathAccess(llsys.AccessFSReadDir, listed...).IgnoreIfMissing())
+		closed = append(closed, landlock.RODirs(e.Dirs...).IgnoreIfMissing(), landlock.ROFiles(e.Files...).IgnoreIfMissing(),
+			landlock.PathAccess(llsys.AccessFSReadDir, e.Listed...).IgnoreIfMissing())
 	}
 	rules := []landlock.Rule{
 		landlock.RODirs(ro...).IgnoreIfMissing(),
@@ -163,54 +173,6 @@ func applyLandlock(p Policy) error {
 		rules = append(rules, landlock.RWFiles(own...).WithIoctlDev().IgnoreIfMissing())
 	}
 	return cfg.Restrict(rules...)
-}
-
-// othersRead reports whether every user may read all of p (a file, or a
-// directory and everything below it). When not, it collects what they
-// may read: whole directories in dirs, single files in files, and the
-// directories that may be listed but hold something closed in listed. A
-// symbolic link is judged by its target, without descending into a
-// linked directory.
-func othersRead(p string, depth int, dirs, files, listed *[]string) bool {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return false
-	}
-	perm := fi.Mode().Perm()
-	if !fi.IsDir() {
-		return perm&0o004 != 0
-	}
-	if perm&0o005 != 0o005 {
-		return false
-	}
-	if l, err := os.Lstat(p); err != nil || l.Mode()&os.ModeSymlink != 0 || depth > 8 {
-		return err == nil
-	}
-	ents, err := os.ReadDir(p)
-	if err != nil {
-		return false
-	}
-	var d, f, l []string
-	all := true
-	for _, e := range ents {
-		c := filepath.Join(p, e.Name())
-		if othersRead(c, depth+1, &d, &f, &l) {
-			if fi, err := os.Stat(c); err == nil && fi.IsDir() {
-				d = append(d, c)
-			} else {
-				f = append(f, c)
-			}
-		} else {
-			all = false
-		}
-	}
-	if all {
-		return true
-	}
-	*dirs = append(*dirs, d...)
-	*files = append(*files, f...)
-	*listed = append(append(*listed, p), l...)
-	return false
 }
 
 // ownTerminals names the /dev/pts devices on stdin, stdout and stderr.
