@@ -242,6 +242,11 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 				st.OwnerUID, st.OwnerGID = int(sys.Uid), int(sys.Gid)
 			}
 		}
+		// Best effort: a stage without them makes its own namespaces.
+		st.RootNS, _ = heldUserns(0, 0, st.UID, st.GID)
+		if st.OwnerUID != 0 || st.OwnerGID != 0 {
+			st.WsNS, _ = heldUserns(st.OwnerUID, st.OwnerGID, st.UID, st.GID)
+		}
 		a = append([]string{r.Exe, "sandbox-init", "--stage", encodeStage(st), "--"}, a...)
 	} else if b.fdBinds && len(ro) > 0 {
 		a = append([]string{r.Exe, "sandbox-init", "--beneath", src, "--"}, a...)

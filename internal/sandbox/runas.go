@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -47,6 +48,84 @@ type Stage struct {
 	// Beneath: bwrap takes the binds below the staged workspace as
 	// descriptors (beneath.go).
 	Beneath bool `json:"beneath,omitempty"`
+	// RootNS and WsNS, when set, are the idmap user namespaces the
+	// gateway made once and holds open (heldUserns); without them the
+	// stage makes its own.
+	RootNS *NSRef `json:"rootns,omitempty"`
+	WsNS   *NSRef `json:"wsns,omitempty"`
+}
+
+// NSRef names a namespace descriptor another process holds open: the
+// stage reopens /proc/PID/fd/FD and accepts it only if it is the same
+// namespace (device and inode), so a reused pid or fd number cannot hand
+// it another one.
+type NSRef struct {
+	PID int    `json:"pid"`
+	FD  int    `json:"fd"`
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
+}
+
+type idmapKey struct{ owner, ownerGID, uid, gid int }
+
+var heldNS struct {
+	sync.Mutex
+	m map[idmapKey]*os.File
+}
+
+// heldUserns returns a reference to the idmap user namespace of
+// idmapUserns(owner, ownerGID, uid, gid), made on first use and held
+// open by this process from then on: a mapping never changes, and
+// making one costs a process start (idmapUserns) on every run.
+func heldUserns(owner, ownerGID, uid, gid int) (*NSRef, error) {
+	heldNS.Lock()
+	defer heldNS.Unlock()
+	k := idmapKey{owner, ownerGID, uid, gid}
+	f := heldNS.m[k]
+	if f == nil {
+		var err error
+		if f, err = idmapUserns(owner, ownerGID, uid, gid); err != nil {
+			return nil, err
+		}
+		if heldNS.m == nil {
+			heldNS.m = map[idmapKey]*os.File{}
+		}
+		heldNS.m[k] = f
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, err
+	}
+	return &NSRef{PID: os.Getpid(), FD: int(f.Fd()), Dev: st.Dev, Ino: st.Ino}, nil
+}
+
+// openNS reopens the namespace ref names, or fails.
+func openNS(ref *NSRef) (*os.File, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/fd/%d", ref.PID, ref.FD))
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Dev != ref.Dev || st.Ino != ref.Ino {
+		f.Close()
+		return nil, fmt.Errorf("the held user namespace /proc/%d/fd/%d is gone", ref.PID, ref.FD)
+	}
+	if t, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_NSTYPE); err != nil || t != unix.CLONE_NEWUSER {
+		f.Close()
+		return nil, fmt.Errorf("/proc/%d/fd/%d is not a user namespace", ref.PID, ref.FD)
+	}
+	return f, nil
+}
+
+// userns opens the held namespace ref when there is one and it is still
+// there, and makes a new one otherwise.
+func userns(ref *NSRef, owner, ownerGID, uid, gid int) (*os.File, error) {
+	if ref != nil {
+		if f, err := openNS(ref); err == nil {
+			return f, nil
+		}
+	}
+	return idmapUserns(owner, ownerGID, uid, gid)
 }
 
 // staged reports whether a run of settings s maps its command to another
@@ -118,14 +197,14 @@ func stageMounts(st Stage) error {
 	defer unix.Close(exe)
 	// The scope home belongs to root (the gateway); the workspace to its
 	// owner.
-	rootNS, err := idmapUserns(0, 0, st.UID, st.GID)
+	rootNS, err := userns(st.RootNS, 0, 0, st.UID, st.GID)
 	if err != nil {
 		return err
 	}
 	defer rootNS.Close()
 	wsNS := rootNS
 	if st.OwnerUID != 0 || st.OwnerGID != 0 {
-		if wsNS, err = idmapUserns(st.OwnerUID, st.OwnerGID, st.UID, st.GID); err != nil {
+		if wsNS, err = userns(st.WsNS, st.OwnerUID, st.OwnerGID, st.UID, st.GID); err != nil {
 			return err
 		}
 		defer wsNS.Close()
