@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // EtcRules is what a root run may read of /etc (landlock.go): whole
@@ -37,9 +39,25 @@ func stampOf(fi os.FileInfo, err error) stamp {
 	if !ok {
 		return stamp{err: true}
 	}
+	if uint64(st.Dev) == procDev() {
+		// A link into /proc (/etc/mtab -> ../proc/self/mounts) reaches
+		// another inode, with the time of its making, in every process
+		// and every time the kernel makes it again: only the mode
+		// counts, the only thing the walk reads of it.
+		return stamp{dev: uint64(st.Dev), mode: st.Mode}
+	}
 	return stamp{dev: uint64(st.Dev), ino: st.Ino, mode: st.Mode, uid: st.Uid, gid: st.Gid,
 		ctime: st.Ctim.Sec, ctimeNs: st.Ctim.Nsec, mtime: st.Mtim.Sec, mtimeNs: st.Mtim.Nsec}
 }
+
+// procDev is the device of /proc (none: not mounted).
+var procDev = sync.OnceValue(func() uint64 {
+	var st unix.Stat_t
+	if unix.Stat("/proc", &st) != nil {
+		return ^uint64(0)
+	}
+	return st.Dev
+})
 
 // etcWalk records every stat the /etc walk made, so that a later run can
 // tell the walk's answer still holds by repeating only the stats: no

@@ -91,3 +91,17 @@ func TestEtcCacheFollowsEveryChange(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcStampOfProc: /etc/mtab leads into /proc, whose inodes differ
+// per process and are made again at will; the cache must not take that
+// for a change of /etc, or it would walk on every run.
+func TestEtcStampOfProc(t *testing.T) {
+	a := stampOf(os.Stat("/proc/self/mounts"))
+	b := stampOf(os.Stat("/proc/1/mounts"))
+	if a.err || b.err {
+		t.Skip("no /proc here")
+	}
+	if a != b {
+		t.Fatalf("two processes' mounts files stamp differently: %+v %+v", a, b)
+	}
+}
