@@ -334,13 +334,25 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 			return e.pollResult(s, st, ex, agent, p, since, text, readResult{end: end}, 0, "screen")
 		}
 	}
-	// Only the newest pendingMaxOutputChars are returned: keep a bounded
-	// tail of lines, whatever the size of the unread output.
-	tail := newLineTail(0, set.PendingMaxOutputChars+1)
+	raw := p.Raw != nil && *p.Raw
+	out, res, skipped, err := readNewOutput(s, readOpts{since: since, raw: raw, stream: streamOf(p.Stream), outputEnd: outputEndOf(ex)}, set.PendingMaxOutputChars)
+	if err != nil {
+		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
+	}
+	return e.pollResult(s, st, ex, agent, p, since, out, res, skipped, "")
+}
+
+// readNewOutput reads a session's output from o.since and returns its
+// newest limit chars (a bounded tail of lines, whatever the size of the
+// unread output), prefixed with a note when earlier chars were skipped;
+// skipped counts them. Lines are folded unless o.raw. poll and wait share
+// it.
+func readNewOutput(s *session, o readOpts, limit int) (out string, res readResult, skipped int, err error) {
+	tail := newLineTail(0, limit+1)
 	var f render.Folder
 	add := func(l render.Line) { tail.add(l.Text) }
-	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream), outputEnd: outputEndOf(ex)}, func(l render.Line) {
-		if p.Raw != nil && *p.Raw {
+	res, err = readLines(s.journal(), o, func(l render.Line) {
+		if o.raw {
 			add(l)
 			return
 		}
@@ -348,15 +360,14 @@ func (e *Engine) poll(ctx context.Context, s *session, agent string, p apitype.P
 	})
 	f.Flush(add)
 	if err != nil {
-		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
+		return "", res, 0, err
 	}
-	out := strings.TrimSpace(strings.Join(tail.lines(), "\n"))
-	skipped := 0
-	if n := tail.chars - tail.leadingSpace(); n > set.PendingMaxOutputChars {
-		skipped = n - set.PendingMaxOutputChars
-		out = fmt.Sprintf("[… %d earlier chars skipped; use process log since=%d to read them …]\n", skipped, since) + render.Tail(out, set.PendingMaxOutputChars)
+	out = strings.TrimSpace(strings.Join(tail.lines(), "\n"))
+	if n := tail.chars - tail.leadingSpace(); n > limit {
+		skipped = n - limit
+		out = fmt.Sprintf("[… %d earlier chars skipped; use process log since=%d to read them …]\n", skipped, o.since) + render.Tail(out, limit)
 	}
-	return e.pollResult(s, st, ex, agent, p, since, out, res, skipped, "")
+	return out, res, skipped, nil
 }
 
 // pollResult ends a poll with the text out of the read res: it moves the

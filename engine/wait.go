@@ -330,22 +330,12 @@ func (e *Engine) waitOutput(ctx context.Context, s *session, sinceArg *float64) 
 	if s.pending() {
 		return w
 	}
-	limit := e.conf().Exec(s.agent).PendingMaxOutputChars
-	tail := newLineTail(0, limit+1)
-	var f render.Folder
-	add := func(l render.Line) { tail.add(l.Text) }
-	res, err := readLines(s.journal(), readOpts{since: since}, func(l render.Line) { f.Add(l, add) })
-	f.Flush(add)
+	out, res, skipped, err := readNewOutput(s, readOpts{since: since}, e.conf().Exec(s.agent).PendingMaxOutputChars)
 	if err != nil {
 		w.text = fmt.Sprintf("(output unreadable: %v)", err)
 		return w
 	}
-	w.end, w.skippedBytes = res.end, res.skippedBytes
-	out := strings.TrimSpace(strings.Join(tail.lines(), "\n"))
-	if n := tail.chars - tail.leadingSpace(); n > limit {
-		w.skippedChars = n - limit
-		out = fmt.Sprintf("[… %d earlier chars skipped; use process log since=%d to read them …]\n", w.skippedChars, since) + render.Tail(out, limit)
-	}
+	w.end, w.skippedBytes, w.skippedChars = res.end, res.skippedBytes, skipped
 	w.text = out
 	if ctx.Err() != nil {
 		return w
