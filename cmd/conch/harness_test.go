@@ -236,12 +236,16 @@ func (c *conch) process(args map[string]any) result {
 }
 
 // waitEnd polls a session until it leaves the running state, failing
-// after slow(within).
+// after slow(within). It returns the poll that reports the end, read from
+// cursor 0 so that its text holds the whole (bounded) output.
 func (c *conch) waitEnd(id string, within time.Duration) result {
 	c.t.Helper()
 	deadline := time.Now().Add(slow(within))
 	for {
-		r := c.process(map[string]any{"action": "poll", "sessionId": id, "timeout": 500})
+		// since 0: the result that reports the end holds all the output,
+		// also what an earlier poll of this loop already returned (on a
+		// loaded machine the output often comes one poll before the end).
+		r := c.process(map[string]any{"action": "poll", "sessionId": id, "timeout": 500, "since": 0})
 		if st := r.str("status"); st != "running" && st != "pending" {
 			return r
 		}
