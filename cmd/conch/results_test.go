@@ -211,7 +211,9 @@ func TestPollScreenViewVim(t *testing.T) {
 	var p result
 	eventually(t, 15*time.Second, func() string {
 		p = c.process(map[string]any{"action": "poll", "sessionId": id, "since": 0})
-		if !strings.Contains(p.Text, `notes.txt" 3L`) {
+		// The screen view needs a snapshot from the supervisor; a poll
+		// whose snapshot fails (a loaded machine) falls back to lines.
+		if !strings.Contains(p.Text, `notes.txt" 3L`) || p.D["view"] != "screen" {
 			return "poll: " + p.Text
 		}
 		return ""
