@@ -288,7 +288,9 @@ func TestCleanRunAfterHostDeath(t *testing.T) {
 	id := c.exec(map[string]any{"command": "sh " + script, "background": true}).str("sessionId")
 	sup := supervisorPID(t, home, id)
 	eventually(t, 10*time.Second, func() string {
-		if len(pgrep(marker(t))) != 1 {
+		// Anchored: under dash (SHELL unset, as in CI) the shell that runs
+		// the command line stays as its parent and names the marker too.
+		if len(pgrep("^sh "+regexp.QuoteMeta(script))) != 1 {
 			return "command not started"
 		}
 		return ""
@@ -382,7 +384,9 @@ func TestDamageMetaSupervisorGone(t *testing.T) {
 	id := c.exec(map[string]any{"command": "echo started; sh " + script, "background": true}).str("sessionId")
 	sup := supervisorPID(t, home, id)
 	eventually(t, 10*time.Second, func() string {
-		if len(pgrep(marker(t))) != 1 {
+		// Anchored: under dash (SHELL unset, as in CI) the shell that runs
+		// the command line stays as its parent and names the marker too.
+		if len(pgrep("^sh "+regexp.QuoteMeta(script))) != 1 {
 			return "command not started"
 		}
 		return ""
