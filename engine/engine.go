@@ -34,6 +34,7 @@ import (
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/registry"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -130,7 +131,7 @@ type Engine struct {
 	log     *slog.Logger
 	lock    *os.File
 	cwd     string
-	dirs    dirPool // reusable session directories (dirs.go)
+	dirs    *registry.DirPool // session ids and reusable directories
 	damage  damageLog
 	supArgv []string
 
@@ -152,11 +153,11 @@ type Engine struct {
 	counters execCounters
 	// starting bounds concurrent supervisor start-ups.
 	starting chan struct{}
-	// idem holds the idempotency keys (exec.md §10); guarded by mu.
-	idem map[string]*idemEntry
-	// admitted counts exec calls per agent between admission and the
-	// session's registration; guarded by mu.
-	admitted map[string]int
+	// idem holds the idempotency keys (exec.md §10); set by New.
+	idem *registry.IdemStore
+	// admission holds quotas.maxRunning slots between admission and the
+	// session's registration (quota.go).
+	admission registry.Admission
 	// login is the login-shell PATH probe of gateway runs (loginpath.go).
 	loginOnce sync.Once
 	login     atomic.Pointer[hostenv.LoginProbe]
@@ -170,7 +171,7 @@ type Engine struct {
 
 	store *approvals.Store // pending approvals
 	nodes nodePlans        // run plans prepared for a gateway (node side)
-	limit limiter          // exec rate limits
+	limit registry.Limiter // exec rate limits
 	disk  diskState        // the home's free space (disk.go)
 
 	calls inflight // the calls in flight, for Stop (stop.go)
@@ -227,7 +228,7 @@ func New(opt Options) (*Engine, error) {
 		argv = append(strings.Fields(os.Getenv("CONCH_SUPERVISOR_LAUNCHER")), exe, "supervise")
 	}
 	e := &Engine{
-		opt: opt, home: home, log: log, lock: lock, cwd: cwd, supArgv: argv,
+		opt: opt, home: home, log: log, lock: lock, cwd: cwd, supArgv: argv, dirs: registry.NewDirPool(home),
 		sessions: map[string]*session{}, notices: map[string][]queuedNotice{}, stop: make(chan struct{}),
 		starting: make(chan struct{}, 2*runtime.NumCPU()),
 	}
@@ -651,12 +652,8 @@ func (e *Engine) sweep() {
 		now := time.Now()
 		// Resolved approval records are kept 15 s for late readers.
 		e.store.Prune(now.Add(-15 * time.Second))
+		e.idem.Sweep(e.idemExpired(now))
 		e.mu.Lock()
-		for k, en := range e.idem {
-			if !en.inFlight() && e.expiredLocked(en, now) {
-				delete(e.idem, k)
-			}
-		}
 		var old []*session
 		for _, s := range e.sessions {
 			_, ex, _ := s.snapshot()
@@ -694,8 +691,8 @@ func (e *Engine) reattach() {
 		}
 		id := n.Name()
 		sdir := filepath.Join(dir, id)
-		if strings.HasPrefix(id, ".") {
-			e.adoptDir(dir, id)
+		if registry.IsReserved(id) {
+			e.dirs.Adopt(dir, id)
 			continue
 		}
 		s := newSession(id, sdir, "")

@@ -4,91 +4,49 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
-// limiter holds the agents' exec rate limiters (exec.md §11): a token
-// bucket each, from golang.org/x/time/rate.
-type limiter struct {
-	mu     sync.Mutex // guards agents
-	agents map[string]*rate.Limiter
-}
-
-// take spends one token of agent's bucket (refilled at perSecond, holding
-// at most burst, rounded down and at least 1), or returns how long until a
-// token is there. A changed rate or burst (a reload) applies from now on to
-// the tokens the bucket holds.
-func (l *limiter) take(agent string, perSecond, burst float64, now time.Time) (time.Duration, bool) {
-	b := max(int(burst), 1)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.agents == nil {
-		l.agents = map[string]*rate.Limiter{}
-	}
-	lim := l.agents[agent]
-	if lim == nil {
-		lim = rate.NewLimiter(rate.Limit(perSecond), b)
-		l.agents[agent] = lim
-	}
-	if lim.Limit() != rate.Limit(perSecond) {
-		lim.SetLimitAt(now, rate.Limit(perSecond))
-	}
-	if lim.Burst() != b {
-		lim.SetBurstAt(now, b)
-	}
-	if lim.AllowN(now, 1) {
-		return 0, true
-	}
-	return time.Duration((1 - lim.TokensAt(now)) / perSecond * float64(time.Second)), false
-}
-
-// admit applies quotas.maxRunning and the exec rate limit to a new exec
-// call of agent. On success the caller holds a running slot until it
-// calls release (after the session is registered or failed to start), so
-// concurrent calls cannot overshoot the quota.
+// admit applies quotas.maxRunning and the exec rate limit (exec.md §11)
+// to a new exec call of agent. On success the caller holds a running slot
+// until it calls release (after the session is registered or failed to
+// start), so concurrent calls cannot overshoot the quota.
 func (e *Engine) admit(agent string) (release func(), _ *apitype.Error) {
 	release = func() {}
 	q := e.conf().Quota(agent)
 	if q.ExecPerSecond > 0 {
-		if wait, ok := e.limit.take(agent, q.ExecPerSecond, q.ExecBurst, time.Now()); !ok {
+		if wait, ok := e.limit.Take(agent, q.ExecPerSecond, q.ExecBurst, time.Now()); !ok {
 			ms := max(wait.Milliseconds(), 1)
 			return release, apitype.Errorf("rate_limited", "rate limit exceeded: agent %s may start %s exec calls per second (quotas.execPerSecond); retry in %d ms.",
 				agent, strconv.FormatFloat(q.ExecPerSecond, 'f', -1, 64), ms)
 		}
 	}
 	if q.MaxRunning > 0 {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		n := e.admitted[agent]
-		for _, s := range e.sessions {
-			if s.agent == agent && s.running() && !s.pending() {
-				n++
-			}
-		}
-		if n >= q.MaxRunning {
+		release, n, ok := e.admission.Admit(agent, q.MaxRunning, func() int { return e.runningOf(agent) })
+		if !ok {
 			return release, apitype.Errorf("quota_exceeded", "quota exceeded: agent %s already has %d running sessions (quotas.maxRunning); kill or wait for one first.", agent, n)
 		}
-		if e.admitted == nil {
-			e.admitted = map[string]int{}
-		}
-		e.admitted[agent]++
-		var once sync.Once
-		release = func() {
-			once.Do(func() {
-				e.mu.Lock()
-				e.admitted[agent]--
-				e.mu.Unlock()
-			})
-		}
+		return release, nil
 	}
 	return release, nil
+}
+
+// runningOf counts agent's running sessions that are not waiting for an
+// approval.
+func (e *Engine) runningOf(agent string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, s := range e.sessions {
+		if s.agent == agent && s.running() && !s.pending() {
+			n++
+		}
+	}
+	return n
 }
 
 // retain evicts agent's oldest finished sessions beyond quotas.maxRetained
