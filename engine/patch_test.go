@@ -86,15 +86,3 @@ func TestPatchHosts(t *testing.T) {
 		t.Fatalf("node: %q", r.Text)
 	}
 }
-
-func TestPatchDoctor(t *testing.T) {
-	home := t.TempDir()
-	os.WriteFile(filepath.Join(home, "config.json"), []byte(`{"tools":{"exec":{"applyPatch":{"enabled":true,"workspaceOnly":false,"allowModels":["gpt-5"]}}}}`), 0o600)
-	got := map[string]string{}
-	for _, f := range Doctor(home) {
-		got[f.ID] = f.Level
-	}
-	if got["apply_patch.outside_workspace"] != "warn" || got["apply_patch.allow_models_ignored"] != "info" {
-		t.Fatalf("findings: %v", got)
-	}
-}

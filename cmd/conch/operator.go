@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/admin"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/nodehub"
@@ -200,7 +201,7 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	p, err := engine.ExplainPolicy(*home, *agent, *cwd, cmd)
+	p, err := admin.Explain(*home, *agent, *cwd, cmd)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch policy explain: %v\n", err)
 		return exitFor(err, exitFailed)
@@ -421,7 +422,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if *fix {
-		done, err := engine.DoctorFix(*home)
+		done, err := admin.DoctorFix(*home)
 		for _, d := range done {
 			fmt.Fprintf(stderr, "fixed %s\n", d)
 		}
@@ -430,7 +431,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 			return exitFailed
 		}
 	}
-	findings := engine.Doctor(*home)
+	findings := admin.Doctor(*home)
 	bad := false
 	for _, f := range findings {
 		if f.Level != "info" {
@@ -439,7 +440,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	}
 	if *asJSON {
 		if findings == nil {
-			findings = []engine.Finding{}
+			findings = []admin.Finding{}
 		}
 		json.NewEncoder(stdout).Encode(findings)
 	} else if len(findings) == 0 {
@@ -492,15 +493,16 @@ func approvalsFile(sub, home string, pos []string, baseHash string, force, repla
 				baseHash = hex.EncodeToString(sum[:])
 			}
 		}
-		if err := approvals.Save(home, nf, baseHash); err != nil {
+		c, err := admin.SetApprovals(home, nf, baseHash, cliUser(), nil)
+		if err != nil {
 			fmt.Fprintf(stderr, "conch approvals set: %v\n", err)
 			if errors.Is(err, approvals.ErrConflict) {
 				return exitConflict
 			}
 			return exitFailed
 		}
-		if err := engine.RecordPolicyChange(home, old, nf, cliUser()); err != nil {
-			fmt.Fprintf(stderr, "conch approvals set: ledger: %v\n", err)
+		if c.LedgerErr != nil {
+			fmt.Fprintf(stderr, "conch approvals set: ledger: %v\n", c.LedgerErr)
 		}
 		fmt.Fprintf(stdout, "{\"hash\":%q}\n", nf.Hash())
 		return exitOK
@@ -519,22 +521,10 @@ func approvalsFile(sub, home string, pos []string, baseHash string, force, repla
 			fmt.Fprintf(stderr, "conch approvals import: %v\n", err)
 			return exitUsage
 		}
-		added := 0
-		old, _ := approvals.Load(home)
-		_, err = approvals.Update(home, func(f *approvals.File) error {
-			if replace {
-				*f = *in
-				return nil
-			}
-			added = f.Import(in)
-			return nil
-		})
+		added, _, err := admin.ImportApprovals(home, in, replace, cliUser(), nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "conch approvals import: %v\n", err)
 			return exitFailed
-		}
-		if nf, err := approvals.Load(home); err == nil {
-			engine.RecordPolicyChange(home, old, nf, cliUser())
 		}
 		if replace {
 			fmt.Fprintf(stdout, "Imported %s (replaced).\n", src)

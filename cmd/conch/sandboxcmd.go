@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/admin"
 )
 
 // runSandbox implements `conch sandbox status|list|recreate|prune`
@@ -40,7 +40,7 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 	}
 	switch sub {
 	case "status", "list":
-		st, err := engine.SandboxStatusOf(ctx, *home)
+		st, err := admin.SandboxStatusOf(ctx, *home)
 		if err != nil {
 			fmt.Fprintf(stderr, "conch sandbox %s: %v\n", sub, err)
 			return exitFor(err, exitFailed)
@@ -95,9 +95,9 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintln(stderr, "conch sandbox recreate: give --agent A or --all")
 				return exitUsage
 			}
-			removed, err = engine.SandboxRecreate(ctx, *home, *agent, *all)
+			removed, err = admin.SandboxRecreate(ctx, *home, *agent, *all)
 		} else {
-			removed, err = engine.SandboxPrune(ctx, *home)
+			removed, err = admin.SandboxPrune(ctx, *home)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "conch sandbox %s: %v\n", sub, err)

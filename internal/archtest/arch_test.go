@@ -57,7 +57,11 @@ var forbidden = map[string][]string{
 	mod + "/internal/supervisor": {mod + "/engine", mod + "/internal/mcpserver", "github.com/modelcontextprotocol/", "net/http"},
 	// The engine may use net/http as the client of the wait http probe
 	// (spec README, code layout); it never imports the adapters.
-	mod + "/engine": {mod + "/internal/mcpserver", mod + "/internal/httpapi", mod + "/cmd", "github.com/modelcontextprotocol/"},
+	mod + "/engine": {mod + "/internal/mcpserver", mod + "/internal/httpapi", mod + "/cmd", mod + "/internal/admin", "github.com/modelcontextprotocol/"},
+	// The registry is below the engine: no engine, no adapter, no network.
+	mod + "/internal/registry": {mod + "/engine", mod + "/internal/admin", mod + "/internal/mcpserver", mod + "/internal/httpapi", mod + "/internal/nodehub", mod + "/internal/nodehost", mod + "/cmd", "net/http", "github.com/modelcontextprotocol/"},
+	// The operator use cases are above the engine and below the adapters.
+	mod + "/internal/admin": {mod + "/internal/mcpserver", mod + "/internal/httpapi", mod + "/internal/ui", mod + "/cmd", "github.com/modelcontextprotocol/"},
 }
 
 func TestLayering(t *testing.T) {

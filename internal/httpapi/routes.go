@@ -6,17 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/admin"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/nodehub"
 )
 
 func (s *Server) routes() {
@@ -90,9 +89,9 @@ func (s *Server) routes() {
 		writeJSON(w, 200, map[string]any{"ok": true})
 	}))
 	m.HandleFunc("GET /v1/doctor", s.operator(func(w http.ResponseWriter, r *http.Request) {
-		f := engine.Doctor(s.opt.Home)
+		f := admin.Doctor(s.opt.Home)
 		if f == nil {
-			f = []engine.Finding{}
+			f = []admin.Finding{}
 		}
 		writeJSON(w, 200, map[string]any{"findings": f})
 	}))
@@ -107,7 +106,7 @@ func (s *Server) routes() {
 		})
 	}
 	m.HandleFunc("GET /v1/sandbox", s.operator(func(w http.ResponseWriter, r *http.Request) {
-		st, err := engine.SandboxStatusOf(r.Context(), s.opt.Home)
+		st, err := admin.SandboxStatusOf(r.Context(), s.opt.Home)
 		if err != nil {
 			writeError(w, 400, "invalid_argument", err.Error())
 			return
@@ -123,7 +122,7 @@ func (s *Server) routes() {
 			writeError(w, 400, "invalid_argument", "want {\"agent\": ID} or {\"all\": true}")
 			return
 		}
-		removed, err := engine.SandboxRecreate(r.Context(), s.opt.Home, req.Agent, req.All)
+		removed, err := admin.SandboxRecreate(r.Context(), s.opt.Home, req.Agent, req.All)
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, "sandbox_unavailable", err.Error())
 			return
@@ -131,7 +130,7 @@ func (s *Server) routes() {
 		writeJSON(w, 200, map[string]any{"removed": removed})
 	}))
 	m.HandleFunc("POST /v1/sandbox/prune", s.operator(func(w http.ResponseWriter, r *http.Request) {
-		removed, err := engine.SandboxPrune(r.Context(), s.opt.Home)
+		removed, err := admin.SandboxPrune(r.Context(), s.opt.Home)
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, "sandbox_unavailable", err.Error())
 			return
@@ -443,8 +442,10 @@ func orBoth(s string) string {
 	return s
 }
 
+// store returns the server's approvals store, opened once (approvals.go),
+// or answers 500 and returns nil.
 func (s *Server) store(w http.ResponseWriter) *approvals.Store {
-	st, err := approvals.OpenStore(s.opt.Home)
+	st, err := s.approvals.get(s.opt.Home)
 	if err != nil {
 		writeError(w, 500, "io_error", err.Error())
 		return nil
@@ -593,8 +594,8 @@ func (s *Server) putApprovalsFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, "invalid_argument", err.Error())
 		return
 	}
-	old, _ := approvals.Load(s.opt.Home)
-	if err := approvals.Save(s.opt.Home, f, in.BaseHash); err != nil {
+	c, err := admin.SetApprovals(s.opt.Home, f, in.BaseHash, actor(r), s.hub.Publish)
+	if err != nil {
 		if errors.Is(err, approvals.ErrConflict) {
 			writeError(w, 409, "conflict", err.Error())
 			return
@@ -602,15 +603,10 @@ func (s *Server) putApprovalsFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, "invalid_argument", err.Error())
 		return
 	}
-	if err := engine.RecordPolicyChange(s.opt.Home, old, f, actor(r)); err != nil {
-		s.log.Warn("ledger policy record", "err", err)
+	if c.LedgerErr != nil {
+		s.log.Warn("ledger policy record", "err", c.LedgerErr)
 	}
-	oldHash := ""
-	if old != nil {
-		oldHash = old.Hash()
-	}
-	s.hub.Publish(engine.Event{Type: "policy.changed", Data: map[string]any{"file": approvals.FileName, "oldHash": oldHash, "newHash": f.Hash(), "by": actor(r)}})
-	writeJSON(w, 200, map[string]any{"hash": f.Hash()})
+	writeJSON(w, 200, map[string]any{"hash": c.Hash()})
 }
 
 func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
@@ -622,17 +618,14 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
 		Agent, Host, Node, Cwd, Command string
 	}
 	json.Unmarshal(body, &in)
-	if strings.TrimSpace(in.Command) == "" {
-		writeError(w, 400, "invalid_argument", "command is required")
-		return
-	}
 	if in.Agent == "" {
 		in.Agent = "main"
 	}
-	if in.Cwd == "" {
-		in.Cwd, _ = os.Getwd()
+	x, err := admin.Explain(s.opt.Home, in.Agent, in.Cwd, in.Command)
+	if errors.Is(err, admin.ErrInvalid) {
+		writeError(w, 400, "invalid_argument", err.Error())
+		return
 	}
-	x, err := engine.ExplainPolicy(s.opt.Home, in.Agent, in.Cwd, in.Command)
 	if err != nil {
 		writeError(w, 500, "internal", err.Error())
 		return
@@ -729,7 +722,7 @@ func (s *Server) rotateAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getDefaults(w http.ResponseWriter, r *http.Request) {
-	d, err := engine.LoadExecDefaults(s.opt.Home, r.PathValue("id"))
+	d, err := admin.ExecDefaults(s.opt.Home, r.PathValue("id"))
 	if err != nil {
 		writeError(w, 500, "io_error", err.Error())
 		return
@@ -747,24 +740,12 @@ func (s *Server) putDefaults(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, "invalid_argument", err.Error())
 		return
 	}
-	for _, c := range []struct {
-		v       string
-		allowed []string
-	}{{d.Host, []string{"", "sandbox", "gateway", "node"}}, {d.Security, []string{"", "deny", "allowlist", "full"}}, {d.Ask, []string{"", "off", "on-miss", "always"}}} {
-		if !contains(c.allowed, strings.ToLower(c.v)) {
-			writeError(w, 400, "invalid_argument", fmt.Sprintf("invalid exec default %q", c.v))
-			return
-		}
+	d, err := admin.SetExecDefaults(s.opt.Home, r.PathValue("id"), d)
+	if errors.Is(err, admin.ErrInvalid) {
+		writeError(w, 400, "invalid_argument", err.Error())
+		return
 	}
-	if d.Node != "" {
-		n, err := nodehub.CanonicalBinding(s.opt.Home, d.Node)
-		if err != nil {
-			writeError(w, 400, "invalid_argument", "invalid exec default node: "+err.Error())
-			return
-		}
-		d.Node = n
-	}
-	if err := engine.SaveExecDefaults(s.opt.Home, r.PathValue("id"), d, false); err != nil {
+	if err != nil {
 		writeError(w, 500, "io_error", err.Error())
 		return
 	}
@@ -772,7 +753,7 @@ func (s *Server) putDefaults(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteDefaults(w http.ResponseWriter, r *http.Request) {
-	if err := engine.SaveExecDefaults(s.opt.Home, r.PathValue("id"), engine.ExecDefaults{}, true); err != nil {
+	if err := admin.ClearExecDefaults(s.opt.Home, r.PathValue("id")); err != nil {
 		writeError(w, 500, "io_error", err.Error())
 		return
 	}

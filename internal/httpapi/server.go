@@ -92,6 +92,8 @@ type Server struct {
 	mcps map[string]*mcpserver.Server
 
 	proxies proxyCalls // calls of proxying conch mcp processes (engine socket)
+
+	approvals approvalsStore // the approvals store, opened once
 }
 
 // New returns a server for opt.Engine.

@@ -32,6 +32,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/admin"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/atomicfile"
 	"github.com/conchsh/conch/internal/guard"
@@ -616,8 +617,7 @@ func (n *node) request(l *link, f apitype.Frame) {
 			l.reply(f.ID, nil, invalid(err.Error()))
 			return
 		}
-		old, _ := approvals.Load(n.opt.Home)
-		if err := approvals.Save(n.opt.Home, nf, p.BaseHash); err != nil {
+		if _, err := admin.SetApprovals(n.opt.Home, nf, p.BaseHash, "gateway", nil); err != nil {
 			if errors.Is(err, approvals.ErrConflict) {
 				l.reply(f.ID, nil, invalid("exec approvals changed; reload and retry"))
 				return
@@ -625,7 +625,6 @@ func (n *node) request(l *link, f apitype.Frame) {
 			l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeUnavailable, Message: err.Error()})
 			return
 		}
-		engine.RecordPolicyChange(n.opt.Home, old, nf, "gateway")
 		l.reply(f.ID, map[string]string{"hash": nf.Hash()}, nil)
 	default:
 		l.reply(f.ID, nil, invalid("unknown method "+f.Method))

@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"os"
@@ -152,5 +152,19 @@ func TestDoctorModesSandboxTrees(t *testing.T) {
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o755 {
 			t.Errorf("--fix changed %s: %v %v", p, fi.Mode(), err)
 		}
+	}
+}
+
+// TestPatchDoctor: doctor reports apply_patch settings that write outside
+// the workspace or name models conch cannot see.
+func TestPatchDoctor(t *testing.T) {
+	home := t.TempDir()
+	os.WriteFile(filepath.Join(home, "config.json"), []byte(`{"tools":{"exec":{"applyPatch":{"enabled":true,"workspaceOnly":false,"allowModels":["gpt-5"]}}}}`), 0o600)
+	got := map[string]string{}
+	for _, f := range Doctor(home) {
+		got[f.ID] = f.Level
+	}
+	if got["apply_patch.outside_workspace"] != "warn" || got["apply_patch.allow_models_ignored"] != "info" {
+		t.Fatalf("findings: %v", got)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/ledger"
 )
 
@@ -83,7 +84,7 @@ func looseModes(home string, skip []string) []loosePath {
 	walk(home)
 	// A supervisor's socket lives outside the home when the home's path is too
 	// long for a socket address; its directory guards it the same way.
-	sock := (&Engine{home: home}).fallbackSocketDir()
+	sock := engine.FallbackSocketDir(home)
 	for _, dir := range []string{filepath.Dir(sock), sock} {
 		if fi, err := os.Lstat(dir); err == nil {
 			check(dir, fs.FileInfoToDirEntry(fi))

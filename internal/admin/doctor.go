@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/config"
@@ -74,7 +75,7 @@ func Doctor(home string) []Finding {
 		add("config.invalid", "error", "%v", err)
 		cfg = &config.Config{}
 	}
-	switch d := homeCheck(home, cfg); {
+	switch d := engine.CheckHome(home, cfg); {
 	case d.Full:
 		add("home.disk_full", "error", "the conch home is out of disk space (%s): exec refuses new sessions with disk_full until space is freed", d.Reason)
 	case d.Unwritable:
@@ -109,13 +110,12 @@ func Doctor(home string) []Finding {
 			}
 		}
 	}
-	e := &Engine{home: home}
-	e.cfgp.Store(cfg)
+	v := engine.NewPolicyView(home, cfg)
 	sandboxed := false
 	var limitAgent config.SandboxSettings
 	for _, agent := range agents {
 		set := cfg.Exec(agent)
-		host, _ := e.configuredHost(agent)
+		host, _ := v.ConfiguredHost(agent)
 		sb := cfg.SandboxFor(agent)
 		switch {
 		case host != "" && host != "sandbox":
@@ -132,13 +132,13 @@ func Doctor(home string) []Finding {
 		default:
 			add("exec.host_sandbox_no_sandbox", "warn", "agent %s: host=sandbox is configured while sandboxing is off: every exec fails", agent)
 		}
-		var p Policy
+		var p engine.Policy
 		if ferr == nil {
-			p = e.EffectivePolicy(agent, "", "", "true", home, os.Getenv("PATH"))
+			p = v.EffectivePolicy(agent, "true", home, os.Getenv("PATH"))
 		}
 		// Ungated: the agent's commands run on this machine with nothing
 		// judging them (the same status `policy explain` prints first).
-		if g := e.Gate(agent, p); g.Ungated {
+		if g := v.Gate(agent, p); g.Ungated {
 			add("exec.ungated", "warn", "commands of agent %s are not gated: %s", agent, g.Reason)
 		}
 		if ferr == nil {

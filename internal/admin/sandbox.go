@@ -1,0 +1,126 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/sandbox"
+)
+
+// SandboxAgent is one agent's sandbox in `conch sandbox status`.
+type SandboxAgent struct {
+	Agent           string   `json:"agent"`
+	Mode            string   `json:"mode"`
+	On              bool     `json:"on"`
+	Scope           string   `json:"scope"`
+	Backend         string   `json:"backend,omitempty"`
+	Layers          []string `json:"layers,omitempty"`
+	WorkspaceAccess string   `json:"workspaceAccess"`
+	Network         string   `json:"network"`
+	Error           string   `json:"error,omitempty"`
+}
+
+// SandboxStatus is GET /v1/sandbox and `conch sandbox status|list`.
+type SandboxStatus struct {
+	Agents      []SandboxAgent      `json:"agents"`
+	LandlockABI int                 `json:"landlockAbi"`
+	Containers  []sandbox.Container `json:"containers"`
+	DockerError string              `json:"dockerError,omitempty"`
+}
+
+func sandboxAgents(cfg *config.Config) []string {
+	agents := []string{"main"}
+	for id := range cfg.Agents {
+		if id != "main" {
+			agents = append(agents, id)
+		}
+	}
+	sort.Strings(agents[1:])
+	return agents
+}
+
+// SandboxStatusOf reports the sandbox of every configured agent and the
+// docker containers (hosts.md §3, interfaces.md `conch sandbox`).
+func SandboxStatusOf(ctx context.Context, home string) (SandboxStatus, error) {
+	cfg, err := config.Load(filepath.Join(home, "config.json"))
+	if err != nil {
+		return SandboxStatus{}, err
+	}
+	st := SandboxStatus{LandlockABI: sandbox.LandlockABI(), Containers: []sandbox.Container{}}
+	for _, a := range sandboxAgents(cfg) {
+		sb := cfg.SandboxFor(a)
+		row := SandboxAgent{Agent: a, Mode: sb.Mode, On: sb.On, Scope: sb.Scope, WorkspaceAccess: sb.WorkspaceAccess, Network: sb.Network}
+		if sb.On {
+			if b, err := sandbox.For(ctx, sb); err != nil {
+				row.Error = err.Error()
+			} else {
+				row.Backend, row.Layers = b.Name(), b.Layers(&sandbox.Run{Settings: sb})
+			}
+		}
+		st.Agents = append(st.Agents, row)
+	}
+	d := &sandbox.Docker{}
+	if err := d.Available(ctx); err != nil {
+		st.DockerError = err.Error()
+	} else if cs, err := d.List(ctx); err != nil {
+		st.DockerError = err.Error()
+	} else {
+		st.Containers = cs
+	}
+	return st, nil
+}
+
+// SandboxRecreate removes the docker container of agent's scope (or of
+// every scope with all), so the next run creates it with the current
+// configuration. It returns the containers removed.
+func SandboxRecreate(ctx context.Context, home, agent string, all bool) ([]string, error) {
+	d := &sandbox.Docker{}
+	if err := d.Available(ctx); err != nil {
+		return nil, fmt.Errorf("docker: %w (only docker sandboxes are recreated; bwrap and landlock sandboxes are made fresh for every run)", err)
+	}
+	cs, err := d.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(filepath.Join(home, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	want := ""
+	if !all {
+		want = sandbox.ContainerName(cfg.SandboxFor(agent).Scope)
+	}
+	removed := []string{}
+	for _, c := range cs {
+		if all || c.Name == want {
+			if err := d.Remove(ctx, c.Scope); err != nil {
+				return removed, err
+			}
+			removed = append(removed, c.Name)
+		}
+	}
+	return removed, nil
+}
+
+// SandboxPrune removes idle or old docker sandboxes now (hosts.md §3.3).
+func SandboxPrune(ctx context.Context, home string) ([]string, error) {
+	d := &sandbox.Docker{}
+	if err := d.Available(ctx); err != nil {
+		return nil, fmt.Errorf("docker: %w (nothing to prune: bwrap and landlock keep no containers)", err)
+	}
+	cfg, err := config.Load(filepath.Join(home, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	ds := cfg.SandboxFor("main").Docker
+	hours := func(h float64) time.Duration { return time.Duration(h * float64(time.Hour)) }
+	gone, err := d.Prune(ctx, hours(ds.IdleHours), hours(ds.MaxAgeDays*24))
+	if gone == nil {
+		gone = []string{}
+	}
+	return gone, err
+}
