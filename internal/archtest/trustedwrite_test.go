@@ -21,7 +21,7 @@ import (
 var writesInPlace = map[string]string{
 	"engine/engine.go:prepareHome":           "an empty probe file, removed at once",
 	"engine/engine.go:lockHome":              "the lock file: its content is informational",
-	"internal/admin/doctorfix.go:DoctorFix":          "a temporary file, loaded and fsynced before it is renamed into place",
+	"internal/admin/doctorfix.go:DoctorFix":  "a temporary file, loaded and fsynced before it is renamed into place",
 	"internal/supervisor/contain_linux.go:*": "cgroup control files",
 	"internal/supervisor/run.go:launch":      "cgroup.procs",
 	"internal/supervisor/files.go:writeFile": "the supervisor's writer: temporary files renamed into place, or a file created exclusively and removed on failure",
