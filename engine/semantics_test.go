@@ -1,0 +1,211 @@
+package engine
+
+// In-process tests of the engine's semantics: the policy gate's order,
+// approvals, idempotency and quotas. They run real supervisors (this test
+// binary, see TestMain) and real shells, in milliseconds to a few
+// seconds; the end-to-end tests of cmd/conch cover the same through the
+// built binary and its adapters.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/apitype"
+)
+
+func details(t *testing.T, r apitype.Result) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(r.Details)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	return m
+}
+
+func status(t *testing.T, r apitype.Result) string {
+	s, _ := details(t, r)["status"].(string)
+	return s
+}
+
+// waitSession waits (process wait, up to a minute) for a session's end.
+func waitSession(t *testing.T, e *Engine, id string) apitype.Result {
+	t.Helper()
+	ms := 60000.0
+	r := e.Process(context.Background(), "main", apitype.ProcessParams{Action: "wait", SessionID: id, Timeout: &ms})
+	return r
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// TestGateDeniesBeforeSpawn: for every configuration whose gate refuses a
+// command, the refusal comes before anything runs: the command's side
+// effect never happens and no session is left.
+func TestGateDeniesBeforeSpawn(t *testing.T) {
+	for _, cfg := range []string{
+		`{"tools":{"exec":{"host":"gateway","security":"deny"}}}`,
+		`{"tools":{"exec":{"host":"gateway","security":"allowlist","ask":"off"}}}`,
+		`{"tools":{"exec":{"host":"gateway","security":"allowlist","ask":"on-miss","askFallback":"deny"}}, "agents":{"main":{"tools":{"exec":{"ask":"off"}}}}}`,
+	} {
+		t.Run(cfg, func(t *testing.T) {
+			e := patchEngine(t, cfg, Options{})
+			m := filepath.Join(t.TempDir(), "ran")
+			r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "touch " + m})
+			if !r.IsError() || !strings.HasPrefix(r.Text, "exec denied") {
+				t.Fatalf("not denied: %q %+v", r.Text, details(t, r))
+			}
+			if exists(m) {
+				t.Fatal("the denied command ran")
+			}
+			if ids := e.Sessions(); len(ids) != 0 {
+				t.Fatalf("sessions left: %v", ids)
+			}
+		})
+	}
+}
+
+// TestGateAskApproval: with ask=always the command waits for a decision
+// and runs only once allowed; a denial ends its session without running
+// it; a second decision of the same approval is refused.
+func TestGateAskApproval(t *testing.T) {
+	for _, decision := range []string{"allow-once", "deny"} {
+		t.Run(decision, func(t *testing.T) {
+			e := patchEngine(t, `{"tools":{"exec":{"host":"gateway","security":"full","ask":"always"}}}`, Options{})
+			m := filepath.Join(t.TempDir(), "ran")
+			r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "touch " + m})
+			d, ok := r.Details.(*ApprovalDetails)
+			if !ok || d.Status != "approval-pending" {
+				t.Fatalf("not pending: %q", r.Text)
+			}
+			if exists(m) || !e.Pending("main", d.SessionID) {
+				t.Fatal("the command ran before its approval")
+			}
+			if err := e.DecideApproval(d.ApprovalSlug, decision, "test"); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.DecideApproval(d.ApprovalSlug, "allow-once", "test"); err == nil {
+				t.Fatal("a second decision was taken")
+			}
+			end := waitSession(t, e, d.SessionID)
+			st := status(t, end)
+			switch decision {
+			case "allow-once":
+				if st != "completed" || !exists(m) {
+					t.Fatalf("allowed: status %q, ran %v: %q", st, exists(m), end.Text)
+				}
+			case "deny":
+				if exists(m) || st == "completed" {
+					t.Fatalf("denied: status %q, ran %v: %q", st, exists(m), end.Text)
+				}
+			}
+		})
+	}
+}
+
+// TestIdempotencyThroughEngine: a retry with the same key and request
+// runs nothing new and answers with the first call's session; the key for
+// another request is a conflict; a failed call frees its key.
+func TestIdempotencyThroughEngine(t *testing.T) {
+	e := newEngine(t)
+	f := filepath.Join(t.TempDir(), "count")
+	cmd := "echo x >> " + f + "; echo done"
+	p := apitype.ExecParams{Command: cmd, IdempotencyKey: "k1"}
+	r1 := e.Exec(context.Background(), "main", p)
+	r2 := e.Exec(context.Background(), "main", p)
+	if r1.Text != "done" || r2.Text != "done" {
+		t.Fatalf("results %q, %q", r1.Text, r2.Text)
+	}
+	if b, _ := os.ReadFile(f); string(b) != "x\n" {
+		t.Fatalf("the command ran %d times", strings.Count(string(b), "x"))
+	}
+	r3 := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "echo other", IdempotencyKey: "k1"})
+	if d, _ := details(t, r3)["error"].(map[string]any); d["code"] != "idempotency_conflict" {
+		t.Fatalf("other request with the key: %q %v", r3.Text, details(t, r3))
+	}
+	// Another agent's key is its own.
+	if r := e.Exec(context.Background(), "other", apitype.ExecParams{Command: "echo other", IdempotencyKey: "k1"}); r.Text != "other" {
+		t.Fatalf("agent other: %q", r.Text)
+	}
+	// A background run: the retry reports the same session.
+	yes := true
+	bg := apitype.ExecParams{Command: "sleep 30", Background: &yes, IdempotencyKey: "k2"}
+	b1 := e.Exec(context.Background(), "main", bg)
+	b2 := e.Exec(context.Background(), "main", bg)
+	id1, id2 := details(t, b1)["sessionId"], details(t, b2)["sessionId"]
+	if id1 == nil || id1 != id2 || status(t, b2) != "running" {
+		t.Fatalf("background retry: %v %v %q", id1, id2, b2.Text)
+	}
+	if n := len(e.Sessions()); n != 1 {
+		t.Fatalf("%d sessions for one key", n)
+	}
+	e.Process(context.Background(), "main", apitype.ProcessParams{Action: "kill", SessionID: id1.(string)})
+	// A call refused before it ran (no node host here) leaves nothing to
+	// de-duplicate.
+	bad := apitype.ExecParams{Command: "true", Host: "node", IdempotencyKey: "k3"}
+	if r := e.Exec(context.Background(), "main", bad); !r.IsError() {
+		t.Fatalf("host node without a node ran: %q", r.Text)
+	}
+	if r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "echo fresh", IdempotencyKey: "k3"}); r.Text != "fresh" {
+		t.Fatalf("key of a failed call: %q", r.Text)
+	}
+}
+
+// TestQuotaMaxRunning: an agent at quotas.maxRunning is refused a new
+// exec until one of its sessions ends; other agents are not counted.
+func TestQuotaMaxRunning(t *testing.T) {
+	e := patchEngine(t, `{"quotas":{"maxRunning":1}}`, Options{})
+	yes := true
+	r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "sleep 30", Background: &yes})
+	id, _ := details(t, r)["sessionId"].(string)
+	if status(t, r) != "running" {
+		t.Fatalf("first: %q", r.Text)
+	}
+	r = e.Exec(context.Background(), "main", apitype.ExecParams{Command: "true"})
+	if d, _ := details(t, r)["error"].(map[string]any); d["code"] != "quota_exceeded" {
+		t.Fatalf("second while one runs: %q", r.Text)
+	}
+	if r := e.Exec(context.Background(), "other", apitype.ExecParams{Command: "echo ok"}); r.Text != "ok" {
+		t.Fatalf("another agent: %q", r.Text)
+	}
+	e.Process(context.Background(), "main", apitype.ProcessParams{Action: "kill", SessionID: id})
+	waitSession(t, e, id)
+	if r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "echo again"}); r.Text != "again" {
+		t.Fatalf("after the first ended: %q", r.Text)
+	}
+}
+
+// TestQuotaMaxRetained: finished background sessions beyond
+// quotas.maxRetained are evicted oldest first (minRetainAgeMs 0: read or
+// not), and the agent is told which.
+func TestQuotaMaxRetained(t *testing.T) {
+	e := patchEngine(t, `{"quotas":{"maxRunning":2,"maxRetained":2,"minRetainAgeMs":0}}`, Options{})
+	yes := true
+	var ids []string
+	for i := range 4 {
+		r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: fmt.Sprintf("echo %d", i), Background: &yes})
+		id, _ := details(t, r)["sessionId"].(string)
+		waitSession(t, e, id)
+		ids = append(ids, id)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for len(e.Sessions()) > 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := e.Sessions()
+	if len(got) != 2 || !contains(got, ids[2]) || !contains(got, ids[3]) {
+		t.Fatalf("kept %v of %v, want the newest two", got, ids)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
