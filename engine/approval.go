@@ -98,9 +98,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	e.appendLedger(ledger.Record{Type: ledger.TypeRequest, Agent: agent, Fields: ledger.Request{
 		RequestID: g.requestID, ApprovalID: req.ID, Slug: req.Slug, ExpiresAtMs: req.ExpiresAtMs, Routes: []string{"cli"},
 	}}, true)
-	e.mu.Lock()
-	e.sessions[id] = s
-	e.mu.Unlock()
+	e.sessions.Put(id, s)
 	e.emit("approval.requested", "", req)
 	e.wg.Add(1)
 	go e.awaitDecision(s)

@@ -20,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,8 +134,11 @@ type Engine struct {
 	damage  damageLog
 	supArgv []string
 
-	mu        sync.Mutex // guards sessions, notices, retaining and closed
-	sessions  map[string]*session
+	// sessions is the session table (its own lock, a leaf: taken under
+	// mu, never the other way round).
+	sessions *registry.Table[*session]
+
+	mu        sync.Mutex // guards notices, retaining and closed
 	notices   map[string][]queuedNotice
 	retaining map[string]bool // agents whose journal quota check runs
 	closed    bool
@@ -229,7 +231,7 @@ func New(opt Options) (*Engine, error) {
 	}
 	e := &Engine{
 		opt: opt, home: home, log: log, lock: lock, cwd: cwd, supArgv: argv, dirs: registry.NewDirPool(home),
-		sessions: map[string]*session{}, notices: map[string][]queuedNotice{}, stop: make(chan struct{}),
+		sessions: registry.NewTable[*session](), notices: map[string][]queuedNotice{}, stop: make(chan struct{}),
 		starting: make(chan struct{}, 2*runtime.NumCPU()),
 	}
 	e.calls.init()
@@ -374,12 +376,7 @@ func (e *Engine) Close() error {
 		}
 	}
 	e.host, e.retired = nil, nil
-	var running []*session
-	for _, s := range e.sessions {
-		if s.running() && !s.pending() {
-			running = append(running, s)
-		}
-	}
+	running := e.sessions.Select(startedRunning)
 	e.mu.Unlock()
 	if !e.conf().Survive() {
 		for _, s := range running {
@@ -448,22 +445,18 @@ func (e *Engine) fallbackSocketDir() string {
 // lookup returns the session id of agent, or nil: a session of another
 // agent behaves exactly like a missing one.
 func (e *Engine) lookup(agent, id string) *session {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s := e.sessions[id]
+	s, _ := e.sessions.Get(id)
 	if s == nil || s.agent != agent {
 		return nil
 	}
 	return s
 }
 
-func (e *Engine) forget(s *session) {
-	e.mu.Lock()
-	if e.sessions[s.id] == s {
-		delete(e.sessions, s.id)
-	}
-	e.mu.Unlock()
-}
+func (e *Engine) forget(s *session) { e.sessions.Remove(s.id, s) }
+
+// startedRunning selects the sessions whose command runs (not those
+// waiting for an approval).
+func startedRunning(s *session) bool { return s.running() && !s.pending() }
 
 // track follows a running session's events until it ends. events comes
 // from the spawn pipe or from a socket subscription; when it closes without
@@ -653,18 +646,10 @@ func (e *Engine) sweep() {
 		// Resolved approval records are kept 15 s for late readers.
 		e.store.Prune(now.Add(-15 * time.Second))
 		e.idem.Sweep(e.idemExpired(now))
-		e.mu.Lock()
-		var old []*session
-		for _, s := range e.sessions {
+		old := e.sessions.RemoveWhere(func(s *session) bool {
 			_, ex, _ := s.snapshot()
-			if ex != nil && now.Sub(time.UnixMilli(ex.EndedAt)) > e.conf().Exec(s.agent).Cleanup {
-				old = append(old, s)
-			}
-		}
-		for _, s := range old {
-			delete(e.sessions, s.id)
-		}
-		e.mu.Unlock()
+			return ex != nil && now.Sub(time.UnixMilli(ex.EndedAt)) > e.conf().Exec(s.agent).Cleanup
+		})
 		for _, s := range old {
 			e.removeSession(s)
 		}
@@ -715,7 +700,7 @@ func (e *Engine) reattach() {
 		if err == nil && s.st.PendingApprovalID != "" {
 			if _, statErr := os.Stat(supervisor.MetaPath(sdir)); statErr != nil {
 				s.agent = s.st.Agent
-				e.sessions[id] = s
+				e.sessions.Put(id, s)
 				if ex, ok, _ := e.readExit(sdir); ok {
 					s.finish(ex)
 					continue
@@ -752,7 +737,7 @@ func (e *Engine) reattach() {
 			// started, so keep the session and report it lost.
 			s.agent = s.st.Agent
 			s.start = time.UnixMilli(s.st.CreatedAt)
-			e.sessions[id] = s
+			e.sessions.Put(id, s)
 			if ex, ok, _ := e.readExit(sdir); ok {
 				s.finish(ex)
 			} else {
@@ -778,11 +763,11 @@ func (e *Engine) reattach() {
 		if info, err := journalEnd(s.journal()); err == nil {
 			s.cursor = info
 		}
-		e.sessions[id] = s
+		e.sessions.Put(id, s)
 		if ex, ok, _ := e.readExit(sdir); ok && ex.Final {
 			s.finish(ex)
 			if s.st.Hidden {
-				delete(e.sessions, id)
+				e.sessions.Remove(id, s)
 				os.RemoveAll(sdir)
 			}
 			continue
@@ -817,16 +802,7 @@ func (e *Engine) reattach() {
 
 // Sessions returns the ids of every session in the registry, sorted; for
 // tests and diagnostics.
-func (e *Engine) Sessions() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var ids []string
-	for id := range e.sessions {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
-}
+func (e *Engine) Sessions() []string { return e.sessions.IDs() }
 
 // Call runs a tool by name with raw JSON arguments: the entry point of the
 // adapters.
@@ -948,12 +924,7 @@ type Stats struct {
 
 // Stats returns the engine's current gauges.
 func (e *Engine) Stats() Stats {
-	e.mu.Lock()
-	ss := make([]*session, 0, len(e.sessions))
-	for _, s := range e.sessions {
-		ss = append(ss, s)
-	}
-	e.mu.Unlock()
+	ss := e.sessions.Select(nil)
 	st := Stats{Running: map[[2]string]int{}, ExecTotal: map[[3]string]int64{}, ExecBuckets: execBuckets}
 	e.mu.Lock()
 	for k, v := range e.counters.total {
@@ -979,14 +950,7 @@ func (e *Engine) Stats() Stats {
 // StopSessions kills every running session with killedBy "shutdown" and
 // waits for them to end (conch serve --stop-sessions).
 func (e *Engine) StopSessions() {
-	e.mu.Lock()
-	var running []*session
-	for _, s := range e.sessions {
-		if s.running() && !s.pending() {
-			running = append(running, s)
-		}
-	}
-	e.mu.Unlock()
+	running := e.sessions.Select(startedRunning)
 	for _, s := range running {
 		e.killSession(s, supervisor.KilledByShutdown)
 	}

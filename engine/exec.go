@@ -552,9 +552,7 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		pl.sbInfo.Limits = s.meta.Sandbox.Limits
 	}
 	s.mu.Unlock()
-	e.mu.Lock()
-	e.sessions[id] = s
-	e.mu.Unlock()
+	e.sessions.Put(id, s)
 	e.emit("session.started", s.agent, map[string]any{"sessionId": id, "agent": s.agent, "name": spec.Name,
 		"host": pl.host, "pty": pl.pty, "startedAt": s.start.UnixMilli()})
 	e.wg.Add(1)
@@ -686,12 +684,7 @@ func (e *Engine) currentHost() (*supervisor.Host, error) {
 func (e *Engine) hostGone(h *supervisor.Host) {
 	<-h.Exited()
 	pid := h.PID()
-	e.mu.Lock()
-	var ended []*session
-	for _, s := range e.sessions {
-		ended = append(ended, s)
-	}
-	e.mu.Unlock()
+	ended := e.sessions.Select(nil)
 	for _, s := range ended {
 		s.mu.Lock()
 		mine := s.meta.SupervisorPID == pid

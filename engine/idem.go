@@ -25,18 +25,15 @@ func (e *Engine) loadIdem() {
 }
 
 // idemExpired reports whether an entry may be forgotten: past its TTL
-// and its session gone. It takes e.mu: the store calls it under its own
-// lock (lock order: store, then e.mu).
+// and its session gone. The store calls it under its own lock, and it
+// takes the session table's (lock order: store, then table).
 func (e *Engine) idemExpired(now time.Time) func(*registry.IdemEntry) bool {
 	return func(en *registry.IdemEntry) bool {
 		ttl := time.Duration(e.conf().Exec(en.Agent).IdempotencyTTL) * time.Millisecond
 		if now.Sub(time.UnixMilli(en.CreatedAt)) < ttl {
 			return false
 		}
-		e.mu.Lock()
-		_, live := e.sessions[en.SessionID]
-		e.mu.Unlock()
-		return !live
+		return !e.sessions.Has(en.SessionID)
 	}
 }
 

@@ -481,9 +481,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 // NodeSession returns the directory of session id on this home and a
 // channel closed at its next change; ok is false for an unknown id.
 func (e *Engine) NodeSession(id string) (dir string, changed <-chan struct{}, ok bool) {
-	e.mu.Lock()
-	s := e.sessions[id]
-	e.mu.Unlock()
+	s, _ := e.sessions.Get(id)
 	if s == nil {
 		if !nodeSessionID.MatchString(id) {
 			return "", nil, false
@@ -504,9 +502,7 @@ func (e *Engine) NodeSession(id string) (dir string, changed <-chan struct{}, ok
 // NodeCall forwards a control request of the gateway to the supervisor of
 // session id (system.session.*).
 func (e *Engine) NodeCall(id string, req supervisor.Request) (supervisor.Reply, error) {
-	e.mu.Lock()
-	s := e.sessions[id]
-	e.mu.Unlock()
+	s, _ := e.sessions.Get(id)
 	if s == nil {
 		return supervisor.Reply{}, fmt.Errorf("No session found for %s", id)
 	}

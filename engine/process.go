@@ -185,14 +185,7 @@ func runStatus(ex *supervisor.Exit) string {
 func (e *Engine) ListAll() apitype.Result { return e.list("") }
 
 func (e *Engine) list(agent string) apitype.Result {
-	e.mu.Lock()
-	var ss []*session
-	for _, s := range e.sessions {
-		if s.agent == agent || agent == "" {
-			ss = append(ss, s)
-		}
-	}
-	e.mu.Unlock()
+	ss := e.sessions.Select(func(s *session) bool { return s.agent == agent || agent == "" })
 	var entries []apitype.SessionEntry
 	for _, s := range ss {
 		st, ex, cursor := s.snapshot()

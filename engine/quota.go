@@ -38,15 +38,7 @@ func (e *Engine) admit(agent string) (release func(), _ *apitype.Error) {
 // runningOf counts agent's running sessions that are not waiting for an
 // approval.
 func (e *Engine) runningOf(agent string) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, s := range e.sessions {
-		if s.agent == agent && s.running() && !s.pending() {
-			n++
-		}
-	}
-	return n
+	return e.sessions.Count(func(s *session) bool { return s.agent == agent && startedRunning(s) })
 }
 
 // retain evicts agent's oldest finished sessions beyond quotas.maxRetained
@@ -54,29 +46,11 @@ func (e *Engine) runningOf(agent string) int {
 // the agent which and why. Running sessions are never evicted.
 func (e *Engine) retain(agent string) {
 	q := e.conf().Quota(agent)
-	e.mu.Lock()
-	var finished []*session
+	finished := e.sessions.Select(func(s *session) bool { return s.agent == agent && !s.running() })
 	var total int64
-	for _, s := range e.sessions {
-		if s.agent != agent {
-			continue
-		}
-		if !s.running() {
-			finished = append(finished, s)
-		}
-	}
-	e.mu.Unlock()
 	sizes := map[*session]int64{}
 	if q.JournalBytes > 0 {
-		e.mu.Lock()
-		all := make([]*session, 0, len(e.sessions))
-		for _, s := range e.sessions {
-			if s.agent == agent {
-				all = append(all, s)
-			}
-		}
-		e.mu.Unlock()
-		for _, s := range all {
+		for _, s := range e.sessions.Select(func(s *session) bool { return s.agent == agent }) {
 			if info, err := journal.Stat(s.journal()); err == nil {
 				sizes[s] = info.Bytes
 				total += info.Bytes
