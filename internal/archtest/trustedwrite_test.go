@@ -14,25 +14,21 @@ import (
 // place (os.WriteFile, os.Create, os.OpenFile with O_CREATE but without
 // O_APPEND), as "<file>:<function>", with the reason. Anything else that
 // writes a file a later reader trusts (a token, a key, a state or config
-// file) must go through internal/atomicfile, so that a write cut short by
+// file) must go through internal/fsutil, so that a write cut short by
 // a full disk or a crash never leaves an empty or partial file under the
 // real name: a first start on a full disk once left an empty
 // operator.token that every later start used.
 var writesInPlace = map[string]string{
 	"engine/engine.go:prepareHome":           "an empty probe file, removed at once",
 	"engine/engine.go:lockHome":              "the lock file: its content is informational",
-	"engine/doctorfix.go:DoctorFix":          "a temporary file, loaded and fsynced before it is renamed into place",
 	"internal/supervisor/contain_linux.go:*": "cgroup control files",
 	"internal/supervisor/run.go:launch":      "cgroup.procs",
-	"internal/supervisor/files.go:writeFile": "the supervisor's writer: temporary files renamed into place, or a file created exclusively and removed on failure",
-	"internal/approvals/lock_unix.go:*":      "lock files",
-	"internal/approvals/lock_other.go:*":     "lock files",
-	"internal/auth/auth.go:update":           "the lock file of agents.json",
+	"internal/supervisor/files.go:writeFile": "CreateJSON: a first record created exclusively (nobody reads it before it is complete), removed on failure",
+	"internal/fsutil/lock.go:LockFile":       "lock files: their content is never read",
 	"internal/ledger/ledger.go:openOwn":      "the ledger's own files: its lock, HEAD (rewritten in place at a fixed size; ledger verify reports an empty or torn one) and segments (appended)",
 	"internal/sandbox/git.go:placeholder":    "an empty placeholder file git expects, nothing is read from it",
 	"internal/sandbox/git.go:placeholders":   "an empty placeholder file git expects, nothing is read from it",
 	"internal/sandbox/runas.go:stageMounts":  "empty mount targets on a private tmpfs",
-	"internal/nodehub/store.go:*":            "the lock file of the node store",
 }
 
 // TestTrustedFilesWrittenAtomically finds every call that creates or
@@ -86,7 +82,7 @@ func TestTrustedFilesWrittenAtomically(t *testing.T) {
 					used[filepath.ToSlash(rel)+":*"] = true
 					return true
 				}
-				t.Errorf("%s (%s) writes a file in place: use internal/atomicfile, or add it to writesInPlace with the reason it is safe", fset.Position(call.Pos()), key)
+				t.Errorf("%s (%s) writes a file in place: use internal/fsutil, or add it to writesInPlace with the reason it is safe", fset.Position(call.Pos()), key)
 				return true
 			})
 		}

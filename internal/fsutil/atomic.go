@@ -1,8 +1,8 @@
 // Package fsutil holds the few file-system primitives every other package
 // shares, written once: the atomic file writer (WriteFile, CreateFile,
-// Write), the flock(2) helpers (Lock, TryLock, Unlock, LockFile) and a
-// private unix-socket listener (ListenUnix). It uses the standard library
-// only, so the leaves (journal, ledger, approvals, auth) may import it.
+// Write) and the flock(2) helpers (Lock, TryLock, Unlock, LockFile). It
+// uses the standard library only (not even net), so the leaves (journal,
+// ledger, approvals, auth, hostenv) may import it.
 //
 // The writers never leave a partial or empty file under the real name: the
 // data goes to a temporary file in the same directory (".<name>.*.tmp",

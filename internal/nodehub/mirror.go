@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/unixsock"
 	"net"
 	"os"
 	"path/filepath"
@@ -271,7 +271,7 @@ func (m *mirror) listen(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	ln, err := fsutil.ListenUnix(path, 0o600)
+	ln, err := unixsock.Listen(path, 0o600)
 	if err != nil {
 		return err
 	}

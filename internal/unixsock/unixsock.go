@@ -1,4 +1,7 @@
-package fsutil
+// Package unixsock creates the private unix sockets of the gateway (the
+// engine socket, a node session's control socket) with an explicit mode,
+// without ever changing the process umask. Standard library only.
+package unixsock
 
 import (
 	"fmt"
@@ -14,7 +17,7 @@ import (
 // of sun_path less its terminating NUL).
 const maxSocketPath = 107
 
-// ListenUnix listens on a new unix socket at path (replacing a stale one)
+// Listen listens on a new unix socket at path (replacing a stale one)
 // whose mode is perm from the moment it can be reached, without touching
 // the process umask: the umask belongs to the whole process, and a command
 // forked by another goroutine while it is narrowed would inherit it. The
@@ -23,7 +26,7 @@ const maxSocketPath = 107
 // a socket address, it is bound at path itself, which is allowed only when
 // path's directory is ours and private (no one else can reach the socket
 // before its chmod). Closing the listener removes path.
-func ListenUnix(path string, perm fs.FileMode) (net.Listener, error) {
+func Listen(path string, perm fs.FileMode) (net.Listener, error) {
 	dir := filepath.Dir(path)
 	tmpDir, err := os.MkdirTemp(dir, ".")
 	if err != nil {

@@ -1,4 +1,4 @@
-package fsutil
+package unixsock
 
 import (
 	"net"
@@ -25,11 +25,11 @@ func umaskNow(t *testing.T) string {
 	return ""
 }
 
-// TestListenUnixPrivate: under a permissive umask, the socket has exactly
+// TestListenPrivate: under a permissive umask, the socket has exactly
 // the mode asked for, accepts connections at path, replaces a stale file,
 // leaves no temporary directory, and closing removes it; meanwhile the
 // process umask, watched all along, never changes.
-func TestListenUnixPrivate(t *testing.T) {
+func TestListenPrivate(t *testing.T) {
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
 	want := umaskNow(t)
@@ -55,7 +55,7 @@ func TestListenUnixPrivate(t *testing.T) {
 		if i == 0 {
 			os.WriteFile(p, []byte("stale"), 0o666)
 		}
-		ln, err := ListenUnix(p, 0o600)
+		ln, err := Listen(p, 0o600)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,10 +83,10 @@ func TestListenUnixPrivate(t *testing.T) {
 	}
 }
 
-// TestListenUnixLongPath: a path whose private staging name would not fit a
+// TestListenLongPath: a path whose private staging name would not fit a
 // socket address is bound in place when its directory is private, and
 // refused when it is not.
-func TestListenUnixLongPath(t *testing.T) {
+func TestListenLongPath(t *testing.T) {
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
 	dir := t.TempDir()
@@ -98,7 +98,7 @@ func TestListenUnixLongPath(t *testing.T) {
 	if len(p) > maxSocketPath {
 		t.Fatalf("test path too long: %d", len(p))
 	}
-	ln, err := ListenUnix(p, 0o600)
+	ln, err := Listen(p, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestListenUnixLongPath(t *testing.T) {
 	}
 	ln.Close()
 	os.Chmod(long, 0o755)
-	if ln, err := ListenUnix(p, 0o600); err == nil {
+	if ln, err := Listen(p, 0o600); err == nil {
 		ln.Close()
 		t.Fatal("bound in place in a directory others can enter")
 	}
