@@ -2,10 +2,7 @@ package archtest
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -20,6 +17,11 @@ var renames = map[string]string{
 	"internal/unixsock/unixsock.go:Listen": "moves a socket, bound and chmodded in a private directory, onto its path",
 }
 
+// umasks lists the files allowed to call Umask, with the reason.
+var umasks = map[string]string{
+	"internal/unixsock/unixsocktest/unixsocktest.go": "a helper only tests import (TestTestHelpersOnlyInTests): it sets the umask the test expects",
+}
+
 // TestFilePrimitivesInFsutil keeps the file-system primitives in one place
 // (internal/fsutil) and the process umask untouched, in every non-test Go
 // file:
@@ -28,70 +30,60 @@ var renames = map[string]string{
 //   - os.Rename only in internal/fsutil and the directory moves of
 //     renames: a temporary file renamed into place is the atomic writer's
 //     job;
-//   - no call of Umask anywhere: the umask belongs to the whole process,
+//   - no call of Umask (outside the test helpers of umasks): the umask belongs to the whole process,
 //     and a command forked by another goroutine while it is changed runs
 //     with it. Files and sockets get explicit modes instead.
 func TestFilePrimitivesInFsutil(t *testing.T) {
-	root := filepath.Join("..", "..")
-	fset := token.NewFileSet()
 	used := map[string]bool{}
-	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel == "bench" || strings.HasPrefix(d.Name(), ".") && rel != "." {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			t.Errorf("%s: %v", rel, err)
-			return nil
-		}
+	eachFunc(t, func(rel string, fset *token.FileSet, fn *ast.FuncDecl) {
 		inFsutil := strings.HasPrefix(rel, "internal/fsutil/")
-		for _, decl := range f.Decls {
-			fn, ok := decl.(*ast.FuncDecl)
-			if !ok || fn.Body == nil {
-				continue
-			}
-			ast.Inspect(fn.Body, func(n ast.Node) bool {
-				sel, ok := n.(*ast.SelectorExpr)
-				if !ok {
-					return true
-				}
-				x, _ := sel.X.(*ast.Ident)
-				if x == nil {
-					return true
-				}
-				pos := fset.Position(sel.Pos())
-				switch {
-				case sel.Sel.Name == "Umask" && (x.Name == "syscall" || x.Name == "unix"):
-					t.Errorf("%s: %s.Umask changes the umask of the whole process (commands forked meanwhile inherit it): give the file or socket an explicit mode (fsutil.WriteFile, unixsock.Listen)", pos, x.Name)
-				case sel.Sel.Name == "Flock" && (x.Name == "syscall" || x.Name == "unix") && !inFsutil:
-					t.Errorf("%s: flock outside internal/fsutil: use fsutil.Lock, TryLock or LockFile", pos)
-				case sel.Sel.Name == "Rename" && x.Name == "os" && !inFsutil:
-					key := rel + ":" + fn.Name.Name
-					if _, ok := renames[key]; ok {
-						used[key] = true
-						return true
-					}
-					t.Errorf("%s (%s): os.Rename outside internal/fsutil: replace files with fsutil.WriteFile or fsutil.Write; a directory move goes into renames with its reason", pos, key)
-				}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
 				return true
-			})
-		}
-		return nil
+			}
+			x, _ := sel.X.(*ast.Ident)
+			if x == nil {
+				return true
+			}
+			pos := fset.Position(sel.Pos())
+			switch {
+			case sel.Sel.Name == "Umask" && (x.Name == "syscall" || x.Name == "unix"):
+				if _, ok := umasks[rel]; ok {
+					used[rel] = true
+					return true
+				}
+				t.Errorf("%s: %s.Umask changes the umask of the whole process (commands forked meanwhile inherit it): give the file or socket an explicit mode (fsutil.WriteFile, unixsock.Listen)", pos, x.Name)
+			case sel.Sel.Name == "Flock" && (x.Name == "syscall" || x.Name == "unix") && !inFsutil:
+				t.Errorf("%s: flock outside internal/fsutil: use fsutil.Lock, TryLock or LockFile", pos)
+			case sel.Sel.Name == "Rename" && x.Name == "os" && !inFsutil:
+				key := rel + ":" + fn.Name.Name
+				if _, ok := renames[key]; ok {
+					used[key] = true
+					return true
+				}
+				t.Errorf("%s (%s): os.Rename outside internal/fsutil: replace files with fsutil.WriteFile or fsutil.Write; a directory move goes into renames with its reason", pos, key)
+			}
+			return true
+		})
 	})
-	for k := range renames {
-		if !used[k] {
-			t.Errorf("renames entry %s matches no call: remove it", k)
+	for _, allowed := range []map[string]string{renames, umasks} {
+		for k := range allowed {
+			if !used[k] {
+				t.Errorf("allow-list entry %s matches no call: remove it", k)
+			}
+		}
+	}
+}
+
+// TestTestHelpersOnlyInTests: the packages written for tests (their name
+// ends in "test") are imported by no package, only by tests.
+func TestTestHelpersOnlyInTests(t *testing.T) {
+	for _, p := range listPackages(t) {
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, mod+"/") && strings.HasSuffix(d, "test") && d != mod+"/internal/archtest" {
+				t.Errorf("%s imports the test helper %s", p.ImportPath, d)
+			}
 		}
 	}
 }

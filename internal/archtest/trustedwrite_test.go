@@ -34,8 +34,6 @@ var writesInPlace = map[string]string{
 // TestTrustedFilesWrittenAtomically finds every call that creates or
 // overwrites a file in place and checks it against writesInPlace.
 func TestTrustedFilesWrittenAtomically(t *testing.T) {
-	root := filepath.Join("..", "..")
-	fset := token.NewFileSet()
 	used := map[string]bool{}
 	defer func() {
 		for k := range writesInPlace {
@@ -44,11 +42,40 @@ func TestTrustedFilesWrittenAtomically(t *testing.T) {
 			}
 		}
 	}()
+	eachFunc(t, func(rel string, fset *token.FileSet, fn *ast.FuncDecl) {
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || !writesFileInPlace(call) {
+				return true
+			}
+			key := rel + ":" + fn.Name.Name
+			if _, ok := writesInPlace[key]; ok {
+				used[key] = true
+				return true
+			}
+			if _, ok := writesInPlace[rel+":*"]; ok {
+				used[rel+":*"] = true
+				return true
+			}
+			t.Errorf("%s (%s) writes a file in place: use internal/fsutil, or add it to writesInPlace with the reason it is safe", fset.Position(call.Pos()), key)
+			return true
+		})
+	})
+}
+
+// eachFunc calls f for every function with a body in the module's non-test
+// Go files (bench and hidden directories left out), with the file's path
+// relative to the module root.
+func eachFunc(t *testing.T, f func(rel string, fset *token.FileSet, fn *ast.FuncDecl)) {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	fset := token.NewFileSet()
 	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
 			if rel == "bench" || strings.HasPrefix(d.Name(), ".") && rel != "." {
 				return filepath.SkipDir
@@ -58,33 +85,15 @@ func TestTrustedFilesWrittenAtomically(t *testing.T) {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
+		file, err := parser.ParseFile(fset, path, nil, 0)
 		if err != nil {
 			t.Errorf("%s: %v", rel, err)
 			return nil
 		}
-		for _, decl := range f.Decls {
-			fn, ok := decl.(*ast.FuncDecl)
-			if !ok || fn.Body == nil {
-				continue
+		for _, decl := range file.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
+				f(rel, fset, fn)
 			}
-			ast.Inspect(fn.Body, func(n ast.Node) bool {
-				call, ok := n.(*ast.CallExpr)
-				if !ok || !writesFileInPlace(call) {
-					return true
-				}
-				key := filepath.ToSlash(rel) + ":" + fn.Name.Name
-				if _, ok := writesInPlace[key]; ok {
-					used[key] = true
-					return true
-				}
-				if _, ok := writesInPlace[filepath.ToSlash(rel)+":*"]; ok {
-					used[filepath.ToSlash(rel)+":*"] = true
-					return true
-				}
-				t.Errorf("%s (%s) writes a file in place: use internal/fsutil, or add it to writesInPlace with the reason it is safe", fset.Position(call.Pos()), key)
-				return true
-			})
 		}
 		return nil
 	})
