@@ -241,10 +241,7 @@ func Persist(path string) error {
 	}
 	err = f.Sync()
 	f.Close()
-	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
-		d.Sync()
-		d.Close()
-	}
+	fsutil.SyncDir(filepath.Dir(path))
 	return err
 }
 
