@@ -10,11 +10,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -212,10 +211,10 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// fifoWriterBlocked reports whether a thread of this process waits in
-// open(2) for a FIFO's reader; ok is false when the kernel shows no
-// thread's wait channel (then it cannot tell).
-func fifoWriterBlocked() (blocked, ok bool) {
+// frozenWriter reports whether a thread of this process waits for a
+// frozen file system (fsfreeze) to thaw; ok is false when the kernel shows
+// no thread's wait channel (then it cannot tell).
+func frozenWriter() (blocked, ok bool) {
 	tasks, _ := os.ReadDir("/proc/self/task")
 	for _, t := range tasks {
 		b, err := os.ReadFile(filepath.Join("/proc/self/task", t.Name(), "wchan"))
@@ -224,42 +223,73 @@ func fifoWriterBlocked() (blocked, ok bool) {
 			continue
 		}
 		ok = true
-		if w == "wait_for_partner" {
+		if w == "percpu_rwsem_wait" {
 			return true, true
 		}
 	}
 	return false, ok
 }
 
+// frozenStateDir mounts a small ext4 image at home/state and returns a
+// function that freezes it (writes block until the thaw, which cleanup
+// does). It skips the test where loop mounts or fsfreeze are unavailable.
+func frozenStateDir(t *testing.T, home string) (freeze func()) {
+	t.Helper()
+	for _, tool := range []string{"mkfs.ext4", "fsfreeze", "mount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	img := filepath.Join(t.TempDir(), "state.img")
+	state := filepath.Join(home, "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+		t.Skipf("mkfs.ext4: %v %s", err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, state).CombinedOutput(); err != nil {
+		t.Skipf("cannot loop-mount an ext4 image (needs root and loop devices): %v %s", err, out)
+	}
+	os.Chmod(state, 0o700)
+	t.Cleanup(func() { exec.Command("umount", "-l", state).Run() })
+	return func() {
+		if out, err := exec.Command("fsfreeze", "-f", state).CombinedOutput(); err != nil {
+			t.Skipf("fsfreeze: %v %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("fsfreeze", "-u", state).Run() })
+	}
+}
+
 // TestIdempotencyWriteOutsideEngineLock: the idempotency file is written
 // while no engine-wide lock is held, so a slow write (here one that blocks:
-// its temporary file is a FIFO nobody reads) holds up only the call whose
-// key it records — other calls, and the engine's session table, go on.
-// The blocked call still answers only after its key is written.
+// the file system of state/ is frozen) holds up only the call whose key
+// it records — other calls, and the engine's session table, go on. The
+// blocked call still answers only after its key is written.
 func TestIdempotencyWriteOutsideEngineLock(t *testing.T) {
-	e := newEngine(t)
-	tmp := e.idemPath() + ".tmp"
-	if err := os.MkdirAll(filepath.Dir(tmp), 0o700); err != nil {
+	home := t.TempDir()
+	freeze := frozenStateDir(t, home)
+	seedLoginCache(home)
+	e, err := New(Options{Home: home, SupervisorArgv: []string{os.Args[0], "supervise"}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mkfifo(tmp, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// On failure, a writer still blocked is let go so the engine can
-	// close (opening the reader side wakes it; a read finds the end).
-	t.Cleanup(func() {
-		if f, err := os.OpenFile(tmp, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
-			syscall.SetNonblock(int(f.Fd()), false)
-			io.Copy(io.Discard, f)
-			f.Close()
-		}
-	})
+	t.Cleanup(func() { e.Close() })
+	// Thawed (a cleanup registered later runs first) before the engine
+	// closes, when the test fails.
+	freeze()
 	first := make(chan apitype.Result, 1)
 	go func() {
 		first <- e.Exec(context.Background(), "main", apitype.ExecParams{Command: "true", IdempotencyKey: "k1"})
 	}()
 	for deadline := time.Now().Add(2 * time.Minute); ; {
-		blocked, ok := fifoWriterBlocked()
+		blocked, ok := frozenWriter()
 		if blocked {
 			break
 		}
@@ -267,7 +297,7 @@ func TestIdempotencyWriteOutsideEngineLock(t *testing.T) {
 			if !ok {
 				t.Skip("the kernel shows no thread's wait channel: cannot see the blocked write")
 			}
-			t.Fatal("the idempotency write never blocked on the FIFO")
+			t.Fatal("the idempotency write never blocked on the frozen file system")
 		}
 		select {
 		case r := <-first:
@@ -293,17 +323,14 @@ func TestIdempotencyWriteOutsideEngineLock(t *testing.T) {
 		t.Fatalf("the first call returned before its key was written: %q", r.Text)
 	default:
 	}
-	// Let the write finish: read the FIFO to its end.
-	f, err := os.Open(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(f)
-	f.Close()
-	if !strings.Contains(string(b), `"k1"`) {
-		t.Fatalf("the write did not hold the key: %s", b)
+	if out, err := exec.Command("fsfreeze", "-u", filepath.Join(home, "state")).CombinedOutput(); err != nil {
+		t.Fatalf("thaw: %v %s", err, out)
 	}
 	if r := <-first; r.Details.(*apitype.ExecDetails).Status != "completed" {
 		t.Fatalf("first call: %q", r.Text)
+	}
+	b, err := os.ReadFile(e.idemPath())
+	if err != nil || !strings.Contains(string(b), `"k1"`) {
+		t.Fatalf("the key was not written: %v %s", err, b)
 	}
 }
