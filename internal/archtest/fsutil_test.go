@@ -12,8 +12,8 @@ import (
 // not a file write, or a socket. A file is replaced through fsutil.WriteFile or
 // fsutil.Write, never by a temporary file renamed by hand.
 var renames = map[string]string{
-	"engine/dirs.go:put":                   "moves a finished session directory into the pool of free ones",
-	"engine/dirs.go:removeSession":         "moves a session directory aside before removing it",
+	"internal/registry/dirs.go:put":        "moves a finished session directory into the pool of free ones",
+	"internal/registry/dirs.go:Remove":     "moves a session directory aside before removing it",
 	"internal/unixsock/unixsock.go:Listen": "moves a socket, bound and chmodded in a private directory, onto its path",
 }
 
