@@ -103,29 +103,21 @@ func TestDirPoolConcurrent(t *testing.T) {
 	p, _ := newPool(t)
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 25 {
-				id, dir, err := p.Reserve()
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				dup := seen[id]
-				seen[id] = true
-				mu.Unlock()
-				if dup {
-					t.Errorf("id %s given twice", id)
-				}
-				if err := p.Remove(id, dir, nil); err != nil {
-					t.Error(err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	hammer(8, 25, func(int, int) {
+		id, dir, err := p.Reserve()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		dup := seen[id]
+		seen[id] = true
+		mu.Unlock()
+		if dup {
+			t.Errorf("id %s given twice", id)
+		}
+		if err := p.Remove(id, dir, nil); err != nil {
+			t.Error(err)
+		}
+	})
 }

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -43,31 +42,22 @@ func TestAdmission(t *testing.T) {
 func TestAdmissionConcurrent(t *testing.T) {
 	var a Admission
 	const limit = 5
-	var held, peak, refused atomic.Int32
-	var wg sync.WaitGroup
-	for range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 20 {
-				release, _, ok := a.Admit("x", limit, func() int { return 0 })
-				if !ok {
-					refused.Add(1)
-					continue
-				}
-				h := held.Add(1)
-				for {
-					p := peak.Load()
-					if h <= p || peak.CompareAndSwap(p, h) {
-						break
-					}
-				}
-				held.Add(-1)
-				release()
+	var held, peak atomic.Int32
+	hammer(64, 20, func(int, int) {
+		release, _, ok := a.Admit("x", limit, func() int { return 0 })
+		if !ok {
+			return
+		}
+		h := held.Add(1)
+		for {
+			p := peak.Load()
+			if h <= p || peak.CompareAndSwap(p, h) {
+				break
 			}
-		}()
-	}
-	wg.Wait()
+		}
+		held.Add(-1)
+		release()
+	})
 	if peak.Load() > limit {
 		t.Fatalf("%d slots held at once, cap %d", peak.Load(), limit)
 	}

@@ -3,7 +3,6 @@ package registry
 import (
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 )
 
@@ -49,22 +48,14 @@ func TestTable(t *testing.T) {
 // with -race) leave exactly what was not removed.
 func TestTableConcurrent(t *testing.T) {
 	tb := NewTable[*rec]()
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 100 {
-				r := &rec{fmt.Sprintf("%d-%d", g, i), "x"}
-				tb.Put(r.id, r)
-				tb.Select(func(r *rec) bool { return r.agent == "x" })
-				if i%2 == 0 && !tb.Remove(r.id, r) {
-					t.Errorf("remove %s", r.id)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	hammer(8, 100, func(g, i int) {
+		r := &rec{fmt.Sprintf("%d-%d", g, i), "x"}
+		tb.Put(r.id, r)
+		tb.Select(func(r *rec) bool { return r.agent == "x" })
+		if i%2 == 0 && !tb.Remove(r.id, r) {
+			t.Errorf("remove %s", r.id)
+		}
+	})
 	if n := len(tb.IDs()); n != 400 {
 		t.Fatalf("%d left, want 400", n)
 	}
