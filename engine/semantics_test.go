@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/ledger"
 )
 
 func details(t *testing.T, r apitype.Result) map[string]any {
@@ -65,8 +66,32 @@ func TestGateDeniesBeforeSpawn(t *testing.T) {
 			if ids := e.Sessions(); len(ids) != 0 {
 				t.Fatalf("sessions left: %v", ids)
 			}
+			if got := ledgerTypes(t, e); got != "evaluate:deny" {
+				t.Fatalf("ledger %q, want one evaluate record with outcome deny and no exec", got)
+			}
 		})
 	}
+}
+
+// ledgerTypes closes e (which writes out its ledger) and returns the
+// ledger's record types in order, an evaluate record with its outcome
+// ("evaluate:deny").
+func ledgerTypes(t *testing.T, e *Engine) string {
+	t.Helper()
+	e.Close()
+	recs, err := ledger.Tail(e.Home(), 0, ledger.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range recs {
+		typ := r.Type
+		if m, ok := r.Fields.(map[string]any); ok && typ == ledger.TypeEvaluate {
+			typ += ":" + fmt.Sprint(m["outcome"])
+		}
+		out = append(out, typ)
+	}
+	return strings.Join(out, " ")
 }
 
 // TestGateAskApproval: with ask=always the command waits for a decision
@@ -93,6 +118,9 @@ func TestGateAskApproval(t *testing.T) {
 			}
 			end := waitSession(t, e, d.SessionID)
 			st := status(t, end)
+			// The ledger tells the same order: the evaluation, the
+			// request, the decision, and only after an allow the run.
+			want := "evaluate:prompt request decision exec end"
 			switch decision {
 			case "allow-once":
 				if st != "completed" || !exists(m) {
@@ -102,6 +130,10 @@ func TestGateAskApproval(t *testing.T) {
 				if exists(m) || st == "completed" {
 					t.Fatalf("denied: status %q, ran %v: %q", st, exists(m), end.Text)
 				}
+				want = "evaluate:prompt request decision end" // no exec
+			}
+			if got := ledgerTypes(t, e); got != want {
+				t.Fatalf("ledger %q, want %q", got, want)
 			}
 		})
 	}
