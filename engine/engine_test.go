@@ -69,7 +69,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	e := newEngine(b)
 	for b.Loop() {
 		r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "true"})
-		if r.Details.(*apitype.ExecDetails).Status != "completed" {
+		if d, ok := r.Details.(*apitype.ExecDetails); !ok || d.Status != "completed" {
 			b.Fatal(r.Text)
 		}
 	}
