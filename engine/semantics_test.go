@@ -366,3 +366,45 @@ func TestIdempotencyWriteOutsideEngineLock(t *testing.T) {
 		t.Fatalf("the key was not written: %v %s", err, b)
 	}
 }
+
+// TestRestartKeepsKeysAndPool: a new engine on the same home replays a
+// key the old one recorded (the command does not run again), and takes
+// back the old engine's pooled session directories.
+func TestRestartKeepsKeysAndPool(t *testing.T) {
+	home := t.TempDir()
+	seedLoginCache(home)
+	open := func() *Engine {
+		e, err := New(Options{Home: home, SupervisorArgv: []string{os.Args[0], "supervise"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	f := filepath.Join(t.TempDir(), "count")
+	p := apitype.ExecParams{Command: "echo x >> " + f + "; echo done", IdempotencyKey: "k"}
+	e1 := open()
+	if r := e1.Exec(context.Background(), "main", p); r.Text != "done" {
+		t.Fatalf("first: %q", r.Text)
+	}
+	// The finished session's directory is emptied and pooled in the
+	// background.
+	for deadline := time.Now().Add(time.Minute); e1.dirs.Free() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the foreground session's directory was not pooled")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	free := e1.dirs.Free()
+	e1.Close()
+	e2 := open()
+	if r := e2.Exec(context.Background(), "main", p); r.Text != "done" {
+		t.Fatalf("retry after a restart: %q", r.Text)
+	}
+	if b, _ := os.ReadFile(f); string(b) != "x\n" {
+		t.Fatalf("the command ran %d times", strings.Count(string(b), "x"))
+	}
+	if got := e2.dirs.Free(); got != free {
+		t.Fatalf("the new engine pooled %d directories, the old one left %d", got, free)
+	}
+}
