@@ -239,7 +239,6 @@ func TestExitCodesProduced(t *testing.T) {
 		if config != "" {
 			os.WriteFile(filepath.Join(h, "config.json"), []byte(config), 0o600)
 		}
-		t.Cleanup(func() { exec.Command("pkill", "-9", "-f", "supervise --home "+h).Run() })
 		return h
 	}
 	plain := newHome("")

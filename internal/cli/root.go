@@ -11,7 +11,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -301,9 +300,6 @@ func version() string {
 	return "0.1.0-dev"
 }
 
-// Version is the version the binary reports.
-func Version() string { return version() }
-
 func commit() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
@@ -314,5 +310,3 @@ func commit() string {
 	}
 	return "unknown"
 }
-
-var _ = errors.New
