@@ -254,6 +254,10 @@ func TestExitCodesProduced(t *testing.T) {
 		{ExitFailed, []string{"doctor", "--home", plain}}, // agent main is not gated: a warning
 		{ExitUsage, []string{"ps", "--home", plain, "extra-argument"}},
 		{ExitUsage, []string{"approvals"}},
+		{ExitUsage, []string{"approvals", "no-such-subcommand"}},
+		{ExitUsage, []string{"help", "no-such-command"}},
+		{ExitUsage, []string{"no-such-command"}},
+		{ExitUsage, nil},
 		{ExitNotFound, []string{"poll", "--home", plain, "no-such-session"}},
 		{ExitNotFound, []string{"approvals", "approve", "--home", plain, "no-such-approval"}},
 		{ExitUnavailable, []string{"agents", "list", "--home", plain}},

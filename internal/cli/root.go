@@ -127,6 +127,7 @@ CONCH_GATEWAY and CONCH_TOKEN (client commands).`,
 	add("operator", a.agentsCmd(), a.approvalsCmd(), a.policyCmd(), a.ledgerCmd(), a.nodesCmd(),
 		a.doctorCmd(), a.sandboxCmd(), a.configCmd(), a.uiCmd())
 	root.AddCommand(a.versionCmd())
+	root.SetHelpCommand(helpCmd())
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	return root
@@ -255,6 +256,38 @@ func normalizeArgs(root *cobra.Command, args []string) []string {
 		}
 	}
 	return out
+}
+
+// helpCmd is `conch help [COMMAND...]`: cobra's, except that an unknown
+// command is a usage error (exit 2), not the root's help.
+func helpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [COMMAND...]",
+		Short: "Help about any command",
+		Long:  "Print the usage, flags and examples of a command: conch help exec, conch help approvals approve.",
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			cmd, _, err := c.Root().Find(args)
+			if err != nil || cmd == nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []string
+			for _, s := range cmd.Commands() {
+				if s.IsAvailableCommand() && strings.HasPrefix(s.Name(), toComplete) {
+					names = append(names, s.Name()+"\t"+s.Short)
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || cmd == nil || len(rest) > 0 {
+				return usagef("unknown command %q", strings.Join(args, " "))
+			}
+			cmd.InitDefaultHelpFlag()
+			cmd.InitDefaultVersionFlag()
+			return cmd.Help()
+		},
+	}
 }
 
 func (a *app) versionCmd() *cobra.Command {
