@@ -154,7 +154,12 @@ func TestSingleDashLongFlags(t *testing.T) {
 	if code > 1 || !strings.HasPrefix(out2, "[") {
 		t.Fatalf("doctor -json -home=H: exit %d: %q", code, out2)
 	}
-	_ = out
+	// --C was -C for the Go flag package.
+	dir := t.TempDir()
+	out, errOut, code = conch(t, nil, "", "exec", "-home", home, "--C", dir, "--", "pwd")
+	if code != 0 || out != dir+"\n" {
+		t.Fatalf("exec --C DIR -- pwd: exit %d, %q %q", code, out, errOut)
+	}
 	// After "--", a single-dash word belongs to the command.
 	out, errOut, code = conch(t, nil, "", "exec", "-home", home, "--", "echo", "-home")
 	if code != 0 || out != "-home\n" {

@@ -198,10 +198,11 @@ func args(names ...string) cobra.PositionalArgs {
 	}
 }
 
-// normalizeArgs turns the single-dash long flags the Go flag package took
-// (-home DIR, -json) into their double-dash spelling for the command they
-// are given to; single-letter flags, values and everything after "--" (or,
-// for a command that stops at its first argument, after that) stay.
+// normalizeArgs turns the spellings the Go flag package took and pflag
+// does not, single-dash long flags (-home DIR, -json) and double-dash
+// short ones (--C DIR), into pflag's for the command they are given to;
+// other flags, values and everything after "--" (or, for a command that
+// stops at its first argument, after that) stay.
 func normalizeArgs(root *cobra.Command, args []string) []string {
 	cmd, _, err := root.Find(args)
 	if err != nil || cmd == nil {
@@ -234,7 +235,14 @@ func normalizeArgs(root *cobra.Command, args []string) []string {
 		}
 		if strings.HasPrefix(a, "--") {
 			name, _, hasValue := strings.Cut(a[2:], "=")
-			if f := lookup(name); f != nil && !hasValue && f.Value.Type() != "bool" {
+			f := lookup(name)
+			if f == nil && len(name) == 1 {
+				// The Go flag package also took --C for -C.
+				if f = cmd.Flags().ShorthandLookup(name); f != nil {
+					out[i] = a[1:]
+				}
+			}
+			if f != nil && !hasValue && f.Value.Type() != "bool" {
 				i++ // its value
 			}
 			continue
