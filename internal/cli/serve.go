@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/unixsock"
+
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/auth"
@@ -389,10 +391,7 @@ func serveEngineSocket(api *httpapi.Server, home string, log *slog.Logger) func(
 // so a socket file whose mode was loosened still grants operator rights
 // to no other user.
 func listenEngineSocket(path string, log *slog.Logger) (net.Listener, error) {
-	os.Remove(path)
-	old := syscall.Umask(0o077)
-	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
+	ln, err := unixsock.Listen(path, 0o600)
 	if err != nil {
 		return nil, err
 	}
