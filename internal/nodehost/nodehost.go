@@ -63,11 +63,11 @@ type Options struct {
 	// node's ledger (system.execApprovals.set); required.
 	RecordPolicyChange func(home string, old, new *approvals.File, by string) error
 	Home               string
-	Gateway string // http(s):// or ws(s):// base URL; "" = the one in node.json
-	Token   string // join token (first run) or node token
-	Name    string
-	CA      string // PEM: a CA bundle, or the gateway's certificate (pinned)
-	Version string
+	Gateway            string // http(s):// or ws(s):// base URL; "" = the one in node.json
+	Token              string // join token (first run) or node token
+	Name               string
+	CA                 string // PEM: a CA bundle, or the gateway's certificate (pinned)
+	Version            string
 	// Ping is the keepalive interval (default 30 s).
 	Ping   time.Duration
 	Logger *slog.Logger
