@@ -486,6 +486,27 @@ func (e *Engine) NodeSession(id string) (dir string, changed <-chan struct{}, ok
 	return s.dir, s.changed(), true
 }
 
+// NodeEnd returns the final end state of session id on this home once it
+// has one: the registry's, known as soon as the supervisor reports it
+// (its exit.json may be written later, or not at all for a session that
+// ended at once), or, for a session no longer registered, its files'.
+func (e *Engine) NodeEnd(id string) (supervisor.Exit, bool) {
+	e.mu.Lock()
+	s := e.sessions[id]
+	e.mu.Unlock()
+	if s == nil {
+		if !nodeSessionID.MatchString(id) {
+			return supervisor.Exit{}, false
+		}
+		ex, ok, _ := supervisor.ReadExit(supervisor.SessionDir(e.home, id))
+		return ex, ok && ex.Final
+	}
+	if _, ex, _ := s.snapshot(); ex != nil {
+		return *ex, true
+	}
+	return supervisor.Exit{}, false
+}
+
 // NodeCall forwards a control request of the gateway to the supervisor of
 // session id (system.session.*).
 func (e *Engine) NodeCall(id string, req supervisor.Request) (supervisor.Reply, error) {

@@ -46,6 +46,9 @@ type Engine interface {
 	// NodeSession returns the directory of session id and a channel
 	// closed at its next change; ok is false for an unknown id.
 	NodeSession(id string) (dir string, changed <-chan struct{}, ok bool)
+	// NodeEnd returns the final end state of session id once it has
+	// one (ended is false before).
+	NodeEnd(id string) (ex supervisor.Exit, ended bool)
 	// NodeCall forwards a control request (system.session.*) to the
 	// session's supervisor.
 	NodeCall(id string, req supervisor.Request) (supervisor.Reply, error)
@@ -579,8 +582,9 @@ func (n *node) stream(l *link, id, runID, command string, since int64) {
 			if !ok {
 				return
 			}
-			ex, ended, _ := supervisor.ReadExit(dir)
-			ended = ended && ex.Final
+			// The end first, then the output up to it: what the
+			// session wrote is all in its journal once it has ended.
+			ex, ended := n.opt.Engine.NodeEnd(id)
 			var buf []byte
 			bufStream := ""
 			flush := func() error {
