@@ -149,6 +149,9 @@ func saveState(home string, st State) error {
 // Run connects to the gateway and serves it until ctx ends or a fatal
 // error (token refused, node removed), reconnecting with backoff.
 func Run(ctx context.Context, opt Options) error {
+	if opt.Engine == nil || opt.ApplyPatch == nil || opt.RecordPolicyChange == nil {
+		return fmt.Errorf("%w: nodehost.Options needs Engine, ApplyPatch and RecordPolicyChange", ErrFatal)
+	}
 	if opt.Ping <= 0 {
 		opt.Ping = 30 * time.Second
 	}
