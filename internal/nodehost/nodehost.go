@@ -1,7 +1,9 @@
 // Package nodehost is the node side of node hosts (hosts.md §5): the
-// identity and token files, the outbound WebSocket to the gateway with
-// reconnection, and the handlers of the gateway's requests over a local
-// engine whose home (policy, journals, supervisors) is the node's own.
+// identity and token files, the outbound link to the gateway
+// (internal/nodelink) with reconnection, and the handlers of the gateway's
+// requests over a local engine whose home (policy, journals, supervisors)
+// is the node's own. The engine is an interface (Engine) and the functions
+// it needs besides are passed in Options: it never imports the engine.
 package nodehost
 
 import (
