@@ -487,24 +487,40 @@ func (e *Engine) NodeSession(id string) (dir string, changed <-chan struct{}, ok
 }
 
 // NodeEnd returns the final end state of session id on this home once it
-// has one: the registry's, known as soon as the supervisor reports it
-// (its exit.json may be written later, or not at all for a session that
-// ended at once), or, for a session no longer registered, its files'.
-func (e *Engine) NodeEnd(id string) (supervisor.Exit, bool) {
+// has one, and its command: the registry's, known as soon as the
+// supervisor reports the end (its exit.json and meta.json may be written
+// later, or not at all for a session that ended at once), or, for a
+// session no longer registered, its files'.
+func (e *Engine) NodeEnd(id string) (ex supervisor.Exit, command string, ended bool) {
 	e.mu.Lock()
 	s := e.sessions[id]
 	e.mu.Unlock()
+	var dir string
 	if s == nil {
 		if !nodeSessionID.MatchString(id) {
-			return supervisor.Exit{}, false
+			return supervisor.Exit{}, "", false
 		}
-		ex, ok, _ := supervisor.ReadExit(supervisor.SessionDir(e.home, id))
-		return ex, ok && ex.Final
+		dir = supervisor.SessionDir(e.home, id)
+		var ok bool
+		if ex, ok, _ = supervisor.ReadExit(dir); !ok || !ex.Final {
+			return supervisor.Exit{}, "", false
+		}
+	} else {
+		_, exit, _ := s.snapshot()
+		if exit == nil {
+			return supervisor.Exit{}, "", false
+		}
+		ex, dir = *exit, s.dir
+		s.mu.Lock()
+		command = s.meta.Command
+		s.mu.Unlock()
 	}
-	if _, ex, _ := s.snapshot(); ex != nil {
-		return *ex, true
+	if command == "" {
+		var meta supervisor.Meta
+		supervisor.ReadJSON(supervisor.MetaPath(dir), &meta)
+		command = meta.Command
 	}
-	return supervisor.Exit{}, false
+	return ex, command, true
 }
 
 // NodeCall forwards a control request of the gateway to the supervisor of

@@ -1,6 +1,10 @@
 package archtest
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -62,5 +66,41 @@ func TestNoHTTPTestInProduction(t *testing.T) {
 		if slices.Contains(p.Imports, "net/http/httptest") {
 			t.Errorf("%s imports net/http/httptest outside its tests", p.ImportPath)
 		}
+	}
+}
+
+// TestNodeHostReadsSessionsThroughAPIs: the node host learns a session's
+// state from its engine and reads its output through
+// supervisor.ReadOutput; it never reads the session directory's files
+// itself, whose writing the supervisor may defer (an end state read from
+// exit.json came up to a poll interval late).
+func TestNodeHostReadsSessionsThroughAPIs(t *testing.T) {
+	banned := map[string][]string{
+		"supervisor": {"ReadExit", "MetaPath", "ExitPath", "JournalDir", "SessionDir", "LogPath"},
+		"journal":    {"Read", "ReadAll", "ReadTail", "ReadEnd", "Stat", "Create"},
+	}
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("../nodehost/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no nodehost sources: %v", err)
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && slices.Contains(banned[x.Name], sel.Sel.Name) {
+				t.Errorf("%s: nodehost uses %s.%s: read sessions through the engine and supervisor.ReadOutput", fset.Position(sel.Pos()), x.Name, sel.Sel.Name)
+			}
+			return true
+		})
 	}
 }

@@ -49,8 +49,8 @@ type Engine interface {
 	// closed at its next change; ok is false for an unknown id.
 	NodeSession(id string) (dir string, changed <-chan struct{}, ok bool)
 	// NodeEnd returns the final end state of session id once it has
-	// one (ended is false before).
-	NodeEnd(id string) (ex supervisor.Exit, ended bool)
+	// one (ended is false before), and its command.
+	NodeEnd(id string) (ex supervisor.Exit, command string, ended bool)
 	// NodeCall forwards a control request (system.session.*) to the
 	// session's supervisor.
 	NodeCall(id string, req supervisor.Request) (supervisor.Reply, error)
@@ -589,7 +589,7 @@ func (n *node) stream(l *link, id, runID, command string, since int64) {
 			}
 			// The end first, then the output up to it: what the
 			// session wrote is all in its journal once it has ended.
-			ex, ended := n.opt.Engine.NodeEnd(id)
+			ex, cmd, ended := n.opt.Engine.NodeEnd(id)
 			var buf []byte
 			bufStream := ""
 			flush := func() error {
@@ -624,8 +624,7 @@ func (n *node) stream(l *link, id, runID, command string, since int64) {
 			if ended {
 				raw, _ := json.Marshal(ex)
 				if command == "" {
-					meta, _ := supervisor.ReadMeta(dir)
-					command = meta.Command
+					command = cmd
 				}
 				success := ex.State == supervisor.StateExited && ex.ExitCode != nil && *ex.ExitCode == 0
 				l.event("exec.finished", apitype.NodeFinished{RunID: runID, SessionID: id, Host: "node", Command: command,
