@@ -1,125 +1,64 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"github.com/conchsh/conch/client"
 	"io"
-	"log/slog"
 	"net/url"
-	"os"
-	"os/signal"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/conchsh/conch/engine"
-	"github.com/conchsh/conch/internal/nodehost"
+	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/nodehub"
+	"github.com/spf13/cobra"
 )
 
-// nodePing is the keepalive interval of both ends of a node connection:
-// 30 s (hosts.md §5.1), or CONCH_NODE_PING_MS for tests and links that
-// need faster failure detection.
-func nodePing() time.Duration {
-	if v, err := strconv.Atoi(os.Getenv("CONCH_NODE_PING_MS")); err == nil && v > 0 {
-		return time.Duration(v) * time.Millisecond
-	}
-	return 30 * time.Second
-}
-
-// runNode is `conch node`: a node host dialling out to a gateway
-// (hosts.md §5).
-func runNode(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	home := homeFlag(fs)
-	gateway := fs.String("gateway", "", "gateway URL (https://host:7878; http:// only on trusted links)")
-	token := fs.String("token", "", "join token cnj_… (first run) or node token")
-	name := fs.String("name", "", "node name (default: the host name)")
-	ca := fs.String("ca", "", "PEM file: CA bundle, or the gateway's certificate (pinned)")
-	logLevel := fs.String("log-level", envOr("CONCH_LOG", "info"), "debug, info, warn or error")
-	followParent := exitWithParentFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "conch node: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
-	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(stderr, "conch node: bad --log-level %q\n", *logLevel)
-		return exitUsage
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
-	stopTracing, ok := startTracing("node", stderr)
-	if !ok {
-		return exitUsage
-	}
-	defer stopTracing()
-	eng, err := engine.New(engine.Options{Home: *home, Mode: "node", Logger: log})
-	if err != nil {
-		fmt.Fprintf(stderr, "conch node: %v\n", err)
-		return exitFor(err, exitFailed)
-	}
-	defer eng.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	// Watched once the stop signals are caught: the parent's end then
-	// stops the node as SIGTERM does.
-	if *followParent {
-		if err := exitWithParent(); err != nil {
-			fmt.Fprintf(stderr, "conch node: %v\n", err)
-			return exitUnavailable
-		}
-	}
-	err = nodehost.Run(ctx, nodehost.Options{
-		Engine: eng, ApplyPatch: engine.ApplyPatchLocal, RecordPolicyChange: engine.RecordPolicyChange,
-		Home: eng.Home(), Gateway: *gateway, Token: *token, Name: *name, CA: *ca,
-		Version: version(), Ping: nodePing(), Logger: log, Out: stdout,
+func (a *app) nodesCmd() *cobra.Command {
+	cmd := group(&cobra.Command{
+		Use:   "nodes",
+		Short: "Pair and manage node hosts",
+		Long: `Pair and manage node hosts: through the gateway's engine socket when it runs
+(a connected node gets its token or its disconnection at once), else on the
+home's files. Exit codes: 3 unknown node, 5 ambiguous or name taken.`,
+		Example: `  conch nodes invite --ttl 1h --once
+  conch nodes list
+  conch nodes approve 3f2a
+  conch nodes rename 3f2a buildbox`,
 	})
-	if err != nil {
-		fmt.Fprintf(stderr, "conch node: %v\n", strings.TrimPrefix(err.Error(), "fatal: "))
-		return exitFailed
+	for _, sub := range []struct {
+		use, short string
+		args       []string
+	}{
+		{"list", "List paired nodes and pending requests", nil},
+		{"invite [--ttl 24h] [--once]", "Create a join token for a new node", nil},
+		{"approve ID", "Approve a node's pairing request", []string{"ID"}},
+		{"rename ID NAME", "Rename a paired node", []string{"ID", "NAME"}},
+		{"remove ID", "Reject a pending request or revoke a paired node", []string{"ID"}},
+	} {
+		name, _, _ := strings.Cut(sub.use, " ")
+		c := &cobra.Command{Use: sub.use, Short: sub.short, Args: args(sub.args...)}
+		home := homeFlag(c.Flags())
+		asJSON := c.Flags().Bool("json", false, "print JSON")
+		ttl, once := new(time.Duration), new(bool)
+		if name == "invite" {
+			ttl = c.Flags().Duration("ttl", 24*time.Hour, "validity")
+			once = c.Flags().Bool("once", false, "usable by one node only")
+		}
+		c.RunE = a.runs(func(_ *cobra.Command, pos []string) int {
+			return runNodes(name, pos, home, ttl, once, asJSON, a.stdout, a.stderr)
+		})
+		cmd.AddCommand(c)
 	}
-	return exitOK
+	return cmd
 }
 
 // runNodes is `conch nodes list|approve|rename|remove|invite`: through the
 // gateway's engine socket when it runs (so a connected node gets its token
 // or its disconnection at once), else on the home's files.
-func runNodes(args []string, stdout, stderr io.Writer) int {
-	const use = "usage: conch nodes list | invite [--ttl 24h] [--once] | approve ID | rename ID NAME | remove ID [--home DIR] [--json]"
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, use)
-		return exitUsage
-	}
-	fs := flag.NewFlagSet("nodes "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	home := homeFlag(fs)
-	ttl := fs.Duration("ttl", 24*time.Hour, "invite: validity")
-	once := fs.Bool("once", false, "invite: usable by one node only")
-	asJSON := fs.Bool("json", false, "print JSON")
-	sub := args[0]
-	pos, err := parseInterleaved(fs, args[1:])
-	if err != nil {
-		return exitUsage
-	}
-	want := map[string]int{"list": 0, "invite": 0, "approve": 1, "remove": 1, "rename": 2}
-	n, ok := want[sub]
-	if !ok || len(pos) != n {
-		fmt.Fprintln(stderr, use)
-		return exitUsage
-	}
+func runNodes(sub string, pos []string, home *string, ttl *time.Duration, once, asJSON *bool, stdout, stderr io.Writer) int {
 	var api nodesAPI
 	if call := socketAPI(*home); call != nil {
 		api = remoteNodes{call}
@@ -128,7 +67,7 @@ func runNodes(args []string, stdout, stderr io.Writer) int {
 		hub, err := nodehub.New(nodehub.Options{Home: *home})
 		if err != nil {
 			fmt.Fprintf(stderr, "conch nodes: %v\n", err)
-			return exitFailed
+			return ExitFailed
 		}
 		api = localNodes{hub}
 	}
@@ -145,13 +84,13 @@ func runNodes(args []string, stdout, stderr io.Writer) int {
 		if *asJSON {
 			stdout.Write(b)
 			fmt.Fprintln(stdout)
-			return exitOK
+			return ExitOK
 		}
 		var res struct{ Nodes []nodehub.Node }
 		json.Unmarshal(b, &res)
 		if len(res.Nodes) == 0 {
 			fmt.Fprintln(stdout, "No nodes. Create an invite with: conch nodes invite")
-			return exitOK
+			return ExitOK
 		}
 		for _, n := range res.Nodes {
 			fmt.Fprintf(stdout, "%s  %-9s  %-16s  %s/%s  %s\n", n.NodeID, n.Status, n.Name, n.Platform, n.Arch, n.RemoteIP)
@@ -169,7 +108,7 @@ func runNodes(args []string, stdout, stderr io.Writer) int {
 		if *asJSON {
 			stdout.Write(b)
 			fmt.Fprintln(stdout)
-			return exitOK
+			return ExitOK
 		}
 		fmt.Fprintf(stdout, "%s\n\nOn the node machine run:\n  conch node --gateway <URL> --token %s [--name NAME]\n(valid until %s)\n",
 			res.Token, res.Token, time.UnixMilli(res.ExpiresAtMs).UTC().Format(time.RFC3339))
@@ -198,7 +137,7 @@ func runNodes(args []string, stdout, stderr io.Writer) int {
 		json.Unmarshal(b, &p)
 		fmt.Fprintf(stdout, "Renamed node %s to %s.\n", p.NodeID, p.Name)
 	}
-	return exitOK
+	return ExitOK
 }
 
 // nodesAPI is where `conch nodes` runs its operations: the gateway's API
@@ -287,11 +226,11 @@ func nodesExit(err error) int {
 	}
 	switch {
 	case status == 404, errors.Is(err, nodehub.ErrNotFound):
-		return exitNotFound
+		return ExitNotFound
 	case status == 409, errors.Is(err, nodehub.ErrAmbiguous), errors.Is(err, nodehub.ErrNameTaken):
-		return exitConflict
+		return ExitConflict
 	}
-	return exitFailed
+	return ExitFailed
 }
 
 // socketAPI returns a caller of the HTTP API on the home's engine socket
@@ -330,32 +269,33 @@ func clientAPI(c *client.Client) func(method, path string, body any) (json.RawMe
 
 // nodeApprovalsFile is `conch approvals get|set --node N`: the node's own
 // approvals file, through the gateway (hosts.md §5.7).
-func nodeApprovalsFile(sub, home, node string, rf *operatorRemote, pos []string, baseHash string, force bool, stdout, stderr io.Writer) int {
+func (a *app) nodeApprovalsFile(sub string, o *opFlags, node string, pos []string, baseHash string, force bool) int {
+	home, stdout, stderr := o.home, a.stdout, a.stderr
 	api := socketAPI(home)
-	if rf.gateway != "" {
-		c, err := rf.client(home)
+	if o.gateway != "" {
+		c, err := o.client()
 		if err != nil {
 			fmt.Fprintf(stderr, "conch approvals %s: %v\n", sub, err)
-			return exitUsage
+			return ExitUsage
 		}
 		api = clientAPI(c)
 	}
 	if api == nil {
 		fmt.Fprintf(stderr, "conch approvals %s --node: no gateway running on %s (start conch serve, or give --gateway)\n", sub, home)
-		return exitUnavailable
+		return ExitUnavailable
 	}
 	path := "/v1/approvals-file?node=" + url.QueryEscape(node)
 	fail := func(err error, status int) int {
 		fmt.Fprintf(stderr, "conch approvals %s: %v\n", sub, err)
 		switch status {
 		case 404:
-			return exitNotFound
+			return ExitNotFound
 		case 409:
-			return exitConflict
+			return ExitConflict
 		case 503:
-			return exitUnavailable
+			return ExitUnavailable
 		}
-		return exitFailed
+		return ExitFailed
 	}
 	switch sub {
 	case "get":
@@ -367,20 +307,20 @@ func nodeApprovalsFile(sub, home, node string, rf *operatorRemote, pos []string,
 		if !bytes.HasSuffix(b, []byte("\n")) {
 			fmt.Fprintln(stdout)
 		}
-		return exitOK
+		return ExitOK
 	case "set":
 		if len(pos) != 1 {
 			fmt.Fprintln(stderr, "usage: conch approvals set FILE|- --node N (--base-hash H | --force)")
-			return exitUsage
+			return ExitUsage
 		}
-		b, err := readFileOrStdin(pos[0])
+		b, err := readFileOrStdin(pos[0], a.stdin)
 		if err != nil {
 			fmt.Fprintf(stderr, "conch approvals set: %v\n", err)
-			return exitFailed
+			return ExitFailed
 		}
 		if !json.Valid(b) {
 			fmt.Fprintln(stderr, "conch approvals set: the file is not JSON")
-			return exitUsage
+			return ExitUsage
 		}
 		if force {
 			cur, st, err := api("GET", path, nil)
@@ -396,8 +336,8 @@ func nodeApprovalsFile(sub, home, node string, rf *operatorRemote, pos []string,
 			return fail(err, st)
 		}
 		stdout.Write(out)
-		return exitOK
+		return ExitOK
 	}
 	fmt.Fprintln(stderr, "conch approvals: --node works with get and set only")
-	return exitUsage
+	return ExitUsage
 }
