@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/admin"
+	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/nodehost"
 )
 
@@ -84,7 +86,8 @@ func runNode(home, gateway, token, name, ca, logLevel string, followParent bool,
 		}
 	}
 	err = nodehost.Run(ctx, nodehost.Options{
-		Engine: eng, Home: eng.Home(), Gateway: gateway, Token: token, Name: name, CA: ca,
+		Engine: eng, ApplyPatch: engine.ApplyPatchLocal, SetApprovals: setApprovals,
+		Home: eng.Home(), Gateway: gateway, Token: token, Name: name, CA: ca,
 		Version: version(), Ping: nodePing(), Logger: log, Out: stdout,
 	})
 	if err != nil {
@@ -92,4 +95,12 @@ func runNode(home, gateway, token, name, ca, logLevel string, followParent bool,
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// setApprovals is the node host's system.execApprovals.set: the
+// approvals-file use case of internal/admin, without an event stream (a
+// node has none).
+func setApprovals(home string, f *approvals.File, baseHash, by string) error {
+	_, err := admin.SetApprovals(home, f, baseHash, by, nil)
+	return err
 }
