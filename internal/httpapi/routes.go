@@ -622,12 +622,8 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) {
 		in.Agent = "main"
 	}
 	x, err := admin.Explain(s.opt.Home, in.Agent, in.Cwd, in.Command)
-	if errors.Is(err, admin.ErrInvalid) {
-		writeError(w, 400, "invalid_argument", err.Error())
-		return
-	}
 	if err != nil {
-		writeError(w, 500, "internal", err.Error())
+		writeAdminError(w, err, "internal")
 		return
 	}
 	out := x.JSON()
@@ -741,15 +737,22 @@ func (s *Server) putDefaults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := admin.SetExecDefaults(s.opt.Home, r.PathValue("id"), d)
+	if err != nil {
+		writeAdminError(w, err, "io_error")
+		return
+	}
+	writeJSON(w, 200, d)
+}
+
+// writeAdminError answers the error of an admin use case: 400 for a
+// request the operator must correct (admin.ErrInvalid), else 500 with
+// code.
+func writeAdminError(w http.ResponseWriter, err error, code string) {
 	if errors.Is(err, admin.ErrInvalid) {
 		writeError(w, 400, "invalid_argument", err.Error())
 		return
 	}
-	if err != nil {
-		writeError(w, 500, "io_error", err.Error())
-		return
-	}
-	writeJSON(w, 200, d)
+	writeError(w, 500, code, err.Error())
 }
 
 func (s *Server) deleteDefaults(w http.ResponseWriter, r *http.Request) {
