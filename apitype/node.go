@@ -30,6 +30,10 @@ const (
 	NodeRunDenied      = "SYSTEM_RUN_DENIED"
 	NodeRunDisabled    = "SYSTEM_RUN_DISABLED"
 	NodeUnavailable    = "UNAVAILABLE"
+	// NodeSessionIDInUse: system.run named a session id the node already
+	// keeps; the gateway retries once with a fresh id. Its message keeps
+	// the INVALID_REQUEST prefix it had before it had a code of its own.
+	NodeSessionIDInUse = "SESSION_ID_IN_USE"
 )
 
 // NodeHello is the node's node.hello request.

@@ -186,13 +186,19 @@ type probe struct {
 	at   time.Time
 }
 
-func (p *probe) get(f func() error) error {
+func (p *probe) get(ctx context.Context, f func() error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done && (p.err == nil || time.Since(p.at) < 60*time.Second) {
 		return p.err
 	}
-	p.err, p.done, p.at = f(), true, time.Now()
+	err := f()
+	if err != nil && ctx.Err() != nil {
+		// The caller gave up, which says nothing of the backend: not
+		// remembered for the next caller.
+		return err
+	}
+	p.err, p.done, p.at = err, true, time.Now()
 	return p.err
 }
 
