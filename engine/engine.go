@@ -82,6 +82,9 @@ type Options struct {
 	// Nodes, if set, runs host=node calls on node hosts (the gateway's
 	// node hub); nil means no node is available.
 	Nodes Nodes
+	// Probes answers the wait conditions port and http on this machine
+	// (internal/waitprobe); nil: they are never met.
+	Probes Probes
 	// Hosts, if set, replace the registered hosts of the same names (or
 	// add hosts): for tests and embedders (internal/host).
 	Hosts []host.Host

@@ -417,6 +417,9 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 // start starts spec on its host (a local supervisor for the gateway and
 // the sandbox, the node hub for a gateway's host=node run).
 func (e *Engine) start(spec supervisor.Spec, pl *plan, requestID, approvalID string) (*supervisor.Handle, error) {
+	if pl.Local {
+		return e.commit(spec)
+	}
 	h, ok := e.hosts.Lookup(pl.Host)
 	if !ok {
 		return nil, fmt.Errorf("exec host %s is not available in this build", pl.Host)

@@ -339,6 +339,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 	run := &plan{
 		Agent: p.AgentID, Command: p.RawCommand, Argv: argv, Env: env, EnvKeys: keys, Cwd: pl.Cwd, Host: "node",
 		PTY: p.PTY, Stdin: stdin, Timeout: time.Duration(max(p.TimeoutMs, 0)) * time.Millisecond, Set: set, EnvHash: pl.EnvHash,
+		Local: true,
 	}
 	s := newSession(p.SessionID, dir, p.AgentID)
 	s.st = state{

@@ -19,6 +19,7 @@ import (
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/waitprobe"
 )
 
 // The session commands of the CLI (interfaces.md §4) talk to an engine in
@@ -245,7 +246,7 @@ func (g *globalFlags) connect() (backend, error) {
 	if c != nil {
 		return &remoteBackend{c: c}, nil
 	}
-	opt := engine.Options{Home: g.home, Mode: "cli"}
+	opt := engine.Options{Home: g.home, Mode: "cli", Probes: waitprobe.Probes{}}
 	if g.config != "" {
 		cfg, err := config.Load(g.config)
 		if err != nil {

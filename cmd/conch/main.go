@@ -30,6 +30,7 @@ import (
 	"github.com/conchsh/conch/internal/mcpserver"
 	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/waitprobe"
 )
 
 // Exit codes of interfaces.md §4.1.
@@ -182,7 +183,7 @@ func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stopTracing()
 	var srv *mcpserver.Server
 	eng, err := engine.New(engine.Options{
-		Home: *home, Workdir: *workdir, Mode: "mcp", Logger: log,
+		Home: *home, Workdir: *workdir, Mode: "mcp", Logger: log, Probes: waitprobe.Probes{},
 		Notify: func(agent string, n engine.Notice) {
 			if srv != nil {
 				srv.Notify(agent, n)

@@ -21,6 +21,7 @@ import (
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/nodehost"
 	"github.com/conchsh/conch/internal/nodehub"
+	"github.com/conchsh/conch/internal/waitprobe"
 )
 
 // nodePing is the keepalive interval of both ends of a node connection:
@@ -66,7 +67,7 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer stopTracing()
-	eng, err := engine.New(engine.Options{Home: *home, Mode: "node", Logger: log})
+	eng, err := engine.New(engine.Options{Home: *home, Mode: "node", Logger: log, Probes: waitprobe.Probes{}})
 	if err != nil {
 		fmt.Fprintf(stderr, "conch node: %v\n", err)
 		return exitFor(err, exitFailed)

@@ -25,6 +25,7 @@ import (
 	"github.com/conchsh/conch/internal/httpapi"
 	"github.com/conchsh/conch/internal/nodehub"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/waitprobe"
 )
 
 // runServe is `conch serve`: the gateway (interfaces.md §4).
@@ -139,7 +140,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return ""
 	}
 	eng, err := engine.New(engine.Options{
-		Home: *home, Mode: "serve", Logger: log, Nodes: hub,
+		Home: *home, Mode: "serve", Logger: log, Nodes: hub, Probes: waitprobe.Probes{},
 		PatchNode: func(ctx context.Context, agent, input string) (engine.NodePatch, *apitype.Error) {
 			return hub.PatchApply(ctx, nodeBinding(agent), agent, input)
 		},

@@ -95,8 +95,11 @@ type Plan struct {
 	EnvHash    string // of the request's env overrides
 	Sandbox    *supervisor.SandboxSpec
 	SbInfo     *apitype.SandboxInfo
-	Node       *NodeTarget       // host=node only
-	Trace      trace.SpanContext // the exec call's span, for the run's
+	Node       *NodeTarget // host=node only
+	// Local: start under a local supervisor whatever Host says (a node
+	// host running a gateway's request: Host is "node" in its records).
+	Local bool
+	Trace trace.SpanContext // the exec call's span, for the run's
 }
 
 // Deps are what the engine gives its hosts at construction.
