@@ -13,6 +13,8 @@ type pkg struct {
 	ImportPath string
 	Name       string
 	Doc        string
+	Dir        string
+	GoFiles    []string
 	Deps       []string
 	Imports    []string
 }
