@@ -255,17 +255,3 @@ func For(ctx context.Context, s config.SandboxSettings) (Backend, error) {
 	return nil, errors.New("no sandbox backend is usable (" + strings.Join(why, "; ") + ")")
 }
 
-// Env builds the sandbox environment of exec.md §5.2: PATH, HOME, LANG,
-// the non-interactive defaults, sandbox.env, the request env, the markers.
-func Env(home, path string, nonInteractive, sandboxEnv, request map[string]string) map[string]string {
-	if path == "" {
-		path = DefaultPath
-	}
-	env := map[string]string{"PATH": path, "HOME": home, "LANG": "C.UTF-8"}
-	for _, m := range []map[string]string{nonInteractive, sandboxEnv, request} {
-		for k, v := range m {
-			env[k] = v
-		}
-	}
-	return env
-}
