@@ -254,4 +254,3 @@ func For(ctx context.Context, s config.SandboxSettings) (Backend, error) {
 	}
 	return nil, errors.New("no sandbox backend is usable (" + strings.Join(why, "; ") + ")")
 }
-
