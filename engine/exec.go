@@ -86,7 +86,7 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 			return g.result
 		}
 	case host.GateNode:
-		g = e.nodeGate(agent, p, pl)
+		g = e.nodeGate(ctx, agent, p, pl)
 		tracePolicy(ctx, gateStart, g)
 		if !g.run {
 			return g.result

@@ -55,7 +55,7 @@ func nodeError(err *apitype.Error) *apitype.Error {
 // (which may only tighten) travel with system.run.prepare; the node's
 // verdict is authoritative (hosts.md §5.7). A run the node wants approved
 // is prompted on the gateway like a gateway run.
-func (e *Engine) nodeGate(agent string, p apitype.ExecParams, pl *plan) gateResult {
+func (e *Engine) nodeGate(ctx context.Context, agent string, p apitype.ExecParams, pl *plan) gateResult {
 	eff := e.EffectivePolicy(agent, p.Security, p.Ask, pl.Command, pl.Cwd, "")
 	g := gateResult{requestID: newUUID(), eff: eff}
 	if eff.Security == policy.SecurityDeny {
@@ -65,7 +65,11 @@ func (e *Engine) nodeGate(agent string, p apitype.ExecParams, pl *plan) gateResu
 	var pp apitype.NodePrepareParams
 	pp.Command, pp.RawCommand, pp.Cwd, pp.AgentID, pp.EnvHash = pl.Argv, pl.Command, pl.Node.Workdir, agent, pl.EnvHash
 	pp.Tool.Security, pp.Tool.Ask = string(eff.Security), string(eff.Ask)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	// The caller's context: one that gives up stops waiting for the
+	// node (conch stopping does not; see callerContext).
+	ctx, stop := callerContext(ctx)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	rep, aerr := e.opt.Nodes.Prepare(ctx, pl.Node.Ref.ID, pp)
 	if aerr != nil {
