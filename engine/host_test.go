@@ -39,9 +39,7 @@ func (f *fakeHost) Plan(ctx context.Context, req host.Request, pl *host.Plan) *a
 	if f.planErr != nil {
 		return f.planErr
 	}
-	if pl.HostReason == "" {
-		pl.Gate = host.GatePolicy
-	}
+	// Gate left at its zero value: a host that names no gate is gated.
 	pl.Cwd = req.Workspace
 	pl.Argv = []string{"/bin/sh", "-c", req.Params.Command}
 	pl.Env = []string{"PATH=/usr/bin:/bin"}

@@ -23,8 +23,9 @@ func (g *gateway) Name() string { return "gateway" }
 
 func (g *gateway) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Error {
 	p := req.Params
-	if pl.HostReason == "" {
-		pl.Gate = GatePolicy
+	pl.Gate = GatePolicy
+	if pl.HostReason != "" {
+		pl.Gate = GateNone // elevated full, or sandboxing off
 	}
 	// Workdir: the default workspace, or the user's home when it is
 	// gone; a relative workdir is under the default.

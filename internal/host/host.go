@@ -42,15 +42,16 @@ type Host interface {
 	Start(ctx context.Context, pl *Plan, spec supervisor.Spec, run Run) (*supervisor.Handle, error)
 }
 
-// Gate says which policy gate a plan passes before Start.
+// Gate says which policy gate a plan passes before Start. The zero value
+// is the gateway's policy: a host that says nothing is gated.
 type Gate int
 
 const (
+	// GatePolicy: the gateway's own policy and approvals.
+	GatePolicy Gate = iota
 	// GateNone: no gate (a sandbox, whose walls are the protection; an
 	// ungated gateway run: elevated full, or sandboxing off).
-	GateNone Gate = iota
-	// GatePolicy: the gateway's own policy and approvals.
-	GatePolicy
+	GateNone
 	// GateNode: the node's policy, through its prepare step; approvals
 	// are prompted on the gateway.
 	GateNode

@@ -25,6 +25,7 @@ func (h *sandboxHost) Name() string { return "sandbox" }
 // prepares the backend (a docker container may be created) under ctx.
 func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Error {
 	p, sb, backend := req.Params, req.Sandbox, req.Backend
+	pl.Gate = GateNone
 	if backend == nil {
 		return SandboxUnavailable(nil)
 	}
