@@ -7,13 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"mvdan.cc/sh/v3/syntax"
 	"os"
 	"os/signal"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
-	"unicode"
 
 	"golang.org/x/sys/unix"
 
@@ -359,19 +359,12 @@ func shellJoin(args []string) string {
 }
 
 func shellQuote(s string) string {
-	if s == "" {
-		return "''"
+	if q, err := syntax.Quote(s, syntax.LangPOSIX); err == nil {
+		return q
 	}
-	safe := true
-	for _, r := range s {
-		if r > unicode.MaxASCII || !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("_@%+=:,./-", r)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
+	// A tab, a newline or another unprintable character: POSIX sh has no
+	// escape for it (and bash's $'...' means something else to dash), but
+	// single quotes keep every byte except NUL, which an argument cannot hold.
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 

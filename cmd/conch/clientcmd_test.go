@@ -511,8 +511,9 @@ func TestAgentsClientWithoutGateway(t *testing.T) {
 }
 
 func TestShellJoin(t *testing.T) {
-	got := shellJoin([]string{"printf", "%s\n", "a b", "it's", "", "x=1", "~/f", "$HOME"})
-	want := `printf '%s` + "\n" + `' 'a b' 'it'\''s' '' x=1 '~/f' '$HOME'`
+	// A first word that is a keyword or an assignment is quoted too.
+	got := shellJoin([]string{"printf", "%s\n", "a b", "it's", "", "x=1", "~/f", "$HOME", "if", "a'\tb"})
+	want := `printf '%s` + "\n" + `' 'a b' "it's" '' 'x=1' '~/f' '$HOME' 'if' 'a'\''` + "\t" + `b'`
 	if got != want {
 		t.Fatalf("shellJoin = %q, want %q", got, want)
 	}

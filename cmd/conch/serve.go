@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/conchsh/conch/internal/unixsock"
 	"io"
 	"log/slog"
 	"net"
@@ -369,10 +370,7 @@ func serveEngineSocket(eng *engine.Engine, log *slog.Logger) func() {
 // so a socket file whose mode was loosened still grants operator rights
 // to no other user.
 func listenEngineSocket(path string, log *slog.Logger) (net.Listener, error) {
-	os.Remove(path)
-	old := syscall.Umask(0o077)
-	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
+	ln, err := unixsock.Listen(path, 0o600)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -33,7 +34,6 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/approvals"
-	"github.com/conchsh/conch/internal/atomicfile"
 	"github.com/conchsh/conch/internal/guard"
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/supervisor"
@@ -101,7 +101,7 @@ func LoadIdentity(home string) (ed25519.PrivateKey, error) {
 	}
 	// The key appears whole or not at all: a half-written key would be
 	// refused at every later start.
-	if err := atomicfile.Create(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
+	if err := fsutil.CreateFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return LoadIdentity(home) // another process made it first
 		}

@@ -11,10 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/internal/supervisor"
@@ -109,14 +109,11 @@ func (s *Store) path(name string) string { return filepath.Join(s.dir, name) }
 // Update runs f on the current state under the lock and saves it when f
 // returns nil.
 func (s *Store) Update(f func(*State) error) error {
-	lf, err := os.OpenFile(s.path("lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	lf, err := fsutil.LockFile(s.path("lock"))
 	if err != nil {
 		return err
 	}
 	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		return err
-	}
 	st, err := s.load()
 	if err != nil {
 		return err

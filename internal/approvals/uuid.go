@@ -3,13 +3,7 @@ package approvals
 import (
 	"crypto/rand"
 	"encoding/hex"
-
-	"github.com/conchsh/conch/internal/atomicfile"
 )
-
-// writeFileAtomic replaces path with data (mode 0600, fsynced, renamed
-// into place): readers see either the old or the new content, never a mix.
-func writeFileAtomic(path string, data []byte) error { return atomicfile.Write(path, data) }
 
 // newUUID returns a random (version 4) UUID in its lowercase 8-4-4-4-12 form.
 func newUUID() string {

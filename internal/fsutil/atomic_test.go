@@ -1,4 +1,4 @@
-package atomicfile
+package fsutil
 
 import (
 	"errors"
@@ -7,8 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
+
+func write0600(p string, b []byte) error  { return WriteFile(p, b, 0o600) }
+func create0600(p string, b []byte) error { return CreateFile(p, b, 0o600) }
 
 // tinyDisk mounts a small tmpfs (root only; skipped elsewhere).
 func tinyDisk(t *testing.T) string {
@@ -65,11 +69,11 @@ func exhaust(t *testing.T, dir, what string) func() {
 func TestNoPartialFileOnFullDisk(t *testing.T) {
 	dir := tinyDisk(t)
 	data := []byte("cop_0123456789012345678901234567890123456789abc\n")
-	writers := map[string]func(string, []byte) error{"Write": Write, "Create": Create}
+	writers := map[string]func(string, []byte) error{"WriteFile": write0600, "CreateFile": create0600}
 	for wname, write := range writers {
 		for _, what := range []string{"blocks", "inodes"} {
 			for _, existing := range []bool{false, true} {
-				if wname == "Create" && existing {
+				if wname == "CreateFile" && existing {
 					continue // Create never replaces
 				}
 				t.Run(fmt.Sprintf("%s/%s/existing=%v", wname, what, existing), func(t *testing.T) {
@@ -86,6 +90,10 @@ func TestNoPartialFileOnFullDisk(t *testing.T) {
 					free()
 					if err == nil {
 						t.Fatalf("%s on a disk without %s succeeded", wname, what)
+					}
+					// Callers tell a full disk by the system's error.
+					if !errors.Is(err, syscall.ENOSPC) {
+						t.Fatalf("%s on a disk without %s: %v, want ENOSPC", wname, what, err)
 					}
 					switch {
 					case existing && string(b) != "old\n":
@@ -114,10 +122,10 @@ func TestNoPartialFileOnFullDisk(t *testing.T) {
 // TestCreateKeepsExisting: Create never replaces a file.
 func TestCreateKeepsExisting(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "f")
-	if err := Create(p, []byte("one")); err != nil {
+	if err := CreateFile(p, []byte("one"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := Create(p, []byte("two")); !errors.Is(err, fs.ErrExist) {
+	if err := CreateFile(p, []byte("two"), 0o600); !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("second Create: %v", err)
 	}
 	if b, _ := os.ReadFile(p); string(b) != "one" {
@@ -125,5 +133,60 @@ func TestCreateKeepsExisting(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(p), ".f.*")); len(m) > 0 {
 		t.Fatalf("temporary files left: %v", m)
+	}
+}
+
+// TestModeIsExplicit: the file gets exactly the mode asked for, whatever
+// the umask, for every writer and a spread of modes.
+func TestModeIsExplicit(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	dir := t.TempDir()
+	for _, perm := range []fs.FileMode{0o600, 0o640, 0o644, 0o400, 0o755} {
+		for name, w := range map[string]func(string, []byte, fs.FileMode) error{
+			"WriteFile":  WriteFile,
+			"CreateFile": CreateFile,
+			"NoSync":     func(p string, b []byte, m fs.FileMode) error { return Write(p, b, Options{Perm: m, NoSync: true}) },
+		} {
+			p := filepath.Join(dir, fmt.Sprintf("%s-%o", name, perm))
+			if err := w(p, []byte("x"), perm); err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != perm {
+				t.Fatalf("%s %o: mode %v (%v)", name, perm, fi.Mode().Perm(), err)
+			}
+		}
+	}
+}
+
+// TestCheckAborts: a Check error leaves the target and no temporary file,
+// and Check sees the complete new content.
+func TestCheckAborts(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := WriteFile(p, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refuse := errors.New("refused")
+	var seen string
+	err := Write(p, []byte("new"), Options{Check: func(tmp string) error {
+		b, _ := os.ReadFile(tmp)
+		seen = string(b)
+		return refuse
+	}})
+	if !errors.Is(err, refuse) || seen != "new" {
+		t.Fatalf("err %v, check saw %q", err, seen)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "old" {
+		t.Fatalf("content %q", b)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".f.*")); len(m) > 0 {
+		t.Fatalf("temporary files left: %v", m)
+	}
+	if err := Write(p, []byte("new"), Options{Check: func(string) error { return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "new" {
+		t.Fatalf("content %q", b)
 	}
 }
