@@ -56,10 +56,11 @@ func (g *gateway) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Erro
 	if g.d.LoginPATH != nil {
 		lp, known, waited := g.d.LoginPATH(pl.Window)
 		pl.LoginWait = waited
-		if !known {
+		if known {
+			spec.LoginPATH = lp
+		} else {
 			pl.Warnings = append(pl.Warnings, LoginNotKnown)
 		}
-		spec.LoginPATH = lp
 	}
 	pl.EnvKeys = SortedKeys(p.Env)
 	pl.EnvHash = EnvHash(p.Env)
