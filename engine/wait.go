@@ -404,12 +404,22 @@ type Probes interface {
 	HTTP(ctx context.Context, url string) bool
 }
 
-// noProbes is the Probes of an engine given none: no network condition
-// is ever met.
+// noProbes is the Probes of an engine given none: a port is probed with
+// a plain TCP connect; no http condition is ever met (HTTP is an
+// adapter's).
 type noProbes struct{}
 
-func (noProbes) Port(context.Context, string, int) bool { return false }
-func (noProbes) HTTP(context.Context, string) bool      { return false }
+func (noProbes) Port(ctx context.Context, host string, port int) bool {
+	d := net.Dialer{Timeout: time.Second}
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+func (noProbes) HTTP(context.Context, string) bool { return false }
 
 func (e *Engine) probes() Probes {
 	if e.opt.Probes != nil {
