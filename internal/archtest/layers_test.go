@@ -20,6 +20,9 @@ var adapters = []string{
 	mod + "/internal/mcpserver",
 	mod + "/internal/ui",
 	mod + "/internal/nodelink",
+	// The programs' commands (conch serve, mcp, node, the client
+	// commands): they wire the adapters together.
+	mod + "/internal/cli",
 	// The client side of the wait probes (engine.Probes).
 	mod + "/internal/waitprobe",
 	// The Go client of conch's HTTP API.
@@ -27,12 +30,8 @@ var adapters = []string{
 }
 
 // protocolExceptions are packages outside adapters that still speak a
-// protocol, while their transport moves to internal/nodelink (to be
-// removed from this list once it has).
-var protocolExceptions = map[string]string{
-	mod + "/internal/nodehub":  "serves the node WebSocket itself until internal/nodelink takes it",
-	mod + "/internal/nodehost": "dials the node WebSocket itself until internal/nodelink takes it",
-}
+// protocol, each with the reason (none now).
+var protocolExceptions = map[string]string{}
 
 // protocols are the imports only adapters may have.
 var protocols = []string{"net/http", "github.com/coder/websocket", "github.com/modelcontextprotocol/"}
@@ -44,17 +43,12 @@ var aboveEngine = append([]string{
 	mod + "/engine",
 	mod + "/e2e",
 	mod + "/internal/admin",
-	mod + "/internal/cli",
 	mod + "/internal/archtest",
 }, adapters...)
 
 // engineExceptions are packages below the engine that still import it,
-// while their node types move below it (to be removed from this list
-// once they have).
-var engineExceptions = map[string]string{
-	mod + "/internal/nodehub":  "uses engine.NodeRef, engine.NodePatch and engine.Event until they move below the engine",
-	mod + "/internal/nodehost": "drives an engine on the node until the node runtime is an adapter",
-}
+// each with the reason (none now).
+var engineExceptions = map[string]string{}
 
 func hasPrefix(p string, prefixes []string) bool {
 	for _, x := range prefixes {
@@ -114,7 +108,7 @@ func TestHostLayer(t *testing.T) {
 		}
 		found = true
 		for _, d := range p.Deps {
-			if d == mod+"/engine" || hasPrefix(d, adapters) || hasPrefix(d, []string{mod + "/internal/nodehub", mod + "/internal/nodehost"}) {
+			if d == mod+"/engine" || hasPrefix(d, adapters) {
 				t.Errorf("internal/host depends on %s", d)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -16,27 +17,12 @@ func init() { Register("node", func(d Deps) Host { return &nodeHost{d: d} }) }
 // node already keeps (errors.Is): the engine retries with a fresh id.
 var ErrSessionIDInUse error = &apitype.Error{Code: apitype.NodeSessionIDInUse}
 
-// Nodes is the gateway's node hub as the node host uses it.
-type Nodes interface {
-	// Select picks a paired node for query ("" = the only connected one).
-	Select(query string) (NodeRef, *apitype.Error)
-	// Prepare sends system.run.prepare to the node.
-	Prepare(ctx context.Context, nodeID string, p apitype.NodePrepareParams) (apitype.NodePrepareReply, *apitype.Error)
-	// Start mirrors spec.ID into the local session directory and sends
-	// system.run; the handle behaves like a local supervisor's.
-	Start(nodeID string, spec supervisor.Spec, run apitype.NodeRunParams) (*supervisor.Handle, error)
-	// Removed records that session id was removed before its node
-	// reported the end: it is never resumed after a restart, and its
-	// kill reaches the node when it is back.
-	Removed(sessionID string)
-}
-
-// NodeRef names a selected node.
-type NodeRef struct {
-	ID   string
-	Name string
-	Caps []string
-}
+// Nodes is the gateway's node hub as the node host uses it, and NodeRef
+// a node it selected (internal/nodeport).
+type (
+	Nodes   = nodeport.Hub
+	NodeRef = nodeport.Ref
+)
 
 // NodeTarget is the node part of a gateway plan.
 type NodeTarget struct {

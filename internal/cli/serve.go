@@ -1,12 +1,10 @@
-package main
+package cli
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
-	"github.com/conchsh/conch/internal/unixsock"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/unixsock"
+
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/auth"
@@ -27,34 +27,57 @@ import (
 	"github.com/conchsh/conch/internal/nodehub"
 	"github.com/conchsh/conch/internal/supervisor"
 	"github.com/conchsh/conch/internal/waitprobe"
+	"github.com/spf13/cobra"
 )
 
-// runServe is `conch serve`: the gateway (interfaces.md §4).
-func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	home := homeFlag(fs)
-	listen := fs.String("listen", envOr("CONCH_LISTEN", "127.0.0.1:7878"), "listen address")
-	tlsCert := fs.String("tls-cert", "", "TLS certificate file")
-	tlsKey := fs.String("tls-key", "", "TLS key file")
-	insecure := fs.Bool("insecure-listen", false, "allow a non-loopback listen address without TLS")
-	stopSessions := fs.Bool("stop-sessions", false, "kill running sessions on shutdown (default: they keep running)")
-	logLevel := fs.String("log-level", envOr("CONCH_LOG", "info"), "debug, info, warn or error")
-	logFormat := fs.String("log-format", "text", "text or json")
-	noUI := fs.Bool("no-ui", false, "do not serve the control UI (also server.ui: false)")
-	metricsListen := fs.String("metrics-listen", envOr("CONCH_METRICS_LISTEN", ""), "also serve GET /metrics on this loopback address, without the operator token")
-	metricsTokenFile := fs.String("metrics-token-file", envOr("CONCH_METRICS_TOKEN_FILE", ""), "file holding a bearer token that reads /metrics and nothing else")
-	followParent := exitWithParentFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+func (a *app) serveCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve [--listen ADDR] [--home DIR] [--no-ui]",
+		Short: "Run the gateway: MCP at /mcp, HTTP API at /v1, events, control UI at /",
+		Long: `Run the gateway on the home: the exec and process tools over streamable HTTP MCP
+at /mcp, the HTTP API at /v1, server-sent events, /metrics and the control UI at
+/. The first start creates the agent main and prints its token once. It also
+serves the home's engine socket (run/engine.sock), through which the CLI and
+conch mcp reach it. SIGHUP re-reads config.json; SIGTERM or SIGINT stops it,
+and sessions keep running unless --stop-sessions.`,
+		Example: `  conch serve
+  conch serve --listen 0.0.0.0:7878 --tls-cert cert.pem --tls-key key.pem
+  conch serve --metrics-listen 127.0.0.1:9478`,
+		Args: args(),
 	}
+	fs := cmd.Flags()
+	o := &serveOpts{}
+	o.home = homeFlag(fs)
+	o.listen = fs.String("listen", envOr("CONCH_LISTEN", "127.0.0.1:7878"), "listen address (env CONCH_LISTEN)")
+	o.tlsCert = fs.String("tls-cert", "", "TLS certificate file")
+	o.tlsKey = fs.String("tls-key", "", "TLS key file")
+	o.insecure = fs.Bool("insecure-listen", false, "allow a non-loopback listen address without TLS")
+	o.stopSessions = fs.Bool("stop-sessions", false, "kill running sessions on shutdown (default: they keep running)")
+	o.logLevel = fs.String("log-level", envOr("CONCH_LOG", "info"), "debug, info, warn or error")
+	o.logFormat = fs.String("log-format", "text", "text or json")
+	o.noUI = fs.Bool("no-ui", false, "do not serve the control UI (also server.ui: false)")
+	o.metricsListen = fs.String("metrics-listen", envOr("CONCH_METRICS_LISTEN", ""), "also serve GET /metrics on this loopback address, without the operator token")
+	o.metricsTokenFile = fs.String("metrics-token-file", envOr("CONCH_METRICS_TOKEN_FILE", ""), "file holding a bearer token that reads /metrics and nothing else")
+	o.followParent = exitWithParentFlag(fs)
+	cmd.RunE = a.runs(func(*cobra.Command, []string) int { return runServe(o, a.stdout, a.stderr) })
+	return cmd
+}
+
+// serveOpts are the flags of conch serve.
+type serveOpts struct {
+	home, listen, tlsCert, tlsKey, logLevel, logFormat, metricsListen, metricsTokenFile *string
+	insecure, stopSessions, noUI, followParent                                          *bool
+}
+
+// runServe is `conch serve`: the gateway.
+func runServe(o *serveOpts, stdout, stderr io.Writer) int {
+	home, listen, tlsCert, tlsKey, logLevel, logFormat := o.home, o.listen, o.tlsCert, o.tlsKey, o.logLevel, o.logFormat
+	metricsListen, metricsTokenFile := o.metricsListen, o.metricsTokenFile
+	insecure, stopSessions, noUI, followParent := o.insecure, o.stopSessions, o.noUI, o.followParent
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(stderr, "conch serve: bad --log-level %q\n", *logLevel)
-		return exitUsage
+		return ExitUsage
 	}
 	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})
 	if *logFormat == "json" {
@@ -65,23 +88,23 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	host, _, err := net.SplitHostPort(*listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch serve: bad --listen %q: %v\n", *listen, err)
-		return exitUsage
+		return ExitUsage
 	}
 	useTLS := *tlsCert != "" || *tlsKey != ""
 	if !isLoopback(host) && !useTLS && !*insecure {
 		fmt.Fprintf(stderr, "conch serve: refusing to listen on %s without TLS (use --tls-cert/--tls-key, or --insecure-listen)\n", *listen)
-		return exitUsage
+		return ExitUsage
 	}
 
 	if *metricsListen != "" {
 		mh, _, err := net.SplitHostPort(*metricsListen)
 		if err != nil {
 			fmt.Fprintf(stderr, "conch serve: bad --metrics-listen %q: %v\n", *metricsListen, err)
-			return exitUsage
+			return ExitUsage
 		}
 		if !isLoopback(mh) {
 			fmt.Fprintf(stderr, "conch serve: --metrics-listen must be a loopback address (127.0.0.1:PORT or [::1]:PORT), not %q; to scrape from elsewhere use --metrics-token-file on the main listener\n", *metricsListen)
-			return exitUsage
+			return ExitUsage
 		}
 	}
 	metricsToken := ""
@@ -89,13 +112,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		metricsToken, err = readMetricsToken(*metricsTokenFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "conch serve: --metrics-token-file: %v\n", err)
-			return exitUsage
+			return ExitUsage
 		}
 	}
 
 	stopTracing, ok := startTracing("serve", stderr)
 	if !ok {
-		return exitUsage
+		return ExitUsage
 	}
 	defer stopTracing()
 	// Signals are caught from here on: a stop signal while the engine
@@ -107,7 +130,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if *followParent {
 		if err := exitWithParent(); err != nil {
 			fmt.Fprintf(stderr, "conch serve: %v\n", err)
-			return exitUnavailable
+			return ExitUnavailable
 		}
 		log.Info("stops when the process that started it ends (--exit-with-parent)", "parent", startPPID)
 	}
@@ -128,7 +151,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}})
 	if err != nil {
 		fmt.Fprintf(stderr, "conch serve: node hub: %v\n", err)
-		return exitUnavailable
+		return ExitUnavailable
 	}
 	defer hub.Close()
 	// nodeBinding reads the engine once it exists (apply_patch on a node
@@ -165,7 +188,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "conch serve: %v\n", err)
-		return exitFor(err, exitFailed)
+		return exitFor(err, ExitFailed)
 	}
 	engp.Store(eng)
 	closeEngine := func() {
@@ -178,23 +201,23 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "conch serve: operator token: %v\n", err)
 		closeEngine()
-		return exitUnavailable
+		return ExitUnavailable
 	}
 	if metricsToken != "" && auth.Equal(metricsToken, opTok) {
 		fmt.Fprintf(stderr, "conch serve: --metrics-token-file holds the operator token; give the scraper a token of its own\n")
 		closeEngine()
-		return exitUsage
+		return ExitUsage
 	}
 	if _, ok := agents.Lookup(metricsToken); metricsToken != "" && ok {
 		fmt.Fprintf(stderr, "conch serve: --metrics-token-file holds an agent's token; give the scraper a token of its own\n")
 		closeEngine()
-		return exitUsage
+		return ExitUsage
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch serve: %v\n", err)
 		closeEngine()
-		return exitUnavailable
+		return ExitUnavailable
 	}
 	var mln net.Listener
 	if *metricsListen != "" {
@@ -202,7 +225,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "conch serve: --metrics-listen: %v\n", err)
 			ln.Close()
 			closeEngine()
-			return exitUnavailable
+			return ExitUnavailable
 		}
 	}
 	scheme := "http"
@@ -227,7 +250,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			fmt.Fprintf(stderr, "conch serve: create agent main: %v\n", err)
 			closeEngine()
-			return exitFailed
+			return ExitFailed
 		}
 		fmt.Fprintf(stdout, "Created agent main. Its token (shown once):\n\n  %s\n\nConnect an MCP client to %s/mcp with the header\n  Authorization: Bearer %s\n\n", tok, base, tok)
 	}
@@ -284,14 +307,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	code := exitOK
+	code := ExitOK
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: answering the calls in flight")
 	case err := <-errc:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintf(stderr, "conch serve: %v\n", err)
-			code = exitFailed
+			code = ExitFailed
 		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -343,17 +366,16 @@ func serverList(cfg *config.Config, key string) []string {
 	return cfg.ServerList(key)
 }
 
-// serveEngineSocket serves the API with operator rights on
-// $CONCH_HOME/run/engine.sock (hosts.md §7.8) and returns its stopper, or
-// nil when the socket cannot be created.
-func serveEngineSocket(eng *engine.Engine, log *slog.Logger) func() {
-	sockPath := filepath.Join(eng.Home(), "run", "engine.sock")
+// serveEngineSocket serves api with operator rights on the home's engine
+// socket, run/engine.sock, and returns its stopper, or nil when the socket
+// cannot be created.
+func serveEngineSocket(api *httpapi.Server, home string, log *slog.Logger) func() {
+	sockPath := socketPath(home)
 	sock, err := listenEngineSocket(sockPath, log)
 	if err != nil {
 		log.Warn("engine socket unavailable", "err", err)
 		return nil
 	}
-	api := httpapi.New(httpapi.Options{Engine: eng, Home: eng.Home(), Agents: auth.Open(eng.Home()), Version: version(), Logger: log})
 	hs := &http.Server{Handler: api.SocketHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: httpIdleTimeout}
 	_, sockCap := connCaps()
 	go hs.Serve(limitConns(sock, sockCap))

@@ -1,9 +1,8 @@
-package main
+package cli
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,47 +12,51 @@ import (
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/patch"
+	"github.com/spf13/cobra"
 )
 
-// runApplyPatch is `conch apply-patch [--workdir DIR]` (interfaces.md §4):
-// it reads a patch from stdin, runs the apply_patch tool and prints the
-// result text: on stdout when it applied, on stderr when it failed.
-func runApplyPatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("apply-patch", "apply-patch [--workdir DIR] < PATCH", stderr)
+func (a *app) applyPatchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "apply-patch [--workdir DIR] < PATCH",
+		Short: `Apply a "*** Begin Patch" patch read from stdin (the apply_patch tool)`,
+		Long: `Read a patch in the "*** Begin Patch" format from stdin and apply it with the
+apply_patch tool: the result goes to stdout when it applied, to stderr when it
+failed.`,
+		Example: "  conch apply-patch -C ~/src/app < change.patch",
+		Args:    args(),
+	}
+	fs := cmd.Flags()
 	g := addGlobalFlags(fs)
 	var workdir string
-	fs.StringVar(&workdir, "C", "", "short for --workdir")
-	fs.StringVar(&workdir, "workdir", "", "the workspace when the engine runs on this machine and the agent has none configured (default: the current directory)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "conch apply-patch: the patch is read from stdin; no arguments")
-		return exitUsage
-	}
+	fs.StringVarP(&workdir, "workdir", "C", "", "the workspace when the engine runs on this machine and the agent has none configured (default: the current directory)")
+	cmd.RunE = a.runs(func(cmd *cobra.Command, _ []string) int {
+		return a.applyPatch(g, workdir)
+	})
+	return cmd
+}
+
+func (a *app) applyPatch(g *globalFlags, workdir string) int {
+	stdin, stdout, stderr := a.stdin, a.stdout, a.stderr
 	if workdir != "" {
 		if g.gateway != "" {
 			fmt.Fprintln(stderr, "conch apply-patch: --workdir needs an engine on this machine (not --gateway)")
-			return exitUsage
+			return ExitUsage
 		}
 		abs, err := filepath.Abs(workdir)
 		if err != nil {
 			fmt.Fprintf(stderr, "conch apply-patch: %v\n", err)
-			return exitUsage
+			return ExitUsage
 		}
 		g.workdir = abs
 	}
 	b, err := io.ReadAll(io.LimitReader(stdin, patch.MaxPatchBytes+1))
 	if err != nil {
 		fmt.Fprintf(stderr, "conch apply-patch: read stdin: %v\n", err)
-		return exitFailed
+		return ExitFailed
 	}
 	if len(b) > patch.MaxPatchBytes {
 		fmt.Fprintf(stderr, "Patch too large: more than %d bytes (limit %d bytes).\n", patch.MaxPatchBytes, patch.MaxPatchBytes)
-		return exitFailed
+		return ExitFailed
 	}
 	be, err := g.connect()
 	if err != nil {
@@ -63,11 +66,11 @@ func runApplyPatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	defer be.close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := be.applyPatch(ctx, string(b))
+	res, err := be.ApplyPatch(ctx, string(b))
 	var ae *client.Error
 	if err != nil && !errors.As(err, &ae) {
 		fmt.Fprintf(stderr, "conch apply-patch: %v\n", err)
-		return exitUnavailable
+		return ExitUnavailable
 	}
 	if g.json {
 		printJSON(stdout, res)
@@ -85,13 +88,5 @@ func runApplyPatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 	if err != nil {
 		return exitForError(err)
 	}
-	return exitOK
-}
-
-func (r *remoteBackend) applyPatch(ctx context.Context, input string) (client.Result, error) {
-	return r.c.ApplyPatch(ctx, input)
-}
-
-func (l *localBackend) applyPatch(ctx context.Context, input string) (client.Result, error) {
-	return l.call(ctx, "apply_patch", map[string]any{"input": input})
+	return ExitOK
 }

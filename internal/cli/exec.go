@@ -1,13 +1,10 @@
-package main
+package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"mvdan.cc/sh/v3/syntax"
 	"os"
 	"os/signal"
 	"sort"
@@ -15,32 +12,42 @@ import (
 	"strings"
 	"syscall"
 
+	"mvdan.cc/sh/v3/syntax"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/conchsh/conch/client"
-	"github.com/conchsh/conch/internal/approvals"
+	"github.com/spf13/cobra"
 )
 
-// runExec is `conch exec [flags] -- CMD…` (interfaces.md §4): it runs a
-// command, prints its output, follows it when it keeps running, waits for
-// an approval when one is needed, and exits with the command's status
-// (§4.1).
-func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("exec", "exec [flags] -- CMD…", stderr)
+func (a *app) execCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "exec [flags] -- CMD...",
+		Short: "Run a command through the engine and exit with its status",
+		Long: `Run a command as an agent's exec tool call would: through the policy, under a
+supervisor, in the agent's sandbox or on a node. One argument is shell text;
+several are quoted and joined. Output goes to stdout, inline events and reasons
+to stderr. A run still going after the yield window is followed to its end.
+The exit status is the command's (see "Exit codes" in docs/cli.md; a bad
+command line exits 125, as conch failing does).`,
+		Example: `  conch exec -- make test
+  conch exec -C ~/src/app -e CI=1 -- 'go test ./... | tail'
+  conch exec -b -- ./server --port 8080     # background: prints the session id
+  conch exec --pty -- htop                  # under a pseudo-terminal
+  conch exec --no-wait -- rm -rf build      # exit 75 if an approval is needed`,
+	}
+	stopAtFirstArg(cmd)
+	fs := cmd.Flags()
 	g := addGlobalFlags(fs)
 	var workdir string
-	fs.StringVar(&workdir, "C", "", "working directory (short for --workdir)")
-	fs.StringVar(&workdir, "workdir", "", "working directory (default: the agent's configured workspace, else the current directory; with --gateway, the gateway's default)")
+	fs.StringVarP(&workdir, "workdir", "C", "", "working directory (default: the agent's configured workspace, else the current directory; with --gateway, the gateway's default)")
 	env := envFlag{}
-	fs.Var(env, "e", "set K=V in the command's environment (short for --env; repeat)")
-	fs.Var(env, "env", "set K=V in the command's environment (repeat)")
+	fs.VarP(env, "env", "e", "set K=V in the command's environment (repeat)")
 	var yield, timeout optNum
 	fs.Var(&yield, "yield", "milliseconds after which a still-running command is backgrounded, 0 to 120000 (default: the engine's, 10000)")
 	var background, detach bool
-	fs.BoolVar(&background, "b", false, "short for --background")
-	fs.BoolVar(&background, "background", false, "start in the background; print the session id and exit")
-	fs.Var(&timeout, "t", "short for --timeout")
-	fs.Var(&timeout, "timeout", "timeout in seconds, 0 to 31536000; 0: none (default: the engine's)")
+	fs.BoolVarP(&background, "background", "b", false, "start in the background; print the session id and exit")
+	fs.VarP(&timeout, "timeout", "t", "timeout in seconds, 0 to 31536000; 0: none (default: the engine's)")
 	pty := fs.Bool("pty", false, "run under a pseudo-terminal")
 	host := fs.String("host", "", "where to run: sandbox, gateway or node")
 	security := fs.String("security", "", "deny, allowlist or full (may only tighten the configured mode)")
@@ -48,65 +55,58 @@ func runExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	node := fs.String("node", "", "node id, name or IP for --host node")
 	elevated := fs.Bool("elevated", false, "request elevated mode")
 	idem := fs.String("idempotency-key", "", "de-duplicate retries of this call (1-128 chars [A-Za-z0-9._:-])")
-	fs.BoolVar(&detach, "d", false, "short for --detach")
-	fs.BoolVar(&detach, "detach", false, "do not follow a command that keeps running: print its session id and exit 0")
+	fs.BoolVarP(&detach, "detach", "d", false, "do not follow a command that keeps running: print its session id and exit 0")
 	noWait := fs.Bool("no-wait", false, "when an approval is needed, print the session id and exit 75 instead of waiting")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+	cmd.RunE = a.runs(func(cmd *cobra.Command, args []string) int {
+		if len(args) == 0 {
+			fmt.Fprintln(a.stderr, "conch exec: no command (put it after --)")
+			return ExitConchError
 		}
-		return exitConchError
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "conch exec: no command (put it after --)")
-		return exitConchError
-	}
-	command := fs.Arg(0)
-	if fs.NArg() > 1 {
-		command = shellJoin(fs.Args())
-	}
-	p := map[string]any{"command": command}
-	if workdir != "" {
-		p["workdir"] = workdir
-	}
-	if len(env) > 0 {
-		p["env"] = map[string]string(env)
-	}
-	yield.put(p, "yieldMs")
-	if background {
-		p["background"] = true
-	}
-	timeout.put(p, "timeout")
-	if set["pty"] {
-		p["pty"] = *pty
-	}
-	for k, v := range map[string]string{"host": *host, "security": *security, "ask": *ask, "node": *node, "idempotencyKey": *idem} {
-		if v != "" {
-			p[k] = v
+		command := args[0]
+		if len(args) > 1 {
+			command = shellJoin(args)
 		}
-	}
-	if set["elevated"] {
-		p["elevated"] = *elevated
-	}
-
-	be, err := g.connect()
-	if err != nil {
-		fmt.Fprintf(stderr, "conch exec: %v\n", err)
-		return exitFor(err, exitConchError)
-	}
-	defer be.close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	x := &execRun{g: g, be: be, stdin: stdin, stdout: stdout, stderr: stderr, detach: detach || background, quiet: background, noWait: *noWait}
-	return x.run(ctx, p)
+		p := map[string]any{"command": command}
+		if workdir != "" {
+			p["workdir"] = workdir
+		}
+		if len(env) > 0 {
+			p["env"] = map[string]string(env)
+		}
+		yield.put(p, "yieldMs")
+		if background {
+			p["background"] = true
+		}
+		timeout.put(p, "timeout")
+		if fs.Changed("pty") {
+			p["pty"] = *pty
+		}
+		for k, v := range map[string]string{"host": *host, "security": *security, "ask": *ask, "node": *node, "idempotencyKey": *idem} {
+			if v != "" {
+				p[k] = v
+			}
+		}
+		if fs.Changed("elevated") {
+			p["elevated"] = *elevated
+		}
+		be, err := g.connect()
+		if err != nil {
+			fmt.Fprintf(a.stderr, "conch exec: %v\n", err)
+			return exitFor(err, ExitConchError)
+		}
+		defer be.close()
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		x := &execRun{g: g, be: be, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, detach: detach || background, quiet: background, noWait: *noWait}
+		return x.run(ctx, p)
+	})
+	return cmd
 }
 
 // execRun is one `conch exec`.
 type execRun struct {
 	g              *globalFlags
-	be             backend
+	be             *conn
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	detach         bool // print the session id instead of following
@@ -115,15 +115,15 @@ type execRun struct {
 }
 
 func (x *execRun) run(ctx context.Context, p map[string]any) int {
-	res, err := x.be.exec(ctx, p)
+	res, err := x.be.Exec(ctx, p)
 	var ae *client.Error
 	if err != nil && (!errors.As(err, &ae) || res.Details == nil) {
 		if ctx.Err() != nil {
 			fmt.Fprintln(x.stderr, "conch exec: interrupted")
-			return exitInterrupted
+			return ExitInterrupted
 		}
 		fmt.Fprintf(x.stderr, "conch exec: %v\n", err)
-		return exitConchError
+		return ExitConchError
 	}
 	d := decodeEnd(res)
 	if x.g.json {
@@ -141,9 +141,9 @@ func (x *execRun) run(ctx context.Context, p map[string]any) int {
 			printText(x.stderr, text)
 		}
 		if d.Error != nil && d.Error.Code == "denied" || ae != nil && ae.Code == "denied" {
-			return exitDenied
+			return ExitDenied
 		}
-		return exitConchError
+		return ExitConchError
 	case d.Status == "completed" || d.Status == "failed":
 		if !x.g.json {
 			x.printOutcome(res, d)
@@ -157,7 +157,7 @@ func (x *execRun) run(ctx context.Context, p map[string]any) int {
 	if !x.g.json {
 		printText(x.stderr, res.Text)
 	}
-	return exitConchError
+	return ExitConchError
 }
 
 // printOutcome prints a finished run: its output on stdout, warnings and
@@ -211,7 +211,7 @@ func (x *execRun) running(ctx context.Context, id string, cursor int64) int {
 				fmt.Fprintf(x.stderr, "detached; session %s keeps running\n", id)
 			}
 		}
-		return exitOK
+		return ExitOK
 	}
 	if x.g.json {
 		return x.waitJSON(ctx, id, cursor)
@@ -222,10 +222,10 @@ func (x *execRun) running(ctx context.Context, id string, cursor int64) int {
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintf(x.stderr, "detached; session %s keeps running\n", id)
-			return exitOK
+			return ExitOK
 		}
 		fmt.Fprintf(x.stderr, "conch exec: follow session %s: %v\n", id, err)
-		return exitConchError
+		return ExitConchError
 	}
 	x.reportEnd(end)
 	return execExitCode(end)
@@ -236,10 +236,10 @@ func (x *execRun) running(ctx context.Context, id string, cursor int64) int {
 // state) as JSON.
 func (x *execRun) waitJSON(ctx context.Context, id string, cursor int64) int {
 	for {
-		r, err := x.be.process(ctx, map[string]any{"action": "poll", "sessionId": id, "since": float64(cursor), "timeout": 30000})
+		r, err := x.be.Process(ctx, map[string]any{"action": "poll", "sessionId": id, "since": float64(cursor), "timeout": 30000})
 		if ctx.Err() != nil {
 			fmt.Fprintf(x.stderr, "detached; session %s keeps running\n", id)
-			return exitOK
+			return ExitOK
 		}
 		if err != nil {
 			if r.Details != nil {
@@ -247,7 +247,7 @@ func (x *execRun) waitJSON(ctx context.Context, id string, cursor int64) int {
 			} else {
 				fmt.Fprintf(x.stderr, "conch exec: %v\n", err)
 			}
-			return exitConchError
+			return ExitConchError
 		}
 		d := decodeEnd(r)
 		if d.Status == "running" || d.Status == "pending" {
@@ -268,22 +268,22 @@ func (x *execRun) approval(ctx context.Context, res client.Result, d endDetails)
 			printText(x.stderr, text)
 			fmt.Fprintln(x.stdout, id)
 		}
-		return exitNoWait
+		return ExitNoWait
 	}
 	if !x.g.json {
 		printText(x.stderr, text)
 		fmt.Fprintf(x.stderr, "Waiting for a decision (conch approvals approve %s | conch approvals deny %s); Ctrl-C detaches.\n", d.ApprovalSlug, d.ApprovalSlug)
-		if eng := x.be.local(); eng != nil && d.ApprovalID != "" {
+		if eng := x.be.eng; eng != nil && d.ApprovalID != "" {
 			if in, ok := x.stdin.(*os.File); ok && isTerminal(in) && isTerminal(os.Stderr) {
 				promptApproval(eng.Home(), d.ApprovalID, in, x.stderr)
 			}
 		}
 	}
 	for {
-		r, err := x.be.process(ctx, map[string]any{"action": "poll", "sessionId": id, "timeout": 1000})
+		r, err := x.be.Process(ctx, map[string]any{"action": "poll", "sessionId": id, "timeout": 1000})
 		if ctx.Err() != nil {
 			fmt.Fprintf(x.stderr, "detached; session %s keeps running\n", id)
-			return exitOK
+			return ExitOK
 		}
 		if err != nil {
 			if x.g.json && r.Details != nil {
@@ -291,7 +291,7 @@ func (x *execRun) approval(ctx context.Context, res client.Result, d endDetails)
 			} else {
 				fmt.Fprintf(x.stderr, "conch exec: %v\n", err)
 			}
-			return exitConchError
+			return ExitConchError
 		}
 		pd := decodeEnd(r)
 		if pd.Status == "pending" {
@@ -303,7 +303,7 @@ func (x *execRun) approval(ctx context.Context, res client.Result, d endDetails)
 			} else {
 				fmt.Fprintf(x.stderr, "conch exec: exec denied (%s)\n", pd.Reason)
 			}
-			return exitDenied
+			return ExitDenied
 		}
 		break
 	}
@@ -320,7 +320,7 @@ func execExitCode(e sessionEnd) int {
 		}
 	case "signaled", "killed":
 		if e.KilledBy != nil && *e.KilledBy == "timeout" {
-			return exitTimeout
+			return ExitTimeout
 		}
 		if e.Signal != nil {
 			if n := signalNumber(*e.Signal); n > 0 {
@@ -332,9 +332,9 @@ func execExitCode(e sessionEnd) int {
 		}
 		return 128 + int(syscall.SIGTERM) // the kill sequence's first signal
 	case "denied":
-		return exitDenied
+		return ExitDenied
 	}
-	return exitConchError // lost, or no status at all
+	return ExitConchError // lost, or no status at all
 }
 
 // signalNumber returns the number of a signal named "SIGTERM", "TERM" or
@@ -380,6 +380,8 @@ func (e envFlag) String() string {
 	return strings.Join(keys, ",")
 }
 
+func (e envFlag) Type() string { return "K=V" }
+
 func (e envFlag) Set(kv string) error {
 	k, v, ok := strings.Cut(kv, "=")
 	if !ok || k == "" {
@@ -387,51 +389,4 @@ func (e envFlag) Set(kv string) error {
 	}
 	e[k] = v
 	return nil
-}
-
-// isTerminal reports whether f is a terminal.
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-// promptApproval asks on the terminal for a decision on an approval of an
-// in-process run and records it in the home's approvals store, where the
-// engine picks it up. It returns at once; the question stays open until
-// answered, or until the process exits because the approval was decided
-// elsewhere.
-func promptApproval(home, approvalID string, in io.Reader, out io.Writer) {
-	go func() {
-		r := bufio.NewReader(in)
-		for {
-			fmt.Fprint(out, "Allow once [o], always [a], deny [d]? ")
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			var d approvals.Decision
-			switch strings.ToLower(strings.TrimSpace(line)) {
-			case "o", "once", "allow-once":
-				d = approvals.AllowOnce
-			case "a", "always", "allow-always":
-				d = approvals.AllowAlways
-			case "d", "deny":
-				d = approvals.Deny
-			default:
-				continue
-			}
-			user := os.Getenv("USER")
-			if user == "" {
-				user = strconv.Itoa(os.Getuid())
-			}
-			store, err := approvals.OpenStore(home)
-			if err == nil {
-				_, err = store.Decide(approvalID, d, "cli:"+user)
-			}
-			if err != nil {
-				fmt.Fprintf(out, "conch exec: %v\n", err)
-			}
-			return
-		}
-	}()
 }

@@ -1,14 +1,14 @@
-package main
+package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,7 +27,7 @@ func parentIsGoTool() bool {
 
 // exitWithParentFlag adds --exit-with-parent to fs: on by default when
 // the go command started conch.
-func exitWithParentFlag(fs *flag.FlagSet) *bool {
+func exitWithParentFlag(fs *pflag.FlagSet) *bool {
 	return fs.Bool("exit-with-parent", parentIsGoTool(), "stop, as on SIGTERM, when the process that started conch ends (default: true when started by `go run`)")
 }
 

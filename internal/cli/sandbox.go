@@ -1,36 +1,55 @@
-package main
+package cli
 
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/conchsh/conch/engine"
+	"github.com/spf13/cobra"
 )
 
-// runSandbox implements `conch sandbox status|list|recreate|prune`
-// (interfaces.md §5). It reads the home's configuration and asks docker
-// directly, so it works with or without a running engine.
-func runSandbox(args []string, stdout, stderr io.Writer) int {
-	const synopsis = "usage: conch sandbox status | list | recreate (--agent A | --all) | prune [--home DIR] [--json]"
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, synopsis)
-		return exitUsage
+func (a *app) sandboxCmd() *cobra.Command {
+	cmd := group(&cobra.Command{
+		Use:   "sandbox",
+		Short: "Sandbox backend and layers per agent; docker sandbox containers",
+		Long: `Show the sandbox backend and protection layers of each agent and the docker
+sandbox containers; recreate or prune containers. Reads the home's
+configuration and asks docker directly, with or without a running engine.`,
+		Example: "  conch sandbox status\n  conch sandbox recreate --agent build\n  conch sandbox prune",
+	})
+	for _, sub := range []struct{ use, short string }{
+		{"status", "Sandbox backend, scope and layers per agent, and the containers"},
+		{"list", "List the docker sandbox containers"},
+		{"recreate (--agent A | --all)", "Remove an agent's (or every) sandbox container; it is recreated on next use"},
+		{"prune", "Remove sandbox containers no agent uses"},
+	} {
+		name, _, _ := strings.Cut(sub.use, " ")
+		c := &cobra.Command{Use: sub.use, Short: sub.short, Args: args()}
+		home := homeFlag(c.Flags())
+		asJSON := c.Flags().Bool("json", false, "print JSON")
+		var agent *string
+		var all *bool
+		if name == "recreate" {
+			agent = c.Flags().String("agent", "", "the agent whose sandbox to recreate")
+			all = c.Flags().Bool("all", false, "every sandbox")
+		} else {
+			agent, all = new(string), new(bool)
+		}
+		c.RunE = a.runs(func(*cobra.Command, []string) int {
+			return sandboxRun(name, *home, *asJSON, agent, all, a.stdout, a.stderr)
+		})
+		cmd.AddCommand(c)
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("sandbox "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	home := homeFlag(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	agent := fs.String("agent", "", "recreate: the agent whose sandbox to recreate")
-	all := fs.Bool("all", false, "recreate: every sandbox")
-	if err := fs.Parse(args[1:]); err != nil {
-		return exitUsage
-	}
+	return cmd
+}
+
+// sandboxRun runs `conch sandbox status|list|recreate|prune`.
+func sandboxRun(sub, homeDir string, json_ bool, agent *string, all *bool, stdout, stderr io.Writer) int {
+	home, asJSON := &homeDir, &json_
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out := func(v any) {
@@ -43,7 +62,7 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 		st, err := engine.SandboxStatusOf(ctx, *home)
 		if err != nil {
 			fmt.Fprintf(stderr, "conch sandbox %s: %v\n", sub, err)
-			return exitFor(err, exitFailed)
+			return exitFor(err, ExitFailed)
 		}
 		if *asJSON {
 			if sub == "list" {
@@ -51,7 +70,7 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 			} else {
 				out(st)
 			}
-			return exitOK
+			return ExitOK
 		}
 		if sub == "status" {
 			for _, a := range st.Agents {
@@ -72,7 +91,7 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 		}
 		if st.DockerError != "" {
 			fmt.Fprintf(stdout, "docker: %s\n", st.DockerError)
-			return exitOK
+			return ExitOK
 		}
 		if len(st.Containers) == 0 {
 			fmt.Fprintln(stdout, "docker: no conch sandbox containers")
@@ -86,14 +105,14 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%s  scope %s  %s  age %s  config %.12s  (%s)\n", c.Name, c.Scope, state,
 				(time.Duration(now-c.CreatedAt) * time.Millisecond).Round(time.Second), c.ConfigHash, c.Status)
 		}
-		return exitOK
+		return ExitOK
 	case "recreate", "prune":
 		var removed []string
 		var err error
 		if sub == "recreate" {
 			if (*agent == "") == !*all {
 				fmt.Fprintln(stderr, "conch sandbox recreate: give --agent A or --all")
-				return exitUsage
+				return ExitUsage
 			}
 			removed, err = engine.SandboxRecreate(ctx, *home, *agent, *all)
 		} else {
@@ -101,7 +120,7 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "conch sandbox %s: %v\n", sub, err)
-			return exitFor(err, exitUnavailable)
+			return exitFor(err, ExitUnavailable)
 		}
 		if *asJSON {
 			out(map[string]any{"removed": removed})
@@ -110,8 +129,7 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 		} else {
 			fmt.Fprintf(stdout, "Removed %s (recreated on next use).\n", strings.Join(removed, ", "))
 		}
-		return exitOK
+		return ExitOK
 	}
-	fmt.Fprintln(stderr, synopsis)
-	return exitUsage
+	return ExitUsage
 }
