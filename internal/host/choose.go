@@ -17,8 +17,9 @@ type Choice struct {
 }
 
 // Choose picks the host of a call and the reason it runs ungated, if it
-// does: elevated forces the gateway; a configured gateway or node host is
-// the only one allowed; otherwise the sandbox when sandboxing is on
+// does: elevated forces the gateway; a configured host other than the
+// sandbox (the gateway, a node, any other registered host) is the only one
+// allowed; otherwise the sandbox when sandboxing is on
 // (failing closed when no backend is usable), else the gateway, ungated
 // because sandboxing is off.
 func Choose(c Choice) (name, reason string, err *apitype.Error) {
@@ -32,11 +33,12 @@ func Choose(c Choice) (name, reason string, err *apitype.Error) {
 		// Gateway host, security full, ask off: no approval gate, still
 		// journalled and ledgered.
 		return "gateway", "elevated-full", nil
-	case c.Configured == "node" && c.Requested != "" && c.Requested != "node",
-		c.Configured != "node" && c.Requested == "node":
+	case named(c.Configured) && c.Requested != "" && c.Requested != c.Configured,
+		named(c.Requested) && c.Requested != c.Configured:
 		return notAllowed()
-	case c.Configured == "node":
-		return "node", "", nil
+	case named(c.Configured):
+		// node, or any host registered beside the three.
+		return c.Configured, "", nil
 	case c.Configured == "gateway" && c.Requested != "" && c.Requested != "gateway":
 		return notAllowed()
 	case c.Configured == "gateway":
@@ -56,6 +58,12 @@ func Choose(c Choice) (name, reason string, err *apitype.Error) {
 		return "gateway", "implicit-sandbox-off", nil
 	}
 }
+
+// named reports whether h is a host a call runs on only when the agent is
+// configured for it: every host but the gateway (which elevated and the
+// sandbox-off default also reach) and the sandbox (which sandboxing on
+// selects).
+func named(h string) bool { return h != "" && h != "gateway" && h != "sandbox" }
 
 // SandboxUnavailable is the fail-closed error of a sandbox that cannot
 // run; the cause, when known, is appended on a last line.

@@ -42,7 +42,7 @@ func oldChoose(configured, requested, level string, sbOn bool, sbErr error) (str
 }
 
 func TestChooseMatchesEveryCase(t *testing.T) {
-	hosts := []string{"", "gateway", "sandbox", "node", "other"}
+	hosts := []string{"", "gateway", "sandbox", "node"} // the values config and exec accept
 	n := 0
 	for _, conf := range hosts {
 		for _, req := range hosts {
@@ -64,8 +64,36 @@ func TestChooseMatchesEveryCase(t *testing.T) {
 			}
 		}
 	}
-	if n != 300 {
+	if n != 192 {
 		t.Fatalf("%d cases", n)
+	}
+}
+
+// A host registered beside the three is chosen like a node: only when the
+// agent is configured for it, and then only it.
+func TestChooseNewHost(t *testing.T) {
+	for _, c := range []struct {
+		conf, req, level string
+		want, code       string
+	}{
+		{"k8s", "", "", "k8s", ""},
+		{"k8s", "k8s", "", "k8s", ""},
+		{"k8s", "gateway", "", "", apitype.CodeHostNotAllowed},
+		{"k8s", "node", "", "", apitype.CodeHostNotAllowed},
+		{"", "k8s", "", "", apitype.CodeHostNotAllowed},
+		{"gateway", "k8s", "", "", apitype.CodeHostNotAllowed},
+		{"k8s", "", "full", "gateway", ""},
+	} {
+		for _, on := range []bool{false, true} {
+			name, _, err := Choose(Choice{Configured: c.conf, Requested: c.req, Elevated: c.level, SandboxOn: on})
+			code := ""
+			if err != nil {
+				code = err.Code
+			}
+			if name != c.want || code != c.code {
+				t.Errorf("%+v sandbox=%v: got %q %q", c, on, name, code)
+			}
+		}
 	}
 }
 
