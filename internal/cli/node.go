@@ -18,6 +18,7 @@ import (
 	"github.com/conchsh/conch/internal/admin"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/nodehost"
+	"github.com/conchsh/conch/internal/waitprobe"
 )
 
 // nodePing is the keepalive interval of both ends of a node connection:
@@ -69,7 +70,7 @@ func runNode(home, gateway, token, name, ca, logLevel string, followParent bool,
 		return ExitUsage
 	}
 	defer stopTracing()
-	eng, err := engine.New(engine.Options{Home: home, Mode: "node", Logger: log})
+	eng, err := engine.New(engine.Options{Home: home, Mode: "node", Logger: log, Probes: waitprobe.Probes{}})
 	if err != nil {
 		fmt.Fprintf(stderr, "conch node: %v\n", err)
 		return exitFor(err, ExitFailed)

@@ -548,7 +548,7 @@ func (n *node) request(l *link, f apitype.Frame) {
 		}
 		if err := n.opt.SetApprovals(n.opt.Home, nf, p.BaseHash, "gateway"); err != nil {
 			if errors.Is(err, approvals.ErrConflict) {
-				l.reply(f.ID, nil, invalid("exec approvals changed; reload and retry"))
+				l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeApprovalsConflict, Message: apitype.NodeInvalidRequest + ": " + approvals.ErrConflict.Error()})
 				return
 			}
 			l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeUnavailable, Message: err.Error()})
