@@ -151,6 +151,12 @@ type Engine struct {
 	notices   map[string][]queuedNotice
 	retaining map[string]bool // agents whose journal quota check runs
 	closed    bool
+
+	// retainMu serialises retain: two checks at once would both pick the
+	// same oldest sessions, evicting (and announcing) each twice and
+	// leaving the agent over its cap.
+	retainMu sync.Mutex
+
 	// spare is a supervisor waiting for its spec (exec start-up latency);
 	// refilling is set while a new one starts.
 	spare     *supervisor.Spare

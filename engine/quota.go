@@ -45,6 +45,8 @@ func (e *Engine) runningOf(agent string) int {
 // and while its journals exceed quotas.journalBytes (exec.md §11), telling
 // the agent which and why. Running sessions are never evicted.
 func (e *Engine) retain(agent string) {
+	e.retainMu.Lock()
+	defer e.retainMu.Unlock()
 	q := e.conf().Quota(agent)
 	finished := e.sessions.Select(func(s *session) bool { return s.agent == agent && !s.running() })
 	var total int64

@@ -14,12 +14,33 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/ledger"
 )
+
+// semEngine is an engine with configuration cfgJSON whose login-shell
+// PATH is known from the start (seedLoginCache), so that no answer
+// carries the warning of a probe still running on a loaded machine.
+func semEngine(t *testing.T, cfgJSON string) *Engine {
+	t.Helper()
+	cfg, err := config.Parse([]byte(cfgJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	seedLoginCache(home)
+	e, err := New(Options{Home: home, Config: cfg, SupervisorArgv: []string{os.Args[0], "supervise"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
 
 func details(t *testing.T, r apitype.Result) map[string]any {
 	t.Helper()
@@ -54,7 +75,7 @@ func TestGateDeniesBeforeSpawn(t *testing.T) {
 		`{"tools":{"exec":{"host":"gateway","security":"allowlist","ask":"on-miss","askFallback":"deny"}}, "agents":{"main":{"tools":{"exec":{"ask":"off"}}}}}`,
 	} {
 		t.Run(cfg, func(t *testing.T) {
-			e := patchEngine(t, cfg, Options{})
+			e := semEngine(t, cfg)
 			m := filepath.Join(t.TempDir(), "ran")
 			r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "touch " + m})
 			if !r.IsError() || !strings.HasPrefix(r.Text, "exec denied") {
@@ -100,7 +121,7 @@ func ledgerTypes(t *testing.T, e *Engine) string {
 func TestGateAskApproval(t *testing.T) {
 	for _, decision := range []string{"allow-once", "deny"} {
 		t.Run(decision, func(t *testing.T) {
-			e := patchEngine(t, `{"tools":{"exec":{"host":"gateway","security":"full","ask":"always"}}}`, Options{})
+			e := semEngine(t, `{"tools":{"exec":{"host":"gateway","security":"full","ask":"always"}}}`)
 			m := filepath.Join(t.TempDir(), "ran")
 			r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "touch " + m})
 			d, ok := r.Details.(*ApprovalDetails)
@@ -190,7 +211,7 @@ func TestIdempotencyThroughEngine(t *testing.T) {
 // TestQuotaMaxRunning: an agent at quotas.maxRunning is refused a new
 // exec until one of its sessions ends; other agents are not counted.
 func TestQuotaMaxRunning(t *testing.T) {
-	e := patchEngine(t, `{"quotas":{"maxRunning":1}}`, Options{})
+	e := semEngine(t, `{"quotas":{"maxRunning":1}}`)
 	yes := true
 	r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "sleep 30", Background: &yes})
 	id, _ := details(t, r)["sessionId"].(string)
@@ -215,7 +236,7 @@ func TestQuotaMaxRunning(t *testing.T) {
 // quotas.maxRetained are evicted oldest first (minRetainAgeMs 0: read or
 // not), and the agent is told which.
 func TestQuotaMaxRetained(t *testing.T) {
-	e := patchEngine(t, `{"quotas":{"maxRunning":2,"maxRetained":2,"minRetainAgeMs":0}}`, Options{})
+	e := semEngine(t, `{"quotas":{"maxRunning":2,"maxRetained":2,"minRetainAgeMs":0}}`)
 	yes := true
 	var ids []string
 	for i := range 4 {
@@ -406,5 +427,64 @@ func TestRestartKeepsKeysAndPool(t *testing.T) {
 	}
 	if got := e2.dirs.Free(); got != free {
 		t.Fatalf("the new engine pooled %d directories, the old one left %d", got, free)
+	}
+}
+
+// TestRetainConcurrentEvictsOnce: retention checks that run at once (one
+// starts at every background session's end) evict each session once, with
+// one eviction event, and together bring the agent down to the cap.
+func TestRetainConcurrentEvictsOnce(t *testing.T) {
+	cfg := func(s string) *config.Config {
+		c, err := config.Parse([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	home := t.TempDir()
+	seedLoginCache(home)
+	var mu sync.Mutex
+	evicted := map[string]int{}
+	e, err := New(Options{Home: home, Config: cfg(`{"quotas":{"maxRunning":8,"maxRetained":100}}`), SupervisorArgv: []string{os.Args[0], "supervise"},
+		Events: func(ev Event) {
+			if ev.Type == "session.evicted" {
+				mu.Lock()
+				evicted[ev.Data.(map[string]any)["sessionId"].(string)]++
+				mu.Unlock()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	yes := true
+	const n = 6
+	for range n {
+		r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "true", Background: &yes})
+		id, _ := details(t, r)["sessionId"].(string)
+		waitSession(t, e, id)
+	}
+	// The cap drops (a reload): every check now has n-1 sessions to evict.
+	e.cfgp.Store(cfg(`{"quotas":{"maxRunning":1,"maxRetained":1,"minRetainAgeMs":0}}`))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() { defer wg.Done(); <-start; e.retain("main") }()
+	}
+	close(start)
+	wg.Wait()
+	if ids := e.Sessions(); len(ids) != 1 {
+		t.Fatalf("kept %v, want one session", ids)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(evicted) != n-1 {
+		t.Fatalf("%d sessions evicted, want %d", len(evicted), n-1)
+	}
+	for id, k := range evicted {
+		if k != 1 {
+			t.Errorf("session %s evicted %d times", id, k)
+		}
 	}
 }
