@@ -626,8 +626,7 @@ func (e *Engine) ended(s *session, ex supervisor.Exit) {
 	e.emit("session.ended", s.agent, map[string]any{"sessionId": s.id, "state": ex.State, "exitCode": ex.ExitCode,
 		"signal": ex.Signal, "killedBy": ex.KilledBy, "endedAt": ex.EndedAt})
 	if st.Backgrounded || st.Retained {
-		e.wg.Add(1)
-		go func() { defer e.wg.Done(); e.retain(s.agent) }()
+		e.retainLater(s.agent)
 	}
 	if st.Hidden {
 		// remove: deleted as soon as it ends.

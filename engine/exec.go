@@ -669,10 +669,11 @@ func (e *Engine) background(s *session, pl *plan) apitype.Result {
 	e.emit("session.backgrounded", s.agent, map[string]any{"sessionId": s.id, "agent": s.agent, "name": deriveName(pl.Command),
 		"host": pl.Host, "pty": pl.PTY, "startedAt": s.start.UnixMilli()})
 	if !s.running() {
-		// It ended between the timer and the mark: the notice is ours
-		// to queue.
+		// It ended between the timer and the mark: the notice, and the
+		// retention check, are ours.
 		_, ex, _ := s.snapshot()
 		e.queueExitNotice(s, *ex)
+		e.retainLater(s.agent)
 	}
 	tail, cursor := e.tail(s, 2000)
 	pid := s.pid
@@ -704,7 +705,9 @@ func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
 	// truncated too: the session is kept like any truncated one.
 	out.truncated = out.truncated || ex.UnrecordedBytes > 0
 	if out.truncated {
+		// Kept after its end: the retention check is ours.
 		s.update(func(st *state) { st.Retained = true })
+		e.retainLater(s.agent)
 	} else {
 		// Nobody can name this session any more: delete it off the
 		// caller's path.

@@ -41,6 +41,15 @@ func (e *Engine) runningOf(agent string) int {
 	return e.sessions.Count(func(s *session) bool { return s.agent == agent && startedRunning(s) })
 }
 
+// retainLater runs retain for agent in the background. It is due when a
+// session that counts against quotas.maxRetained (a background or
+// retained one) has ended: the end itself (ended) when the session was
+// already so marked, else the call that marks it after its end.
+func (e *Engine) retainLater(agent string) {
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.retain(agent) }()
+}
+
 // retain evicts agent's oldest finished sessions beyond quotas.maxRetained
 // and while its journals exceed quotas.journalBytes (exec.md §11), telling
 // the agent which and why. Running sessions are never evicted.

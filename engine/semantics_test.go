@@ -488,3 +488,26 @@ func TestRetainConcurrentEvictsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestRetainTruncatedForeground: a foreground run whose output was
+// truncated is kept for paging, and counts against quotas.maxRetained as
+// a background session does: the oldest go once the agent is over it.
+func TestRetainTruncatedForeground(t *testing.T) {
+	e := semEngine(t, `{"quotas":{"maxRunning":2,"maxRetained":2,"minRetainAgeMs":0},"tools":{"exec":{"maxOutputChars":1000}}}`)
+	var ids []string
+	for range 4 {
+		r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "seq 1 5000"})
+		id, _ := details(t, r)["sessionId"].(string)
+		if id == "" {
+			t.Fatalf("truncated run not kept: %q", r.Text)
+		}
+		ids = append(ids, id)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for len(e.Sessions()) > 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := e.Sessions(); len(got) != 2 || !contains(got, ids[2]) || !contains(got, ids[3]) {
+		t.Fatalf("kept %v of %v, want the newest two", got, ids)
+	}
+}
