@@ -81,6 +81,9 @@ type Options struct {
 	// Nodes, if set, runs host=node calls on node hosts (the gateway's
 	// node hub); nil means no node is available.
 	Nodes Nodes
+	// Pods, if set, is the kubernetes sandbox backend (podsandbox.go);
+	// nil: sandbox.backend kubernetes is unavailable.
+	Pods PodSandboxes
 }
 
 // Event is an engine event for SSE subscribers. Agent is the owner of the

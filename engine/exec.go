@@ -168,7 +168,7 @@ func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*pl
 	sb := e.conf().SandboxFor(agent)
 	var backend sandbox.Backend
 	var sbErr error
-	if sb.On && (configured == "" || configured == "sandbox") {
+	if sb.On && (configured == "" || configured == "sandbox") && sb.Backend != "kubernetes" {
 		backend, sbErr = sandbox.For(context.Background(), sb)
 	}
 	// Elevated (policy.md §9): only with sandboxing on; it forces the
@@ -265,6 +265,12 @@ func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*pl
 	}
 
 	// Workdir (exec.md §4.3).
+	if pl.host == "sandbox" && sb.Backend == "kubernetes" {
+		if aerr := e.planPod(agent, p, pl, sb); aerr != nil {
+			return nil, aerr
+		}
+		return pl, nil
+	}
 	if pl.host == "sandbox" {
 		if aerr := e.planSandbox(pl, p, sb, backend, workspace); aerr != nil {
 			return nil, aerr

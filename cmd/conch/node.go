@@ -13,12 +13,14 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/nodehost"
 	"github.com/conchsh/conch/internal/nodehub"
 )
@@ -40,7 +42,8 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	home := homeFlag(fs)
 	gateway := fs.String("gateway", "", "gateway URL (https://host:7878; http:// only on trusted links)")
-	token := fs.String("token", "", "join token cnj_… (first run) or node token")
+	token := fs.String("token", os.Getenv("CONCH_NODE_JOIN_TOKEN"), "join token cnj_… (first run) or node token (default $CONCH_NODE_JOIN_TOKEN)")
+	podToken := fs.String("pod-token-file", os.Getenv("CONCH_NODE_POD_TOKEN_FILE"), "sandbox pods: the pod's projected service-account token, sent with the join token")
 	name := fs.String("name", "", "node name (default: the host name)")
 	ca := fs.String("ca", "", "PEM file: CA bundle, or the gateway's certificate (pinned)")
 	logLevel := fs.String("log-level", envOr("CONCH_LOG", "info"), "debug, info, warn or error")
@@ -66,6 +69,10 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer stopTracing()
+	if err := seedNodeConfig(*home); err != nil {
+		fmt.Fprintf(stderr, "conch node: %v\n", err)
+		return exitFailed
+	}
 	eng, err := engine.New(engine.Options{Home: *home, Mode: "node", Logger: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "conch node: %v\n", err)
@@ -84,13 +91,34 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 	}
 	err = nodehost.Run(ctx, nodehost.Options{
 		Engine: eng, Home: eng.Home(), Gateway: *gateway, Token: *token, Name: *name, CA: *ca,
-		Version: version(), Ping: nodePing(), Logger: log, Out: stdout,
+		Version: version(), Ping: nodePing(), Logger: log, Out: stdout, PodTokenFile: *podToken,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "conch node: %v\n", strings.TrimPrefix(err.Error(), "fatal: "))
 		return exitFailed
 	}
 	return exitOK
+}
+
+// seedNodeConfig writes $CONCH_NODE_CONFIG_JSON as the home's config.json
+// when the home has none: a sandbox pod of the kubernetes backend starts
+// with an empty home and gets its node configuration this way.
+func seedNodeConfig(home string) error {
+	v := os.Getenv("CONCH_NODE_CONFIG_JSON")
+	if v == "" {
+		return nil
+	}
+	p := filepath.Join(home, "config.json")
+	if _, err := os.Stat(p); err == nil {
+		return nil
+	}
+	if _, err := config.Parse([]byte(v)); err != nil {
+		return fmt.Errorf("CONCH_NODE_CONFIG_JSON: %v", err)
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(p, []byte(v), 0o600)
 }
 
 // runNodes is `conch nodes list|approve|rename|remove|invite`: through the

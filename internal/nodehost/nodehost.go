@@ -53,6 +53,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Out receives the messages for the operator (pairing progress).
 	Out io.Writer
+	// PodTokenFile, for a sandbox pod of the kubernetes backend, is its
+	// projected service-account token: sent with the join token, it proves
+	// the pod the token is bound to (apitype.PodTokenHeader).
+	PodTokenFile string
 }
 
 // ErrFatal wraps errors after which reconnecting is pointless.
@@ -334,7 +338,16 @@ func (n *node) session(ctx context.Context) (ok bool, err error) {
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: n.tls, Proxy: http.ProxyFromEnvironment}}
 	dctx, dcancel := context.WithTimeout(ctx, min(15*time.Second, max(2*time.Second, 3*n.opt.Ping)))
-	ws, resp, err := websocket.Dial(dctx, n.wsURL, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+	hdr := http.Header{"Authorization": {"Bearer " + tok}}
+	if n.opt.PodTokenFile != "" && strings.HasPrefix(tok, "cnj_") {
+		b, err := os.ReadFile(n.opt.PodTokenFile)
+		if err != nil {
+			dcancel()
+			return false, fmt.Errorf("read the pod's service-account token: %v", err)
+		}
+		hdr.Set(apitype.PodTokenHeader, strings.TrimSpace(string(b)))
+	}
+	ws, resp, err := websocket.Dial(dctx, n.wsURL, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: hdr})
 	dcancel()
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {

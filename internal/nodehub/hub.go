@@ -60,7 +60,9 @@ type Hub struct {
 	waiting map[string]*conn   // connections of pending pairing requests
 	mirrors map[string]*mirror // mirrored sessions by id
 	closed  bool
-	wg      sync.WaitGroup
+	// podVerify checks sandbox pods' tokens (podpair.go).
+	podVerify PodVerifier
+	wg        sync.WaitGroup
 }
 
 var _ engine.Nodes = (*Hub)(nil)
@@ -323,6 +325,10 @@ func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hello = c.hello
+	if paired == nil && invite.Pod != nil {
+		h.pairPod(c, f.ID, hash, r.Header.Get(apitype.PodTokenHeader))
+		return
+	}
 	reply := func(v any) error {
 		b, _ := json.Marshal(v)
 		return c.send(apitype.Frame{Type: "res", ID: f.ID, OK: true, Payload: b})
