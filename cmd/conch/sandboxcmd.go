@@ -38,6 +38,10 @@ func runSandbox(args []string, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		enc.Encode(v)
 	}
+	// The kubernetes backend's sandboxes (sandboxcmd_kube.go).
+	if code, ok := runKubeSandbox(ctx, sub, *home, *agent, *all, *asJSON, stdout, stderr); ok {
+		return code
+	}
 	switch sub {
 	case "status", "list":
 		st, err := engine.SandboxStatusOf(ctx, *home)

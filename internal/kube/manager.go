@@ -575,7 +575,7 @@ func (m *Manager) reaper() {
 		case <-t.C:
 		}
 		m.mu.Lock()
-		var idle []*scope
+		var idle, busy []*scope
 		for _, s := range m.scopes {
 			if s.nodeID == "" && s.hash != "" {
 				if p, found, _ := m.hub.PodNode(s.hash); found {
@@ -586,7 +586,7 @@ func (m *Manager) reaper() {
 				continue
 			}
 			if m.hub.Running(s.nodeID) > 0 {
-				s.lastUse = time.Now()
+				busy = append(busy, s)
 				continue
 			}
 			if time.Since(s.lastUse) > s.idle {
@@ -594,6 +594,12 @@ func (m *Manager) reaper() {
 			}
 		}
 		m.mu.Unlock()
+		for _, s := range busy {
+			m.mu.Lock()
+			d := s.idle
+			m.mu.Unlock()
+			m.touch(context.Background(), s, d) // a running session is use
+		}
 		for _, s := range idle {
 			if !s.mu.TryLock() {
 				continue // an Ensure is using it
