@@ -462,7 +462,7 @@ func (m *Manager) watch(s *scope) {
 	m.mu.Unlock()
 	go func() {
 		for ctx.Err() == nil {
-			why := m.follow(ctx, cl, ns, name)
+			why, ours := m.follow(ctx, cl, ns, name)
 			if ctx.Err() != nil {
 				return
 			}
@@ -475,30 +475,30 @@ func (m *Manager) watch(s *scope) {
 				}
 				continue
 			}
-			m.lost(s, hash, why)
+			m.lost(s, hash, why, ours)
 			return
 		}
 	}()
 }
 
-// follow watches pod ns/name until it is gone or failed (the reason) or
-// the watch ends ("").
-func (m *Manager) follow(ctx context.Context, cl *cluster, ns, name string) string {
+// follow watches pod ns/name until it is gone or failed (the reason;
+// ours when conch deleted it: recreate, prune) or the watch ends ("").
+func (m *Manager) follow(ctx context.Context, cl *cluster, ns, name string) (string, bool) {
 	gctx, cancel := ctxTimeout(ctx)
 	p, err := cl.cs.CoreV1().Pods(ns).Get(gctx, name, metav1.GetOptions{})
 	cancel()
 	if apierrors.IsNotFound(err) {
-		return cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted", ns, name))
+		return cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted", ns, name)), false
 	}
 	if err != nil {
-		return ""
+		return "", false
 	}
 	if why := gone(p); why != "" {
-		return cl.withEvents(ctx, ns, name, why)
+		return cl.withEvents(ctx, ns, name, why), p.Annotations[AnnoDeleteWhy] != ""
 	}
 	w, err := cl.cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: p.ResourceVersion})
 	if err != nil {
-		return ""
+		return "", false
 	}
 	defer w.Stop()
 	for ev := range w.ResultChan() {
@@ -506,18 +506,19 @@ func (m *Manager) follow(ctx context.Context, cl *cluster, ns, name string) stri
 		if !ok {
 			continue
 		}
+		ours := pod.Annotations[AnnoDeleteWhy] != ""
 		if ev.Type == watch.Deleted {
 			why := fmt.Sprintf("sandbox pod %s/%s was deleted", ns, name)
 			if r := pod.Annotations[AnnoDeleteWhy]; r != "" {
 				why += " (" + r + ")"
 			}
-			return cl.withEvents(ctx, ns, name, why)
+			return cl.withEvents(ctx, ns, name, why), ours
 		}
 		if why := gone(pod); why != "" {
-			return cl.withEvents(ctx, ns, name, why)
+			return cl.withEvents(ctx, ns, name, why), ours
 		}
 	}
-	return ""
+	return "", false
 }
 
 // gone says why a running sandbox pod is lost, or "".
@@ -537,13 +538,13 @@ func gone(p *corev1.Pod) string {
 }
 
 // lost handles the loss of the scope's pod.
-func (m *Manager) lost(s *scope, hash, why string) {
+func (m *Manager) lost(s *scope, hash, why string, ours bool) {
 	m.mu.Lock()
 	if s.hash != hash {
 		m.mu.Unlock()
 		return
 	}
-	ours := s.ours
+	ours = ours || s.ours
 	if !ours {
 		s.lost = why
 	}
