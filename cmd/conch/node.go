@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/atomicfile"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/nodehost"
 	"github.com/conchsh/conch/internal/nodehub"
@@ -118,7 +119,10 @@ func seedNodeConfig(home string) error {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return err
 	}
-	return os.WriteFile(p, []byte(v), 0o600)
+	if err := atomicfile.Create(p, []byte(v)); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
 }
 
 // runNodes is `conch nodes list|approve|rename|remove|invite`: through the

@@ -8,14 +8,12 @@ import (
 	"maps"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // SandboxKubernetes is sandbox.kubernetes: where the kubernetes backend
@@ -126,8 +124,8 @@ func (k *SandboxKubernetes) validate(prefix string) error {
 		errs = append(errs, fmt.Errorf("%s.%s: %s", prefix, key, fmt.Sprintf(format, a...)))
 	}
 	if k.Namespace != "" {
-		for _, m := range validation.IsDNS1123Label(k.Namespace) {
-			bad("namespace", "%q is not a namespace name: %s", k.Namespace, m)
+		if !dns1123Label.MatchString(k.Namespace) {
+			bad("namespace", "%q is not a namespace name (lower-case letters, digits and '-', at most 63)", k.Namespace)
 		}
 	}
 	if k.GatewayURL != "" {
@@ -147,42 +145,34 @@ func (k *SandboxKubernetes) validate(prefix string) error {
 	}
 	for key, v := range map[string]string{"serviceAccountName": k.ServiceAccountName, "runtimeClassName": k.RuntimeClassName} {
 		if v != "" {
-			for _, m := range validation.IsDNS1123Subdomain(v) {
-				bad(key, "%q: %s", v, m)
+			if !dns1123Subdomain(v) {
+				bad(key, "%q is not a valid name (lower-case letters, digits, '-' and '.', at most 253)", v)
 			}
 		}
 	}
 	if r := k.Resources; r != nil {
-		req := map[string]resource.Quantity{}
 		for _, part := range []struct {
 			name string
 			m    map[string]string
 		}{{"requests", r.Requests}, {"limits", r.Limits}} {
 			for name, v := range part.m {
 				key := "resources." + part.name + "." + name
-				if !slices.Contains(standardResourceKeys, name) && (!strings.Contains(name, "/") || len(validation.IsQualifiedName(name)) > 0) {
+				if !slices.Contains(standardResourceKeys, name) && !extendedResource.MatchString(name) {
 					bad(key, "unknown resource (want cpu, memory, ephemeral-storage or an extended resource such as nvidia.com/gpu)")
 					continue
 				}
-				q, err := resource.ParseQuantity(v)
-				if err != nil || q.Sign() < 0 {
+				if !quantityRE.MatchString(v) {
 					bad(key, "%q is not a quantity (such as 500m, 2, 1Gi)", v)
-					continue
-				}
-				if part.name == "requests" {
-					req[name] = q
-				} else if rq, ok := req[name]; ok && q.Cmp(rq) < 0 {
-					bad(key, "%s is below the request %s", v, r.Requests[name])
 				}
 			}
 		}
 	}
 	for lk, lv := range k.NodeSelector {
-		for _, m := range validation.IsQualifiedName(lk) {
-			bad("nodeSelector", "label key %q: %s", lk, m)
+		if !qualifiedName(lk) {
+			bad("nodeSelector", "label key %q is not a valid label key ([prefix/]name)", lk)
 		}
-		for _, m := range validation.IsValidLabelValue(lv) {
-			bad("nodeSelector", "label value %q: %s", lv, m)
+		if lv != "" && (len(lv) > 63 || !labelValueRE.MatchString(lv)) {
+			bad("nodeSelector", "label value %q is not a valid label value", lv)
 		}
 	}
 	for i, t := range k.Tolerations {
@@ -196,10 +186,8 @@ func (k *SandboxKubernetes) validate(prefix string) error {
 		if t.Key == "" && t.Operator != "Exists" {
 			bad(key+".key", "an empty key needs operator Exists")
 		}
-		if t.Key != "" {
-			for _, m := range validation.IsQualifiedName(t.Key) {
-				bad(key+".key", "%q: %s", t.Key, m)
-			}
+		if t.Key != "" && !qualifiedName(t.Key) {
+			bad(key+".key", "%q is not a valid taint key", t.Key)
 		}
 		if t.Operator == "Exists" && t.Value != "" {
 			bad(key+".value", "must be empty with operator Exists")
@@ -209,7 +197,7 @@ func (k *SandboxKubernetes) validate(prefix string) error {
 		}
 	}
 	if len(k.NetworkPolicy) > 0 && !bytes.Equal(bytes.TrimSpace(k.NetworkPolicy), []byte("null")) {
-		if _, err := ParseNetworkPolicy(k.NetworkPolicy); err != nil {
+		if err := checkNetworkPolicy(k.NetworkPolicy); err != nil {
 			bad("networkPolicy", "%v", err)
 		}
 	}
@@ -224,29 +212,73 @@ func (k *SandboxKubernetes) validate(prefix string) error {
 	return errors.Join(errs...)
 }
 
-// ParseNetworkPolicy decodes sandbox.kubernetes.networkPolicy: a
-// NetworkPolicy spec without podSelector (conch selects its pods), no
-// unknown keys.
-func ParseNetworkPolicy(raw json.RawMessage) (*networkingv1.NetworkPolicySpec, error) {
+// checkNetworkPolicy checks the shape of sandbox.kubernetes.networkPolicy:
+// an object with policyTypes, ingress and egress only (conch sets
+// podSelector). The kubernetes backend decodes the rules strictly into a
+// NetworkPolicySpec when it applies them, and the API server validates
+// them.
+func checkNetworkPolicy(raw json.RawMessage) error {
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &probe); err != nil {
-		return nil, fmt.Errorf("not a NetworkPolicy spec object: %v", err)
+		return fmt.Errorf("not a NetworkPolicy spec object: %v", err)
 	}
-	if _, ok := probe["podSelector"]; ok {
-		return nil, errors.New("podSelector is set by conch (the sandbox pods of this gateway); leave it out")
-	}
-	var spec networkingv1.NetworkPolicySpec
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
-		return nil, fmt.Errorf("not a NetworkPolicy spec: %v", err)
-	}
-	for _, t := range spec.PolicyTypes {
-		if t != networkingv1.PolicyTypeIngress && t != networkingv1.PolicyTypeEgress {
-			return nil, fmt.Errorf("policyTypes: invalid value %q (want Ingress or Egress)", t)
+	for key, v := range probe {
+		switch key {
+		case "podSelector":
+			return errors.New("podSelector is set by conch (the sandbox pods of this gateway); leave it out")
+		case "policyTypes":
+			var ts []string
+			if err := json.Unmarshal(v, &ts); err != nil {
+				return errors.New("policyTypes: want a list of Ingress and Egress")
+			}
+			for _, t := range ts {
+				if t != "Ingress" && t != "Egress" {
+					return fmt.Errorf("policyTypes: invalid value %q (want Ingress or Egress)", t)
+				}
+			}
+		case "ingress", "egress":
+			var rules []map[string]json.RawMessage
+			if err := json.Unmarshal(v, &rules); err != nil {
+				return fmt.Errorf("%s: want a list of rule objects", key)
+			}
+		default:
+			return fmt.Errorf("unknown key %q (want policyTypes, ingress, egress)", key)
 		}
 	}
-	return &spec, nil
+	return nil
+}
+
+// Name rules of Kubernetes (without importing it: this package stays a
+// standard-library leaf).
+var (
+	dns1123Label     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	dns1123Part      = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	qualifiedNameRE  = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	labelValueRE     = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	extendedResource = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	quantityRE       = regexp.MustCompile(quantityPattern)
+)
+
+func dns1123Subdomain(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	for _, p := range strings.Split(s, ".") {
+		if !dns1123Part.MatchString(p) {
+			return false
+		}
+	}
+	return true
+}
+
+func qualifiedName(s string) bool {
+	prefix, name, ok := strings.Cut(s, "/")
+	if !ok {
+		name, prefix = prefix, ""
+	} else if !dns1123Subdomain(prefix) {
+		return false
+	}
+	return qualifiedNameRE.MatchString(name)
 }
 
 // validateIdle checks sandbox.idleTimeout.

@@ -226,8 +226,8 @@ func (c *Config) SandboxFor(agent string) SandboxSettings {
 		Mode: "off", Backend: "auto", Scope: "agent", WorkspaceAccess: "rw", WorkspacePath: "same",
 		Network: "none", ProtectPaths: DefaultProtectPaths, GitAccess: "ro", RunAsUID: 65534, RunAsGID: 65534, Env: map[string]string{"LANG": "C.UTF-8"},
 		BwrapPath: "bwrap", Pids: 512,
-		Docker: DockerSettings{Image: "debian:bookworm-slim", Network: "bridge", IdleHours: 24, MaxAgeDays: 7},
-		Kube:   KubeSettings{ConchPath: DefaultKubeConchPath, SandboxCRD: "auto", StartupTimeout: DefaultKubeStartupTimeout},
+		Docker:      DockerSettings{Image: "debian:bookworm-slim", Network: "bridge", IdleHours: 24, MaxAgeDays: 7},
+		Kube:        KubeSettings{ConchPath: DefaultKubeConchPath, SandboxCRD: "auto", StartupTimeout: DefaultKubeStartupTimeout},
 		IdleTimeout: DefaultIdleTimeout,
 	}
 	apply := func(x *Sandbox) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/atomicfile"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/nodehub"
 )
@@ -108,18 +109,11 @@ func GatewayID(home string) (string, error) {
 	b := make([]byte, 6)
 	rand.Read(b)
 	id := hex.EncodeToString(b)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err := atomicfile.Create(p, []byte(id+"\n"))
 	if errors.Is(err, os.ErrExist) {
-		return GatewayID(home)
+		return GatewayID(home) // another process made it first
 	}
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if _, err := f.WriteString(id + "\n"); err != nil {
-		return "", err
-	}
-	return id, f.Sync()
+	return id, err
 }
 
 func (m *Manager) scopeOf(key string) *scope {

@@ -1,9 +1,11 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -305,7 +307,7 @@ func (c *cluster) withEvents(ctx context.Context, ns, name, reason string) strin
 // applyNetworkPolicy creates or updates the NetworkPolicy of this
 // gateway's sandboxes in ns from raw (a NetworkPolicySpec).
 func (c *cluster) applyNetworkPolicy(ctx context.Context, ns, gw string, raw json.RawMessage) error {
-	spec, err := config.ParseNetworkPolicy(raw)
+	spec, err := parseNetworkPolicy(raw)
 	if err != nil {
 		return fmt.Errorf("sandbox.kubernetes.networkPolicy: %v", err)
 	}
@@ -330,4 +332,23 @@ func (c *cluster) applyNetworkPolicy(ctx context.Context, ns, gw string, raw jso
 		return c.explain(err, "apply the sandboxes' NetworkPolicy in namespace "+ns)
 	}
 	return nil
+}
+
+// parseNetworkPolicy decodes sandbox.kubernetes.networkPolicy strictly:
+// a NetworkPolicySpec without podSelector (conch selects its pods).
+func parseNetworkPolicy(raw json.RawMessage) (*networkingv1.NetworkPolicySpec, error) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, fmt.Errorf("not a NetworkPolicy spec object: %v", err)
+	}
+	if _, ok := probe["podSelector"]; ok {
+		return nil, errors.New("podSelector is set by conch (the sandbox pods of this gateway); leave it out")
+	}
+	var spec networkingv1.NetworkPolicySpec
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return nil, fmt.Errorf("not a NetworkPolicy spec: %v", err)
+	}
+	return &spec, nil
 }
