@@ -37,22 +37,16 @@ const kubeNS = "conch-test"
 
 func kubeConfig(t *testing.T, c *testCluster, listen string) string {
 	t.Helper()
-	gw := c.kubeconfig("conch-gateway", "")
-	k := func(extra string) string {
-		base := fmt.Sprintf(`"kubeconfig": %q, "namespace": %q, "gatewayUrl": "http://%s", "image": "conch-test/sandbox:1",
-			"conchPath": %q, "serviceAccountName": "conch-sandbox", "sandboxCrd": "never", "startupTimeout": "60s"`, gw, kubeNS, listen, conchBin)
-		if extra != "" {
-			base += ", " + extra
-		}
-		return "{" + base + "}"
-	}
-	agent := func(idle, extra string) string {
-		return fmt.Sprintf(`{"sandbox": {"idleTimeout": %q, "kubernetes": %s}}`, idle, k(extra))
+	agent := func(idle, kube string) string {
+		return fmt.Sprintf(`{"sandbox": {"idleTimeout": %q, "kubernetes": {%s}}}`, idle, kube)
 	}
 	closed := freePort(t)
 	return fmt.Sprintf(`{
-  "sandbox": {"mode": "all", "backend": "kubernetes", "idleTimeout": "0", "kubernetes": %s},
+  "sandbox": {"mode": "all", "backend": "kubernetes", "idleTimeout": "0", "kubernetes": {
+    "kubeconfig": %q, "namespace": %q, "gatewayUrl": "http://%s", "image": "conch-test/sandbox:1",
+    "conchPath": %q, "serviceAccountName": "conch-sandbox", "sandboxCrd": "never", "startupTimeout": "60s"}},
   "agents": {
+    "main": %s,
     "idle": %s,
     "pullfail": %s,
     "norbac": %s,
@@ -63,8 +57,9 @@ func kubeConfig(t *testing.T, c *testCluster, listen string) string {
     "crd": %s,
     "stale": %s
   }
-}`, k(`"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "1Gi"}}, "runtimeClassName": "gvisor", "nodeSelector": {"pool": "sandboxes"}, "tolerations": [{"key": "sandbox", "operator": "Exists", "effect": "NoSchedule"}], "networkPolicy": {"policyTypes": ["Egress"], "egress": [{"to": [{"ipBlock": {"cidr": "127.0.0.0/8"}}]}]}`),
-		agent("3s", ""),
+}`, c.kubeconfig("conch-gateway", ""), kubeNS, listen, conchBin,
+		agent("0", `"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "1Gi"}}, "runtimeClassName": "gvisor", "nodeSelector": {"pool": "sandboxes"}, "tolerations": [{"key": "sandbox", "operator": "Exists", "effect": "NoSchedule"}], "networkPolicy": {"policyTypes": ["Egress"], "egress": [{"to": [{"ipBlock": {"cidr": "127.0.0.0/8"}}]}]}`),
+		agent("4s", ""),
 		agent("0", `"image": "registry.invalid/nope:1"`),
 		agent("0", fmt.Sprintf(`"kubeconfig": %q`, c.kubeconfig("nobody", ""))),
 		agent("0", fmt.Sprintf(`"kubeconfig": %q`, c.kubeconfig("conch-gateway", fmt.Sprintf("https://127.0.0.1:%d", closed)))),
@@ -190,8 +185,9 @@ func (e *kubeEnv) testCreateReuse(t *testing.T) {
 		*spec.AutomountServiceAccountToken || spec.ServiceAccountName != "conch-sandbox" {
 		t.Fatalf("pod spec: %+v", spec)
 	}
-	if _, err := e.c.admin.NetworkingV1().NetworkPolicies(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=conch"}); err != nil {
-		t.Fatal(err)
+	if nps, err := e.c.admin.NetworkingV1().NetworkPolicies(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=conch"}); err != nil ||
+		len(nps.Items) != 1 || nps.Items[0].Spec.PodSelector.MatchLabels["app.kubernetes.io/managed-by"] != "conch" || len(nps.Items[0].Spec.Egress) != 1 {
+		t.Fatalf("network policy: %v %v", nps, err)
 	}
 	// Paired without a human: no pairing request waits.
 	_, nl := e.g.do("GET", "/v1/nodes", e.g.operator, nil, nil)
@@ -245,11 +241,11 @@ func (e *kubeEnv) testPodBoundJoinToken(t *testing.T) {
 			os.WriteFile(f, []byte(podToken), 0o600)
 			args = append(args, "--pod-token-file", f)
 		}
-		cmd := exec.Command(conchBin, args...)
-		cmd.Env = append(os.Environ(), "CONCH_NODE_JOIN_TOKEN=", "CONCH_NODE_POD_TOKEN_FILE=")
 		ctx, cancel := context.WithTimeout(context.Background(), slow(30*time.Second))
 		defer cancel()
-		out, _ := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...).CombinedOutput()
+		cmd := exec.CommandContext(ctx, conchBin, args...)
+		cmd.Env = append(os.Environ(), "CONCH_NODE_JOIN_TOKEN=", "CONCH_NODE_POD_TOKEN_FILE=")
+		out, _ := cmd.CombinedOutput()
 		return string(out)
 	}
 	if out := try(""); !strings.Contains(out, "bound to a sandbox pod") {
@@ -361,14 +357,14 @@ func (e *kubeEnv) testIdle(t *testing.T) {
 	e.execOK(t, "idle", map[string]any{"command": "true"})
 	first := e.onePod(t, "agent-idle")
 	// A running session keeps it: sleep past the idle timeout.
-	m := e.execOK(t, "idle", map[string]any{"command": "sleep 4.5; echo slept"})
+	m := e.execOK(t, "idle", map[string]any{"command": "sleep 5.5; echo slept"})
 	if !strings.Contains(text(m), "slept") {
 		t.Fatalf("long run: %v", m)
 	}
 	if p := e.pods(t, "agent-idle"); len(p) != 1 || p[0].UID != first.UID {
 		t.Fatal("the pod went away while a command ran in it")
 	}
-	// Then, unused for 3 s, it is deleted.
+	// Then, unused for 4 s, it is deleted.
 	e.noPod(t, "agent-idle")
 	m = e.execOK(t, "idle", map[string]any{"command": "echo back"})
 	if !strings.Contains(text(m), "Waiting for sandbox pod") || strings.Contains(text(m), "sandbox_unavailable") {

@@ -344,7 +344,7 @@ func (m *Manager) await(ctx context.Context, cl *cluster, s *scope, sb config.Sa
 					return engine.NodeRef{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s cannot run: %s", ns, name, why)))
 				}
 				if p.DeletionTimestamp != nil {
-					return engine.NodeRef{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s is being deleted", ns, name)))
+					return engine.NodeRef{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted before it connected", ns, name)))
 				}
 			}
 		}
@@ -519,7 +519,7 @@ func (m *Manager) follow(ctx context.Context, cl *cluster, ns, name string) (str
 func gone(p *corev1.Pod) string {
 	name := p.Namespace + "/" + p.Name
 	if p.DeletionTimestamp != nil {
-		why := "sandbox pod " + name + " is being deleted"
+		why := "sandbox pod " + name + " was deleted"
 		if r := p.Annotations[AnnoDeleteWhy]; r != "" {
 			why += " (" + r + ")"
 		}
