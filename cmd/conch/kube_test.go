@@ -13,6 +13,7 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -74,6 +75,11 @@ func TestKubeSandbox(t *testing.T) {
 	c := startCluster(t)
 	c.setupNamespace(kubeNS)
 	c.installSandboxCRD()
+	// The RuntimeClass admission plugin refuses a pod whose RuntimeClass
+	// does not exist.
+	if _, err := c.admin.NodeV1().RuntimeClasses().Create(context.Background(), &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	env := &kubeEnv{c: c, ns: kubeNS, tokens: map[string]string{}}
 	env.kubelet = startKubelet(t, c, kubeNS)
 	startSandboxController(t, c, kubeNS)
