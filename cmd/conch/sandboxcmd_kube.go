@@ -34,8 +34,11 @@ func runKubeSandbox(ctx context.Context, sub, home, agent string, all, asJSON bo
 	case "list":
 		list, err := kube.List(ctx, home, cfg)
 		if err != nil {
+			// The clusters that answered are listed all the same.
 			fmt.Fprintf(stderr, "conch sandbox list: %v\n", err)
-			return exitUnavailable, true
+			if len(list) == 0 {
+				return exitUnavailable, true
+			}
 		}
 		if asJSON {
 			out(list)
@@ -71,6 +74,8 @@ func runKubeSandbox(ctx context.Context, sub, home, agent string, all, asJSON bo
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "conch sandbox %s: %v\n", sub, err)
+	}
+	if err != nil && len(removed) == 0 {
 		return exitUnavailable, true
 	}
 	if asJSON {

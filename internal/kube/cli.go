@@ -27,10 +27,11 @@ type Sandbox struct {
 	Deleting     bool   `json:"deleting,omitempty"`
 }
 
-// target is one namespace of one cluster some agent's sandboxes live in.
+// target is one namespace of one cluster some agents' sandboxes live in.
 type target struct {
-	cl *cluster
-	ns string
+	cl     *cluster
+	ns     string
+	scopes []string // the scopes of the agents that use it
 }
 
 // UsesKubernetes reports whether some agent's sandbox backend is
@@ -55,11 +56,17 @@ func agents(cfg *config.Config) []string {
 	return out
 }
 
-func targets(cfg *config.Config) ([]target, error) {
-	var out []target
-	seen := map[string]bool{}
+// targets returns the namespaces of the agents (every agent when only is
+// empty) whose backend is kubernetes, and the errors of those whose
+// cluster configuration is unusable.
+func targets(cfg *config.Config, only string) ([]*target, error) {
+	var out []*target
+	seen := map[string]*target{}
 	var errs []error
 	for _, a := range agents(cfg) {
+		if only != "" && a != only {
+			continue
+		}
 		s := cfg.SandboxFor(a)
 		if !s.On || s.Backend != "kubernetes" {
 			continue
@@ -70,53 +77,72 @@ func targets(cfg *config.Config) ([]target, error) {
 			continue
 		}
 		ns := cl.namespace(s.Kube)
-		if key := cl.host + "\x00" + ns; !seen[key] {
-			seen[key] = true
-			out = append(out, target{cl, ns})
+		key := cl.host + "\x00" + ns
+		if t := seen[key]; t != nil {
+			t.scopes = append(t.scopes, s.Scope)
+			continue
 		}
+		t := &target{cl: cl, ns: ns, scopes: []string{s.Scope}}
+		seen[key] = t
+		out = append(out, t)
+	}
+	if only != "" && len(out) == 0 && len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("agent %s does not use the kubernetes backend", only))
 	}
 	return out, errors.Join(errs...)
 }
 
+func (t *target) list(ctx context.Context, gw string) ([]Sandbox, error) {
+	cctx, cancel := ctxTimeout(ctx)
+	defer cancel()
+	l, err := t.cl.cs.CoreV1().Pods(t.ns).List(cctx, metav1.ListOptions{LabelSelector: LabelManaged + "=conch," + LabelGateway + "=" + gw})
+	if err != nil {
+		return nil, t.cl.explain(err, "list the sandbox pods in namespace "+t.ns)
+	}
+	var out []Sandbox
+	for _, p := range l.Items {
+		sb := Sandbox{Namespace: p.Namespace, Name: p.Name, Kind: p.Labels["conch.sh/kind"], Scope: p.Annotations["conch.sh/scope"],
+			Agent: p.Annotations["conch.sh/agent"], Phase: string(p.Status.Phase), Node: p.Spec.NodeName,
+			CreatedAtMs: p.CreationTimestamp.UnixMilli(), IdleTimeout: p.Annotations[AnnoIdle], Deleting: p.DeletionTimestamp != nil}
+		if tm, err := time.Parse(time.RFC3339, p.Annotations[AnnoLastUsed]); err == nil {
+			sb.LastUsedAtMs = tm.UnixMilli()
+		}
+		out = append(out, sb)
+	}
+	return out, nil
+}
+
 // List returns the sandboxes of home's gateway in every namespace its
-// configuration uses.
+// configuration uses. A cluster that cannot be listed is an error joined
+// to the result; the others are still listed.
 func List(ctx context.Context, home string, cfg *config.Config) ([]Sandbox, error) {
 	gw, err := GatewayID(home)
 	if err != nil {
 		return nil, err
 	}
-	ts, terr := targets(cfg)
+	ts, terr := targets(cfg, "")
+	errs := []error{terr}
 	out := []Sandbox{}
 	for _, t := range ts {
-		cctx, cancel := ctxTimeout(ctx)
-		l, err := t.cl.cs.CoreV1().Pods(t.ns).List(cctx, metav1.ListOptions{LabelSelector: LabelManaged + "=conch," + LabelGateway + "=" + gw})
-		cancel()
-		if err != nil {
-			return out, t.cl.explain(err, "list the sandbox pods in namespace "+t.ns)
-		}
-		for _, p := range l.Items {
-			sb := Sandbox{Namespace: p.Namespace, Name: p.Name, Kind: p.Labels["conch.sh/kind"], Scope: p.Annotations["conch.sh/scope"],
-				Agent: p.Annotations["conch.sh/agent"], Phase: string(p.Status.Phase), Node: p.Spec.NodeName,
-				CreatedAtMs: p.CreationTimestamp.UnixMilli(), IdleTimeout: p.Annotations[AnnoIdle], Deleting: p.DeletionTimestamp != nil}
-			if tm, err := time.Parse(time.RFC3339, p.Annotations[AnnoLastUsed]); err == nil {
-				sb.LastUsedAtMs = tm.UnixMilli()
-			}
-			out = append(out, sb)
-		}
+		l, err := t.list(ctx, gw)
+		errs = append(errs, err)
+		out = append(out, l...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
-	return out, terr
+	return out, errors.Join(errs...)
 }
 
 // Recreate deletes agent's sandbox (all: every sandbox of the gateway):
 // the next sandboxed call creates a new one with the current
 // configuration. It returns the names deleted.
 func Recreate(ctx context.Context, home string, cfg *config.Config, agent string, all bool) ([]string, error) {
-	want := ""
-	if !all {
+	only, want := agent, ""
+	if all {
+		only = ""
+	} else {
 		want = cfg.SandboxFor(agent).Scope
 	}
-	return deleteWhere(ctx, home, cfg, "conch sandbox recreate", func(s Sandbox) bool { return all || s.Scope == want })
+	return deleteWhere(ctx, home, cfg, only, "conch sandbox recreate", func(s Sandbox) bool { return all || s.Scope == want })
 }
 
 // Prune deletes the sandboxes unused for longer than their idle timeout
@@ -124,7 +150,7 @@ func Recreate(ctx context.Context, home string, cfg *config.Config, agent string
 // stopped gateway left).
 func Prune(ctx context.Context, home string, cfg *config.Config) ([]string, error) {
 	now := time.Now()
-	return deleteWhere(ctx, home, cfg, "conch sandbox prune: idle", func(s Sandbox) bool {
+	return deleteWhere(ctx, home, cfg, "", "conch sandbox prune: idle", func(s Sandbox) bool {
 		d, err := time.ParseDuration(s.IdleTimeout)
 		if err != nil || d <= 0 || s.LastUsedAtMs == 0 {
 			return false
@@ -133,27 +159,30 @@ func Prune(ctx context.Context, home string, cfg *config.Config) ([]string, erro
 	})
 }
 
-func deleteWhere(ctx context.Context, home string, cfg *config.Config, reason string, match func(Sandbox) bool) ([]string, error) {
-	list, err := List(ctx, home, cfg)
+func deleteWhere(ctx context.Context, home string, cfg *config.Config, only, reason string, match func(Sandbox) bool) ([]string, error) {
+	gw, err := GatewayID(home)
 	if err != nil {
 		return []string{}, err
 	}
-	ts, _ := targets(cfg)
+	ts, terr := targets(cfg, only)
+	errs := []error{terr}
 	removed := []string{}
-	for _, s := range list {
-		if s.Deleting || !match(s) {
+	for _, t := range ts {
+		l, err := t.list(ctx, gw)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		for _, t := range ts {
-			if t.ns != s.Namespace {
+		for _, s := range l {
+			if s.Deleting || !match(s) {
 				continue
 			}
 			if err := deleteSandbox(ctx, t.cl, s.Namespace, s.Name, s.Kind, reason); err != nil {
-				return removed, err
+				errs = append(errs, err)
+				continue
 			}
 			removed = append(removed, s.Namespace+"/"+s.Name)
-			break
 		}
 	}
-	return removed, nil
+	return removed, errors.Join(errs...)
 }

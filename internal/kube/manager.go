@@ -388,19 +388,25 @@ func (m *Manager) touch(ctx context.Context, s *scope, idle time.Duration) {
 // forget clears the scope and drops its join token.
 func (m *Manager) forget(s *scope, hash string) {
 	m.mu.Lock()
-	nodeID := s.nodeID
+	nodeID := ""
 	if s.hash == hash {
-		if s.watching != nil {
-			s.watching()
-		}
-		delete(m.pods, s.ns+"/"+s.name)
-		s.cl, s.name, s.uid, s.hash, s.nodeID, s.watching = nil, "", "", "", "", nil
+		nodeID = s.nodeID
+		m.clearLocked(s)
 	}
 	m.mu.Unlock()
 	if p, found, _ := m.hub.PodNode(hash); found {
 		nodeID = p.NodeID
 	}
 	m.hub.DropPod(nodeID, hash, "")
+}
+
+// clearLocked makes the scope forget its pod (m.mu held).
+func (m *Manager) clearLocked(s *scope) {
+	if s.watching != nil {
+		s.watching()
+	}
+	delete(m.pods, s.ns+"/"+s.name)
+	s.cl, s.name, s.uid, s.hash, s.nodeID, s.watching = nil, "", "", "", "", nil
 }
 
 // remove deletes the scope's sandbox (conch's own decision: idle,
@@ -542,10 +548,12 @@ func (m *Manager) lost(s *scope, hash, why string, ours bool) {
 	if !ours {
 		s.lost = why
 	}
-	cl, ns, name, kind := s.cl, s.ns, s.name, s.kind
+	cl, ns, name, kind, nodeID := s.cl, s.ns, s.name, s.kind, s.nodeID
+	// Forgotten at once, with the loss recorded: the next call reports
+	// it and never finds the lost pod.
+	m.clearLocked(s)
 	m.mu.Unlock()
 	m.log.Warn("sandbox pod lost", "pod", ns+"/"+name, "reason", why)
-	nodeID := ""
 	if p, found, _ := m.hub.PodNode(hash); found {
 		nodeID = p.NodeID
 	}
@@ -555,7 +563,6 @@ func (m *Manager) lost(s *scope, hash, why string, ours bool) {
 		// holds resources and nothing will run in it again.
 		deleteSandbox(context.Background(), cl, ns, name, kind, "lost: "+why)
 	}
-	m.forget(s, hash)
 }
 
 // reaper deletes sandboxes idle longer than their idle timeout.
