@@ -215,10 +215,12 @@ func (e *kubeEnv) testCreateReuse(t *testing.T) {
 	// process works over the node link: a background session, polled.
 	m = e.execOK(t, "main", map[string]any{"command": "echo bg; sleep 0.2; echo done", "background": true})
 	sid, _ := details(m)["sessionId"].(string)
+	seen := text(m)
 	eventually(t, 20*time.Second, func() string {
 		_, pm := e.g.do("POST", "/v1/process", e.tokens["main"], map[string]any{"action": "poll", "sessionId": sid}, nil)
-		if details(pm)["status"] != "completed" || !strings.Contains(text(pm), "done") {
-			return fmt.Sprintf("poll: %v", pm)
+		seen += text(pm) // a poll returns the output new since the last
+		if details(pm)["status"] != "completed" || !strings.Contains(seen, "bg") || !strings.Contains(seen, "done") {
+			return fmt.Sprintf("poll: %v (output so far %q)", pm, seen)
 		}
 		return ""
 	})
@@ -323,9 +325,11 @@ func (e *kubeEnv) lostWith(t *testing.T, agent string, f func(pod string), want 
 	m := e.execOK(t, agent, map[string]any{"command": "echo started; exec sleep 977", "background": true})
 	sid, _ := details(m)["sessionId"].(string)
 	pod := e.onePod(t, "agent-"+agent)
+	seen := text(m)
 	eventually(t, 20*time.Second, func() string {
 		_, pm := e.g.do("POST", "/v1/process", e.tokens[agent], map[string]any{"action": "poll", "sessionId": sid}, nil)
-		if !strings.Contains(text(pm), "started") {
+		seen += text(pm)
+		if !strings.Contains(seen, "started") {
 			return fmt.Sprintf("poll: %v", pm)
 		}
 		return ""
