@@ -56,7 +56,8 @@ func kubeConfig(t *testing.T, c *testCluster, listen string) string {
     "evict": %s,
     "gone": %s,
     "crd": %s,
-    "stale": %s
+    "stale": %s,
+    "nodehost": {"sandbox": {"mode": "off"}, "tools": {"exec": {"host": "node", "security": "full", "ask": "off"}}}
   }
 }`, c.kubeconfig("conch-gateway", ""), kubeNS, listen, conchBin,
 		agent("0", `"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "1Gi"}}, "runtimeClassName": "gvisor", "nodeSelector": {"pool": "sandboxes"}, "tolerations": [{"key": "sandbox", "operator": "Exists", "effect": "NoSchedule"}], "networkPolicy": {"policyTypes": ["Egress"], "egress": [{"to": [{"ipBlock": {"cidr": "127.0.0.0/8"}}]}]}`),
@@ -87,7 +88,7 @@ func TestKubeSandbox(t *testing.T) {
 	env.home = newHome(t, kubeConfig(t, c, listen))
 	env.g = startNodeGateway(t, env.home, listen)
 	env.tokens["main"] = env.g.token
-	for _, a := range []string{"idle", "pullfail", "norbac", "unreach", "hold", "evict", "gone", "crd", "stale"} {
+	for _, a := range []string{"idle", "pullfail", "norbac", "unreach", "hold", "evict", "gone", "crd", "stale", "nodehost"} {
 		out, err := exec.Command(conchBin, "agents", "add", a, "--home", env.home, "--workspace", t.TempDir()).Output()
 		if err != nil || !strings.HasPrefix(string(out), "cat_") {
 			t.Fatalf("agents add %s: %v %s", a, err, out)
@@ -203,6 +204,14 @@ func (e *kubeEnv) testCreateReuse(t *testing.T) {
 	_, nl := e.g.do("GET", "/v1/nodes", e.g.operator, nil, nil)
 	if p, _ := nl["pending"].([]any); len(p) != 0 {
 		t.Fatalf("pending pairing requests: %v", nl)
+	}
+	// A sandbox pod is no node host: an agent with host=node finds no
+	// node, and naming the pod's node is refused.
+	if _, m := e.exec(t, "nodehost", map[string]any{"command": "true"}); errCode(m) != "node_unavailable" {
+		t.Fatalf("host=node reached a sandbox pod: %v", m)
+	}
+	if _, m := e.exec(t, "nodehost", map[string]any{"command": "true", "node": pod.Name}); errCode(m) != "node_unavailable" || !strings.Contains(errText(m), "sandbox pod") {
+		t.Fatalf("host=node naming a sandbox pod: %v", m)
 	}
 	// Reuse: the same pod, its files, no wait.
 	m = e.execOK(t, "main", map[string]any{"command": "cat f; echo $HOSTNAME"})

@@ -33,7 +33,7 @@ func TestKubeBench(t *testing.T) {
 	for i := range firsts {
 		agents = append(agents, fmt.Sprintf(`"k%d": {}`, i))
 	}
-	agents = append(agents, `"local": {"sandbox": {"mode": "off"}}`)
+	agents = append(agents, `"local": {"sandbox": {"mode": "off"}}`, `"nodeagent": {"sandbox": {"mode": "off"}, "tools": {"exec": {"host": "node", "security": "full", "ask": "off"}}}`)
 	cfg := fmt.Sprintf(`{"sandbox": {"mode": "all", "backend": "kubernetes", "idleTimeout": "0", "kubernetes": %s}, "agents": {%s}}`, k, strings.Join(agents, ", "))
 	home := newHome(t, cfg)
 	g := startNodeGateway(t, home, listen)
@@ -42,6 +42,9 @@ func TestKubeBench(t *testing.T) {
 		env.tokens[fmt.Sprintf("k%d", i)] = addAgent(t, home, fmt.Sprintf("k%d", i))
 	}
 	env.tokens["local"] = addAgent(t, home, "local")
+	env.tokens["nodeagent"] = addAgent(t, home, "nodeagent")
+	// A node host paired by hand, for the link's own cost.
+	pairNode(t, g, "plain", nodeFullConfig)
 
 	var first []time.Duration
 	for i := range firsts {
@@ -56,29 +59,42 @@ func TestKubeBench(t *testing.T) {
 		var ds []time.Duration
 		for range trips {
 			start := time.Now()
-			env.execOK(t, agent, map[string]any{"command": "true"})
+			args := map[string]any{"command": benchCmd}
+			if agent == "nodeagent" {
+				args["node"] = "plain"
+			}
+			env.execOK(t, agent, args)
 			ds = append(ds, time.Since(start))
 		}
 		return ds
 	}
 	// Interleaved halves, so that load changes hit both alike.
 	trips /= 2
-	pod, local := trip("k0"), trip("local")
-	pod, local = append(pod, trip("k0")...), append(local, trip("local")...)
+	pod, local, node := trip("k0"), trip("local"), trip("nodeagent")
+	pod, local, node = append(pod, trip("k0")...), append(local, trip("local")...), append(node, trip("nodeagent")...)
 	med := func(ds []time.Duration) time.Duration {
 		s := append([]time.Duration(nil), ds...)
 		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 		return s[len(s)/2]
 	}
 	rep := fmt.Sprintf("first sandboxed exec to result (pod create + stand-in start + conch node + pairing + run), median of %d: %v (min %v, max %v)\n"+
-		"exec true round trip, median of %d: pod node link %v, gateway %v, ratio %.2fx\n",
+		"exec %q round trip, median of %d: pod node link %v, gateway %v, ratio %.2fx; a node host paired by hand %v\n",
 		firsts, med(first).Round(time.Millisecond), minDur(first).Round(time.Millisecond), maxDur(first).Round(time.Millisecond),
-		len(pod), med(pod).Round(time.Microsecond*100), med(local).Round(time.Microsecond*100), float64(med(pod))/float64(med(local)))
+		benchCmd, len(pod), med(pod).Round(time.Microsecond*100), med(local).Round(time.Microsecond*100), float64(med(pod))/float64(med(local)), med(node).Round(time.Microsecond*100))
 	t.Log("\n" + rep)
 	if p := os.Getenv("CONCH_KUBE_BENCH_OUT"); p != "" {
 		os.WriteFile(p, []byte(rep), 0o644)
 	}
 }
+
+// benchCmd is the command of the round trips ($CONCH_KUBE_BENCH_CMD,
+// default true).
+var benchCmd = func() string {
+	if c := os.Getenv("CONCH_KUBE_BENCH_CMD"); c != "" {
+		return c
+	}
+	return "true"
+}()
 
 func addAgent(t *testing.T, home, name string) string {
 	t.Helper()

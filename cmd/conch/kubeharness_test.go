@@ -282,7 +282,6 @@ type kubeletStandIn struct {
 	cs   kubernetes.Interface
 	ns   string
 	node string
-	dir  string
 	stop chan struct{}
 	done chan struct{}
 
@@ -319,7 +318,7 @@ func (l *lockedBuf) String() string {
 }
 
 func startKubelet(t *testing.T, c *testCluster, ns string) *kubeletStandIn {
-	k := &kubeletStandIn{t: t, cs: c.admin, ns: ns, node: "standin-node", dir: t.TempDir(), stop: make(chan struct{}), done: make(chan struct{}), pods: map[string]*standInPod{}}
+	k := &kubeletStandIn{t: t, cs: c.admin, ns: ns, node: "standin-node", stop: make(chan struct{}), done: make(chan struct{}), pods: map[string]*standInPod{}}
 	go k.loop()
 	t.Cleanup(k.close)
 	return k
@@ -428,9 +427,18 @@ func (k *kubeletStandIn) start(ctx context.Context, pod *corev1.Pod) {
 		k.cs.CoreV1().Pods(k.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 		return
 	}
-	root := filepath.Join(k.dir, pod.Name)
-	for _, v := range pod.Spec.Volumes {
-		d := filepath.Join(root, "volumes", v.Name)
+	// Short paths, as in a real pod (/var/lib/conch): the node's session
+	// sockets must fit in a unix socket address.
+	root, err := os.MkdirTemp("", "kl")
+	if err != nil {
+		k.t.Errorf("kubelet stand-in: %v", err)
+		return
+	}
+	k.t.Cleanup(func() { os.RemoveAll(root) })
+	vols := map[string]string{}
+	for i, v := range pod.Spec.Volumes {
+		d := filepath.Join(root, fmt.Sprint(i))
+		vols[v.Name] = d
 		os.MkdirAll(d, 0o700)
 		if v.Projected != nil {
 			for _, src := range v.Projected.Sources {
@@ -449,7 +457,7 @@ func (k *kubeletStandIn) start(ctx context.Context, pod *corev1.Pod) {
 		}
 	}
 	for _, m := range c.VolumeMounts {
-		p.mounts[m.MountPath] = filepath.Join(root, "volumes", m.Name)
+		p.mounts[m.MountPath] = vols[m.Name]
 	}
 	argv := make([]string, 0, len(c.Command)+len(c.Args))
 	for _, a := range append(append([]string{}, c.Command...), c.Args...) {
@@ -549,7 +557,14 @@ func (k *kubeletStandIn) evict(name, msg string) {
 
 // workspace is the local directory standing in for pod name's /workspace.
 func (k *kubeletStandIn) workspace(name string) string {
-	return filepath.Join(k.dir, name, "volumes", "workspace")
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, p := range k.pods {
+		if p.name == name {
+			return p.mounts["/workspace"]
+		}
+	}
+	return ""
 }
 
 // sandboxGVR is agent-sandbox's Sandbox resource.

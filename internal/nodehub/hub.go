@@ -748,7 +748,9 @@ func (h *Hub) selectNode(query string, operator bool) (engine.NodeRef, *apitype.
 	if strings.TrimSpace(query) == "" {
 		var cands []Paired
 		for _, p := range st.Paired {
-			if c := connected[p.NodeID]; c != nil && slices.Contains(c.hello.Caps, "system.run") {
+			// A sandbox pod is no node host: only its agent's sandbox
+			// reaches it (podpair.go).
+			if c := connected[p.NodeID]; c != nil && slices.Contains(c.hello.Caps, "system.run") && p.Pod == nil {
 				cands = append(cands, p)
 			}
 		}
@@ -789,6 +791,9 @@ func (h *Hub) selectNode(query string, operator bool) (engine.NodeRef, *apitype.
 		}
 		i := slices.IndexFunc(st.Paired, func(p Paired) bool { return p.NodeID == cs[0].id })
 		p = st.Paired[i]
+		if p.Pod != nil {
+			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnavailable, "node %s (%s) is the sandbox pod %s/%s of the kubernetes backend, not a node host.", p.Name, p.NodeID, p.Pod.Namespace, p.Pod.Name)
+		}
 	}
 	c := connected[p.NodeID]
 	if c == nil {
