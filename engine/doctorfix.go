@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/supervisor"
 	"github.com/conchsh/conch/policy"
 )
 
@@ -111,20 +111,13 @@ func DoctorFix(home string) ([]string, error) {
 	if err != nil {
 		return done, err
 	}
-	tmp := path + ".fix.tmp"
-	if err := os.WriteFile(tmp, append(out, '\n'), 0o600); err != nil {
-		return done, err
-	}
-	if _, err := config.Load(tmp); err != nil {
-		os.Remove(tmp)
-		return done, fmt.Errorf("the fixed config.json would not load (left unchanged): %w", err)
-	}
-	if err := supervisor.Persist(tmp); err != nil {
-		os.Remove(tmp)
-		return done, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	err = fsutil.Write(path, append(out, '\n'), fsutil.Options{Perm: 0o600, Check: func(tmp string) error {
+		if _, err := config.Load(tmp); err != nil {
+			return fmt.Errorf("the fixed config.json would not load (left unchanged): %w", err)
+		}
+		return nil
+	}})
+	if err != nil {
 		return done, err
 	}
 	return append(done, added...), nil

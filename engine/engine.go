@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -285,7 +286,7 @@ func lockHome(home, mode string) (*os.File, error) {
 	if err != nil {
 		return nil, &homeError{ErrHomeNotWritable, fmt.Sprintf("conch home %s is not writable (%v)", home, err)}
 	}
-	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	err = fsutil.TryLock(f, true)
 	// A holder that was just killed keeps the lock until its last thread
 	// has exited, a moment after it shows as dead: wait for that, but
 	// never for a live holder.
@@ -296,7 +297,7 @@ func lockHome(home, mode string) (*os.File, error) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		err = fsutil.TryLock(f, true)
 	}
 	if err != nil {
 		b, _ := os.ReadFile(path)

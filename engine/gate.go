@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,7 +20,6 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
-	"github.com/conchsh/conch/internal/atomicfile"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/ledger"
@@ -369,7 +369,7 @@ func SaveExecDefaults(home, agent string, d ExecDefaults, clear bool) error {
 		return err
 	}
 	b, _ := json.MarshalIndent(f, "", "  ")
-	return atomicfile.Write(execDefaultsPath(home), append(b, '\n'))
+	return fsutil.WriteFile(execDefaultsPath(home), append(b, '\n'), 0o600)
 }
 
 // ledgerSegments flattens a decision's segments for the ledger.

@@ -20,6 +20,7 @@ import (
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/supervisor"
 	"github.com/conchsh/conch/policy"
 )
@@ -30,28 +31,12 @@ import (
 // side: NodePrepare and NodeRun run a gateway's request on this engine's
 // own home, under this home's policy.
 
-// Nodes is the gateway's node hub as the engine uses it.
-type Nodes interface {
-	// Select picks a paired node for query ("" = the only connected one),
-	// hosts.md §5.2.
-	Select(query string) (NodeRef, *apitype.Error)
-	// Prepare sends system.run.prepare to the node.
-	Prepare(ctx context.Context, nodeID string, p apitype.NodePrepareParams) (apitype.NodePrepareReply, *apitype.Error)
-	// Start mirrors spec.ID into the local session directory and sends
-	// system.run; the handle behaves like a local supervisor's.
-	Start(nodeID string, spec supervisor.Spec, run apitype.NodeRunParams) (*supervisor.Handle, error)
-	// Removed records that session id was removed before its node
-	// reported the end: it is never resumed after a restart, and its
-	// kill reaches the node when it is back.
-	Removed(sessionID string)
-}
+// Nodes is the gateway's node hub as the engine uses it (defined below
+// the engine, so that the hub never imports it).
+type Nodes = nodeport.Hub
 
 // NodeRef names a selected node.
-type NodeRef struct {
-	ID   string
-	Name string
-	Caps []string
-}
+type NodeRef = nodeport.Ref
 
 // nodeTarget is the node part of a gateway plan.
 type nodeTarget struct {
@@ -502,6 +487,43 @@ func (e *Engine) NodeSession(id string) (dir string, changed <-chan struct{}, ok
 		return d, c, true
 	}
 	return s.dir, s.changed(), true
+}
+
+// NodeEnd returns the final end state of session id on this home once it
+// has one, and its command: the registry's, known as soon as the
+// supervisor reports the end (its exit.json and meta.json may be written
+// later, or not at all for a session that ended at once), or, for a
+// session no longer registered, its files'.
+func (e *Engine) NodeEnd(id string) (ex supervisor.Exit, command string, ended bool) {
+	e.mu.Lock()
+	s := e.sessions[id]
+	e.mu.Unlock()
+	var dir string
+	if s == nil {
+		if !nodeSessionID.MatchString(id) {
+			return supervisor.Exit{}, "", false
+		}
+		dir = supervisor.SessionDir(e.home, id)
+		var ok bool
+		if ex, ok, _ = supervisor.ReadExit(dir); !ok || !ex.Final {
+			return supervisor.Exit{}, "", false
+		}
+	} else {
+		_, exit, _ := s.snapshot()
+		if exit == nil {
+			return supervisor.Exit{}, "", false
+		}
+		ex, dir = *exit, s.dir
+		s.mu.Lock()
+		command = s.meta.Command
+		s.mu.Unlock()
+	}
+	if command == "" {
+		var meta supervisor.Meta
+		supervisor.ReadJSON(supervisor.MetaPath(dir), &meta)
+		command = meta.Command
+	}
+	return ex, command, true
 }
 
 // NodeCall forwards a control request of the gateway to the supervisor of

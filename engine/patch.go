@@ -7,6 +7,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/patch"
 )
 
@@ -26,15 +27,7 @@ type PatchTarget struct {
 }
 
 // NodePatch is the answer of a node to system.patch.apply.
-type NodePatch struct {
-	// NodeID and NodeName identify the node that applied the patch.
-	NodeID, NodeName string
-	// Result is the node's {text, details}: details decode to
-	// *apitype.PatchDetails or *apitype.ErrorDetails.
-	Result apitype.Result
-	// Files are the changes the node reports, for the ledger (optional).
-	Files []ledger.PatchFile
-}
+type NodePatch = nodeport.Patch
 
 // patchUnavailable is the text for a host this engine cannot serve.
 func patchUnavailable(msg string) apitype.Result {

@@ -3,7 +3,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
-	"regexp"
+	"github.com/conchsh/conch/internal/keys"
 	"strings"
 
 	"github.com/conchsh/conch/apitype"
@@ -71,11 +71,40 @@ func (e *Engine) screenSnapshot(s *session, socket string, cols, rows int) (snap
 	return replayScreen(s.journal(), cols, rows)
 }
 
-// screenDrawing matches what a full-screen program writes and a line
-// program does not: entering the alternate screen (ESC[?1049h, ESC[?1047h,
-// ESC[?47h) and cursor addressing to a row and column (CUP/HVP with both
-// parameters, ESC[<r>;<c>H or f) or to a row (VPA, ESC[<r>d).
-var screenDrawing = regexp.MustCompile(`\x1b\[\?(?:1049|1047|47)h|\x1b\[\d+;\d+[Hf]|\x1b\[\d+d`)
+// screenDrawing scores a sequence of a PTY's output by how surely it is
+// what a full-screen program writes and a line program does not: entering
+// the alternate screen (DECSET 1049, 1047 or 47: ESC[?1049h) scores
+// screenThreshold at once; cursor addressing to a row and column (CUP/HVP
+// with both parameters, ESC[<r>;<c>H or f) or to a row (VPA, ESC[<r>d)
+// scores 1. Everything else scores 0.
+func screenDrawing(q keys.Seq) int {
+	if !q.CSI || q.Intermediate != 0 || q.Sub {
+		return 0
+	}
+	given := func(n int) bool {
+		if len(q.Params) != n {
+			return false
+		}
+		for _, v := range q.Params {
+			if v < 0 {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case q.Prefix == '?' && q.Final == 'h':
+		for _, m := range q.Params {
+			if m == 1049 || m == 1047 || m == 47 {
+				return screenThreshold
+			}
+		}
+	case q.Prefix == 0 && (q.Final == 'H' || q.Final == 'f') && given(2),
+		q.Prefix == 0 && q.Final == 'd' && given(1):
+		return 1
+	}
+	return 0
+}
 
 // screenThreshold is how many screenDrawing matches make a read a screen
 // view: one alternate-screen switch is enough, cursor addressing must be
@@ -94,23 +123,11 @@ func (e *Engine) screenView(s *session, since int64) (text string, end int64, ok
 		return "", 0, false
 	}
 	score := 0
-	var carry []byte
+	sc := keys.Scanner{Handle: func(q keys.Seq) { score += screenDrawing(q) }}
 	end, err := journal.Read(s.journal(), max(since, 0), func(c journal.Chunk) error {
-		if score >= screenThreshold {
-			return nil
+		if score < screenThreshold {
+			sc.Write(c.Data)
 		}
-		buf := append(carry, c.Data...)
-		for _, m := range screenDrawing.FindAllIndex(buf, -1) {
-			if m[0] < len(carry) && m[1] <= len(carry) {
-				continue // counted with the previous chunk
-			}
-			if buf[m[1]-1] == 'h' {
-				score += screenThreshold
-			} else {
-				score++
-			}
-		}
-		carry = append(carry[:0], buf[max(len(buf)-16, 0):]...)
 		return nil
 	})
 	if err != nil || score < screenThreshold && !s.running() {

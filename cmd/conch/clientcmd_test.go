@@ -20,8 +20,6 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-
-	"github.com/conchsh/conch/client"
 )
 
 // cliEnv is the environment of the CLI under test: the test's own minus
@@ -80,7 +78,7 @@ func TestCLIExecInProcess(t *testing.T) {
 		// before the timeout, then the timeout.
 		{"followed timeout", []string{"--yield", "20", "-t", "2", "--", "echo a; sleep 30"}, "a\n", "timed out", 124},
 		{"no command", nil, "", "no command", 125},
-		{"bad flag", []string{"--no-such-flag", "--", "true"}, "", "flag provided but not defined", 125},
+		{"bad flag", []string{"--no-such-flag", "--", "true"}, "", "unknown flag: --no-such-flag", 125},
 		{"invalid argument", []string{"--host", "moon", "--", "true"}, "", "Invalid host", 125},
 		{"timeout out of range", []string{"-t", "-1", "--", "true"}, "", `Invalid parameter "timeout": expected a number in [0, 31536000] (s), got -1.`, 125},
 		{"yield not finite", []string{"--yield", "NaN", "--", "true"}, "", "not a finite number", 125},
@@ -475,74 +473,36 @@ func TestCLIRealGateway(t *testing.T) {
 		t.Fatalf("kill: exit %d\n%s", code, out)
 	}
 	// Agents are managed through the gateway.
-	var stdout, stderr bytes.Buffer
-	if code := runAgentsClient([]string{"add", "build", "--home", home, "--workspace", t.TempDir()}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "cat_") {
-		t.Fatalf("agents add: exit %d, %q %q", code, stdout.String(), stderr.String())
+	agents := func(args ...string) (string, string, int) {
+		return runCLI(t, nil, append([]string{"agents"}, args...)...)
 	}
-	stdout.Reset()
-	if code := runAgentsClient([]string{"list", "--home", home, "--gateway", g.base, "--token", g.operator}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "build ") {
-		t.Fatalf("agents list: exit %d, %q %q", code, stdout.String(), stderr.String())
+	if out, errOut, code := agents("add", "build", "--home", home, "--workspace", t.TempDir()); code != 0 || !strings.HasPrefix(out, "cat_") {
+		t.Fatalf("agents add: exit %d, %q %q", code, out, errOut)
 	}
-	if code := runAgentsClient([]string{"add", "build", "--home", home}, &stdout, &stderr); code != exitConflict {
+	if out, errOut, code := agents("list", "--home", home, "--gateway", g.base, "--token", g.operator); code != 0 || !strings.Contains(out, "build ") {
+		t.Fatalf("agents list: exit %d, %q %q", code, out, errOut)
+	}
+	if _, _, code := agents("add", "build", "--home", home); code != exitConflict {
 		t.Fatalf("agents add twice: exit %d", code)
 	}
-	if code := runAgentsClient([]string{"token", "build", "--home", home}, &stdout, &stderr); code != exitUsage {
+	if _, _, code := agents("token", "build", "--home", home); code != exitUsage {
 		t.Fatalf("agents token without --rotate: exit %d", code)
 	}
-	stdout.Reset()
-	if code := runAgentsClient([]string{"token", "build", "--rotate", "--home", home}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "cat_") {
-		t.Fatalf("agents token --rotate: exit %d, %q", code, stdout.String())
+	if out, _, code := agents("token", "build", "--rotate", "--home", home); code != 0 || !strings.HasPrefix(out, "cat_") {
+		t.Fatalf("agents token --rotate: exit %d, %q", code, out)
 	}
-	if code := runAgentsClient([]string{"remove", "build", "--home", home}, &stdout, &stderr); code != 0 {
-		t.Fatalf("agents remove: exit %d, %q", code, stderr.String())
+	if _, errOut, code := agents("remove", "build", "--home", home); code != 0 {
+		t.Fatalf("agents remove: exit %d, %q", code, errOut)
 	}
-	if code := runAgentsClient([]string{"remove", "build", "--home", home}, &stdout, &stderr); code != exitNotFound {
+	if _, _, code := agents("remove", "build", "--home", home); code != exitNotFound {
 		t.Fatalf("agents remove twice: exit %d", code)
 	}
 }
 
 func TestAgentsClientWithoutGateway(t *testing.T) {
-	t.Setenv("CONCH_GATEWAY", "")
-	var stdout, stderr bytes.Buffer
-	code := runAgentsClient([]string{"list", "--home", newHome(t, "")}, &stdout, &stderr)
-	if code != exitUnavailable || stderr.String() != "conch agents: no gateway running (start conch serve)\n" {
-		t.Fatalf("exit %d, %q", code, stderr.String())
-	}
-}
-
-func TestShellJoin(t *testing.T) {
-	got := shellJoin([]string{"printf", "%s\n", "a b", "it's", "", "x=1", "~/f", "$HOME"})
-	want := `printf '%s` + "\n" + `' 'a b' 'it'\''s' '' x=1 '~/f' '$HOME'`
-	if got != want {
-		t.Fatalf("shellJoin = %q, want %q", got, want)
-	}
-}
-
-func endOf(state string, code *int, sig, by *string) client.End {
-	return client.End{State: state, ExitCode: code, Signal: sig, KilledBy: by}
-}
-
-func TestExecExitCode(t *testing.T) {
-	i := func(n int) *int { return &n }
-	s := func(v string) *string { return &v }
-	for _, c := range []struct {
-		e    sessionEnd
-		want int
-	}{
-		{sessionEnd{End: endOf("exited", i(0), nil, nil)}, 0},
-		{sessionEnd{End: endOf("exited", i(42), nil, nil)}, 42},
-		{sessionEnd{End: endOf("signaled", nil, s("SIGKILL"), nil)}, 137},
-		{sessionEnd{End: endOf("killed", nil, s("SIGTERM"), s("agent"))}, 143},
-		{sessionEnd{End: endOf("killed", i(0), nil, s("operator"))}, 0},
-		{sessionEnd{End: endOf("killed", nil, s("SIGTERM"), s("timeout"))}, 124},
-		{sessionEnd{End: endOf("denied", nil, nil, nil)}, 77},
-		{sessionEnd{End: endOf("lost", nil, nil, nil)}, 125},
-		{sessionEnd{End: endOf("", i(1), nil, nil)}, 1},
-		{sessionEnd{End: endOf("", nil, nil, nil)}, 125},
-	} {
-		if got := execExitCode(c.e); got != c.want {
-			t.Errorf("%+v: %d, want %d", c.e, got, c.want)
-		}
+	_, stderr, code := runCLI(t, nil, "agents", "list", "--home", newHome(t, ""))
+	if code != exitUnavailable || stderr != "conch agents: no gateway running (start conch serve)\n" {
+		t.Fatalf("exit %d, %q", code, stderr)
 	}
 }
 

@@ -263,6 +263,8 @@ func TestInvalidConfigExitCode(t *testing.T) {
 		"screen":      {[]string{"screen", "--home", "H", "some-id"}, true},
 		"send":        {[]string{"send", "--home", "H", "some-id", "--data", "x"}, true},
 		"kill":        {[]string{"kill", "--home", "H", "some-id"}, true},
+		"clear":       {[]string{"clear", "--home", "H", "some-id"}, true},
+		"rm":          {[]string{"rm", "--home", "H", "some-id"}, true},
 		"apply-patch": {[]string{"apply-patch", "--home", "H"}, true},
 		"policy":      {[]string{"policy", "explain", "--home", "H", "--", "ls"}, true},
 		"sandbox":     {[]string{"sandbox", "status", "--home", "H"}, true},
@@ -274,15 +276,28 @@ func TestInvalidConfigExitCode(t *testing.T) {
 		"ui":          {[]string{"ui", "--home", "H"}, false},
 		"version":     {[]string{"version"}, false},
 		"config":      {[]string{"config", "schema"}, false}, // reads no configuration
+		"help":        {[]string{"help", "exec"}, false},
+		"completion":  {[]string{"completion", "bash"}, false},
 	}
+	// `conch help` lists the commands as "  NAME   summary" under its
+	// group headings.
 	help, _, _ := runCLI(t, nil, "help")
+	listed := 0
 	for _, line := range strings.Split(help, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == "conch" {
-			if _, ok := cmds[f[1]]; !ok {
-				t.Errorf("command %q of `conch help` is not covered by this test", f[1])
-			}
+		if !strings.HasPrefix(line, "  ") || strings.HasPrefix(line, "   ") {
+			continue
 		}
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] == "conch" || strings.HasPrefix(f[0], "-") {
+			continue
+		}
+		listed++
+		if _, ok := cmds[f[0]]; !ok {
+			t.Errorf("command %q of `conch help` is not covered by this test", f[0])
+		}
+	}
+	if listed < len(cmds)-1 {
+		t.Errorf("`conch help` lists %d commands, the test knows %d:\n%s", listed, len(cmds), help)
 	}
 	homes := make([]string, len(faults))
 	for i, f := range faults {

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // runCLIIn is runCLI with the CLI started in dir and stdin from in.
@@ -210,23 +208,5 @@ func TestServeExitsWithParent(t *testing.T) {
 			// It stopped as on SIGTERM, and the next start gets the home.
 			startGateway(t, home)
 		})
-	}
-}
-
-// TestExitWithParentAlreadyGone: a parent that ended before conch could
-// watch it (this process was reparented since it started) is an error,
-// not a server that outlives it in silence.
-func TestExitWithParentAlreadyGone(t *testing.T) {
-	saved := startPPID
-	t.Cleanup(func() {
-		startPPID = saved
-		unix.Prctl(unix.PR_SET_PDEATHSIG, 0, 0, 0, 0)
-	})
-	if err := exitWithParent(); err != nil {
-		t.Fatalf("with the parent alive: %v", err)
-	}
-	startPPID = os.Getppid() + 1 // the parent that started "us" is not the one we have
-	if err := exitWithParent(); err != errParentGone {
-		t.Fatalf("after a reparent: %v, want errParentGone", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"io/fs"
 	"maps"
 	"os"
@@ -680,7 +681,7 @@ func Save(home string, f *File, baseHash string) error {
 		if !hashMatches(cur, exists, baseHash) {
 			return ErrConflict
 		}
-		return writeFileAtomic(Path(home), data)
+		return fsutil.WriteFile(Path(home), data, 0o600)
 	})
 	if err != nil {
 		if errors.Is(err, ErrConflict) {
@@ -745,7 +746,7 @@ func Update(home string, fn func(*File) error) (Change, error) {
 		if exists && bytes.Equal(data, cur) {
 			return nil
 		}
-		if err := writeFileAtomic(Path(home), data); err != nil {
+		if err := fsutil.WriteFile(Path(home), data, 0o600); err != nil {
 			return err
 		}
 		ch.Written = true
@@ -763,7 +764,7 @@ func withLock(home string, fn func(cur []byte, exists bool) error) error {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return err
 	}
-	lock, err := lockFile(lockPath(home))
+	lock, err := fsutil.LockFile(lockPath(home))
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -427,12 +428,12 @@ func (s *Store) write(r *Request) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(s.path(r.ID), append(data, '\n'))
+	return fsutil.WriteFile(s.path(r.ID), append(data, '\n'), 0o600)
 }
 
 // locked runs fn under the exclusive store lock. fn must not call locked.
 func (s *Store) locked(fn func() error) error {
-	lock, err := lockFile(filepath.Join(s.dir, ".lock"))
+	lock, err := fsutil.LockFile(filepath.Join(s.dir, ".lock"))
 	if err != nil {
 		return err
 	}

@@ -38,19 +38,19 @@ func listPackages(t *testing.T) []pkg {
 // forbidden maps a package (prefix) to import prefixes it may never depend
 // on, directly or indirectly.
 var forbidden = map[string][]string{
-	mod + "/apitype":             {mod + "/", "github.com/", "golang.org/"},
-	mod + "/internal/journal":    {mod + "/", "github.com/"},
-	mod + "/internal/render":     {mod + "/", "github.com/", "golang.org/"},
-	mod + "/internal/keys":       {mod + "/", "github.com/", "golang.org/"},
-	mod + "/internal/slug":       {mod + "/", "github.com/", "golang.org/"},
-	mod + "/internal/hostenv":    {mod + "/", "github.com/", "golang.org/", "net/"},
-	mod + "/internal/config":     {mod + "/", "github.com/", "golang.org/"},
-	mod + "/internal/approvals":  {mod + "/", "github.com/"},
-	mod + "/internal/ledger":     {mod + "/", "github.com/"},
-	mod + "/policy":              {mod + "/", "os/exec", "net/http", "github.com/modelcontextprotocol/"},
-	mod + "/client":              {mod + "/engine", mod + "/internal/", mod + "/policy", "github.com/", "golang.org/"},
-	mod + "/internal/auth":       {mod + "/", "github.com/", "golang.org/"},
-	mod + "/internal/atomicfile": {mod + "/", "github.com/", "golang.org/"},
+	mod + "/apitype":            {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/journal":   {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/render":    {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/keys":      {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/slug":      {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/hostenv":   {mod + "/", "github.com/", "golang.org/", "net/"},
+	mod + "/internal/config":    {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/approvals": {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/ledger":    {mod + "/", "github.com/", "golang.org/"},
+	mod + "/policy":             {mod + "/", "os/exec", "net/http", "github.com/modelcontextprotocol/"},
+	mod + "/client":             {mod + "/engine", mod + "/internal/", mod + "/policy", "github.com/", "golang.org/"},
+	mod + "/internal/auth":      {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/fsutil":    {mod + "/", "github.com/", "golang.org/"},
 	// apply_patch is pure: standard library only.
 	mod + "/patch":               {mod + "/", "github.com/", "golang.org/", "net/", "os/exec"},
 	mod + "/internal/patchgen":   {mod + "/", "github.com/", "golang.org/"},
@@ -80,9 +80,8 @@ func TestLayering(t *testing.T) {
 // allowedLeaf lists the exceptions to the rules above: the leaves a core
 // package may use.
 func allowedLeaf(pkg, dep string) bool {
-	// The atomic file writer is a standard-library leaf every package that
-	// writes a trusted file shares.
-	if dep == mod+"/internal/atomicfile" {
+	// The file-system primitives (atomic writer, flock) are a standard-library leaf every package shares.
+	if dep == mod+"/internal/fsutil" {
 		return true
 	}
 	// The JSON Schemas of config.json and exec-approvals.json are inferred
@@ -92,8 +91,6 @@ func allowedLeaf(pkg, dep string) bool {
 		return true
 	}
 	switch pkg {
-	case mod + "/internal/journal", mod + "/internal/approvals", mod + "/internal/ledger":
-		return strings.HasPrefix(dep, "golang.org/x/sys/")
 	case mod + "/client":
 		return dep == mod+"/apitype"
 	case mod + "/internal/config":

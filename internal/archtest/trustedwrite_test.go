@@ -14,32 +14,26 @@ import (
 // place (os.WriteFile, os.Create, os.OpenFile with O_CREATE but without
 // O_APPEND), as "<file>:<function>", with the reason. Anything else that
 // writes a file a later reader trusts (a token, a key, a state or config
-// file) must go through internal/atomicfile, so that a write cut short by
+// file) must go through internal/fsutil, so that a write cut short by
 // a full disk or a crash never leaves an empty or partial file under the
 // real name: a first start on a full disk once left an empty
 // operator.token that every later start used.
 var writesInPlace = map[string]string{
 	"engine/engine.go:prepareHome":           "an empty probe file, removed at once",
 	"engine/engine.go:lockHome":              "the lock file: its content is informational",
-	"engine/doctorfix.go:DoctorFix":          "a temporary file, loaded and fsynced before it is renamed into place",
 	"internal/supervisor/contain_linux.go:*": "cgroup control files",
 	"internal/supervisor/run.go:launch":      "cgroup.procs",
-	"internal/supervisor/files.go:writeFile": "the supervisor's writer: temporary files renamed into place, or a file created exclusively and removed on failure",
-	"internal/approvals/lock_unix.go:*":      "lock files",
-	"internal/approvals/lock_other.go:*":     "lock files",
-	"internal/auth/auth.go:update":           "the lock file of agents.json",
+	"internal/supervisor/files.go:writeFile": "CreateJSON: a first record created exclusively (nobody reads it before it is complete), removed on failure",
+	"internal/fsutil/lock.go:LockFile":       "lock files: their content is never read",
 	"internal/ledger/ledger.go:openOwn":      "the ledger's own files: its lock, HEAD (rewritten in place at a fixed size; ledger verify reports an empty or torn one) and segments (appended)",
 	"internal/sandbox/git.go:placeholder":    "an empty placeholder file git expects, nothing is read from it",
 	"internal/sandbox/git.go:placeholders":   "an empty placeholder file git expects, nothing is read from it",
 	"internal/sandbox/runas.go:stageMounts":  "empty mount targets on a private tmpfs",
-	"internal/nodehub/store.go:*":            "the lock file of the node store",
 }
 
 // TestTrustedFilesWrittenAtomically finds every call that creates or
 // overwrites a file in place and checks it against writesInPlace.
 func TestTrustedFilesWrittenAtomically(t *testing.T) {
-	root := filepath.Join("..", "..")
-	fset := token.NewFileSet()
 	used := map[string]bool{}
 	defer func() {
 		for k := range writesInPlace {
@@ -48,11 +42,40 @@ func TestTrustedFilesWrittenAtomically(t *testing.T) {
 			}
 		}
 	}()
+	eachFunc(t, func(rel string, fset *token.FileSet, fn *ast.FuncDecl) {
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || !writesFileInPlace(call) {
+				return true
+			}
+			key := rel + ":" + fn.Name.Name
+			if _, ok := writesInPlace[key]; ok {
+				used[key] = true
+				return true
+			}
+			if _, ok := writesInPlace[rel+":*"]; ok {
+				used[rel+":*"] = true
+				return true
+			}
+			t.Errorf("%s (%s) writes a file in place: use internal/fsutil, or add it to writesInPlace with the reason it is safe", fset.Position(call.Pos()), key)
+			return true
+		})
+	})
+}
+
+// eachFunc calls f for every function with a body in the module's non-test
+// Go files (bench and hidden directories left out), with the file's path
+// relative to the module root.
+func eachFunc(t *testing.T, f func(rel string, fset *token.FileSet, fn *ast.FuncDecl)) {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	fset := token.NewFileSet()
 	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
 			if rel == "bench" || strings.HasPrefix(d.Name(), ".") && rel != "." {
 				return filepath.SkipDir
@@ -62,33 +85,15 @@ func TestTrustedFilesWrittenAtomically(t *testing.T) {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
+		file, err := parser.ParseFile(fset, path, nil, 0)
 		if err != nil {
 			t.Errorf("%s: %v", rel, err)
 			return nil
 		}
-		for _, decl := range f.Decls {
-			fn, ok := decl.(*ast.FuncDecl)
-			if !ok || fn.Body == nil {
-				continue
+		for _, decl := range file.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
+				f(rel, fset, fn)
 			}
-			ast.Inspect(fn.Body, func(n ast.Node) bool {
-				call, ok := n.(*ast.CallExpr)
-				if !ok || !writesFileInPlace(call) {
-					return true
-				}
-				key := filepath.ToSlash(rel) + ":" + fn.Name.Name
-				if _, ok := writesInPlace[key]; ok {
-					used[key] = true
-					return true
-				}
-				if _, ok := writesInPlace[filepath.ToSlash(rel)+":*"]; ok {
-					used[filepath.ToSlash(rel)+":*"] = true
-					return true
-				}
-				t.Errorf("%s (%s) writes a file in place: use internal/atomicfile, or add it to writesInPlace with the reason it is safe", fset.Position(call.Pos()), key)
-				return true
-			})
 		}
 		return nil
 	})

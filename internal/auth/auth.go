@@ -13,16 +13,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
-
-	"github.com/conchsh/conch/internal/atomicfile"
 )
 
 // Errors callers branch on.
@@ -110,14 +108,11 @@ func (s *Store) update(fn func(*file) error) error {
 	if err := os.MkdirAll(s.home, 0o700); err != nil {
 		return err
 	}
-	lf, err := os.OpenFile(s.path()+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	lf, err := fsutil.LockFile(s.path() + ".lock")
 	if err != nil {
 		return err
 	}
 	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		return err
-	}
 	s.mu.Lock()
 	s.cache = nil
 	s.mu.Unlock()
@@ -129,7 +124,7 @@ func (s *Store) update(fn func(*file) error) error {
 		return err
 	}
 	b, _ := json.MarshalIndent(f, "", "  ")
-	if err := atomicfile.Write(s.path(), append(b, '\n')); err != nil {
+	if err := fsutil.WriteFile(s.path(), append(b, '\n'), 0o600); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -267,7 +262,7 @@ func OperatorToken(home string) (string, error) {
 		return tok, err
 	}
 	tok = NewToken("cop_")
-	err = atomicfile.Create(OperatorTokenPath(home), []byte(tok+"\n"))
+	err = fsutil.CreateFile(OperatorTokenPath(home), []byte(tok+"\n"), 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return ReadOperatorToken(home) // another process made it first
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"os"
 	"path/filepath"
 	"sort"
@@ -120,13 +121,5 @@ func writeLoginCache(file, key, path string, perr error, now time.Time) {
 	if os.MkdirAll(filepath.Dir(file), 0o700) != nil {
 		return
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".login-path-*.tmp")
-	if err != nil {
-		return
-	}
-	_, werr := tmp.Write(append(b, '\n'))
-	cerr := tmp.Close()
-	if werr != nil || cerr != nil || os.Rename(tmp.Name(), file) != nil {
-		os.Remove(tmp.Name())
-	}
+	fsutil.Write(file, append(b, '\n'), fsutil.Options{Perm: 0o600, NoSync: true})
 }

@@ -139,7 +139,7 @@ func (s *Server) routes() {
 		writeJSON(w, 200, map[string]any{"removed": removed})
 	}))
 	if s.opt.Nodes != nil {
-		nh := s.opt.Nodes.Handler()
+		nh := s.nodesHandler()
 		m.Handle("/v1/nodes", s.operator(nh.ServeHTTP))
 		m.Handle("/v1/nodes/", s.operator(nh.ServeHTTP))
 	} else {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,8 +80,12 @@ func create(dir string, opt Options) (*Writer, error) {
 		return nil, err
 	}
 	if !opt.New {
-		if err := lockDir(d); err != nil {
+		// One writer per journal: an exclusive, non-blocking flock.
+		if err := fsutil.TryLock(d, true); err != nil {
 			d.Close()
+			if errors.Is(err, fsutil.ErrLocked) {
+				err = ErrLocked
+			}
 			return nil, err
 		}
 	}

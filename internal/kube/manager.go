@@ -23,8 +23,8 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
-	"github.com/conchsh/conch/internal/atomicfile"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/nodehub"
 )
 
@@ -109,7 +109,7 @@ func GatewayID(home string) (string, error) {
 	b := make([]byte, 6)
 	rand.Read(b)
 	id := hex.EncodeToString(b)
-	err := atomicfile.Create(p, []byte(id+"\n"))
+	err := fsutil.CreateFile(p, []byte(id+"\n"), 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return GatewayID(home) // another process made it first
 	}

@@ -57,6 +57,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"io"
 	"io/fs"
 	"os"
@@ -229,10 +230,10 @@ func (l *Ledger) KeyError() error { return l.keyErr }
 // a key. A HEAD that is missing, unreadable or signed (by a key that is gone) is left
 // for the next append, which records what it finds in a gap record before signing.
 func (l *Ledger) signHead() error {
-	if err := flock(l.lock, true); err != nil {
+	if err := fsutil.Lock(l.lock, true); err != nil {
 		return err
 	}
-	defer funlock(l.lock)
+	defer fsutil.Unlock(l.lock)
 	if h, ok, _ := readHead(l.dir); !ok || h.Sig != "" {
 		return nil
 	}
@@ -413,11 +414,11 @@ func (l *Ledger) AppendBatch(rs []Record) ([]Record, error) {
 // gap (rewritten in place, which needs no new disk space), or in l.gap when HEAD cannot
 // be written. Called with l.mu held.
 func (l *Ledger) appendLocked(ms []map[string]any) ([]Record, error) {
-	if err := flock(l.lock, true); err != nil {
+	if err := fsutil.Lock(l.lock, true); err != nil {
 		l.lose(len(ms), err)
 		return nil, err
 	}
-	defer funlock(l.lock)
+	defer fsutil.Unlock(l.lock)
 	tip, err := findTip(l.dir, l.trusts)
 	if err != nil {
 		l.lose(len(ms), err)
@@ -592,7 +593,7 @@ func durable(f *os.File, isNew bool) error {
 		return err
 	}
 	if isNew {
-		return syncDir(filepath.Dir(f.Name()))
+		return fsutil.SyncDir(filepath.Dir(f.Name()))
 	}
 	return nil
 }
@@ -836,7 +837,7 @@ func writeHead(dir string, h head, key ed25519.PrivateKey) (Checkpoint, error) {
 		err = cerr
 	}
 	if err == nil && created {
-		err = syncDir(dir)
+		err = fsutil.SyncDir(dir)
 	}
 	return ck, err
 }

@@ -8,8 +8,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -73,30 +73,11 @@ func ensureKey(home string) (key ed25519.PrivateKey, created bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	tmp, err := os.CreateTemp(home, ".ledger.key-*")
-	if err != nil {
-		return nil, false, err
-	}
-	defer os.Remove(tmp.Name())
-	// CreateTemp makes the file 0600.
-	if err := pem.Encode(tmp, &pem.Block{Type: "PRIVATE KEY", Bytes: der}); err != nil {
-		tmp.Close()
-		return nil, false, err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return nil, false, err
-	}
-	if err := tmp.Close(); err != nil {
-		return nil, false, err
-	}
-	if err := os.Link(tmp.Name(), KeyPath(home)); errors.Is(err, fs.ErrExist) {
+	err = fsutil.CreateFile(KeyPath(home), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+	if errors.Is(err, fs.ErrExist) {
 		key, err = LoadKey(home)
 		return key, false, err
 	} else if err != nil {
-		return nil, false, err
-	}
-	if err := syncDir(home); err != nil {
 		return nil, false, err
 	}
 	return priv, true, nil

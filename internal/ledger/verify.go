@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"io"
 	"io/fs"
 	"os"
@@ -168,7 +169,7 @@ func VerifyWith(home string, o VerifyOptions) (Report, error) {
 		return rep, fmt.Errorf("verify ledger: %w", err)
 	}
 	defer lock.Close()
-	if err := flock(lock, false); err != nil {
+	if err := fsutil.Lock(lock, false); err != nil {
 		return rep, fmt.Errorf("verify ledger: %w", err)
 	}
 

@@ -148,9 +148,23 @@ func (h *Hub) DropPod(nodeID, inviteHash, reason string) {
 		m.end(supervisor.Exit{State: supervisor.StateLost, EndedAt: time.Now().UnixMilli(), Reason: "Command lost: " + reason})
 	}
 	if c != nil {
-		c.ws.Close(CloseRevoked, "sandbox pod removed")
+		h.disconnect(c, CloseRevoked, "sandbox pod removed")
 	}
 	h.emit("node.removed", map[string]any{"nodeId": nodeID})
+}
+
+// podInvite reports whether the join token of hash is bound to a pod.
+func (h *Hub) podInvite(hash string) bool {
+	st, err := h.store.Read()
+	if err != nil {
+		return false
+	}
+	for _, in := range st.Invites {
+		if in.Hash == hash {
+			return in.Pod != nil
+		}
+	}
+	return false
 }
 
 // pairPod serves the hello of a node that presented a pod-bound join
@@ -160,7 +174,7 @@ func (h *Hub) pairPod(c *conn, helloID, hash, podToken string) {
 	fail := func(msg string) {
 		b, _ := json.Marshal(map[string]any{})
 		c.send(apitype.Frame{Type: "res", ID: helloID, Payload: b, Error: apitype.Errorf("UNAUTHORIZED", "%s", msg)})
-		c.ws.Close(CloseAuth, truncate(msg, 120))
+		c.link.Close(CloseAuth, truncate(msg, 120))
 	}
 	h.mu.Lock()
 	verify := h.podVerify

@@ -1,6 +1,9 @@
 // Package nodehub is the gateway side of node hosts (hosts.md §5): pairing
-// state on disk, the WebSocket hub nodes dial into, node selection, and
-// the local mirrors of sessions that run on nodes.
+// state on disk, the hub of the links nodes dial in on (the HTTP adapter
+// hands them over through internal/nodelink: Admit), node selection, the
+// operator operations, and the local mirrors of sessions that run on
+// nodes. The engine uses it through internal/nodeport's Hub; it never
+// imports the engine.
 package nodehub
 
 import (
@@ -11,10 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/internal/supervisor"
@@ -113,14 +116,11 @@ func (s *Store) path(name string) string { return filepath.Join(s.dir, name) }
 // Update runs f on the current state under the lock and saves it when f
 // returns nil.
 func (s *Store) Update(f func(*State) error) error {
-	lf, err := os.OpenFile(s.path("lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	lf, err := fsutil.LockFile(s.path("lock"))
 	if err != nil {
 		return err
 	}
 	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		return err
-	}
 	st, err := s.load()
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"io"
 	"io/fs"
 	"os"
@@ -269,17 +270,7 @@ func saveSeen(file, wsReal string, found []string) {
 	if os.MkdirAll(filepath.Dir(file), 0o700) != nil {
 		return
 	}
-	f, err := os.CreateTemp(filepath.Dir(file), "seen-*.tmp")
-	if err != nil {
-		return
-	}
-	_, err = f.Write(b)
-	if f.Close() == nil && err == nil {
-		err = os.Rename(f.Name(), file)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
+	fsutil.Write(file, b, fsutil.Options{Perm: 0o600, NoSync: true})
 }
 
 // gitDirsIn returns rel and the submodule and linked worktree git

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,8 +14,6 @@ import (
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
-
-	"github.com/conchsh/conch/internal/atomicfile"
 )
 
 // DeniedSyscalls fail with EPERM inside every bwrap and landlock sandbox:
@@ -122,7 +121,7 @@ func writeBwrapFilter(home string, network bool) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return err
 	}
-	return atomicfile.Write(p, b)
+	return fsutil.WriteFile(p, b, 0o600)
 }
 
 // loadFilter sets no_new_privs and loads raw on every thread of this

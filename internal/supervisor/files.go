@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -240,10 +241,7 @@ func Persist(path string) error {
 	}
 	err = f.Sync()
 	f.Close()
-	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
-		d.Sync()
-		d.Close()
-	}
+	fsutil.SyncDir(filepath.Dir(path))
 	return err
 }
 
@@ -252,21 +250,7 @@ func writeJSON(path string, v any, durable bool) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := writeFile(tmp, os.O_TRUNC, b, durable); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if durable {
-		if d, err := os.Open(filepath.Dir(path)); err == nil {
-			d.Sync()
-			d.Close()
-		}
-	}
-	return nil
+	return fsutil.Write(path, b, fsutil.Options{Perm: 0o600, NoSync: !durable})
 }
 
 // writeFile writes b to path, opened with mode 0600 and O_WRONLY|O_CREATE

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/conchsh/conch/internal/unixsock"
 	"hash"
 	"io"
 	"io/fs"
@@ -1272,19 +1273,17 @@ func listenControl(path string, find func(id string) *sup) (net.Listener, error)
 	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
 		return nil, fmt.Errorf("socket directory %s is owned by uid %d, not %d", filepath.Dir(path), st.Uid, os.Getuid())
 	} else if fi.Mode().Perm()&0o077 != 0 {
-		// Only we may reach the socket before its chmod below. (No
-		// umask dance: the umask is the process's, and a host starts
-		// other sessions' commands meanwhile.)
+		// Only we may reach the sockets in it. (unixsock never changes
+		// the umask: it is the process's, and a host starts other
+		// sessions' commands meanwhile.)
 		if err := os.Chmod(filepath.Dir(path), 0o700); err != nil {
 			return nil, err
 		}
 	}
-	os.Remove(path)
-	ln, err := net.Listen("unix", path)
+	ln, err := unixsock.Listen(path, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	os.Chmod(path, 0o600)
 	go func() {
 		for {
 			c, err := ln.Accept()

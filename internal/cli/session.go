@@ -1,0 +1,360 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/conchsh/conch/client"
+	"github.com/spf13/cobra"
+)
+
+// sessionDocs are the usage line, summary and examples of each session
+// command.
+var sessionDocs = map[string][3]string{
+	"poll":   {"poll ID [--since C] [--timeout MS] [--raw]", "Print a session's new output and state (process poll)", "  conch poll calm-gulf\n  conch poll calm-gulf --timeout 5000"},
+	"log":    {"log ID [--offset N] [--limit N] [--since C] [-f] [--raw] [--stream S] [--format text|asciicast]", "Print a session's output (process log); -f follows it", "  conch log calm-gulf -f\n  conch log calm-gulf --offset 0 --limit 50\n  conch log calm-gulf --format asciicast > s.cast"},
+	"wait":   {"wait ID [--until U[,U...]] [--pattern RE] [-i] [--since C] [--host H] [--port P] [--url U] [--path P] [--idle MS] [--timeout MS]", "Wait for a session's end, a pattern, a port, a URL, a file or idleness", "  conch wait calm-gulf\n  conch wait calm-gulf --until port --port 8080 --timeout 60000\n  conch wait calm-gulf --until regex --pattern 'listening on'"},
+	"search": {"search ID PATTERN [-i] [-C N] [--max N] [--since C]", "Search a session's output for a regular expression", "  conch search calm-gulf 'error|FAIL' -i -C 2"},
+	"screen": {"screen ID", "Print what a PTY session's terminal shows", "  conch screen calm-gulf"},
+	"send":   {"send ID [--data S] [--eof] [--keys K,K] [--hex H,H] [--literal S] [--paste S] [--no-bracket] [--submit] [--delay MS]", "Send input, keys or a paste to a session", "  conch send calm-gulf --keys C-c\n  conch send calm-gulf --data 'yes' --submit"},
+	"kill":   {"kill ID", "Kill a session's process tree", "  conch kill calm-gulf"},
+	"clear":  {"clear ID", "Forget a finished session's unread output", "  conch clear calm-gulf"},
+	"rm":     {"rm ID", "Remove a finished session (kills a running one first)", "  conch rm calm-gulf"},
+}
+
+// optNum is a number flag that remembers whether it was given.
+type optNum struct {
+	v   float64
+	set bool
+}
+
+func (n *optNum) String() string {
+	if n == nil || !n.set {
+		return ""
+	}
+	return strconv.FormatFloat(n.v, 'f', -1, 64)
+}
+
+func (n *optNum) Type() string { return "number" }
+
+func (n *optNum) Set(s string) error {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return errors.New("not a finite number")
+	}
+	n.v, n.set = f, true
+	return nil
+}
+
+func (n *optNum) put(p map[string]any, key string) {
+	if n.set {
+		p[key] = n.v
+	}
+}
+
+// runSessionCommand runs the commands that act on one session: poll, log,
+// wait, search, screen, send, kill, clear and rm.
+func (a *app) sessionCmds() []*cobra.Command {
+	var cmds []*cobra.Command
+	for _, name := range []string{"poll", "log", "wait", "search", "screen", "send", "kill", "clear", "rm"} {
+		cmds = append(cmds, a.sessionCmd(name))
+	}
+	return cmds
+}
+
+func (a *app) sessionCmd(name string) *cobra.Command {
+	doc := sessionDocs[name]
+	want := []string{"ID"}
+	if name == "search" {
+		want = []string{"ID", "PATTERN"}
+	}
+	cmd := &cobra.Command{Use: doc[0], Short: doc[1], Example: doc[2], Args: args(want...)}
+	fs := cmd.Flags()
+	stdout, stderr := a.stdout, a.stderr
+	g := addGlobalFlags(fs)
+	var since, timeout, offset, limit, port, idle, context_, max_, delay optNum
+	var raw, follow, ignoreCase, eof, noBracket, submit bool
+	var stream, until, pattern, host, url, path, data, keys, hexes, literal, paste, format string
+	switch name {
+	case "poll":
+		fs.Var(&since, "since", "journal cursor to read from (default: what this agent has not polled yet)")
+		fs.Var(&timeout, "timeout", "wait up to this many milliseconds for the end")
+		fs.BoolVar(&raw, "raw", false, "keep terminal escapes")
+	case "log":
+		fs.Var(&offset, "offset", "first line (0-based)")
+		fs.Var(&limit, "limit", "number of lines")
+		fs.Var(&since, "since", "journal cursor to read from")
+		fs.BoolVarP(&follow, "follow", "f", false, "keep printing new output until the session ends")
+		fs.BoolVar(&raw, "raw", false, "keep terminal escapes")
+		fs.StringVar(&stream, "stream", "", "both, stdout or stderr")
+		fs.StringVar(&format, "format", "text", "text, or asciicast: a PTY session's recording (asciicast v2) on stdout")
+	case "wait":
+		fs.StringVar(&until, "until", "", "exit (default), regex, port, http, file or idle; a comma list waits for the first")
+		fs.StringVar(&pattern, "pattern", "", "regular expression (until regex)")
+		fs.BoolVarP(&ignoreCase, "ignore-case", "i", false, "ignore case")
+		fs.Var(&since, "since", "journal cursor: the output shown, and until regex, start after it (default: output not yet read; regex 0)")
+		fs.StringVar(&host, "host", "", "host (until port; default 127.0.0.1)")
+		fs.Var(&port, "port", "TCP port (until port)")
+		fs.StringVar(&url, "url", "", "URL (until http)")
+		fs.StringVar(&path, "path", "", "path (until file)")
+		fs.Var(&idle, "idle", "milliseconds without output (until idle)")
+		fs.Var(&timeout, "timeout", "give up after this many milliseconds (default 30000)")
+	case "search":
+		fs.BoolVarP(&ignoreCase, "ignore-case", "i", false, "ignore case")
+		fs.VarP(&context_, "context", "C", "lines of context")
+		fs.Var(&max_, "max", "matches returned")
+		fs.Var(&since, "since", "journal cursor to search from")
+	case "send":
+		fs.StringVar(&data, "data", "", "text to write to stdin")
+		fs.BoolVar(&eof, "eof", false, "close stdin after writing")
+		fs.StringVar(&keys, "keys", "", "key tokens, comma-separated (Enter,C-c,Up,…)")
+		fs.StringVar(&hexes, "hex", "", "bytes as hex, comma-separated")
+		fs.StringVar(&literal, "literal", "", "text sent as keys, as is")
+		fs.StringVar(&paste, "paste", "", "text to paste")
+		fs.BoolVar(&noBracket, "no-bracket", false, "paste without bracketed-paste markers")
+		fs.BoolVar(&submit, "submit", false, "then press Enter (CR on a terminal, LF on a pipe)")
+		fs.Var(&delay, "delay", "milliseconds between key tokens")
+	}
+	cmd.RunE = a.runs(func(cmd *cobra.Command, pos []string) int {
+		id := pos[0]
+		if name == "log" && format != "text" {
+			if format != "asciicast" {
+				fmt.Fprintf(stderr, "conch log: unknown --format %q (text or asciicast)\n", format)
+				return ExitUsage
+			}
+			for _, f := range []string{"offset", "limit", "since", "follow", "raw", "stream"} {
+				if fs.Changed(f) {
+					fmt.Fprintf(stderr, "conch log: --format asciicast writes the whole recording; it takes no --%s\n", f)
+					return ExitUsage
+				}
+			}
+			return writeRecording(g, id, stdout, stderr)
+		}
+		p := map[string]any{"sessionId": id}
+		var calls []map[string]any // send may need several actions
+		switch name {
+		case "poll":
+			p["action"] = "poll"
+			since.put(p, "since")
+			timeout.put(p, "timeout")
+			if raw {
+				p["raw"] = true
+			}
+		case "log":
+			p["action"] = "log"
+			offset.put(p, "offset")
+			limit.put(p, "limit")
+			since.put(p, "since")
+			if raw {
+				p["raw"] = true
+			}
+			if stream != "" {
+				p["stream"] = stream
+			}
+		case "wait":
+			p["action"] = "wait"
+			if u := strings.Split(until, ","); len(u) > 1 {
+				p["until"] = u
+			} else if until != "" {
+				p["until"] = until
+			}
+			for k, v := range map[string]string{"pattern": pattern, "host": host, "url": url, "path": path} {
+				if v != "" {
+					p[k] = v
+				}
+			}
+			if ignoreCase {
+				p["ignoreCase"] = true
+			}
+			since.put(p, "since")
+			port.put(p, "port")
+			idle.put(p, "idleMs")
+			timeout.put(p, "timeout")
+		case "search":
+			p["action"] = "search"
+			p["pattern"] = pos[1]
+			if ignoreCase {
+				p["ignoreCase"] = true
+			}
+			context_.put(p, "context")
+			max_.put(p, "max")
+			since.put(p, "since")
+		case "screen", "kill", "clear":
+			p["action"] = name
+		case "rm":
+			p["action"] = "remove"
+		case "send":
+			if fs.Changed("data") || eof {
+				calls = append(calls, map[string]any{"action": "write", "sessionId": id, "data": data, "eof": eof})
+			}
+			if keys != "" || hexes != "" || literal != "" {
+				c := map[string]any{"action": "send-keys", "sessionId": id}
+				if keys != "" {
+					c["keys"] = strings.Split(keys, ",")
+				}
+				if hexes != "" {
+					c["hex"] = strings.Split(hexes, ",")
+				}
+				if literal != "" {
+					c["literal"] = literal
+				}
+				delay.put(c, "delayMs")
+				calls = append(calls, c)
+			}
+			if fs.Changed("paste") {
+				calls = append(calls, map[string]any{"action": "paste", "sessionId": id, "text": paste, "bracketed": !noBracket})
+			}
+			if submit {
+				calls = append(calls, map[string]any{"action": "submit", "sessionId": id})
+			}
+			if len(calls) == 0 {
+				fmt.Fprintln(stderr, "conch send: nothing to send (give --data, --eof, --keys, --hex, --literal, --paste or --submit)")
+				return ExitUsage
+			}
+		}
+		if calls == nil {
+			calls = []map[string]any{p}
+		}
+
+		be, err := g.connect()
+		if err != nil {
+			fmt.Fprintf(stderr, "conch %s: %v\n", name, err)
+			return exitForError(err)
+		}
+		defer be.close()
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		var res client.Result
+		for _, c := range calls {
+			res, err = be.Process(ctx, c)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ExitInterrupted
+				}
+				return printFailure(name, g, res, err, stdout, stderr)
+			}
+			switch {
+			case g.json:
+				printJSON(stdout, res)
+			case name == "log" && follow && logEmpty(res):
+				// Skip "(no output yet)": the output follows.
+			default:
+				printResultText(stdout, stderr, res.Text)
+			}
+		}
+		switch {
+		case name == "wait":
+			return waitExitCode(decodeEnd(res), until)
+		case name == "log" && follow:
+			return followLog(ctx, be, g, res, id, followOpts{raw: raw, stream: stream}, stdout, stderr)
+		}
+		return ExitOK
+	})
+	return cmd
+}
+
+// writeRecording is conch log --format asciicast: the session's recording
+// on stdout.
+func writeRecording(g *globalFlags, id string, stdout, stderr io.Writer) int {
+	be, err := g.connect()
+	if err != nil {
+		fmt.Fprintf(stderr, "conch log: %v\n", err)
+		return exitForError(err)
+	}
+	defer be.close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := be.Recording(ctx, id, stdout); err != nil {
+		if ctx.Err() != nil {
+			return ExitInterrupted
+		}
+		fmt.Fprintf(stderr, "conch log: %v\n", err)
+		return exitForError(err)
+	}
+	return ExitOK
+}
+
+// logEmpty reports whether a log result holds no lines.
+func logEmpty(r client.Result) bool {
+	var d struct {
+		TotalLines int `json:"totalLines"`
+	}
+	return r.Decode(&d) == nil && d.TotalLines == 0
+}
+
+// printResultText prints a result text: inline events on stderr, the rest
+// on stdout.
+func printResultText(stdout, stderr io.Writer, text string) {
+	events, rest := splitEvents(text)
+	for _, e := range events {
+		fmt.Fprintln(stderr, e)
+	}
+	printText(stdout, rest)
+}
+
+// printFailure reports a failed call and returns its exit code.
+func printFailure(name string, g *globalFlags, res client.Result, err error, stdout, stderr io.Writer) int {
+	var ae *client.Error
+	switch {
+	case g.json && res.Details != nil:
+		printJSON(stdout, res)
+	case errors.As(err, &ae) && res.Text != "":
+		_, text := splitEvents(res.Text)
+		fmt.Fprintf(stderr, "conch %s: %s\n", name, text)
+	default:
+		fmt.Fprintf(stderr, "conch %s: %v\n", name, err)
+	}
+	return exitForError(err)
+}
+
+// waitExitCode maps a wait result to the exit code: with `--until exit`
+// (the default) the command's status as exec reports it; otherwise 0 when
+// the condition was met, 1 when the process ended (or asks for input)
+// first, 124 on timeout (interfaces.md §4.1).
+func waitExitCode(d endDetails, until string) int {
+	if until == "" || until == "exit" {
+		if d.Outcome == "timeout" {
+			return ExitTimeout
+		}
+		return execExitCode(d.end())
+	}
+	switch d.Outcome {
+	case "met":
+		return ExitOK
+	case "timeout":
+		return ExitTimeout
+	}
+	return ExitFailed
+}
+
+// followLog prints the output that follows a log result until the session
+// ends (`conch log -f`).
+func followLog(ctx context.Context, be *conn, g *globalFlags, res client.Result, id string, o followOpts, stdout, stderr io.Writer) int {
+	d := decodeEnd(res)
+	if d.Status != "running" && d.Status != "pending" {
+		return ExitOK
+	}
+	o.since = d.Cursor
+	_, err := be.follow(ctx, id, o, func(stream, text string) {
+		if g.json {
+			b, _ := json.Marshal(map[string]string{"stream": stream, "text": text})
+			fmt.Fprintf(stdout, "%s\n", b)
+			return
+		}
+		printChunk(stdout, stderr, stream, text)
+	})
+	if err != nil && ctx.Err() == nil {
+		fmt.Fprintf(stderr, "conch log: %v\n", err)
+		return exitForError(err)
+	}
+	return ExitOK
+}
