@@ -104,6 +104,7 @@ func TestKubeSandbox(t *testing.T) {
 	t.Run("Deleted", env.testDeleted)
 	t.Run("IdleDeletion", env.testIdle)
 	t.Run("SandboxCRD", env.testCRD)
+	t.Run("GatewayRestart", env.testGatewayRestart)
 	t.Run("Recreate", env.testRecreate)
 	t.Run("PruneAfterGatewayStop", env.testPrune)
 }
@@ -432,6 +433,38 @@ func unstructuredString(obj map[string]any, path ...string) (string, bool, error
 	}
 	s, ok := cur.(string)
 	return s, ok, nil
+}
+
+// testGatewayRestart: a session in a pod survives a gateway restart, and
+// the restarted gateway finds the agent's pod again (no new pod).
+func (e *kubeEnv) testGatewayRestart(t *testing.T) {
+	pod := e.onePod(t, "agent-main")
+	m := e.execOK(t, "main", map[string]any{"command": "echo before; read x; echo got $x", "background": true})
+	sid, _ := details(m)["sessionId"].(string)
+	e.g = e.g.restartOn(strings.TrimPrefix(e.g.base, "http://"))
+	e.tokens["main"] = e.g.token
+	// The pod's node reconnects with its node token; the session is
+	// still there, and takes input.
+	eventually(t, 30*time.Second, func() string {
+		_, pm := e.g.do("POST", "/v1/process", e.tokens["main"], map[string]any{"action": "write", "sessionId": sid, "data": "yes\n"}, nil)
+		if errCode(pm) != "" {
+			return fmt.Sprintf("write after restart: %v", pm)
+		}
+		return ""
+	})
+	seen := ""
+	eventually(t, 30*time.Second, func() string {
+		_, pm := e.g.do("POST", "/v1/process", e.tokens["main"], map[string]any{"action": "poll", "sessionId": sid}, nil)
+		seen += text(pm)
+		if details(pm)["status"] != "completed" || !strings.Contains(seen, "got yes") {
+			return fmt.Sprintf("poll after restart: %v (output %q)", pm, seen)
+		}
+		return ""
+	})
+	m = e.execOK(t, "main", map[string]any{"command": "cat f; echo on $HOSTNAME"})
+	if out := text(m); strings.Contains(out, "Waiting") || !strings.Contains(out, "made") || !strings.Contains(out, "on "+pod.Name) {
+		t.Fatalf("after the restart: %v", m)
+	}
 }
 
 func (e *kubeEnv) testRecreate(t *testing.T) {
