@@ -57,6 +57,7 @@ func kubeConfig(t *testing.T, c *testCluster, listen string) string {
     "gone": %s,
     "crd": %s,
     "stale": %s,
+    "slow": %s,
     "nodehost": {"sandbox": {"mode": "off"}, "tools": {"exec": {"host": "node", "security": "full", "ask": "off"}}}
   }
 }`, c.kubeconfig("conch-gateway", ""), kubeNS, listen, conchBin,
@@ -69,7 +70,8 @@ func kubeConfig(t *testing.T, c *testCluster, listen string) string {
 		agent("0", ""),
 		agent("0", ""),
 		agent("30m", `"sandboxCrd": "always"`),
-		agent("4s", ""))
+		agent("4s", ""),
+		agent("0", `"image": "conch-test/hold:1", "startupTimeout": "2s"`))
 }
 
 func TestKubeSandbox(t *testing.T) {
@@ -88,7 +90,7 @@ func TestKubeSandbox(t *testing.T) {
 	env.home = newHome(t, kubeConfig(t, c, listen))
 	env.g = startNodeGateway(t, env.home, listen)
 	env.tokens["main"] = env.g.token
-	for _, a := range []string{"idle", "pullfail", "norbac", "unreach", "hold", "evict", "gone", "crd", "stale", "nodehost"} {
+	for _, a := range []string{"idle", "pullfail", "norbac", "unreach", "hold", "evict", "gone", "crd", "stale", "nodehost", "slow"} {
 		out, err := exec.Command(conchBin, "agents", "add", a, "--home", env.home, "--workspace", t.TempDir()).Output()
 		if err != nil || !strings.HasPrefix(string(out), "cat_") {
 			t.Fatalf("agents add %s: %v %s", a, err, out)
@@ -97,6 +99,7 @@ func TestKubeSandbox(t *testing.T) {
 	}
 	t.Run("CreateReuse", env.testCreateReuse)
 	t.Run("PodBoundJoinToken", env.testPodBoundJoinToken)
+	t.Run("StartupTimeout", env.testStartupTimeout)
 	t.Run("ImagePullFailure", env.testImagePull)
 	t.Run("RBACRefusal", env.testRBAC)
 	t.Run("Unreachable", env.testUnreachable)
@@ -304,6 +307,21 @@ func (e *kubeEnv) testPodBoundJoinToken(t *testing.T) {
 	if strings.Contains(fmt.Sprint(nl), "intruder") {
 		t.Fatalf("an intruder paired or waits: %v", nl)
 	}
+}
+
+// testStartupTimeout: a pod that never runs fails the call after
+// sandbox.kubernetes.startupTimeout, saying what the pod was doing, and
+// is deleted.
+func (e *kubeEnv) testStartupTimeout(t *testing.T) {
+	start := time.Now()
+	_, m := e.exec(t, "slow", map[string]any{"command": "true"})
+	if errCode(m) != "sandbox_unavailable" || !strings.Contains(errText(m), "did not start and connect within 2s (sandbox.kubernetes.startupTimeout): phase Pending") {
+		t.Fatalf("startup timeout: %v", m)
+	}
+	if d := time.Since(start); d > slow(30*time.Second) {
+		t.Fatalf("the call took %v", d)
+	}
+	e.noPod(t, "agent-slow")
 }
 
 func (e *kubeEnv) testImagePull(t *testing.T) {
