@@ -58,6 +58,8 @@ func kubeConfig(t *testing.T, c *testCluster, listen string) string {
     "crd": %s,
     "stale": %s,
     "slow": %s,
+    "sh1": {"sandbox": {"scope": "shared"}},
+    "sh2": {"sandbox": {"scope": "shared"}},
     "nodehost": {"sandbox": {"mode": "off"}, "tools": {"exec": {"host": "node", "security": "full", "ask": "off"}}}
   }
 }`, c.kubeconfig("conch-gateway", ""), kubeNS, listen, conchBin,
@@ -90,7 +92,7 @@ func TestKubeSandbox(t *testing.T) {
 	env.home = newHome(t, kubeConfig(t, c, listen))
 	env.g = startNodeGateway(t, env.home, listen)
 	env.tokens["main"] = env.g.token
-	for _, a := range []string{"idle", "pullfail", "norbac", "unreach", "hold", "evict", "gone", "crd", "stale", "nodehost", "slow"} {
+	for _, a := range []string{"idle", "pullfail", "norbac", "unreach", "hold", "evict", "gone", "crd", "stale", "nodehost", "slow", "sh1", "sh2"} {
 		out, err := exec.Command(conchBin, "agents", "add", a, "--home", env.home, "--workspace", t.TempDir()).Output()
 		if err != nil || !strings.HasPrefix(string(out), "cat_") {
 			t.Fatalf("agents add %s: %v %s", a, err, out)
@@ -98,6 +100,7 @@ func TestKubeSandbox(t *testing.T) {
 		env.tokens[a] = strings.TrimSpace(string(out))
 	}
 	t.Run("CreateReuse", env.testCreateReuse)
+	t.Run("SharedScope", env.testShared)
 	t.Run("PodBoundJoinToken", env.testPodBoundJoinToken)
 	t.Run("StartupTimeout", env.testStartupTimeout)
 	t.Run("ImagePullFailure", env.testImagePull)
@@ -237,6 +240,20 @@ func (e *kubeEnv) testCreateReuse(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// testShared: agents with scope shared share one pod; an agent-scoped
+// agent has its own.
+func (e *kubeEnv) testShared(t *testing.T) {
+	m1 := e.execOK(t, "sh1", map[string]any{"command": "echo from sh1 > shared-file; echo on $HOSTNAME"})
+	m2 := e.execOK(t, "sh2", map[string]any{"command": "cat shared-file; echo on $HOSTNAME"})
+	pod := e.onePod(t, "shared")
+	if !strings.Contains(text(m1), "on "+pod.Name) || !strings.Contains(text(m2), "on "+pod.Name) || !strings.Contains(text(m2), "from sh1") {
+		t.Fatalf("shared scope: %v / %v", m1, m2)
+	}
+	if strings.Contains(text(m2), "Waiting") {
+		t.Fatalf("the second agent waited for a pod: %v", m2)
+	}
 }
 
 // testPodBoundJoinToken: the join token of a pod is useless without that
