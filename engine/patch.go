@@ -121,18 +121,7 @@ func (e *Engine) applyPatch(ctx context.Context, agent string, p apitype.PatchPa
 // else the proxied --workdir of a stdio client, else agents.json, else
 // the engine's cwd (conch mcp --workdir).
 func (e *Engine) workspace(ctx context.Context, agent string) string {
-	if ws := e.conf().Exec(agent).Workspace; ws != "" {
-		return ws
-	}
-	if ws := workdirFrom(ctx); ws != "" {
-		return ws
-	}
-	if e.opt.Workspace != nil {
-		if ws := e.opt.Workspace(agent); ws != "" {
-			return ws
-		}
-	}
-	return e.cwd
+	return e.defaultWorkspace(agent, e.conf().Exec(agent), workdirFrom(ctx))
 }
 
 // applyLocal applies a patch on this machine's filesystem and records it.

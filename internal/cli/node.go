@@ -20,6 +20,7 @@ import (
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/nodehost"
+	"github.com/conchsh/conch/internal/waitprobe"
 )
 
 // nodePing is the keepalive interval of both ends of a node connection:
@@ -76,7 +77,7 @@ func runNode(home, gateway, token, name, ca, podToken, logLevel string, followPa
 		fmt.Fprintf(stderr, "conch node: %v\n", err)
 		return ExitFailed
 	}
-	eng, err := engine.New(engine.Options{Home: home, Mode: "node", Logger: log})
+	eng, err := engine.New(engine.Options{Home: home, Mode: "node", Logger: log, Probes: waitprobe.Probes{}})
 	if err != nil {
 		fmt.Fprintf(stderr, "conch node: %v\n", err)
 		return exitFor(err, ExitFailed)

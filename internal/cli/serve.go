@@ -27,6 +27,7 @@ import (
 	"github.com/conchsh/conch/internal/kube"
 	"github.com/conchsh/conch/internal/nodehub"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/waitprobe"
 	"github.com/spf13/cobra"
 )
 
@@ -171,7 +172,7 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 		return ""
 	}
 	eng, err := engine.New(engine.Options{
-		Home: *home, Mode: "serve", Logger: log, Nodes: hub, Pods: pods,
+		Home: *home, Mode: "serve", Logger: log, Nodes: hub, Pods: pods, Probes: waitprobe.Probes{},
 		PatchNode: func(ctx context.Context, agent, input string) (engine.NodePatch, *apitype.Error) {
 			return hub.PatchApply(ctx, nodeBinding(agent), agent, input)
 		},

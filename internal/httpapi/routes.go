@@ -540,7 +540,7 @@ func (s *Server) nodeApprovals(w http.ResponseWriter, r *http.Request, query str
 	b, aerr := s.opt.Nodes.Call(r.Context(), ref.ID, method, params, 10*time.Second)
 	if aerr != nil {
 		switch {
-		case strings.Contains(aerr.Message, "exec approvals changed"):
+		case aerr.Code == apitype.NodeApprovalsConflict:
 			writeError(w, 409, "conflict", aerr.Message)
 		case aerr.Code == apitype.NodeInvalidRequest:
 			writeError(w, 400, "invalid_argument", aerr.Message)

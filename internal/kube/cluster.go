@@ -18,6 +18,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -160,7 +161,7 @@ func (c *cluster) explain(err error, doing string) error {
 	}
 	var ne net.Error
 	var ue *url.Error
-	if errors.As(err, &ne) || errors.As(err, &ue) || strings.Contains(err.Error(), "connection refused") {
+	if errors.As(err, &ne) || errors.As(err, &ue) || errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("cannot reach the kubernetes API server at %s to %s: %v", c.host, doing, rootCause(err))
 	}
 	return fmt.Errorf("kubernetes: %s: %v", doing, err)

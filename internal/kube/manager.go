@@ -22,10 +22,11 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/host"
 	"github.com/conchsh/conch/internal/nodehub"
+	"github.com/conchsh/conch/internal/nodeport"
 )
 
 // Manager is the kubernetes backend of one gateway. It is safe for
@@ -64,7 +65,7 @@ type scope struct {
 	ours     bool // conch deleted it (idle, recreate): not a loss to report
 }
 
-var _ engine.PodSandboxes = (*Manager)(nil)
+var _ host.PodSandboxes = (*Manager)(nil)
 
 // New returns the backend of the gateway on home, pairing through hub.
 func New(home string, hub *nodehub.Hub, log *slog.Logger) (*Manager, error) {
@@ -128,10 +129,10 @@ func (m *Manager) scopeOf(key string) *scope {
 }
 
 // Ensure returns the node of agent's sandbox pod (engine.PodSandboxes).
-func (m *Manager) Ensure(ctx context.Context, agent string, sb config.SandboxSettings, progress func(string)) (engine.NodeRef, error) {
+func (m *Manager) Ensure(ctx context.Context, agent string, sb config.SandboxSettings, progress func(string)) (nodeport.Ref, error) {
 	cl, err := clusterFor(sb.Kube)
 	if err != nil {
-		return engine.NodeRef{}, err
+		return nodeport.Ref{}, err
 	}
 	ns := cl.namespace(sb.Kube)
 	s := m.scopeOf(ns + "/" + sb.Scope)
@@ -143,7 +144,7 @@ func (m *Manager) Ensure(ctx context.Context, agent string, sb config.SandboxSet
 	s.lost = ""
 	m.mu.Unlock()
 	if lost != "" {
-		return engine.NodeRef{}, fmt.Errorf("%s; its files are gone, and the next call creates a new sandbox pod", lost)
+		return nodeport.Ref{}, fmt.Errorf("%s; its files are gone, and the next call creates a new sandbox pod", lost)
 	}
 	if nodeID == "" {
 		// A pod paired before a gateway restart is adopted.
@@ -161,18 +162,18 @@ func (m *Manager) Ensure(ctx context.Context, agent string, sb config.SandboxSet
 			m.touch(ctx, s, sb.IdleTimeout)
 			return ref, nil
 		}
-		return engine.NodeRef{}, err
+		return nodeport.Ref{}, err
 	}
 	return m.create(ctx, cl, s, ns, agent, sb, progress)
 }
 
 // ready returns the node paired with invite hash when it is connected.
-func (m *Manager) ready(hash string) (engine.NodeRef, bool) {
+func (m *Manager) ready(hash string) (nodeport.Ref, bool) {
 	p, found, connected := m.hub.PodNode(hash)
 	if !found || !connected {
-		return engine.NodeRef{}, false
+		return nodeport.Ref{}, false
 	}
-	return engine.NodeRef{ID: p.NodeID, Name: p.Name, Caps: p.Caps}, true
+	return nodeport.Ref{ID: p.NodeID, Name: p.Name, Caps: p.Caps}, true
 }
 
 // adopt takes over the paired pod of scope left by an earlier run of the
@@ -205,7 +206,7 @@ func (m *Manager) adopt(ctx context.Context, cl *cluster, s *scope, ns string, s
 }
 
 // create makes a new sandbox pod for the scope and waits for it to pair.
-func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent string, sb config.SandboxSettings, progress func(string)) (engine.NodeRef, error) {
+func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent string, sb config.SandboxSettings, progress func(string)) (nodeport.Ref, error) {
 	k := sb.Kube
 	name := podName(sb.Scope)
 	useCRD := false
@@ -213,16 +214,16 @@ func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent s
 	case "always":
 		ok, err := cl.hasSandboxCRD()
 		if err != nil {
-			return engine.NodeRef{}, err
+			return nodeport.Ref{}, err
 		}
 		if !ok {
-			return engine.NodeRef{}, fmt.Errorf("sandbox.kubernetes.sandboxCrd is always, but the cluster at %s does not serve %s sandboxes (is agent-sandbox installed?)", cl.host, sandboxGV)
+			return nodeport.Ref{}, fmt.Errorf("sandbox.kubernetes.sandboxCrd is always, but the cluster at %s does not serve %s sandboxes (is agent-sandbox installed?)", cl.host, sandboxGV)
 		}
 		useCRD = true
 	case "auto":
 		ok, err := cl.hasSandboxCRD()
 		if err != nil {
-			return engine.NodeRef{}, err
+			return nodeport.Ref{}, err
 		}
 		useCRD = ok
 	}
@@ -238,17 +239,17 @@ func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent s
 	progress(fmt.Sprintf("Waiting for sandbox pod %s/%s (%s, image %s) to start and connect, up to %s…", ns, name, strings.ToLower(kind), k.Image, k.StartupTimeout))
 	tok, hash, err := m.hub.CreatePodInvite(nodehub.PodBinding{Namespace: ns, Name: name, ServiceAccount: sa, Scope: sb.Scope}, k.StartupTimeout+time.Minute)
 	if err != nil {
-		return engine.NodeRef{}, fmt.Errorf("mint the sandbox pod's join token: %v", err)
+		return nodeport.Ref{}, fmt.Errorf("mint the sandbox pod's join token: %v", err)
 	}
 	spec, err := podSpec(k, sb.Env, name, tok)
 	if err != nil {
 		m.hub.DropPod("", hash, "")
-		return engine.NodeRef{}, err
+		return nodeport.Ref{}, err
 	}
 	if len(k.NetworkPolicy) > 0 {
 		if err := cl.applyNetworkPolicy(ctx, ns, m.gw, k.NetworkPolicy); err != nil {
 			m.hub.DropPod("", hash, "")
-			return engine.NodeRef{}, err
+			return nodeport.Ref{}, err
 		}
 	}
 	now := time.Now()
@@ -283,13 +284,13 @@ func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent s
 	cancel()
 	if err != nil {
 		m.forget(s, hash)
-		return engine.NodeRef{}, cl.explain(err, fmt.Sprintf("create %s %s in namespace %s", strings.ToLower(kind), name, ns))
+		return nodeport.Ref{}, cl.explain(err, fmt.Sprintf("create %s %s in namespace %s", strings.ToLower(kind), name, ns))
 	}
 	start := time.Now()
 	ref, err := m.await(ctx, cl, s, sb, progress)
 	if err != nil {
 		m.remove(context.Background(), s, "failed to start: "+err.Error())
-		return engine.NodeRef{}, err
+		return nodeport.Ref{}, err
 	}
 	m.mu.Lock()
 	s.nodeID = ref.ID
@@ -302,7 +303,7 @@ func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent s
 // await waits until the scope's pod is paired and connected, fails as
 // soon as the pod cannot run (image pull, eviction, deletion), or times
 // out after the startup timeout with what the pod was doing.
-func (m *Manager) await(ctx context.Context, cl *cluster, s *scope, sb config.SandboxSettings, progress func(string)) (engine.NodeRef, error) {
+func (m *Manager) await(ctx context.Context, cl *cluster, s *scope, sb config.SandboxSettings, progress func(string)) (nodeport.Ref, error) {
 	m.mu.Lock()
 	ns, name, hash := s.ns, s.name, s.hash
 	m.mu.Unlock()
@@ -326,10 +327,10 @@ func (m *Manager) await(ctx context.Context, cl *cluster, s *scope, sb config.Sa
 				kind, uid := s.kind, s.uid
 				m.mu.Unlock()
 				if kind == "Pod" || uid != "" {
-					return engine.NodeRef{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted before it connected", ns, name)))
+					return nodeport.Ref{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted before it connected", ns, name)))
 				}
 			case err != nil:
-				return engine.NodeRef{}, cl.explain(err, fmt.Sprintf("read pod %s/%s", ns, name))
+				return nodeport.Ref{}, cl.explain(err, fmt.Sprintf("read pod %s/%s", ns, name))
 			default:
 				pod = p
 				m.mu.Lock()
@@ -341,19 +342,19 @@ func (m *Manager) await(ctx context.Context, cl *cluster, s *scope, sb config.Sa
 					m.mu.Unlock()
 				}
 				if why := podFailure(p); why != "" {
-					return engine.NodeRef{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s cannot run: %s", ns, name, why)))
+					return nodeport.Ref{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s cannot run: %s", ns, name, why)))
 				}
 				if p.DeletionTimestamp != nil {
-					return engine.NodeRef{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted before it connected", ns, name)))
+					return nodeport.Ref{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted before it connected", ns, name)))
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			return engine.NodeRef{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s did not start and connect within %s (sandbox.kubernetes.startupTimeout): %s", ns, name, sb.Kube.StartupTimeout, podPending(pod))))
+			return nodeport.Ref{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s did not start and connect within %s (sandbox.kubernetes.startupTimeout): %s", ns, name, sb.Kube.StartupTimeout, podPending(pod))))
 		}
 		select {
 		case <-ctx.Done():
-			return engine.NodeRef{}, ctx.Err()
+			return nodeport.Ref{}, ctx.Err()
 		case <-tick.C:
 		}
 	}

@@ -558,7 +558,7 @@ func (n *node) request(l *link, f apitype.Frame) {
 		old, _ := approvals.Load(n.opt.Home)
 		if err := approvals.Save(n.opt.Home, nf, p.BaseHash); err != nil {
 			if errors.Is(err, approvals.ErrConflict) {
-				l.reply(f.ID, nil, invalid("exec approvals changed; reload and retry"))
+				l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeApprovalsConflict, Message: apitype.NodeInvalidRequest + ": " + approvals.ErrConflict.Error()})
 				return
 			}
 			l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeUnavailable, Message: err.Error()})
