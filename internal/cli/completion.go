@@ -53,8 +53,9 @@ To load completions in your current shell session:
 
 	source <(%[1]s completion bash)
 
-To load completions for every new session, add that line to ~/.bashrc, or
-write the script once where bash-completion looks for it:
+To load completions for every new session, add that line to ~/.bashrc, or,
+where the bash-completion package is installed, write the script once where
+that package looks for it:
 
 	%[1]s completion bash > /etc/bash_completion.d/%[1]s
 `, root.Name())
