@@ -55,6 +55,14 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// Is makes an *Error without a message the sentinel of its code:
+// errors.Is(err, &Error{Code: c}) holds for every *Error of code c in
+// err's chain, so callers classify by code, never by text.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Message == "" && t.Code == e.Code
+}
+
 // Errorf returns an *Error with the given code.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}

@@ -30,6 +30,14 @@ const (
 	NodeRunDenied      = "SYSTEM_RUN_DENIED"
 	NodeRunDisabled    = "SYSTEM_RUN_DISABLED"
 	NodeUnavailable    = "UNAVAILABLE"
+	// NodeSessionIDInUse: system.run named a session id the node already
+	// keeps; the gateway retries once with a fresh id. Its message keeps
+	// the INVALID_REQUEST prefix it had before it had a code of its own.
+	NodeSessionIDInUse = "SESSION_ID_IN_USE"
+	// NodeApprovalsConflict: system.execApprovals.set named a base hash
+	// the node's file no longer has (reload and retry); its message keeps
+	// the INVALID_REQUEST prefix too.
+	NodeApprovalsConflict = "APPROVALS_CONFLICT"
 )
 
 // NodeHello is the node's node.hello request.

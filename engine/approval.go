@@ -70,11 +70,11 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	if reason == "" {
 		reason = "allowlist miss"
 	}
-	script := scriptOperand(g.decision, pl.cwd)
+	script := scriptOperand(g.decision, pl.Cwd)
 	req, err := e.store.Create(approvals.Request{
 		Script: script,
-		Agent:  agent, SessionID: id, RequestID: g.requestID, Host: pl.host, NodeID: nodeIDOf(pl), Plan: nodePlanJSON(pl), Command: pl.command, Argv: pl.argv,
-		Cwd: pl.cwd, CwdIdentity: dirIdentity(pl.cwd), EnvKeys: nonNil(pl.envKeys), EnvHash: pl.envHash,
+		Agent:  agent, SessionID: id, RequestID: g.requestID, Host: pl.Host, NodeID: nodeIDOf(pl), Plan: nodePlanJSON(pl), Command: pl.Command, Argv: pl.Argv,
+		Cwd: pl.Cwd, CwdIdentity: dirIdentity(pl.Cwd), EnvKeys: nonNil(pl.EnvKeys), EnvHash: pl.EnvHash,
 		Segments: segs, Reason: reason, Security: string(g.eff.Security), Ask: string(g.eff.Ask),
 		AskFallback: string(g.eff.AskFallback), Persist: g.decision.Persist,
 		ExpiresAtMs: time.Now().Add(e.conf().ApprovalTimeout()).UnixMilli(),
@@ -85,7 +85,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	}
 	s := newSession(id, dir, agent)
 	s.st = state{
-		Agent: agent, Command: pl.command, Name: deriveName(pl.command), Cwd: pl.cwd, Host: pl.host, PTY: pl.pty,
+		Agent: agent, Command: pl.Command, Name: deriveName(pl.Command), Cwd: pl.Cwd, Host: pl.Host, PTY: pl.PTY,
 		CreatedAt: time.Now().UnixMilli(), Backgrounded: true, PendingApprovalID: req.ID, Gated: true, NodeID: nodeIDOf(pl),
 		Notice: noticeState{Queued: true}, // its approval events tell the agent (exec.md §12.2)
 	}
@@ -106,9 +106,9 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	go e.awaitDecision(s)
 
 	text := fmt.Sprintf("Approval required (id %s). Approve to run; updates will arrive after completion.\nReason: %s\nSession: %s (poll it with process for the outcome)", req.Slug, reason, id)
-	return apitype.Result{Text: withWarnings(pl.warnings, text), Details: &ApprovalDetails{
+	return apitype.Result{Text: withWarnings(pl.Warnings, text), Details: &ApprovalDetails{
 		Status: "approval-pending", ApprovalID: req.ID, ApprovalSlug: req.Slug, SessionID: id, ExpiresAtMs: req.ExpiresAtMs,
-		Host: pl.host, NodeID: nodeIDOf(pl), NodeName: nodeNameOf(pl), Command: pl.command, Cwd: pl.cwd, Reason: reason, Segments: shown, Warnings: pl.warnings,
+		Host: pl.Host, NodeID: nodeIDOf(pl), NodeName: nodeNameOf(pl), Command: pl.Command, Cwd: pl.Cwd, Reason: reason, Segments: shown, Warnings: pl.Warnings,
 	}}
 }
 
@@ -208,11 +208,11 @@ func (e *Engine) timedOut(s *session, req *approvals.Request) {
 			r.Security = policy.SecurityAllowlist
 			d := policy.Evaluate(r)
 			ok = d.Outcome == policy.OutcomeRun
-			if ok && d.Pinned != "" && pr.plan.node == nil && len(pr.plan.argv) == 3 {
+			if ok && d.Pinned != "" && pr.plan.Node == nil && len(pr.plan.Argv) == 3 {
 				// Run what the allowlist judged, as an auto-allowed
 				// command does: the pinned text, not the command as
 				// written (the parser and the shell may read it apart).
-				pr.plan.argv[2] = d.Pinned
+				pr.plan.Argv[2] = d.Pinned
 				pr.gate.pinned = true
 			}
 		}
@@ -262,7 +262,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	var persisted []string
 	note := ""
 	if decision == string(approvals.AllowAlways) {
-		if pr != nil && pr.plan.node == nil && pr.gate.eff.Security == policy.SecurityAllowlist && len(req.Persist) > 0 {
+		if pr != nil && pr.plan.Node == nil && pr.gate.eff.Security == policy.SecurityAllowlist && len(req.Persist) > 0 {
 			before, _ := approvals.Load(e.home)
 			added, err := approvals.AddAllow(e.home, s.agent, req.Persist, req.Command)
 			if err != nil {
@@ -276,7 +276,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 				e.appendLedger(ledger.Record{Type: ledger.TypePolicy, Agent: s.agent, Fields: policyFields(before, after, decidedBy)}, true)
 			}
 		}
-		if len(persisted) == 0 && (pr == nil || pr.plan.node == nil) {
+		if len(persisted) == 0 && (pr == nil || pr.plan.Node == nil) {
 			why := "no executable to persist"
 			if pr != nil && pr.gate.eff.Security != policy.SecurityAllowlist {
 				why = "security is not allowlist"
@@ -298,21 +298,21 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 		e.deny(s, "approval-request-failed", "")
 		return
 	}
-	if !planUnchanged(req) || (pr.plan.node == nil && !resolvesAsApproved(req, pr)) {
+	if !planUnchanged(req) || (pr.plan.Node == nil && !resolvesAsApproved(req, pr)) {
 		e.deny(s, "approval plan changed before execution", "")
 		return
 	}
 	pl := pr.plan
-	if pl.node != nil {
-		pl.node.decision = decision // the node persists allow-always itself
+	if pl.Node != nil {
+		pl.Node.Decision = decision // the node persists allow-always itself
 	}
 	// Approved runs: backgrounded, no exit notice, the effective timeout
 	// (explicit, else timeoutSec) with no background exemption.
 	if pr.params.Timeout == nil {
-		pl.timeout = pl.set.Timeout
+		pl.Timeout = pl.Set.Timeout
 	}
-	if pl.stdin == "closed" && pr.params.Background != nil && *pr.params.Background {
-		pl.stdin = "open"
+	if pl.Stdin == "closed" && pr.params.Background != nil && *pr.params.Background {
+		pl.Stdin = "open"
 	}
 	s.mu.Lock()
 	s.approval = nil
@@ -322,7 +322,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	s.update(func(st *state) {
 		st.PendingApprovalID = ""
 		st.ApprovalID = req.ID
-		st.TimeoutSec = pl.timeout.Seconds()
+		st.TimeoutSec = pl.Timeout.Seconds()
 		st.Notice.Queued = true // gated runs use the approval events instead
 	})
 	if note != "" {
@@ -330,7 +330,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	}
 	if err := e.launch(s, pl, pr.params, pr.gate.requestID, req.ID, pr.gate.pinned); err != nil {
 		reason := "spawn-failed"
-		if pl.node != nil {
+		if pl.Node != nil {
 			reason = err.Error() // the node's refusal (hosts.md §5.4)
 		}
 		e.deny(s, reason, "")
@@ -341,7 +341,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 		// that it has a supervisor.
 		e.killSession(s, supervisor.KilledByAgent)
 	}
-	if n := pl.set.ApprovalRunningNotice; n > 0 {
+	if n := pl.Set.ApprovalRunningNotice; n > 0 {
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
@@ -427,7 +427,7 @@ func planUnchanged(req *approvals.Request) bool {
 // another file, while the approved realpaths still hash the same.
 func resolvesAsApproved(req *approvals.Request, pr *pendingRun) bool {
 	d := policy.Evaluate(pr.gate.eff.Request)
-	return sameResolution(resolution(d), req.Segments) && sameScript(scriptOperand(d, pr.plan.cwd), req.Script)
+	return sameResolution(resolution(d), req.Segments) && sameScript(scriptOperand(d, pr.plan.Cwd), req.Script)
 }
 
 // resolution lists what each segment of a decision resolved to.

@@ -32,6 +32,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/host"
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/ledger"
@@ -82,6 +83,13 @@ type Options struct {
 	// Nodes, if set, runs host=node calls on node hosts (the gateway's
 	// node hub); nil means no node is available.
 	Nodes Nodes
+	// Probes answers the wait conditions port and http on this machine
+	// (internal/waitprobe); nil: ports are probed with a TCP connect, and
+	// http conditions are never met.
+	Probes Probes
+	// Hosts, if set, replace the registered hosts of the same names (or
+	// add hosts): for tests and embedders (internal/host).
+	Hosts []host.Host
 }
 
 // Event is an engine event for SSE subscribers. Agent is the owner of the
@@ -169,6 +177,7 @@ type Engine struct {
 	ledgerClosed bool
 	ledgerDone   chan struct{}
 
+	hosts *host.Registry   // where commands run (internal/host)
 	store *approvals.Store // pending approvals
 	nodes nodePlans        // run plans prepared for a gateway (node side)
 	limit limiter          // exec rate limits
@@ -234,6 +243,8 @@ func New(opt Options) (*Engine, error) {
 	}
 	e.calls.init()
 	e.cfgp.Store(cfg)
+	e.hosts = host.NewRegistry(host.Deps{Home: home, Log: log, LoginPATH: e.loginPATH, Launch: e.commit,
+		Nodes: opt.Nodes, NodeBinding: e.NodeBinding}, opt.Hosts...)
 	if opt.Mode != "node" && gatewayLikely(cfg) {
 		// Probe the login-shell PATH now, off the first exec's path.
 		e.loginProbe()

@@ -10,8 +10,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,7 +19,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/host"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/supervisor"
@@ -49,29 +47,8 @@ func execError(err *apitype.Error) apitype.Result {
 	return apitype.Result{Text: err.Message, Details: &apitype.ErrorDetails{Status: "error", Error: err}}
 }
 
-// plan is a validated exec request, ready to spawn.
-type plan struct {
-	agent      string
-	command    string
-	argv       []string
-	env        []string
-	envKeys    []string
-	cwd        string
-	host       string
-	hostReason string
-	pty        bool
-	stdin      string
-	window     time.Duration // <0: none (synchronous)
-	loginWait  time.Duration // spent in the window waiting for the login PATH
-	timeout    time.Duration // 0: none
-	warnings   []string
-	set        config.ExecSettings
-	envHash    string // of the request's env overrides
-	sandbox    *supervisor.SandboxSpec
-	sbInfo     *apitype.SandboxInfo
-	node       *nodeTarget       // host=node only (node.go)
-	trace      trace.SpanContext // the exec call's span, for the run's (trace.go)
-}
+// plan is a validated exec request, ready to spawn (internal/host).
+type plan = host.Plan
 
 func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) apitype.Result {
 	if e.isClosed() {
@@ -82,11 +59,11 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	if derr := e.homeRefusal(); derr != nil {
 		return execError(derr)
 	}
-	pl, aerr := e.plan(agent, p, workdirFrom(ctx))
+	pl, aerr := e.plan(ctx, agent, p, workdirFrom(ctx))
 	if aerr != nil {
 		return execError(aerr)
 	}
-	pl.trace = trace.SpanContextFromContext(ctx)
+	pl.Trace = trace.SpanContextFromContext(ctx)
 	release, qerr := e.admit(agent)
 	defer release()
 	if qerr != nil {
@@ -94,12 +71,13 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	}
 	// The script preflight reads files: only where they are (not for a
 	// node, whose files the gateway cannot see).
-	if msg := preflight(pl.command, pl.cwd); pl.node == nil && msg != "" {
+	if msg := preflight(pl.Command, pl.Cwd); pl.Node == nil && msg != "" {
 		return execError(apitype.Errorf("preflight", "%s", msg))
 	}
 	var g gateResult
 	gateStart := time.Now()
-	if pl.host == "gateway" && pl.hostReason == "" {
+	switch pl.Gate {
+	case host.GatePolicy:
 		// Host execution passes the policy gate; the implicit-sandbox
 		// fallback does not (hosts.md §1).
 		g = e.gate(agent, p, pl)
@@ -107,13 +85,13 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 		if !g.run {
 			return g.result
 		}
-	} else if pl.node != nil {
-		g = e.nodeGate(agent, p, pl)
+	case host.GateNode:
+		g = e.nodeGate(ctx, agent, p, pl)
 		tracePolicy(ctx, gateStart, g)
 		if !g.run {
 			return g.result
 		}
-	} else {
+	default:
 		g.requestID = newUUID()
 	}
 	s, res, ok := e.spawn(pl, p, g)
@@ -122,13 +100,13 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 		return res
 	}
 	traceSession(ctx, s.id)
-	if pl.window == 0 {
+	if pl.Window == 0 {
 		return e.background(s, pl)
 	}
 	var timer <-chan time.Time
-	if pl.window > 0 {
+	if pl.Window > 0 {
 		// The wait for the login PATH counted against the window.
-		t := time.NewTimer(max(pl.window-pl.loginWait, time.Millisecond))
+		t := time.NewTimer(max(pl.Window-pl.LoginWait, time.Millisecond))
 		defer t.Stop()
 		timer = t.C
 	}
@@ -150,7 +128,7 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 		select {
 		case <-s.ended:
 			return e.foregroundResult(s, pl)
-		case <-time.After(pl.set.KillGrace + 3*time.Second):
+		case <-time.After(pl.Set.KillGrace + 3*time.Second):
 			// Still ending: leave it to the supervisor; the caller is
 			// gone anyway.
 			return e.background(s, pl)
@@ -158,10 +136,16 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	}
 }
 
-// plan applies exec.md §2 steps 3–9 and §3.1.
-func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*plan, *apitype.Error) {
+// plan applies exec.md §2 steps 3–9 and §3.1: it chooses the host, sets
+// what does not depend on it, and has the host plan the rest. ctx is the
+// caller's: a caller that gives up stops the planning (a docker create,
+// say); conch stopping does not (the run then goes on in the
+// background, as a started one would).
+func (e *Engine) plan(ctx context.Context, agent string, p apitype.ExecParams, workspace string) (*plan, *apitype.Error) {
+	ctx, cancel := callerContext(ctx)
+	defer cancel()
 	set := e.conf().Exec(agent)
-	pl := &plan{agent: agent, command: p.Command, set: set}
+	pl := &plan{Agent: agent, Command: p.Command, Set: set}
 
 	// Host (hosts.md §1).
 	configured, _ := e.configuredHost(agent)
@@ -169,7 +153,7 @@ func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*pl
 	var backend sandbox.Backend
 	var sbErr error
 	if sb.On && (configured == "" || configured == "sandbox") {
-		backend, sbErr = sandbox.For(context.Background(), sb)
+		backend, sbErr = sandbox.For(ctx, sb)
 	}
 	// Elevated (policy.md §9): only with sandboxing on; it forces the
 	// gateway host.
@@ -180,97 +164,86 @@ func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*pl
 			return nil, aerr
 		}
 	}
-	switch {
-	case level == "ask":
-		pl.host = "gateway"
-	case level == "full":
-		// Gateway host, security full, ask off: no approval gate, still
-		// journalled and ledgered.
-		pl.host, pl.hostReason = "gateway", "elevated-full"
-	case configured == "node" && p.Host != "" && p.Host != "node",
-		configured != "node" && p.Host == "node":
-		return nil, apitype.Errorf(apitype.CodeHostNotAllowed, "exec host not allowed (requested %s; configure tools.exec.host=%s to allow).", p.Host, p.Host)
-	case configured == "node":
-		pl.host = "node"
-	case configured == "gateway" && p.Host != "" && p.Host != "gateway":
-		return nil, apitype.Errorf(apitype.CodeHostNotAllowed, "exec host not allowed (requested %s; configure tools.exec.host=%s to allow).", p.Host, p.Host)
-	case configured == "gateway":
-		pl.host = "gateway"
-	case sb.On && sbErr != nil:
-		// Sandboxing is on but no backend is usable: fail closed, for
-		// the implicit default too.
-		e.log.Warn("sandbox unavailable", "agent", agent, "err", sbErr)
-		return nil, sandboxUnavailable(sbErr)
-	case sb.On:
-		if p.Host != "" && p.Host != "sandbox" {
-			return nil, apitype.Errorf(apitype.CodeHostNotAllowed, "exec host not allowed (requested %s; configure tools.exec.host=%s to allow).", p.Host, p.Host)
+	name, reason, aerr := host.Choose(host.Choice{Configured: configured, Requested: p.Host, Elevated: level, SandboxOn: sb.On, SandboxErr: sbErr})
+	if aerr != nil {
+		if sbErr != nil && aerr.Code == apitype.CodeSandboxUnavail {
+			e.log.Warn("sandbox unavailable", "agent", agent, "err", sbErr)
 		}
-		pl.host = "sandbox"
-	case configured == "sandbox" || p.Host == "sandbox":
-		return nil, sandboxUnavailable(nil)
-	default:
-		pl.host, pl.hostReason = "gateway", "implicit-sandbox-off"
+		return nil, aerr
 	}
+	h, ok := e.hosts.Lookup(name)
+	if !ok {
+		return nil, apitype.Errorf(apitype.CodeHostNotAllowed, "exec host %s is not available in this build.", name)
+	}
+	pl.Host, pl.HostReason = name, reason
 
 	// Background allowed? (exec.md §2 step 3)
-	pl.window = set.Yield
+	pl.Window = set.Yield
 	background := p.Background != nil && *p.Background
 	switch {
 	case set.DenyProcess && (p.Background != nil || p.YieldMs != nil):
-		pl.warnings = append(pl.warnings, "Warning: background execution is disabled; running synchronously.")
-		pl.window = -1
+		pl.Warnings = append(pl.Warnings, "Warning: background execution is disabled; running synchronously.")
+		pl.Window = -1
 		background = false
 	case set.DenyProcess:
-		pl.window = -1
+		pl.Window = -1
 	case background:
-		pl.window = 0
+		pl.Window = 0
 	case p.YieldMs != nil:
 		ms := *p.YieldMs
 		if ms < 10 {
 			ms = 10
 		}
-		pl.window = time.Duration(math.Min(ms, 120000)) * time.Millisecond
+		pl.Window = time.Duration(math.Min(ms, 120000)) * time.Millisecond
 	}
 
 	// Timeout (exec.md §3.1).
 	switch {
 	case p.Timeout != nil:
-		pl.timeout = secondsDuration(*p.Timeout)
+		pl.Timeout = secondsDuration(*p.Timeout)
 	case background || (p.YieldMs != nil && !set.DenyProcess):
-		pl.timeout = set.BackgroundTimeout
+		pl.Timeout = set.BackgroundTimeout
 	default:
-		pl.timeout = set.Timeout
+		pl.Timeout = set.Timeout
 	}
 
-	pl.pty = set.PTY
+	pl.PTY = set.PTY
 	if p.PTY != nil {
-		pl.pty = *p.PTY
+		pl.PTY = *p.PTY
 	}
 	switch {
-	case pl.pty:
-		pl.stdin = "pty"
+	case pl.PTY:
+		pl.Stdin = "pty"
 	case background:
-		pl.stdin = "open"
+		pl.Stdin = "open"
 	default:
-		pl.stdin = "closed"
-	}
-	if pl.host == "node" {
-		if aerr := e.planNode(agent, p, pl); aerr != nil {
-			return nil, aerr
-		}
-		if !pl.pty && pl.stdin == "pty" {
-			pl.stdin = "open"
-		}
-		return pl, nil
+		pl.Stdin = "closed"
 	}
 
-	// Workdir (exec.md §4.3).
-	if pl.host == "sandbox" {
-		if aerr := e.planSandbox(pl, p, sb, backend, workspace); aerr != nil {
-			return nil, aerr
-		}
-		return pl, nil
+	// Workdir, environment, argv (exec.md §4.3, §5): the host's.
+	req := host.Request{Params: p, Workspace: e.defaultWorkspace(agent, set, workspace), Sandbox: sb, Backend: backend}
+	if aerr := h.Plan(ctx, req, pl); aerr != nil {
+		return nil, aerr
 	}
+	return pl, nil
+}
+
+// callerContext is ctx without the cancellation of conch stopping
+// (ErrStopping): only the caller giving up ends it.
+func callerContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		if cause := context.Cause(ctx); !errors.Is(cause, ErrStopping) {
+			cancel(cause)
+		}
+	})
+	return c, func() { stop(); cancel(nil) }
+}
+
+// defaultWorkspace is an agent's default workspace: configured, else the
+// caller's (conch mcp --workdir), else the agents file's, else the
+// engine's directory.
+func (e *Engine) defaultWorkspace(agent string, set config.ExecSettings, workspace string) string {
 	def := set.Workspace
 	if def == "" {
 		def = workspace
@@ -281,67 +254,7 @@ func (e *Engine) plan(agent string, p apitype.ExecParams, workspace string) (*pl
 	if def == "" {
 		def = e.cwd
 	}
-	if !isDir(def) {
-		def, _ = os.UserHomeDir()
-	}
-	pl.cwd = def
-	if p.Workdir != "" {
-		w, tilde := expandTilde(p.Workdir)
-		if !tilde && !filepath.IsAbs(w) {
-			w = filepath.Join(def, w)
-		}
-		if isDir(w) {
-			pl.cwd = filepath.Clean(w)
-		} else {
-			pl.warnings = append(pl.warnings, fmt.Sprintf("Warning: workdir %q is unavailable; using %q.", p.Workdir, def))
-		}
-	}
-
-	// Environment (exec.md §5.2).
-	if msg := hostenv.Validate(p.Env); msg != "" {
-		return nil, apitype.Errorf(apitype.CodeSecurity, "%s", msg)
-	}
-	env := map[string]string{}
-	for _, kv := range hostenv.Inherit(os.Environ()) {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	for k, v := range set.NonInteractiveEnv {
-		env[k] = v
-	}
-	// Login-shell PATH (gateway): merged in front of the daemon's, if
-	// known in time (loginpath.go).
-	lp, known, waited := e.loginPATH(pl.window)
-	pl.loginWait = waited
-	if !known {
-		pl.warnings = append(pl.warnings, loginNotKnown)
-	} else if lp != "" {
-		env["PATH"] = hostenv.MergePATH(lp, env["PATH"])
-	}
-	for k, v := range p.Env {
-		env[k] = v
-		pl.envKeys = append(pl.envKeys, k)
-	}
-	pl.envHash = envHash(p.Env)
-	if len(set.PathPrepend) > 0 {
-		env["PATH"] = prependPath(set.PathPrepend, env["PATH"])
-	}
-	env["CONCH_SHELL"] = "exec"
-	env["OPENCLAW_SHELL"] = "exec"
-	if pl.pty {
-		if t := os.Getenv("TERM"); t != "" {
-			env["TERM"] = t
-		} else {
-			env["TERM"] = "xterm-256color"
-		}
-	}
-	sort.Strings(pl.envKeys)
-	for k, v := range env {
-		pl.env = append(pl.env, k+"="+v)
-	}
-	sort.Strings(pl.env)
-	pl.argv = []string{shellPath(), "-c", p.Command}
-	return pl, nil
+	return def
 }
 
 func secondsDuration(s float64) time.Duration {
@@ -354,73 +267,11 @@ func secondsDuration(s float64) time.Duration {
 	return time.Duration(int64(s*1000)) * time.Millisecond
 }
 
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
-}
-
-// expandTilde expands a leading "~" or "~/" to the home directory of the
-// user conch runs as; expanded reports whether it did. "~user" is not
-// expanded, nor is anything when the home is unknown.
-func expandTilde(p string) (string, bool) {
-	if p != "~" && !strings.HasPrefix(p, "~/") {
-		return p, false
-	}
-	home, err := os.UserHomeDir()
-	if err != nil || home == "" {
-		return p, false
-	}
-	return filepath.Join(home, p[1:]), true
-}
-
-// prependPath puts entries (trimmed, de-duplicated, ~ and ~/ expanded) in front
-// of path.
-func prependPath(entries []string, path string) string {
-	seen := map[string]bool{}
-	var out []string
-	for _, p := range entries {
-		p, _ = expandTilde(strings.TrimSpace(p))
-		if p != "" && !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	for _, p := range strings.Split(path, ":") {
-		if p != "" && !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, ":")
-}
-
-// posixShells are the shells that read the commands conch passes (and
-// the policy gate judges, parsing them as bash) the way bash does.
-var posixShells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "ksh93": true,
-	"mksh": true, "lksh": true, "pdksh": true, "oksh": true, "ash": true, "yash": true, "posh": true, "busybox": true}
-
-// shellPath picks the gateway shell (exec.md §5.1): $SHELL when it is a
-// POSIX shell; otherwise (fish, csh, tcsh, nu, …: under tcsh the word
-// "a\" ; cmd ; "\" that bash reads as one argument ran cmd) bash, else
-// sh, else /bin/sh; unset means sh from PATH, else /bin/sh.
-func shellPath() string {
-	sh := os.Getenv("SHELL")
-	if sh != "" && !posixShells[filepath.Base(sh)] {
-		for _, alt := range []string{"bash", "sh"} {
-			if p, err := exec.LookPath(alt); err == nil {
-				return p
-			}
-		}
-		return "/bin/sh"
-	}
-	if sh != "" {
-		return sh
-	}
-	if p, err := exec.LookPath("sh"); err == nil {
-		return p
-	}
-	return "/bin/sh"
-}
+// expandTilde and prependPath are the host layer's (internal/host).
+var (
+	expandTilde = host.ExpandTilde
+	prependPath = host.PrependPath
+)
 
 // spawn creates the session and starts its supervisor. On failure it
 // returns the result to give the caller and ok=false; nothing remains.
@@ -429,15 +280,15 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 	if err != nil {
 		return nil, e.homeWriteError(err), false
 	}
-	s := newSession(id, dir, pl.agent)
+	s := newSession(id, dir, pl.Agent)
 	s.st = state{
-		Agent: pl.agent, Command: pl.command, Name: deriveName(pl.command), Cwd: pl.cwd, Host: pl.host,
-		PTY: pl.pty, CreatedAt: time.Now().UnixMilli(), TimeoutSec: pl.timeout.Seconds(),
-		Gated: pl.hostReason == "" && pl.host == "gateway", NodeID: nodeIDOf(pl),
+		Agent: pl.Agent, Command: pl.Command, Name: deriveName(pl.Command), Cwd: pl.Cwd, Host: pl.Host,
+		PTY: pl.PTY, CreatedAt: time.Now().UnixMilli(), TimeoutSec: pl.Timeout.Seconds(),
+		Gated: pl.Gate == host.GatePolicy, NodeID: nodeIDOf(pl),
 	}
 	// A local supervisor writes state.json from the spec (a host only if
 	// the session outlives the call; see supervisor.Spec.State).
-	if pl.node != nil {
+	if pl.Node != nil {
 		err = s.createState()
 	}
 	if err != nil {
@@ -445,7 +296,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		return nil, e.homeWriteError(err), false
 	}
 	err = e.launch(s, pl, p, g.requestID, "", g.pinned)
-	if err != nil && pl.node != nil && strings.Contains(err.Error(), "session id in use") {
+	if err != nil && errors.Is(err, host.ErrSessionIDInUse) {
 		// The node still keeps a session of that name: once more with a
 		// fresh id (hosts.md §5.5).
 		e.removeSession(s)
@@ -453,7 +304,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 			return nil, e.homeWriteError(err), false
 		}
 		st := s.st
-		s = newSession(id, dir, pl.agent)
+		s = newSession(id, dir, pl.Agent)
 		s.st = st
 		if err = s.saveLocked(); err == nil {
 			err = e.launch(s, pl, p, g.requestID, "", g.pinned)
@@ -466,7 +317,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		var meta supervisor.Meta
 		if supervisor.ReadJSON(supervisor.MetaPath(s.dir), &meta) == nil {
 			supervisor.Sweep(meta)
-		} else if pl.node == nil {
+		} else if pl.Node == nil {
 			supervisor.SweepSession(s.id) // a host that died before writing it
 		}
 		e.removeSession(s)
@@ -475,9 +326,9 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		}
 		msg := err.Error()
 		return nil, apitype.Result{
-			Text: withWarnings(pl.warnings, msg),
+			Text: withWarnings(pl.Warnings, msg),
 			Details: &apitype.ExecDetails{
-				Status: "failed", Reason: msg, Cwd: pl.cwd, Host: pl.host, HostReason: pl.hostReason, Warnings: pl.warnings,
+				Status: "failed", Reason: msg, Cwd: pl.Cwd, Host: pl.Host, HostReason: pl.HostReason, Warnings: pl.Warnings,
 			},
 		}, false
 	}
@@ -499,22 +350,22 @@ func (e *Engine) homeWriteError(err error) apitype.Result {
 func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, approvalID string, pinned bool) error {
 	id, dir := s.id, s.dir
 	spec := supervisor.Spec{
-		ID: id, Agent: pl.agent, Name: deriveName(pl.command), Command: pl.command, Argv: pl.argv,
-		Env: append(pl.env, "CONCH_SESSION_ID="+id), Dir: pl.cwd, Host: pl.host, HostReason: pl.hostReason,
-		PTY: pl.pty, Cols: 120, Rows: 30, Stdin: pl.stdin, TimeoutMs: pl.timeout.Milliseconds(),
-		KillGraceMs: pl.set.KillGrace.Milliseconds(), JournalMaxBytes: pl.set.JournalMaxBytes,
-		JournalHeadBytes: headBytes(pl.set.JournalHeadBytes), Socket: e.socketPath(id), EnvKeys: pl.envKeys,
-		Fingerprint: fingerprint(p), IdempotencyKey: p.IdempotencyKey, Sandbox: pl.sandbox,
+		ID: id, Agent: pl.Agent, Name: deriveName(pl.Command), Command: pl.Command, Argv: pl.Argv,
+		Env: append(pl.Env, "CONCH_SESSION_ID="+id), Dir: pl.Cwd, Host: pl.Host, HostReason: pl.HostReason,
+		PTY: pl.PTY, Cols: 120, Rows: 30, Stdin: pl.Stdin, TimeoutMs: pl.Timeout.Milliseconds(),
+		KillGraceMs: pl.Set.KillGrace.Milliseconds(), JournalMaxBytes: pl.Set.JournalMaxBytes,
+		JournalHeadBytes: headBytes(pl.Set.JournalHeadBytes), Socket: e.socketPath(id), EnvKeys: pl.EnvKeys,
+		Fingerprint: fingerprint(p), IdempotencyKey: p.IdempotencyKey, Sandbox: pl.Sandbox,
 	}
-	if pl.node == nil {
+	if pl.Node == nil {
 		s.mu.Lock()
 		spec.State, _ = json.Marshal(s.st)
 		s.mu.Unlock()
 	}
 	h, err := e.start(spec, pl, requestID, approvalID)
-	if err != nil && pl.pty && strings.HasPrefix(err.Error(), "open pty") {
-		pl.warnings = append(pl.warnings, fmt.Sprintf("Warning: PTY spawn failed (%v); retrying without PTY for `%s`.", err, pl.command))
-		pl.pty, pl.stdin = false, "open"
+	if err != nil && pl.PTY && errors.Is(err, supervisor.ErrOpenPTY) {
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("Warning: PTY spawn failed (%v); retrying without PTY for `%s`.", err, pl.Command))
+		pl.PTY, pl.Stdin = false, "open"
 		spec.PTY, spec.Stdin = false, "open"
 		s.update(func(st *state) { st.PTY = false })
 		h, err = e.start(spec, pl, requestID, approvalID)
@@ -522,12 +373,12 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 	if err != nil {
 		return err
 	}
-	pl.warnings = append(pl.warnings, h.Warnings...)
-	e.appendLedger(ledger.Record{Type: ledger.TypeExec, Agent: pl.agent, Fields: ledger.Exec{
-		RequestID: requestID, ApprovalID: approvalID, SessionID: id, Host: pl.host, HostReason: pl.hostReason,
-		Argv: pl.argv, Pinned: pinned, Cwd: pl.cwd, Exe: ledger.ExeDigest{Path: pl.argv[0], SHA256: fileSHA256(pl.argv[0])},
-		EnvHash: pl.envHash, PTY: pl.pty, TimeoutMs: pl.timeout.Milliseconds(),
-	}}, approvalID != "" || pl.hostReason == "")
+	pl.Warnings = append(pl.Warnings, h.Warnings...)
+	e.appendLedger(ledger.Record{Type: ledger.TypeExec, Agent: pl.Agent, Fields: ledger.Exec{
+		RequestID: requestID, ApprovalID: approvalID, SessionID: id, Host: pl.Host, HostReason: pl.HostReason,
+		Argv: pl.Argv, Pinned: pinned, Cwd: pl.Cwd, Exe: ledger.ExeDigest{Path: pl.Argv[0], SHA256: fileSHA256(pl.Argv[0])},
+		EnvHash: pl.EnvHash, PTY: pl.PTY, TimeoutMs: pl.Timeout.Milliseconds(),
+	}}, approvalID != "" || pl.HostReason == "")
 	socket := spec.Socket
 	if h.Socket != "" {
 		socket = h.Socket // its host's
@@ -539,44 +390,48 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		s.meta = *h.Meta
 		s.start = time.UnixMilli(s.meta.StartedAt)
 	} else {
-		s.meta = supervisor.Meta{ID: id, Agent: pl.agent, PID: h.PID, PGID: h.PID, Socket: socket,
+		s.meta = supervisor.Meta{ID: id, Agent: pl.Agent, PID: h.PID, PGID: h.PID, Socket: socket,
 			SupervisorPID: h.SupervisorPID, SupervisorStartTime: supervisor.StartTime(h.SupervisorPID),
-			StartedAt: s.start.UnixMilli(), Cwd: pl.cwd, Stdin: pl.stdin}
+			StartedAt: s.start.UnixMilli(), Cwd: pl.Cwd, Stdin: pl.Stdin}
 		if err := supervisor.ReadJSON(supervisor.MetaPath(dir), &s.meta); err != nil {
 			e.log.Warn("read meta.json", "session", id, "err", err)
 		} else {
 			s.start = time.UnixMilli(s.meta.StartedAt)
 		}
 	}
-	if pl.sbInfo != nil && s.meta.Sandbox != nil {
-		pl.sbInfo.Limits = s.meta.Sandbox.Limits
+	if pl.SbInfo != nil && s.meta.Sandbox != nil {
+		pl.SbInfo.Limits = s.meta.Sandbox.Limits
 	}
 	s.mu.Unlock()
 	e.mu.Lock()
 	e.sessions[id] = s
 	e.mu.Unlock()
 	e.emit("session.started", s.agent, map[string]any{"sessionId": id, "agent": s.agent, "name": spec.Name,
-		"host": pl.host, "pty": pl.pty, "startedAt": s.start.UnixMilli()})
+		"host": pl.Host, "pty": pl.PTY, "startedAt": s.start.UnixMilli()})
 	e.wg.Add(1)
 	go e.track(s, h.Events, h.Close)
-	e.traceRun(s, pl.trace)
+	e.traceRun(s, pl.Trace)
 	return nil
 }
 
-// start starts spec on its host: through the node hub for a gateway's
-// host=node run, else under a local supervisor.
+// start starts spec on its host (a local supervisor for the gateway and
+// the sandbox, the node hub for a gateway's host=node run).
 func (e *Engine) start(spec supervisor.Spec, pl *plan, requestID, approvalID string) (*supervisor.Handle, error) {
-	if pl.node != nil {
-		return e.startNode(spec, pl, requestID, approvalID)
+	if pl.Local {
+		return e.commit(spec)
 	}
-	return e.commit(spec)
+	h, ok := e.hosts.Lookup(pl.Host)
+	if !ok {
+		return nil, fmt.Errorf("exec host %s is not available in this build", pl.Host)
+	}
+	return h.Start(context.Background(), pl, spec, host.Run{RequestID: requestID, ApprovalID: approvalID})
 }
 
 func nodeIDOf(pl *plan) string {
-	if pl.node == nil {
+	if pl.Node == nil {
 		return ""
 	}
-	return pl.node.ref.ID
+	return pl.Node.Ref.ID
 }
 
 // hostRetireAfter is how many sessions a supervisor host takes before the
@@ -818,8 +673,8 @@ func withWarnings(warnings []string, text string) string {
 // result (exec.md §8.3).
 func (e *Engine) background(s *session, pl *plan) apitype.Result {
 	s.update(func(st *state) { st.Backgrounded = true })
-	e.emit("session.backgrounded", s.agent, map[string]any{"sessionId": s.id, "agent": s.agent, "name": deriveName(pl.command),
-		"host": pl.host, "pty": pl.pty, "startedAt": s.start.UnixMilli()})
+	e.emit("session.backgrounded", s.agent, map[string]any{"sessionId": s.id, "agent": s.agent, "name": deriveName(pl.Command),
+		"host": pl.Host, "pty": pl.PTY, "startedAt": s.start.UnixMilli()})
 	if !s.running() {
 		// It ended between the timer and the mark: the notice is ours
 		// to queue.
@@ -830,15 +685,15 @@ func (e *Engine) background(s *session, pl *plan) apitype.Result {
 	pid := s.pid
 	st, _, _ := s.snapshot()
 	d := &apitype.ExecDetails{
-		Status: "running", SessionID: s.id, PID: &pid, StartedAt: s.start.UnixMilli(), Cwd: pl.cwd,
-		Tail: &tail, Cursor: cursor, Name: st.Name, PTY: &pl.pty, Host: pl.host, HostReason: pl.hostReason,
-		Stdin: pl.stdin, Warnings: pl.warnings, Sandbox: pl.sbInfo, NodeID: nodeIDOf(pl),
+		Status: "running", SessionID: s.id, PID: &pid, StartedAt: s.start.UnixMilli(), Cwd: pl.Cwd,
+		Tail: &tail, Cursor: cursor, Name: st.Name, PTY: &pl.PTY, Host: pl.Host, HostReason: pl.HostReason,
+		Stdin: pl.Stdin, Warnings: pl.Warnings, Sandbox: pl.SbInfo, NodeID: nodeIDOf(pl),
 	}
 	text := fmt.Sprintf("Command still running (session %s, pid %d). Use process (list/poll/log/wait/write/kill/clear/remove) for follow-up.", s.id, pid)
 	if tail != "" {
 		text += fmt.Sprintf("\n\nOutput so far (last %d chars):\n%s", len([]rune(tail)), tail)
 	}
-	return apitype.Result{Text: withWarnings(pl.warnings, text), Details: d}
+	return apitype.Result{Text: withWarnings(pl.Warnings, text), Details: d}
 }
 
 // foregroundResult builds the completed/failed result of a run that ended
@@ -849,8 +704,8 @@ func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
 	// A local supervisor's journal that counted no output byte has
 	// nothing to read.
 	var out outputText
-	if pl.node != nil || ex.OutputBytes > 0 {
-		out = e.output(s, pl.set.MaxOutputChars)
+	if pl.Node != nil || ex.OutputBytes > 0 {
+		out = e.output(s, pl.Set.MaxOutputChars)
 	}
 	// Output a full disk kept out of the journal makes the result
 	// truncated too: the session is kept like any truncated one.
@@ -864,13 +719,13 @@ func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
 		e.wg.Add(1)
 		go func() { defer e.wg.Done(); e.removeSession(s) }()
 	}
-	res := endResult(s, *ex, out, pl.set)
+	res := endResult(s, *ex, out, pl.Set)
 	d := res.Details.(*apitype.ExecDetails)
-	d.Host, d.HostReason, d.Warnings, d.Sandbox, d.NodeID = pl.host, pl.hostReason, pl.warnings, pl.sbInfo, nodeIDOf(pl)
+	d.Host, d.HostReason, d.Warnings, d.Sandbox, d.NodeID = pl.Host, pl.HostReason, pl.Warnings, pl.SbInfo, nodeIDOf(pl)
 	if !out.truncated {
 		d.SessionID = ""
 	}
-	res.Text = withWarnings(pl.warnings, res.Text)
+	res.Text = withWarnings(pl.Warnings, res.Text)
 	return res
 }
 

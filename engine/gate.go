@@ -21,6 +21,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/host"
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/policy"
@@ -150,8 +151,8 @@ type gateResult struct {
 
 // gate applies the policy gate (exec.md §2 step 12) to a gateway run.
 func (e *Engine) gate(agent string, p apitype.ExecParams, pl *plan) gateResult {
-	eff := e.EffectivePolicy(agent, p.Security, p.Ask, pl.command, pl.cwd, envValue(pl.env, "PATH"))
-	eff.Request.Terminal = pl.pty
+	eff := e.EffectivePolicy(agent, p.Security, p.Ask, pl.Command, pl.Cwd, envValue(pl.Env, "PATH"))
+	eff.Request.Terminal = pl.PTY
 	g := gateResult{requestID: newUUID(), eff: eff}
 	deny := func(reason string) gateResult {
 		g.result = execError(apitype.Errorf("denied", "%s", reason))
@@ -163,19 +164,19 @@ func (e *Engine) gate(agent string, p apitype.ExecParams, pl *plan) gateResult {
 	}
 	if eff.Security == policy.SecurityDeny {
 		e.ledgerEvaluate(agent, g.requestID, pl, eff, policy.Decision{Outcome: policy.OutcomeDeny}, "security=deny")
-		return deny(fmt.Sprintf("exec denied: host=%s security=deny", pl.host))
+		return deny(fmt.Sprintf("exec denied: host=%s security=deny", pl.Host))
 	}
 	d := policy.Evaluate(eff.Request)
 	g.decision = d
 	e.ledgerEvaluate(agent, g.requestID, pl, eff, d, "")
-	pl.warnings = append(pl.warnings, d.Warnings...)
+	pl.Warnings = append(pl.Warnings, d.Warnings...)
 	switch d.Outcome {
 	case policy.OutcomeRun:
 		if d.Pinned != "" && eff.Security == policy.SecurityAllowlist {
-			pl.argv = []string{pl.argv[0], pl.argv[1], d.Pinned}
+			pl.Argv = []string{pl.Argv[0], pl.Argv[1], d.Pinned}
 			g.pinned = true
 		}
-		e.markUsed(pl.command, d, eff)
+		e.markUsed(pl.Command, d, eff)
 		g.run = true
 		return g
 	case policy.OutcomeDeny:
@@ -302,18 +303,7 @@ func dirIdentity(path string) *approvals.FileID {
 
 // envHash hashes the request's env overrides (keys and values) so the
 // ledger and approvals can bind them without storing values.
-func envHash(env map[string]string) string {
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	h := sha256.New()
-	for _, k := range keys {
-		fmt.Fprintf(h, "%s=%s\x00", k, env[k])
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
+func envHash(env map[string]string) string { return host.EnvHash(env) }
 
 // execDefaults are the operator's per-agent exec defaults (policy.md §10),
 // $CONCH_HOME/state/exec-defaults.json.
@@ -389,8 +379,8 @@ func (e *Engine) ledgerEvaluate(agent, requestID string, pl *plan, eff Policy, d
 		analysis = d.Analysis.Reason
 	}
 	e.appendLedger(ledger.Record{Type: ledger.TypeEvaluate, Agent: agent, Fields: ledger.Evaluate{
-		RequestID: requestID, Host: pl.host, Command: pl.command, Cwd: pl.cwd, EnvKeys: nonNil(pl.envKeys),
-		EnvHash: pl.envHash, Security: string(eff.Security), Ask: string(eff.Ask), AskFallback: string(eff.AskFallback),
+		RequestID: requestID, Host: pl.Host, Command: pl.Command, Cwd: pl.Cwd, EnvKeys: nonNil(pl.EnvKeys),
+		EnvHash: pl.EnvHash, Security: string(eff.Security), Ask: string(eff.Ask), AskFallback: string(eff.AskFallback),
 		Analysis: analysis, Segments: ledgerSegments(d), Outcome: d.Outcome,
 	}}, true)
 }

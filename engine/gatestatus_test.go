@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -73,7 +74,7 @@ func TestGateStatusMatchesPlan(t *testing.T) {
 					if !strings.HasPrefix(x.Text("main"), line+"\n") {
 						t.Fatalf("explain does not start with the gate line %q:\n%s", line, x.Text("main"))
 					}
-					pl, aerr := e.plan("main", apitype.ExecParams{Command: "echo hi"}, "")
+					pl, aerr := e.plan(context.Background(), "main", apitype.ExecParams{Command: "echo hi"}, "")
 					if hp.host == "node" {
 						// No node is paired: the call fails, and the node
 						// would judge it.
@@ -90,13 +91,13 @@ func TestGateStatusMatchesPlan(t *testing.T) {
 						}
 						return
 					}
-					gated := pl.host == "gateway" && pl.hostReason == ""
-					if g.Host != pl.host || g.Applies != gated {
-						t.Fatalf("plan runs on %s (reason %q, gated %v); gate status %+v", pl.host, pl.hostReason, gated, g)
+					gated := pl.Host == "gateway" && pl.HostReason == ""
+					if g.Host != pl.Host || g.Applies != gated {
+						t.Fatalf("plan runs on %s (reason %q, gated %v); gate status %+v", pl.Host, pl.HostReason, gated, g)
 					}
-					runsFree := pl.host == "gateway" && (!gated || fullOff)
+					runsFree := pl.Host == "gateway" && (!gated || fullOff)
 					if g.Ungated != runsFree {
-						t.Fatalf("plan: host %s gated %v full/off %v; gate status says ungated=%v (%s)", pl.host, gated, fullOff, g.Ungated, g.Reason)
+						t.Fatalf("plan: host %s gated %v full/off %v; gate status says ungated=%v (%s)", pl.Host, gated, fullOff, g.Ungated, g.Reason)
 					}
 					if !g.Applies && (!strings.Contains(x.Text("main"), "\nverdict if the gate applied: ") || !strings.Contains(x.Text("main"), "\nif the gate applied: agent main · ")) {
 						t.Fatalf("an ungated agent's policy line or verdict is not labelled:\n%s", x.Text("main"))

@@ -23,10 +23,6 @@ import (
 // loginCachePath is the probe's cache file in home.
 func loginCachePath(home string) string { return filepath.Join(home, "state", "login-path.json") }
 
-// loginNotKnown is the warning of a gateway run that did not get the
-// login-shell PATH.
-const loginNotKnown = "Warning: the login-shell PATH is not known yet (its probe is still running); this command ran with conch's own PATH. Later commands get the login-shell PATH."
-
 // loginProbe returns the engine's probe, starting it on first use.
 func (e *Engine) loginProbe() *hostenv.LoginProbe {
 	e.loginOnce.Do(func() { e.login.Store(hostenv.StartLoginProbe(loginCachePath(e.home))) })

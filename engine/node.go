@@ -19,7 +19,9 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/host"
 	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/supervisor"
 	"github.com/conchsh/conch/policy"
 )
@@ -30,90 +32,12 @@ import (
 // side: NodePrepare and NodeRun run a gateway's request on this engine's
 // own home, under this home's policy.
 
-// Nodes is the gateway's node hub as the engine uses it.
-type Nodes interface {
-	// Select picks a paired node for query ("" = the only connected one),
-	// hosts.md §5.2.
-	Select(query string) (NodeRef, *apitype.Error)
-	// Prepare sends system.run.prepare to the node.
-	Prepare(ctx context.Context, nodeID string, p apitype.NodePrepareParams) (apitype.NodePrepareReply, *apitype.Error)
-	// Start mirrors spec.ID into the local session directory and sends
-	// system.run; the handle behaves like a local supervisor's.
-	Start(nodeID string, spec supervisor.Spec, run apitype.NodeRunParams) (*supervisor.Handle, error)
-	// Removed records that session id was removed before its node
-	// reported the end: it is never resumed after a restart, and its
-	// kill reaches the node when it is back.
-	Removed(sessionID string)
-}
+// Nodes is the gateway's node hub as the engine uses it (defined below
+// the engine, so that the hub never imports it).
+type Nodes = nodeport.Hub
 
 // NodeRef names a selected node.
-type NodeRef struct {
-	ID   string
-	Name string
-	Caps []string
-}
-
-// nodeTarget is the node part of a gateway plan.
-type nodeTarget struct {
-	ref      NodeRef
-	query    string
-	workdir  string // only an explicitly passed workdir (exec.md §4.3)
-	params   map[string]string
-	prep     apitype.NodePrepareReply
-	decision string // of the approval, when approved
-}
-
-// planNode selects the node of a host=node run (hosts.md §5.2) and fills
-// the parts of the plan that differ from a gateway run.
-func (e *Engine) planNode(agent string, p apitype.ExecParams, pl *plan) *apitype.Error {
-	if e.opt.Nodes == nil {
-		return apitype.Errorf(apitype.CodeNodeUnavailable, "exec host=node requires a paired node (none available). This requires a node host (conch node).")
-	}
-	binding := firstNonEmpty(e.execDefaults(agent).Node, pl.set.Node)
-	query := p.Node
-	if binding != "" {
-		if p.Node != "" && !sameNodeRef(p.Node, binding) {
-			return apitype.Errorf(apitype.CodeNodeNotAllowed, "exec node not allowed (bound to %s)", binding)
-		}
-		query = binding
-	}
-	ref, aerr := e.opt.Nodes.Select(query)
-	if aerr != nil {
-		return aerr
-	}
-	if pl.pty && !slices.Contains(ref.Caps, "pty") {
-		pl.warnings = append(pl.warnings, "Warning: this node does not support PTY; running without it.")
-		pl.pty = false
-	}
-	if msg := hostenv.Validate(p.Env); msg != "" {
-		return apitype.Errorf(apitype.CodeSecurity, "%s", msg)
-	}
-	if len(pl.set.PathPrepend) > 0 {
-		pl.warnings = append(pl.warnings, "Warning: tools.exec.pathPrepend is ignored for host=node. Configure PATH on the node host/service instead.")
-	}
-	pl.host = "node"
-	pl.node = &nodeTarget{ref: ref, query: query, workdir: p.Workdir, params: p.Env}
-	pl.cwd = p.Workdir
-	for k := range p.Env {
-		pl.envKeys = append(pl.envKeys, k)
-	}
-	sort.Strings(pl.envKeys)
-	pl.envHash = envHash(p.Env)
-	pl.argv = []string{"/bin/sh", "-lc", p.Command}
-	return nil
-}
-
-// sameNodeRef reports whether two node references are the same reference
-// (same kind, same value once normalised): a call may repeat its agent's
-// binding in another spelling, never name the node another way.
-func sameNodeRef(a, b string) bool {
-	ra, err1 := apitype.ParseNodeRef(a)
-	rb, err2 := apitype.ParseNodeRef(b)
-	if err1 != nil || err2 != nil {
-		return strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b))
-	}
-	return ra == rb
-}
+type NodeRef = nodeport.Ref
 
 // nodeError maps a node or hub error to the exec error of hosts.md §5.3.
 func nodeError(err *apitype.Error) *apitype.Error {
@@ -132,25 +56,29 @@ func nodeError(err *apitype.Error) *apitype.Error {
 // (which may only tighten) travel with system.run.prepare; the node's
 // verdict is authoritative (hosts.md §5.7). A run the node wants approved
 // is prompted on the gateway like a gateway run.
-func (e *Engine) nodeGate(agent string, p apitype.ExecParams, pl *plan) gateResult {
-	eff := e.EffectivePolicy(agent, p.Security, p.Ask, pl.command, pl.cwd, "")
+func (e *Engine) nodeGate(ctx context.Context, agent string, p apitype.ExecParams, pl *plan) gateResult {
+	eff := e.EffectivePolicy(agent, p.Security, p.Ask, pl.Command, pl.Cwd, "")
 	g := gateResult{requestID: newUUID(), eff: eff}
 	if eff.Security == policy.SecurityDeny {
 		g.result = execError(apitype.Errorf("denied", "exec denied: host=node security=deny"))
 		return g
 	}
 	var pp apitype.NodePrepareParams
-	pp.Command, pp.RawCommand, pp.Cwd, pp.AgentID, pp.EnvHash = pl.argv, pl.command, pl.node.workdir, agent, pl.envHash
+	pp.Command, pp.RawCommand, pp.Cwd, pp.AgentID, pp.EnvHash = pl.Argv, pl.Command, pl.Node.Workdir, agent, pl.EnvHash
 	pp.Tool.Security, pp.Tool.Ask = string(eff.Security), string(eff.Ask)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	// The caller's context: one that gives up stops waiting for the
+	// node (conch stopping does not; see callerContext).
+	ctx, stop := callerContext(ctx)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	rep, aerr := e.opt.Nodes.Prepare(ctx, pl.node.ref.ID, pp)
+	rep, aerr := e.opt.Nodes.Prepare(ctx, pl.Node.Ref.ID, pp)
 	if aerr != nil {
 		g.result = execError(nodeError(aerr))
 		return g
 	}
-	pl.node.prep = rep
-	pl.cwd = rep.Plan.Cwd
+	pl.Node.Prep = rep
+	pl.Cwd = rep.Plan.Cwd
 	if !rep.Verdict.RequiresApproval {
 		g.run = true
 		return g
@@ -158,20 +86,6 @@ func (e *Engine) nodeGate(agent string, p apitype.ExecParams, pl *plan) gateResu
 	g.decision = policy.Decision{Reason: rep.Verdict.Reason}
 	g.result = e.requestApproval(agent, p, pl, g)
 	return g
-}
-
-// startNode starts a planned node run through the hub.
-func (e *Engine) startNode(spec supervisor.Spec, pl *plan, requestID, approvalID string) (*supervisor.Handle, error) {
-	spec.Host = "node"
-	run := apitype.NodeRunParams{
-		PlanID: pl.node.prep.PlanID, Command: pl.argv, RawCommand: pl.command, Cwd: pl.cwd, Env: pl.node.params,
-		TimeoutMs: pl.timeout.Milliseconds(), AgentID: pl.agent, RunID: requestID, SessionID: spec.ID,
-		Approved: approvalID != "", Stream: true, PTY: pl.pty, Cols: spec.Cols, Rows: spec.Rows, Stdin: pl.stdin,
-	}
-	if approvalID != "" {
-		run.RunID, run.ApprovalDecision = approvalID, pl.node.decision
-	}
-	return e.opt.Nodes.Start(pl.node.ref.ID, spec, run)
 }
 
 // Node side.
@@ -234,7 +148,7 @@ func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareRe
 		return rep, nodeErr(apitype.NodeRunDenied, "approval requires an existing canonical cwd")
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	env := e.nodeEnv(set, nil)
+	env := e.nodeEnv(set, nil, false)
 	eff := e.EffectivePolicy(p.AgentID, p.Tool.Security, p.Tool.Ask, p.RawCommand, canon, envValue(env, "PATH"))
 	if eff.FileErr != nil {
 		return rep, nodeErr(apitype.NodeRunDenied, "exec approvals file unusable: "+eff.FileErr.Error())
@@ -315,30 +229,10 @@ func shellScript(argv []string) (string, bool) {
 	return "", false
 }
 
-// nodeEnv is the environment of a node run: this host's sanitised
-// environment (PATH included: the node service's, no login-shell probe)
-// and its nonInteractiveEnv, then the request's overrides (already
-// validated) and the markers (hosts.md §5.7).
-func (e *Engine) nodeEnv(set config.ExecSettings, overrides map[string]string) []string {
-	env := map[string]string{}
-	for _, kv := range hostenv.Inherit(os.Environ()) {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	for k, v := range set.NonInteractiveEnv {
-		env[k] = v
-	}
-	for k, v := range overrides {
-		env[k] = v
-	}
-	env["CONCH_SHELL"] = "exec"
-	env["OPENCLAW_SHELL"] = "exec"
-	out := make([]string, 0, len(env))
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
+// nodeEnv is the environment of a node run (hosts.md §5.7): see
+// host.NodeEnv.
+func (e *Engine) nodeEnv(set config.ExecSettings, overrides map[string]string, pty bool) []string {
+	return host.NodeEnv(set.NonInteractiveEnv, overrides, pty)
 }
 
 var nodeSessionID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
@@ -359,7 +253,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 	dir := supervisor.SessionDir(e.home, p.SessionID)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if os.IsExist(err) {
-			return rep, nodeErr(apitype.NodeInvalidRequest, "session id in use")
+			return rep, &apitype.Error{Code: apitype.NodeSessionIDInUse, Message: apitype.NodeInvalidRequest + ": session id in use"}
 		}
 		return rep, nodeErr(apitype.NodeUnavailable, fmt.Sprintf("conch home %s is not writable (%v)", e.home, err))
 	}
@@ -437,10 +331,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 	case stdin != "open":
 		stdin = "closed"
 	}
-	env := e.nodeEnv(set, p.Env)
-	if p.PTY {
-		env = append(env, "TERM=xterm-256color")
-	}
+	env := e.nodeEnv(set, p.Env, p.PTY)
 	argv := pl.Argv
 	if np.pinned != "" {
 		argv = []string{argv[0], argv[1], np.pinned}
@@ -451,13 +342,14 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 	}
 	sort.Strings(keys)
 	run := &plan{
-		agent: p.AgentID, command: p.RawCommand, argv: argv, env: env, envKeys: keys, cwd: pl.Cwd, host: "node",
-		pty: p.PTY, stdin: stdin, timeout: time.Duration(max(p.TimeoutMs, 0)) * time.Millisecond, set: set, envHash: pl.EnvHash,
+		Agent: p.AgentID, Command: p.RawCommand, Argv: argv, Env: env, EnvKeys: keys, Cwd: pl.Cwd, Host: "node",
+		PTY: p.PTY, Stdin: stdin, Timeout: time.Duration(max(p.TimeoutMs, 0)) * time.Millisecond, Set: set, EnvHash: pl.EnvHash,
+		Local: true,
 	}
 	s := newSession(p.SessionID, dir, p.AgentID)
 	s.st = state{
 		Agent: p.AgentID, Command: p.RawCommand, Name: deriveName(p.RawCommand), Cwd: pl.Cwd, Host: "node",
-		PTY: p.PTY, CreatedAt: time.Now().UnixMilli(), TimeoutSec: run.timeout.Seconds(), Backgrounded: true,
+		PTY: p.PTY, CreatedAt: time.Now().UnixMilli(), TimeoutSec: run.Timeout.Seconds(), Backgrounded: true,
 		Gated: true, Notice: noticeState{Queued: true}, // the gateway tells its agent
 	}
 	if err := s.saveLocked(); err != nil {
@@ -501,6 +393,43 @@ func (e *Engine) NodeSession(id string) (dir string, changed <-chan struct{}, ok
 	return s.dir, s.changed(), true
 }
 
+// NodeEnd returns the final end state of session id on this home once it
+// has one, and its command: the registry's, known as soon as the
+// supervisor reports the end (its exit.json and meta.json may be written
+// later, or not at all for a session that ended at once), or, for a
+// session no longer registered, its files'.
+func (e *Engine) NodeEnd(id string) (ex supervisor.Exit, command string, ended bool) {
+	e.mu.Lock()
+	s := e.sessions[id]
+	e.mu.Unlock()
+	var dir string
+	if s == nil {
+		if !nodeSessionID.MatchString(id) {
+			return supervisor.Exit{}, "", false
+		}
+		dir = supervisor.SessionDir(e.home, id)
+		var ok bool
+		if ex, ok, _ = supervisor.ReadExit(dir); !ok || !ex.Final {
+			return supervisor.Exit{}, "", false
+		}
+	} else {
+		_, exit, _ := s.snapshot()
+		if exit == nil {
+			return supervisor.Exit{}, "", false
+		}
+		ex, dir = *exit, s.dir
+		s.mu.Lock()
+		command = s.meta.Command
+		s.mu.Unlock()
+	}
+	if command == "" {
+		var meta supervisor.Meta
+		supervisor.ReadJSON(supervisor.MetaPath(dir), &meta)
+		command = meta.Command
+	}
+	return ex, command, true
+}
+
 // NodeCall forwards a control request of the gateway to the supervisor of
 // session id (system.session.*).
 func (e *Engine) NodeCall(id string, req supervisor.Request) (supervisor.Reply, error) {
@@ -522,10 +451,10 @@ func (e *Engine) NodeCall(id string, req supervisor.Request) (supervisor.Reply, 
 
 // nodePlanJSON is the run plan recorded with a node run's approval.
 func nodePlanJSON(pl *plan) json.RawMessage {
-	if pl.node == nil {
+	if pl.Node == nil {
 		return nil
 	}
-	b, _ := json.Marshal(map[string]any{"plan": pl.node.prep.Plan, "planHash": pl.node.prep.PlanHash})
+	b, _ := json.Marshal(map[string]any{"plan": pl.Node.Prep.Plan, "planHash": pl.Node.Prep.PlanHash})
 	return b
 }
 
@@ -547,8 +476,8 @@ func (e *Engine) NodeBinding(agent string) string {
 }
 
 func nodeNameOf(pl *plan) string {
-	if pl.node == nil {
+	if pl.Node == nil {
 		return ""
 	}
-	return pl.node.ref.Name
+	return pl.Node.Ref.Name
 }

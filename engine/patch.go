@@ -7,6 +7,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/patch"
 )
 
@@ -26,15 +27,7 @@ type PatchTarget struct {
 }
 
 // NodePatch is the answer of a node to system.patch.apply.
-type NodePatch struct {
-	// NodeID and NodeName identify the node that applied the patch.
-	NodeID, NodeName string
-	// Result is the node's {text, details}: details decode to
-	// *apitype.PatchDetails or *apitype.ErrorDetails.
-	Result apitype.Result
-	// Files are the changes the node reports, for the ledger (optional).
-	Files []ledger.PatchFile
-}
+type NodePatch = nodeport.Patch
 
 // patchUnavailable is the text for a host this engine cannot serve.
 func patchUnavailable(msg string) apitype.Result {
@@ -128,18 +121,7 @@ func (e *Engine) applyPatch(ctx context.Context, agent string, p apitype.PatchPa
 // else the proxied --workdir of a stdio client, else agents.json, else
 // the engine's cwd (conch mcp --workdir).
 func (e *Engine) workspace(ctx context.Context, agent string) string {
-	if ws := e.conf().Exec(agent).Workspace; ws != "" {
-		return ws
-	}
-	if ws := workdirFrom(ctx); ws != "" {
-		return ws
-	}
-	if e.opt.Workspace != nil {
-		if ws := e.opt.Workspace(agent); ws != "" {
-			return ws
-		}
-	}
-	return e.cwd
+	return e.defaultWorkspace(agent, e.conf().Exec(agent), workdirFrom(ctx))
 }
 
 // applyLocal applies a patch on this machine's filesystem and records it.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -12,134 +11,14 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/host"
 	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
 // sandboxUnavailable is the fail-closed error of hosts.md §1 (text of
-// exec.md §8.6); the cause, when known, is appended on a last line.
-func sandboxUnavailable(cause error) *apitype.Error {
-	msg := "exec host=sandbox is configured, but sandbox runtime is unavailable for this session.\nEnable sandboxing (sandbox.mode) with an available backend (bwrap, docker or landlock), or use host=gateway with approvals."
-	if cause != nil {
-		msg += "\n(" + cause.Error() + ")"
-	}
-	return apitype.Errorf(apitype.CodeSandboxUnavail, "%s", msg)
-}
-
-// planSandbox fills in the workdir, environment and argv of a sandboxed
-// run (exec.md §4.3, §5.1–§5.3; hosts.md §3).
-func (e *Engine) planSandbox(pl *plan, p apitype.ExecParams, sb config.SandboxSettings, backend sandbox.Backend, workspace string) *apitype.Error {
-	set := pl.set
-	def := set.Workspace
-	if def == "" {
-		def = workspace
-	}
-	if def == "" && e.opt.Workspace != nil {
-		def = e.opt.Workspace(pl.agent)
-	}
-	if def == "" {
-		def = e.cwd
-	}
-	if abs, err := filepath.Abs(def); err == nil {
-		def = abs
-	}
-	if !isDir(def) && sb.WorkspaceAccess != "none" {
-		return sandboxUnavailable(fmt.Errorf("the workspace %s is not a directory", def))
-	}
-	ws, err := sandbox.Workspace(e.home, def, sb)
-	if err != nil {
-		return sandboxUnavailable(err)
-	}
-	view := sandbox.NewView(ws, sb, backend.Name())
-	pl.cwd = ws
-	if w := p.Workdir; w != "" {
-		var host string
-		switch {
-		case filepath.IsAbs(w):
-			if h, ok := view.MapOut(w); ok {
-				host = h
-			} else if _, ok := view.MapIn(w); ok {
-				host = filepath.Clean(w)
-			}
-		case !strings.HasPrefix(w, "~"):
-			host = filepath.Join(ws, w)
-		}
-		if _, inside := view.MapIn(host); host != "" && inside && isDir(host) {
-			pl.cwd = host
-		} else {
-			pl.warnings = append(pl.warnings, fmt.Sprintf("Warning: workdir %q is unavailable; using %q.", p.Workdir, view.Inside))
-		}
-	}
-
-	// Environment (exec.md §5.2 sandbox): PATH, HOME, LANG, the
-	// non-interactive defaults, sandbox.env, the request env as given;
-	// PATH additions travel in CONCH_PREPEND_PATH (§5.3).
-	req := map[string]string{}
-	var prepend []string
-	prepend = append(prepend, set.PathPrepend...)
-	for k, v := range p.Env {
-		pl.envKeys = append(pl.envKeys, k)
-		if strings.EqualFold(k, "PATH") {
-			prepend = append(prepend, v)
-			continue
-		}
-		req[k] = v
-	}
-	sort.Strings(pl.envKeys)
-	pl.envHash = envHash(p.Env)
-	env := sandbox.Env(sandbox.InsideHome, os.Getenv("PATH"), set.NonInteractiveEnv, sb.Env, req)
-	command := p.Command
-	if pp := prependPath(prepend, ""); pp != "" {
-		env["CONCH_PREPEND_PATH"] = pp
-		command = `export PATH="${CONCH_PREPEND_PATH}:$PATH"; unset CONCH_PREPEND_PATH; ` + command
-	}
-	env["CONCH_SHELL"] = "exec"
-	env["OPENCLAW_SHELL"] = "exec"
-	if pl.pty {
-		if t := os.Getenv("TERM"); t != "" {
-			env["TERM"] = t
-		} else {
-			env["TERM"] = "xterm-256color"
-		}
-	}
-	var envList []string
-	for k, v := range env {
-		envList = append(envList, k+"="+v)
-	}
-	sort.Strings(envList)
-
-	exe, err := os.Executable()
-	if err != nil {
-		return sandboxUnavailable(fmt.Errorf("locate the conch executable: %v", err))
-	}
-	run := &sandbox.Run{Home: e.home, Exe: exe, Settings: sb, Workspace: ws, Cwd: pl.cwd, Command: command, Env: envList, PTY: pl.pty}
-	if err := backend.Prepare(context.Background(), run); err != nil {
-		return sandboxUnavailable(err)
-	}
-	argv, cmdEnv, err := backend.Command(run)
-	if err != nil {
-		return sandboxUnavailable(err)
-	}
-	pl.argv, pl.env = argv, cmdEnv
-	layers := backend.Layers(run)
-	pl.sandbox = &supervisor.SandboxSpec{
-		Backend: backend.Name(), Scope: sb.Scope, Layers: layers,
-		MemoryBytes: sb.MemoryBytes, Pids: sb.Pids, CPUs: sb.CPUs,
-		BlockFD:    backend.Name() != "docker",
-		CttyInside: backend.Name() == "bwrap" && pl.pty,
-		Files:      run.Files,
-	}
-	if d, ok := backend.(*sandbox.Docker); ok {
-		// Docker enforces the limits on the container; its processes are
-		// outside the session cgroup, so the kill runs inside too.
-		pl.sandbox.MemoryBytes, pl.sandbox.Pids, pl.sandbox.CPUs = 0, 0, 0
-		pl.sandbox.KillArgv = d.KillArgv(run)
-	}
-	inCwd, _ := view.MapIn(pl.cwd)
-	pl.sbInfo = &apitype.SandboxInfo{Backend: backend.Name(), Scope: sb.Scope, Layers: layers,
-		Workspace: view.Inside, HostWorkspace: ws, Cwd: inCwd}
-	return nil
-}
+// exec.md §8.6).
+var sandboxUnavailable = host.SandboxUnavailable
 
 // SandboxAgent is one agent's sandbox in `conch sandbox status`.
 type SandboxAgent struct {

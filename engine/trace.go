@@ -125,7 +125,7 @@ func (e *Engine) traceApproval(s *session, req *approvals.Request) {
 	s.mu.Lock()
 	var parent trace.SpanContext
 	if s.pendingRun != nil && s.pendingRun.plan != nil {
-		parent = s.pendingRun.plan.trace
+		parent = s.pendingRun.plan.Trace
 	}
 	s.mu.Unlock()
 	start := time.UnixMilli(req.CreatedAtMs)

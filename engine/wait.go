@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -258,10 +257,10 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 					return result("met", "file", nil)
 				}
 			default:
-				if has("port") && probePort(waitHost(p.Host), int(*p.Port)) {
+				if has("port") && e.probes().Port(ctx, waitHost(p.Host), int(*p.Port)) {
 					return result("met", "port", nil)
 				}
-				if has("http") && probeHTTP(ctx, p.URL) {
+				if has("http") && e.probes().HTTP(ctx, p.URL) {
 					return result("met", "http", nil)
 				}
 				if has("file") {
@@ -395,8 +394,24 @@ func waitHost(h string) string {
 	return h
 }
 
-func probePort(host string, port int) bool {
-	c, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(port)), time.Second)
+// Probes answers the wait conditions port and http on the gateway's own
+// network (a sandboxed session's are probed inside its sandbox). The
+// adapter gives them at construction (Options.Probes; internal/waitprobe).
+type Probes interface {
+	// Port reports whether a TCP connection to host:port succeeds.
+	Port(ctx context.Context, host string, port int) bool
+	// HTTP reports whether a GET of url answers 2xx or 3xx.
+	HTTP(ctx context.Context, url string) bool
+}
+
+// noProbes is the Probes of an engine given none: a port is probed with
+// a plain TCP connect; no http condition is ever met (HTTP is an
+// adapter's).
+type noProbes struct{}
+
+func (noProbes) Port(ctx context.Context, host string, port int) bool {
+	d := net.Dialer{Timeout: time.Second}
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return false
 	}
@@ -404,19 +419,13 @@ func probePort(host string, port int) bool {
 	return true
 }
 
-func probeHTTP(ctx context.Context, url string) bool {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
-	if err != nil {
-		return false
+func (noProbes) HTTP(context.Context, string) bool { return false }
+
+func (e *Engine) probes() Probes {
+	if e.opt.Probes != nil {
+		return e.opt.Probes
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode >= 200 && resp.StatusCode < 400
+	return noProbes{}
 }
 
 // searchAction implements process search (process.md §5.2).

@@ -13,6 +13,8 @@ type pkg struct {
 	ImportPath string
 	Name       string
 	Doc        string
+	Dir        string
+	GoFiles    []string
 	Deps       []string
 	Imports    []string
 }
@@ -55,9 +57,11 @@ var forbidden = map[string][]string{
 	mod + "/patch":               {mod + "/", "github.com/", "golang.org/", "net/", "os/exec"},
 	mod + "/internal/patchgen":   {mod + "/", "github.com/", "golang.org/"},
 	mod + "/internal/supervisor": {mod + "/engine", mod + "/internal/mcpserver", "github.com/modelcontextprotocol/", "net/http"},
-	// The engine may use net/http as the client of the wait http probe
-	// (spec README, code layout); it never imports the adapters.
-	mod + "/engine": {mod + "/internal/mcpserver", mod + "/internal/httpapi", mod + "/cmd", "github.com/modelcontextprotocol/"},
+	// The engine never imports the adapters; its wait probes are an
+	// interface an adapter implements (layers_test.go).
+	mod + "/engine": {mod + "/internal/mcpserver", mod + "/internal/httpapi", mod + "/internal/waitprobe", mod + "/cmd", "github.com/modelcontextprotocol/"},
+	// The host layer is below the engine.
+	mod + "/internal/host": {mod + "/engine", mod + "/internal/mcpserver", mod + "/internal/httpapi", mod + "/cmd", "github.com/modelcontextprotocol/", "github.com/coder/websocket"},
 }
 
 func TestLayering(t *testing.T) {

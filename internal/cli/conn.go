@@ -21,6 +21,7 @@ import (
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/httpapi"
+	"github.com/conchsh/conch/internal/waitprobe"
 	"github.com/spf13/pflag"
 )
 
@@ -154,7 +155,7 @@ func (g *globalFlags) connect() (*conn, error) {
 	if c != nil {
 		return &conn{Client: c}, nil
 	}
-	opt := engine.Options{Home: g.home, Mode: "cli"}
+	opt := engine.Options{Home: g.home, Mode: "cli", Probes: waitprobe.Probes{}}
 	if g.config != "" {
 		cfg, err := config.Load(g.config)
 		if err != nil {

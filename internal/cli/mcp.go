@@ -17,6 +17,7 @@ import (
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/httpapi"
 	"github.com/conchsh/conch/internal/mcpserver"
+	"github.com/conchsh/conch/internal/waitprobe"
 	"github.com/spf13/cobra"
 )
 
@@ -73,7 +74,7 @@ func runMCP(home_, agent_, workdir_, logLevel_ string, stdin io.Reader, stdout, 
 	defer stopTracing()
 	var srv *mcpserver.Server
 	eng, err := engine.New(engine.Options{
-		Home: *home, Workdir: *workdir, Mode: "mcp", Logger: log,
+		Home: *home, Workdir: *workdir, Mode: "mcp", Logger: log, Probes: waitprobe.Probes{},
 		Notify: func(agent string, n engine.Notice) {
 			if srv != nil {
 				srv.Notify(agent, n)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/nodehost"
+	"github.com/conchsh/conch/internal/waitprobe"
 )
 
 // nodePing is the keepalive interval of both ends of a node connection:
@@ -67,7 +68,7 @@ func runNode(home, gateway, token, name, ca, logLevel string, followParent bool,
 		return ExitUsage
 	}
 	defer stopTracing()
-	eng, err := engine.New(engine.Options{Home: home, Mode: "node", Logger: log})
+	eng, err := engine.New(engine.Options{Home: home, Mode: "node", Logger: log, Probes: waitprobe.Probes{}})
 	if err != nil {
 		fmt.Fprintf(stderr, "conch node: %v\n", err)
 		return exitFor(err, ExitFailed)
@@ -84,7 +85,8 @@ func runNode(home, gateway, token, name, ca, logLevel string, followParent bool,
 		}
 	}
 	err = nodehost.Run(ctx, nodehost.Options{
-		Engine: eng, Home: eng.Home(), Gateway: gateway, Token: token, Name: name, CA: ca,
+		Engine: eng, ApplyPatch: engine.ApplyPatchLocal, RecordPolicyChange: engine.RecordPolicyChange,
+		Home: eng.Home(), Gateway: gateway, Token: token, Name: name, CA: ca,
 		Version: version(), Ping: nodePing(), Logger: log, Out: stdout,
 	})
 	if err != nil {

@@ -59,33 +59,27 @@ home's files. Exit codes: 3 unknown node, 5 ambiguous or name taken.`,
 // gateway's engine socket when it runs (so a connected node gets its token
 // or its disconnection at once), else on the home's files.
 func runNodes(sub string, pos []string, home *string, ttl *time.Duration, once, asJSON *bool, stdout, stderr io.Writer) int {
-	api := socketAPI(*home)
-	if api == nil {
+	var api nodesAPI
+	if call := socketAPI(*home); call != nil {
+		api = remoteNodes{call}
+	} else {
 		// No gateway: the same operations on the files.
 		hub, err := nodehub.New(nodehub.Options{Home: *home})
 		if err != nil {
 			fmt.Fprintf(stderr, "conch nodes: %v\n", err)
 			return ExitFailed
 		}
-		api = func(method, path string, body any) (json.RawMessage, int, error) {
-			return nodehub.LocalAPI(hub, method, path, body)
-		}
+		api = localNodes{hub}
 	}
-	fail := func(err error, status int) int {
+	fail := func(err error) int {
 		fmt.Fprintf(stderr, "conch nodes %s: %v\n", sub, err)
-		switch status {
-		case 404:
-			return ExitNotFound
-		case 409:
-			return ExitConflict
-		}
-		return ExitFailed
+		return nodesExit(err)
 	}
 	switch sub {
 	case "list":
-		b, st, err := api("GET", "/v1/nodes", nil)
+		b, err := api.list()
 		if err != nil {
-			return fail(err, st)
+			return fail(err)
 		}
 		if *asJSON {
 			stdout.Write(b)
@@ -102,9 +96,9 @@ func runNodes(sub string, pos []string, home *string, ttl *time.Duration, once, 
 			fmt.Fprintf(stdout, "%s  %-9s  %-16s  %s/%s  %s\n", n.NodeID, n.Status, n.Name, n.Platform, n.Arch, n.RemoteIP)
 		}
 	case "invite":
-		b, st, err := api("POST", "/v1/nodes/invites", map[string]any{"ttl": ttl.String(), "once": *once})
+		b, err := api.invite(*ttl, *once)
 		if err != nil {
-			return fail(err, st)
+			return fail(err)
 		}
 		var res struct {
 			Token       string
@@ -119,31 +113,124 @@ func runNodes(sub string, pos []string, home *string, ttl *time.Duration, once, 
 		fmt.Fprintf(stdout, "%s\n\nOn the node machine run:\n  conch node --gateway <URL> --token %s [--name NAME]\n(valid until %s)\n",
 			res.Token, res.Token, time.UnixMilli(res.ExpiresAtMs).UTC().Format(time.RFC3339))
 	case "approve":
-		b, st, err := api("POST", "/v1/nodes/"+url.PathEscape(pos[0])+"/approve", nil)
+		b, err := api.approve(pos[0])
 		if err != nil {
-			return fail(err, st)
+			return fail(err)
 		}
 		var p nodehub.Paired
 		json.Unmarshal(b, &p)
 		fmt.Fprintf(stdout, "Approved node %s (%s).\n", p.NodeID, p.Name)
 	case "remove":
-		b, st, err := api("DELETE", "/v1/nodes/"+url.PathEscape(pos[0]), nil)
+		b, err := api.remove(pos[0])
 		if err != nil {
-			return fail(err, st)
+			return fail(err)
 		}
 		var r struct{ NodeID string }
 		json.Unmarshal(b, &r)
 		fmt.Fprintf(stdout, "Removed node %s.\n", r.NodeID)
 	case "rename":
-		b, st, err := api("PATCH", "/v1/nodes/"+url.PathEscape(pos[0]), map[string]string{"name": pos[1]})
+		b, err := api.rename(pos[0], pos[1])
 		if err != nil {
-			return fail(err, st)
+			return fail(err)
 		}
 		var p nodehub.Paired
 		json.Unmarshal(b, &p)
 		fmt.Fprintf(stdout, "Renamed node %s to %s.\n", p.NodeID, p.Name)
 	}
 	return ExitOK
+}
+
+// nodesAPI is where `conch nodes` runs its operations: the gateway's API
+// over the home's engine socket (remoteNodes), or the hub on the home's
+// files when no gateway runs (localNodes). Each answers the JSON of the
+// API's route; nodesExit maps a failure to the exit code.
+type nodesAPI interface {
+	list() (json.RawMessage, error)
+	invite(ttl time.Duration, once bool) (json.RawMessage, error)
+	approve(q string) (json.RawMessage, error)
+	rename(q, name string) (json.RawMessage, error)
+	remove(q string) (json.RawMessage, error)
+}
+
+// remoteNodes runs the operations through the gateway's /v1/nodes routes.
+type remoteNodes struct {
+	call func(method, path string, body any) (json.RawMessage, int, error)
+}
+
+// apiError is a failed API call: the HTTP status and the API's message.
+type apiError struct {
+	status int
+	err    error
+}
+
+func (e *apiError) Error() string { return e.err.Error() }
+
+func (r remoteNodes) do(method, path string, body any) (json.RawMessage, error) {
+	b, status, err := r.call(method, path, body)
+	if err != nil {
+		return nil, &apiError{status, err}
+	}
+	return b, nil
+}
+
+func (r remoteNodes) list() (json.RawMessage, error) { return r.do("GET", "/v1/nodes", nil) }
+func (r remoteNodes) invite(ttl time.Duration, once bool) (json.RawMessage, error) {
+	return r.do("POST", "/v1/nodes/invites", map[string]any{"ttl": ttl.String(), "once": once})
+}
+func (r remoteNodes) approve(q string) (json.RawMessage, error) {
+	return r.do("POST", "/v1/nodes/"+url.PathEscape(q)+"/approve", nil)
+}
+func (r remoteNodes) rename(q, name string) (json.RawMessage, error) {
+	return r.do("PATCH", "/v1/nodes/"+url.PathEscape(q), map[string]string{"name": name})
+}
+func (r remoteNodes) remove(q string) (json.RawMessage, error) {
+	return r.do("DELETE", "/v1/nodes/"+url.PathEscape(q), nil)
+}
+
+// localNodes runs the operations on the hub of the home's files, with
+// the answers the routes give.
+type localNodes struct{ hub *nodehub.Hub }
+
+func answer(v any, err error) (json.RawMessage, error) {
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+func (l localNodes) list() (json.RawMessage, error) { return answer(l.hub.Overview()) }
+func (l localNodes) invite(ttl time.Duration, once bool) (json.RawMessage, error) {
+	return answer(l.hub.Invite(ttl, once))
+}
+func (l localNodes) approve(q string) (json.RawMessage, error) {
+	p, err := l.hub.Approve(q)
+	p.TokenHash = ""
+	return answer(p, err)
+}
+func (l localNodes) rename(q, name string) (json.RawMessage, error) {
+	p, err := l.hub.Rename(q, name)
+	p.TokenHash = ""
+	return answer(p, err)
+}
+func (l localNodes) remove(q string) (json.RawMessage, error) {
+	id, err := l.hub.Remove(q)
+	return answer(map[string]string{"nodeId": id}, err)
+}
+
+// nodesExit is the exit code of a failed `conch nodes` operation.
+func nodesExit(err error) int {
+	var ae *apiError
+	status := 0
+	if errors.As(err, &ae) {
+		status = ae.status
+	}
+	switch {
+	case status == 404, errors.Is(err, nodehub.ErrNotFound):
+		return ExitNotFound
+	case status == 409, errors.Is(err, nodehub.ErrAmbiguous), errors.Is(err, nodehub.ErrNameTaken):
+		return ExitConflict
+	}
+	return ExitFailed
 }
 
 // socketAPI returns a caller of the HTTP API on the home's engine socket
@@ -160,8 +247,8 @@ func socketAPI(home string) func(method, path string, body any) (json.RawMessage
 	return clientAPI(c)
 }
 
-// clientAPI adapts a client to the caller shape that nodehub.LocalAPI
-// also has: the raw JSON answer, or the HTTP status and the API's message.
+// clientAPI adapts a client to a caller of the API's routes: the raw JSON
+// answer, or the HTTP status and the API's message.
 func clientAPI(c *client.Client) func(method, path string, body any) (json.RawMessage, int, error) {
 	return func(method, path string, body any) (json.RawMessage, int, error) {
 		p, rawQuery, _ := strings.Cut(path, "?")

@@ -26,6 +26,7 @@ import (
 	"github.com/conchsh/conch/internal/httpapi"
 	"github.com/conchsh/conch/internal/nodehub"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/waitprobe"
 	"github.com/spf13/cobra"
 )
 
@@ -163,7 +164,7 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 		return ""
 	}
 	eng, err := engine.New(engine.Options{
-		Home: *home, Mode: "serve", Logger: log, Nodes: hub,
+		Home: *home, Mode: "serve", Logger: log, Nodes: hub, Probes: waitprobe.Probes{},
 		PatchNode: func(ctx context.Context, agent, input string) (engine.NodePatch, *apitype.Error) {
 			return hub.PatchApply(ctx, nodeBinding(agent), agent, input)
 		},

@@ -139,7 +139,7 @@ func (s *Server) routes() {
 		writeJSON(w, 200, map[string]any{"removed": removed})
 	}))
 	if s.opt.Nodes != nil {
-		nh := s.opt.Nodes.Handler()
+		nh := s.nodesHandler()
 		m.Handle("/v1/nodes", s.operator(nh.ServeHTTP))
 		m.Handle("/v1/nodes/", s.operator(nh.ServeHTTP))
 	} else {
@@ -540,7 +540,7 @@ func (s *Server) nodeApprovals(w http.ResponseWriter, r *http.Request, query str
 	b, aerr := s.opt.Nodes.Call(r.Context(), ref.ID, method, params, 10*time.Second)
 	if aerr != nil {
 		switch {
-		case strings.Contains(aerr.Message, "exec approvals changed"):
+		case aerr.Code == apitype.NodeApprovalsConflict:
 			writeError(w, 409, "conflict", aerr.Message)
 		case aerr.Code == apitype.NodeInvalidRequest:
 			writeError(w, 400, "invalid_argument", aerr.Message)

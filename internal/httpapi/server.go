@@ -187,7 +187,7 @@ func (s *Server) wrap(socket bool) http.Handler {
 				writeError(w, http.StatusServiceUnavailable, "unavailable", "node hosts are served by conch serve")
 				return
 			}
-			s.opt.Nodes.ServeConnect(w, r)
+			s.nodeConnect(w, r)
 			return
 		}
 		if !socket {

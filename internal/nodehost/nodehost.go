@@ -1,7 +1,9 @@
 // Package nodehost is the node side of node hosts (hosts.md §5): the
-// identity and token files, the outbound WebSocket to the gateway with
-// reconnection, and the handlers of the gateway's requests over a local
-// engine whose home (policy, journals, supervisors) is the node's own.
+// identity and token files, the outbound link to the gateway
+// (internal/nodelink) with reconnection, and the handlers of the gateway's
+// requests over a local engine whose home (policy, journals, supervisors)
+// is the node's own. The engine is an interface (Engine) and the functions
+// it needs besides are passed in Options: it never imports the engine.
 package nodehost
 
 import (
@@ -19,8 +21,6 @@ import (
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,25 +29,50 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/guard"
 	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/nodelink"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
+// Engine is the node's local engine as the node host uses it: it runs
+// the gateway's requests on the node's own home, under its own policy.
+type Engine interface {
+	// NodePrepare answers system.run.prepare.
+	NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareReply, *apitype.Error)
+	// NodeRun starts a session for system.run.
+	NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apitype.Error)
+	// NodeSession returns the directory of session id and a channel
+	// closed at its next change; ok is false for an unknown id.
+	NodeSession(id string) (dir string, changed <-chan struct{}, ok bool)
+	// NodeEnd returns the final end state of session id once it has
+	// one (ended is false before), and its command.
+	NodeEnd(id string) (ex supervisor.Exit, command string, ended bool)
+	// NodeCall forwards a control request (system.session.*) to the
+	// session's supervisor.
+	NodeCall(id string, req supervisor.Request) (supervisor.Reply, error)
+	// Config is the node's configuration (workspaces, apply_patch).
+	Config() *config.Config
+}
+
 // Options configure Run.
 type Options struct {
-	Engine  *engine.Engine
-	Home    string
-	Gateway string // http(s):// or ws(s):// base URL; "" = the one in node.json
-	Token   string // join token (first run) or node token
-	Name    string
-	CA      string // PEM: a CA bundle, or the gateway's certificate (pinned)
-	Version string
+	Engine Engine
+	// ApplyPatch applies a patch to a directory of this machine
+	// (system.patch.apply); required.
+	ApplyPatch func(ctx context.Context, input, workspace string, workspaceOnly bool) apitype.Result
+	// RecordPolicyChange records a change of the approvals file in the
+	// node's ledger (system.execApprovals.set); required.
+	RecordPolicyChange func(home string, old, new *approvals.File, by string) error
+	Home               string
+	Gateway            string // http(s):// or ws(s):// base URL; "" = the one in node.json
+	Token              string // join token (first run) or node token
+	Name               string
+	CA                 string // PEM: a CA bundle, or the gateway's certificate (pinned)
+	Version            string
 	// Ping is the keepalive interval (default 30 s).
 	Ping   time.Duration
 	Logger *slog.Logger
@@ -123,77 +148,12 @@ func saveState(home string, st State) error {
 	return supervisor.WriteJSONDurable(statePath(home), st)
 }
 
-// connectURL turns a gateway base URL into the WebSocket URL.
-func connectURL(base string) (string, bool, error) {
-	u, err := url.Parse(strings.TrimRight(base, "/"))
-	if err != nil || u.Host == "" {
-		return "", false, fmt.Errorf("bad --gateway %q", base)
-	}
-	tlsOn := false
-	switch u.Scheme {
-	case "http", "ws":
-		u.Scheme = "ws"
-	case "https", "wss":
-		u.Scheme, tlsOn = "wss", true
-	default:
-		return "", false, fmt.Errorf("bad --gateway %q: use http://, https://, ws:// or wss://", base)
-	}
-	u.Path += "/v1/nodes/connect"
-	return u.String(), tlsOn, nil
-}
-
-// TLSConfig builds the client TLS configuration of --ca: a CA bundle, or
-// a single non-CA certificate which is then pinned.
-func TLSConfig(caFile string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile == "" {
-		return cfg, nil
-	}
-	b, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, err
-	}
-	var certs []*x509.Certificate
-	for {
-		var blk *pem.Block
-		blk, b = pem.Decode(b)
-		if blk == nil {
-			break
-		}
-		if blk.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", caFile, err)
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) == 0 {
-		return nil, fmt.Errorf("%s: no PEM certificate", caFile)
-	}
-	if len(certs) == 1 && !certs[0].IsCA {
-		pinned := certs[0].Raw
-		cfg.InsecureSkipVerify = true // replaced by the pin check below
-		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 || string(cs.PeerCertificates[0].Raw) != string(pinned) {
-				return errors.New("gateway certificate does not match the pinned certificate")
-			}
-			return nil
-		}
-		return cfg, nil
-	}
-	pool := x509.NewCertPool()
-	for _, c := range certs {
-		pool.AddCert(c)
-	}
-	cfg.RootCAs = pool
-	return cfg, nil
-}
-
 // Run connects to the gateway and serves it until ctx ends or a fatal
 // error (token refused, node removed), reconnecting with backoff.
 func Run(ctx context.Context, opt Options) error {
+	if opt.Engine == nil || opt.ApplyPatch == nil || opt.RecordPolicyChange == nil {
+		return fmt.Errorf("%w: nodehost.Options needs Engine, ApplyPatch and RecordPolicyChange", ErrFatal)
+	}
 	if opt.Ping <= 0 {
 		opt.Ping = 30 * time.Second
 	}
@@ -237,13 +197,13 @@ func Run(ctx context.Context, opt Options) error {
 	if err := saveState(opt.Home, st); err != nil {
 		return fmt.Errorf("%w: %v", ErrFatal, err)
 	}
-	wsURL, tlsOn, err := connectURL(st.Gateway)
+	wsURL, tlsOn, err := nodelink.ConnectURL(st.Gateway)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrFatal, err)
 	}
 	var tcfg *tls.Config
 	if tlsOn {
-		if tcfg, err = TLSConfig(opt.CA); err != nil {
+		if tcfg, err = nodelink.TLSConfig(opt.CA); err != nil {
 			return fmt.Errorf("%w: --ca: %v", ErrFatal, err)
 		}
 	}
@@ -288,28 +248,14 @@ type node struct {
 
 // link is one connection to the gateway.
 type link struct {
-	ws  *websocket.Conn
-	ctx context.Context
-	wmu sync.Mutex
+	c   *nodelink.Conn
+	ctx context.Context // ends with the connection
 }
 
-func (l *link) send(f apitype.Frame) error {
-	b, err := json.Marshal(f)
-	if err != nil {
-		return err
-	}
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	return l.ws.Write(l.ctx, websocket.MessageText, b)
-}
+func (l *link) send(f apitype.Frame) error { return l.c.Send(l.ctx, f) }
 
 // output sends an exec.output event as a binary message.
-func (l *link) output(o apitype.NodeOutput) error {
-	b := apitype.EncodeNodeOutput(o)
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	return l.ws.Write(l.ctx, websocket.MessageBinary, b)
-}
+func (l *link) output(o apitype.NodeOutput) error { return l.c.SendOutput(l.ctx, o) }
 
 func (l *link) event(name string, payload any) error {
 	b, _ := json.Marshal(payload)
@@ -332,12 +278,11 @@ func (n *node) session(ctx context.Context) (ok bool, err error) {
 	if tok == "" {
 		tok = n.opt.Token
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: n.tls, Proxy: http.ProxyFromEnvironment}}
 	dctx, dcancel := context.WithTimeout(ctx, min(15*time.Second, max(2*time.Second, 3*n.opt.Ping)))
-	ws, resp, err := websocket.Dial(dctx, n.wsURL, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+	ws, err := nodelink.Dial(dctx, n.wsURL, nodelink.DialOptions{Token: tok, TLS: n.tls})
 	dcancel()
 	if err != nil {
-		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+		if errors.Is(err, nodelink.ErrUnauthorized) {
 			if strings.HasPrefix(tok, "cnt_") {
 				return false, fmt.Errorf("%w: the gateway refused this node's token (was the node removed?)", ErrFatal)
 			}
@@ -345,28 +290,26 @@ func (n *node) session(ctx context.Context) (ok bool, err error) {
 		}
 		return false, err
 	}
-	ws.SetReadLimit(8 << 20)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	l := &link{ws: ws, ctx: cctx}
+	l := &link{c: ws, ctx: cctx}
 	defer ws.CloseNow()
 	defer n.stopStreams()
 	fatalClose := func(err error) error {
-		switch websocket.CloseStatus(err) {
-		case 4401:
+		switch nodelink.CloseCodeOf(err) {
+		case nodelink.CloseAuth:
 			return fmt.Errorf("%w: the gateway refused this node's identity (%v)", ErrFatal, err)
-		case 4403:
+		case nodelink.CloseRevoked:
 			return fmt.Errorf("%w: this node was removed or its pairing rejected by the gateway", ErrFatal)
 		}
 		return err
 	}
 	read := func() (apitype.Frame, error) {
-		var f apitype.Frame
-		_, b, err := ws.Read(cctx)
-		if err != nil {
+		f, err := ws.ReadFrame(cctx)
+		if err != nil && !errors.Is(err, nodelink.ErrBadFrame) {
 			return f, fatalClose(err)
 		}
-		return f, json.Unmarshal(b, &f)
+		return f, err
 	}
 	f, err := read()
 	if err != nil {
@@ -428,15 +371,19 @@ func (n *node) session(ctx context.Context) (ok bool, err error) {
 		}
 	}
 	fmt.Fprintf(n.opt.Out, "conch node: connected to %s as %s\n", n.st.Gateway, n.st.NodeID)
-	go n.keepalive(cctx, cancel, ws)
+	go func() {
+		if err := ws.Keepalive(cctx, n.opt.Ping); err != nil {
+			n.opt.Logger.Info("gateway keepalive failed", "err", err)
+			cancel()
+		}
+	}()
 	for {
-		_, b, err := ws.Read(cctx)
+		f, err := ws.ReadFrame(cctx)
+		if errors.Is(err, nodelink.ErrBadFrame) {
+			continue
+		}
 		if err != nil {
 			return true, fatalClose(err)
-		}
-		var f apitype.Frame
-		if json.Unmarshal(b, &f) != nil {
-			continue
 		}
 		if f.Type == "event" {
 			if !handle(f) {
@@ -446,27 +393,6 @@ func (n *node) session(ctx context.Context) (ok bool, err error) {
 		}
 		if f.Type == "req" {
 			go n.request(l, f)
-		}
-	}
-}
-
-func (n *node) keepalive(ctx context.Context, cancel context.CancelFunc, ws *websocket.Conn) {
-	t := time.NewTicker(n.opt.Ping)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		pctx, pcancel := context.WithTimeout(ctx, 3*n.opt.Ping)
-		err := ws.Ping(pctx)
-		pcancel()
-		if err != nil {
-			n.opt.Logger.Info("gateway keepalive failed", "err", err)
-			cancel()
-			ws.CloseNow()
-			return
 		}
 	}
 }
@@ -582,7 +508,7 @@ func (n *node) request(l *link, f apitype.Frame) {
 			ws, _ = os.Getwd()
 		}
 		ctx, cancel := context.WithTimeout(l.ctx, 30*time.Second)
-		res := engine.ApplyPatchLocal(ctx, p.Input, ws, cfg.ApplyPatch(p.AgentID).WorkspaceOnly)
+		res := n.opt.ApplyPatch(ctx, p.Input, ws, cfg.ApplyPatch(p.AgentID).WorkspaceOnly)
 		cancel()
 		l.reply(f.ID, res, nil)
 	case f.Method == "system.which":
@@ -619,13 +545,13 @@ func (n *node) request(l *link, f apitype.Frame) {
 		old, _ := approvals.Load(n.opt.Home)
 		if err := approvals.Save(n.opt.Home, nf, p.BaseHash); err != nil {
 			if errors.Is(err, approvals.ErrConflict) {
-				l.reply(f.ID, nil, invalid("exec approvals changed; reload and retry"))
+				l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeApprovalsConflict, Message: apitype.NodeInvalidRequest + ": " + approvals.ErrConflict.Error()})
 				return
 			}
 			l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeUnavailable, Message: err.Error()})
 			return
 		}
-		engine.RecordPolicyChange(n.opt.Home, old, nf, "gateway")
+		n.opt.RecordPolicyChange(n.opt.Home, old, nf, "gateway")
 		l.reply(f.ID, map[string]string{"hash": nf.Hash()}, nil)
 	default:
 		l.reply(f.ID, nil, invalid("unknown method "+f.Method))
@@ -661,8 +587,9 @@ func (n *node) stream(l *link, id, runID, command string, since int64) {
 			if !ok {
 				return
 			}
-			ex, ended, _ := supervisor.ReadExit(dir)
-			ended = ended && ex.Final
+			// The end first, then the output up to it: what the
+			// session wrote is all in its journal once it has ended.
+			ex, cmd, ended := n.opt.Engine.NodeEnd(id)
 			var buf []byte
 			bufStream := ""
 			flush := func() error {
@@ -673,7 +600,7 @@ func (n *node) stream(l *link, id, runID, command string, since int64) {
 				buf = buf[:0]
 				return err
 			}
-			end, err := journal.Read(supervisor.JournalDir(dir), cur, func(c journal.Chunk) error {
+			end, err := supervisor.ReadOutput(dir, cur, func(c journal.Chunk) error {
 				s := c.Stream.String()
 				if c.Cursor != cur || s != bufStream || len(buf)+len(c.Data) > batch {
 					if err := flush(); err != nil {
@@ -697,9 +624,7 @@ func (n *node) stream(l *link, id, runID, command string, since int64) {
 			if ended {
 				raw, _ := json.Marshal(ex)
 				if command == "" {
-					var meta supervisor.Meta
-					supervisor.ReadJSON(supervisor.MetaPath(dir), &meta)
-					command = meta.Command
+					command = cmd
 				}
 				success := ex.State == supervisor.StateExited && ex.ExitCode != nil && *ex.ExitCode == 0
 				l.event("exec.finished", apitype.NodeFinished{RunID: runID, SessionID: id, Host: "node", Command: command,

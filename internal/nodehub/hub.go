@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -19,21 +17,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/guard"
+	"github.com/conchsh/conch/internal/nodelink"
+	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
-// MaxFrame is the largest frame either side accepts (hosts.md §5.3).
-const MaxFrame = 4 << 20
-
-// Close codes.
+// Close codes (nodelink's, named here for the hub's readers).
 const (
-	CloseAuth    websocket.StatusCode = 4401
-	CloseRevoked websocket.StatusCode = 4403
+	CloseAuth    = nodelink.CloseAuth
+	CloseRevoked = nodelink.CloseRevoked
 )
 
 // Options configure a Hub.
@@ -61,9 +55,12 @@ type Hub struct {
 	mirrors map[string]*mirror // mirrored sessions by id
 	closed  bool
 	wg      sync.WaitGroup
+	// closing runs the close handshakes of disconnect; Close waits for
+	// them.
+	closing group
 }
 
-var _ engine.Nodes = (*Hub)(nil)
+var _ nodeport.Hub = (*Hub)(nil)
 
 // New opens the hub of opt.Home and restores the mirrors of sessions that
 // were running on nodes when the gateway stopped. Call it before the
@@ -123,15 +120,10 @@ func (h *Hub) Close() {
 	}
 	h.mu.Unlock()
 	// Close handshakes in parallel: a dead link costs its timeout once.
-	var wg sync.WaitGroup
 	for _, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.ws.Close(websocket.StatusGoingAway, "gateway shutting down")
-		}()
+		h.disconnect(c, nodelink.CloseGoingAway, "gateway shutting down")
 	}
-	wg.Wait()
+	h.closing.wait()
 	for _, m := range ms {
 		m.stop()
 	}
@@ -145,15 +137,58 @@ func (h *Hub) Connected() int {
 	return len(h.conns)
 }
 
+// disconnect ends c with a close handshake in the background and returns
+// at once: a peer that never answers the handshake (it may take ~10 s)
+// holds neither the caller nor any lock the caller holds. Close waits for
+// the handshakes under way.
+func (h *Hub) disconnect(c *conn, code nodelink.CloseCode, reason string) {
+	if !h.closing.run(func() { c.link.Close(code, reason) }) {
+		// The hub is closing and waits no more: end the link without
+		// the handshake (in the background: CloseNow waits for one
+		// already under way).
+		go c.link.CloseNow()
+	}
+}
+
+// group runs functions in goroutines until wait is called; wait waits for
+// them. Its zero value is ready.
+type group struct {
+	mu     sync.Mutex // guards closed and the Add of wg
+	wg     sync.WaitGroup
+	closed bool
+}
+
+// run starts f unless wait was called (then it reports false).
+func (g *group) run(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// wait refuses further functions and waits for those running.
+func (g *group) wait() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.wg.Wait()
+}
+
 // conn is one node connection.
 type conn struct {
 	h        *Hub
-	ws       *websocket.Conn
+	link     *nodelink.Conn
 	ctx      context.Context
 	cancel   context.CancelFunc
 	hello    apitype.NodeHello
 	remoteIP string
-	wmu      sync.Mutex // serialises writes
 	next     atomic.Int64
 	cmu      sync.Mutex // guards calls
 	calls    map[string]chan apitype.Frame
@@ -171,15 +206,9 @@ func (c *conn) refused(what string, err error) {
 }
 
 func (c *conn) send(f apitype.Frame) error {
-	b, err := json.Marshal(f)
-	if err != nil {
-		return err
-	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
-	return c.ws.Write(ctx, websocket.MessageText, b)
+	return c.link.Send(ctx, f)
 }
 
 func (c *conn) event(name string, payload any) error {
@@ -243,16 +272,14 @@ func (c *conn) failCalls() {
 	c.cmu.Unlock()
 }
 
-// ServeConnect is GET /v1/nodes/connect (hosts.md §5.1): it authenticates
-// the bearer (a node token or a join token), upgrades to WebSocket, checks
-// the signed hello and serves the connection until it ends.
-func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
-	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	tok = strings.TrimSpace(tok)
+// Admit is the hub's side of GET /v1/nodes/connect (hosts.md §5.1), for
+// nodelink.Accept: it authenticates the bearer token (a node token or a
+// join token) and returns the function that checks the signed hello on
+// the upgraded link and serves it until it ends.
+func (h *Hub) Admit(tok string) (func(*nodelink.Conn), error) {
 	st, err := h.store.Read()
 	if err != nil {
-		http.Error(w, "pairing state unreadable", http.StatusServiceUnavailable)
-		return
+		return nil, errors.New("pairing state unreadable")
 	}
 	hash := TokenHash(tok)
 	var paired *Paired
@@ -278,19 +305,19 @@ func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if paired == nil && invite == nil {
-		w.Header().Set("WWW-Authenticate", "Bearer")
-		http.Error(w, "invalid node token", http.StatusUnauthorized)
-		return
+		return nil, nodelink.ErrUnauthorized
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
-	if err != nil {
-		return
-	}
-	ws.SetReadLimit(MaxFrame + 4096)
+	return func(l *nodelink.Conn) { h.serve(l, hash, paired) }, nil
+}
+
+// serve checks the signed hello of an admitted link and serves it until
+// it ends. paired is the node the bearer's node token belongs to; nil
+// for a join token (of hash).
+func (h *Hub) serve(ws *nodelink.Conn, hash string, paired *Paired) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ip, _, _ := net.SplitHostPort(r.RemoteAddr)
-	c := &conn{h: h, ws: ws, ctx: ctx, cancel: cancel, remoteIP: ip, calls: map[string]chan apitype.Frame{}}
+	ip := ws.RemoteIP()
+	c := &conn{h: h, link: ws, ctx: ctx, cancel: cancel, remoteIP: ip, calls: map[string]chan apitype.Frame{}}
 	defer c.failCalls()
 	nonce := make([]byte, 24)
 	rand.Read(nonce)
@@ -409,11 +436,12 @@ func (h *Hub) ServeConnect(w http.ResponseWriter, r *http.Request) {
 	// the connection).
 	h.pairMu.Lock()
 	h.mu.Lock()
-	if old := h.waiting[hello.NodeID]; old != nil {
-		old.ws.Close(websocket.StatusPolicyViolation, "replaced by a newer connection")
-	}
+	old := h.waiting[hello.NodeID]
 	h.waiting[hello.NodeID] = c
 	h.mu.Unlock()
+	if old != nil {
+		h.disconnect(old, nodelink.ClosePolicyViolation, "replaced by a newer connection")
+	}
 	var late string
 	h.store.Update(func(st *State) error {
 		for i := range st.Paired {
@@ -511,7 +539,7 @@ func (h *Hub) promote(c *conn) {
 	}
 	h.mu.Unlock()
 	if old != nil && old != c {
-		old.ws.Close(websocket.StatusPolicyViolation, "replaced by a newer connection")
+		h.disconnect(old, nodelink.ClosePolicyViolation, "replaced by a newer connection")
 	}
 	name := ""
 	h.store.Update(func(st *State) error {
@@ -575,24 +603,8 @@ func (h *Hub) nameOf(id string) string {
 
 // keepalive pings c; no pong within three intervals ends the connection.
 func (h *Hub) keepalive(c *conn) {
-	t := time.NewTicker(h.opt.Ping)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(c.ctx, 3*h.opt.Ping)
-		err := c.ws.Ping(ctx)
-		cancel()
-		if err != nil {
-			if c.ctx.Err() == nil {
-				h.log.Info("node keepalive failed", "node", c.hello.NodeID, "err", err)
-			}
-			c.ws.CloseNow()
-			return
-		}
+	if err := c.link.Keepalive(c.ctx, h.opt.Ping); err != nil {
+		h.log.Info("node keepalive failed", "node", c.hello.NodeID, "err", err)
 	}
 }
 
@@ -600,24 +612,24 @@ func (h *Hub) keepalive(c *conn) {
 func (h *Hub) readLoop(c *conn) {
 	defer c.cancel()
 	for {
-		typ, b, err := c.ws.Read(c.ctx)
+		binary, b, err := c.link.Read(c.ctx)
 		if err != nil {
 			return
 		}
-		h.frame(c, typ, b)
+		h.frame(c, binary, b)
 	}
 }
 
 // frame handles one frame from a node: checked (validate.go) before any
 // of it is used. A panic drops that frame (logged and counted) and keeps
 // the link and the gateway up.
-func (h *Hub) frame(c *conn, typ websocket.MessageType, b []byte) {
+func (h *Hub) frame(c *conn, binary bool, b []byte) {
 	defer func() {
 		if v := recover(); v != nil {
 			guard.Recovered("nodehub", h.log, v)
 		}
 	}()
-	if typ == websocket.MessageBinary {
+	if binary {
 		// exec.output in binary form (apitype.EncodeNodeOutput).
 		o, err := apitype.DecodeNodeOutput(b)
 		if err == nil {
@@ -716,21 +728,21 @@ func (h *Hub) mirror(id, nodeID string) *mirror {
 // §5.2): query is the agent's stored binding or the call's node, read as
 // one kind of reference (an id matches the id only, a name the name
 // only); an id prefix is refused. "" is the only connected node.
-func (h *Hub) Select(query string) (engine.NodeRef, *apitype.Error) {
+func (h *Hub) Select(query string) (nodeport.Ref, *apitype.Error) {
 	return h.selectNode(query, false)
 }
 
 // SelectOperator is Select for a reference an operator typed (conch
 // approvals --node): an id prefix of at least apitype.MinNodePrefix
 // characters is accepted too.
-func (h *Hub) SelectOperator(query string) (engine.NodeRef, *apitype.Error) {
+func (h *Hub) SelectOperator(query string) (nodeport.Ref, *apitype.Error) {
 	return h.selectNode(query, true)
 }
 
-func (h *Hub) selectNode(query string, operator bool) (engine.NodeRef, *apitype.Error) {
+func (h *Hub) selectNode(query string, operator bool) (nodeport.Ref, *apitype.Error) {
 	st, err := h.store.Read()
 	if err != nil {
-		return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnavailable, "node pairing state unreadable: %v", err)
+		return nodeport.Ref{}, apitype.Errorf(apitype.CodeNodeUnavailable, "node pairing state unreadable: %v", err)
 	}
 	h.mu.Lock()
 	connected := map[string]*conn{}
@@ -748,50 +760,50 @@ func (h *Hub) selectNode(query string, operator bool) (engine.NodeRef, *apitype.
 		}
 		switch len(cands) {
 		case 0:
-			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnavailable, "exec host=node requires a paired node (none available). This requires a node host (conch node).")
+			return nodeport.Ref{}, apitype.Errorf(apitype.CodeNodeUnavailable, "exec host=node requires a paired node (none available). This requires a node host (conch node).")
 		case 1:
 		default:
-			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeAmbiguous, "exec host=node requires a node id when multiple nodes are available (set tools.exec.node or exec.node).")
+			return nodeport.Ref{}, apitype.Errorf(apitype.CodeNodeAmbiguous, "exec host=node requires a node id when multiple nodes are available (set tools.exec.node or exec.node).")
 		}
 		p = cands[0]
 	} else {
 		r, err := apitype.ParseNodeRef(query)
 		if err != nil {
-			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnknown, "unknown node: %v", err)
+			return nodeport.Ref{}, apitype.Errorf(apitype.CodeNodeUnknown, "unknown node: %v", err)
 		}
 		if r.Kind == apitype.NodeRefPrefix {
 			if !operator {
-				return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnknown, "unknown node: %s (an id prefix is not accepted here: give the node's full id, its name or its IP)", query)
+				return nodeport.Ref{}, apitype.Errorf(apitype.CodeNodeUnknown, "unknown node: %s (an id prefix is not accepted here: give the node's full id, its name or its IP)", query)
 			}
 			if len(r.Value) < apitype.MinNodePrefix {
-				return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnknown, "unknown node: %s (an id prefix needs at least %d characters)", query, apitype.MinNodePrefix)
+				return nodeport.Ref{}, apitype.Errorf(apitype.CodeNodeUnknown, "unknown node: %s (an id prefix needs at least %d characters)", query, apitype.MinNodePrefix)
 			}
 		}
 		cs := st.lookup(r, true, false)
 		switch {
 		case len(cs) == 0 && r.Kind == apitype.NodeRefID:
-			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnavailable, "node %s is not paired (unknown or removed).", r.Value)
+			return nodeport.Ref{}, apitype.Errorf(apitype.CodeNodeUnavailable, "node %s is not paired (unknown or removed).", r.Value)
 		case len(cs) == 0:
 			var known []string
 			for _, p := range st.Paired {
 				known = append(known, p.Name)
 			}
 			sort.Strings(known)
-			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnknown, "unknown node: %s (known: %s)", query, strings.Join(known, ", "))
+			return nodeport.Ref{}, apitype.Errorf(apitype.CodeNodeUnknown, "unknown node: %s (known: %s)", query, strings.Join(known, ", "))
 		case len(cs) > 1:
-			return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeAmbiguous, "ambiguous node: %s (matches: %s)", query, labels(cs))
+			return nodeport.Ref{}, apitype.Errorf(apitype.CodeNodeAmbiguous, "ambiguous node: %s (matches: %s)", query, labels(cs))
 		}
 		i := slices.IndexFunc(st.Paired, func(p Paired) bool { return p.NodeID == cs[0].id })
 		p = st.Paired[i]
 	}
 	c := connected[p.NodeID]
 	if c == nil {
-		return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnavailable, "node %s (%s) is not connected.", p.Name, p.NodeID)
+		return nodeport.Ref{}, apitype.Errorf(apitype.CodeNodeUnavailable, "node %s (%s) is not connected.", p.Name, p.NodeID)
 	}
 	if !slices.Contains(c.hello.Caps, "system.run") {
-		return engine.NodeRef{}, apitype.Errorf(apitype.CodeNodeUnavailable, "exec host=node requires a node that supports system.run (node host).")
+		return nodeport.Ref{}, apitype.Errorf(apitype.CodeNodeUnavailable, "exec host=node requires a node that supports system.run (node host).")
 	}
-	return engine.NodeRef{ID: p.NodeID, Name: p.Name, Caps: c.hello.Caps}, nil
+	return nodeport.Ref{ID: p.NodeID, Name: p.Name, Caps: c.hello.Caps}, nil
 }
 
 func (h *Hub) conn(nodeID string) *conn {
@@ -880,10 +892,10 @@ func (h *Hub) Remove(q string) (string, error) {
 	h.mu.Unlock()
 	if w != nil {
 		w.event("node.rejected", map[string]string{"nodeId": id})
-		w.ws.Close(CloseRevoked, "pairing rejected")
+		h.disconnect(w, CloseRevoked, "pairing rejected")
 	}
 	if c != nil && !pending {
-		c.ws.Close(CloseRevoked, "node removed")
+		h.disconnect(c, CloseRevoked, "node removed")
 	}
 	if !pending {
 		h.endSessionsOf(id)
@@ -951,8 +963,8 @@ func (h *Hub) List() ([]Node, error) {
 
 // PatchApply runs apply_patch on the node query selects (the agent's
 // binding, else the only connected node) through system.patch.apply.
-func (h *Hub) PatchApply(ctx context.Context, query, agent, input string) (engine.NodePatch, *apitype.Error) {
-	var np engine.NodePatch
+func (h *Hub) PatchApply(ctx context.Context, query, agent, input string) (nodeport.Patch, *apitype.Error) {
+	var np nodeport.Patch
 	ref, aerr := h.Select(query)
 	if aerr != nil {
 		return np, aerr

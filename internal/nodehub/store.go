@@ -1,6 +1,9 @@
 // Package nodehub is the gateway side of node hosts (hosts.md §5): pairing
-// state on disk, the WebSocket hub nodes dial into, node selection, and
-// the local mirrors of sessions that run on nodes.
+// state on disk, the hub of the links nodes dial in on (the HTTP adapter
+// hands them over through internal/nodelink: Admit), node selection, the
+// operator operations, and the local mirrors of sessions that run on
+// nodes. The engine uses it through internal/nodeport's Hub; it never
+// imports the engine.
 package nodehub
 
 import (

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/nodelink"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -141,7 +142,7 @@ func checkOutput(o apitype.NodeOutput) error {
 		match("sessionId", sessionIDRE, o.SessionID),
 		optional("runId", tokenRE, o.RunID),
 		oneOf("stream", o.Stream, "stdout", "stderr"),
-		between("data", int64(len(o.Data)), 0, MaxFrame),
+		between("data", int64(len(o.Data)), 0, nodelink.MaxFrame),
 		between("cursor", o.Cursor, int64(len(o.Data)), maxCursor),
 		ranges(&o),
 	)

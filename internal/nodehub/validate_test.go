@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/nodelink"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -194,7 +195,7 @@ type hostile struct {
 
 func dialHostile(t *testing.T, h *Hub, name string) *hostile {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(h.ServeConnect))
+	srv := httptest.NewServer(connectHandler(h))
 	t.Cleanup(srv.Close)
 	tok, _, err := h.store.CreateInvite(time.Hour, false)
 	if err != nil {
@@ -237,6 +238,11 @@ func dialHostile(t *testing.T, h *Hub, name string) *hostile {
 	json.Unmarshal(n.read("event").Payload, &paired) // node.paired
 	n.token = paired.NodeToken
 	return n
+}
+
+// connectHandler is GET /v1/nodes/connect as the HTTP adapter serves it.
+func connectHandler(h *Hub) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { nodelink.Accept(w, r, h.Admit) })
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -464,7 +470,7 @@ func TestHelloWithAnotherNodesToken(t *testing.T) {
 				t.Fatalf("%s: hello accepted: %s", name, msg)
 			}
 		}
-		if code := websocket.CloseStatus(err); code != CloseAuth {
+		if code := nodelink.CloseCodeOf(err); code != CloseAuth {
 			t.Fatalf("%s: closed with %d (%v), want %d", name, code, err, CloseAuth)
 		}
 	}

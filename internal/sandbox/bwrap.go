@@ -30,7 +30,7 @@ var ErrNoBwrap = errors.New("bubblewrap (bwrap) is not installed or not on PATH;
 
 // Available finds bwrap and runs a trial sandbox.
 func (b *Bwrap) Available(ctx context.Context) error {
-	return b.probe.get(func() error {
+	return b.probe.get(ctx, func() error {
 		p := b.Path
 		if p == "" {
 			p = "bwrap"

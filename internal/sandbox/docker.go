@@ -27,7 +27,7 @@ func (d *Docker) Name() string { return "docker" }
 
 // Available asks the engine for its version.
 func (d *Docker) Available(ctx context.Context) error {
-	return d.probe.get(func() error {
+	return d.probe.get(ctx, func() error {
 		if _, err := exec.LookPath("docker"); err != nil {
 			return errors.New("the docker client is not installed")
 		}

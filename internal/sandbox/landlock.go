@@ -38,7 +38,7 @@ func LandlockABI() int {
 
 // Available checks for Landlock ABI >= 1 and seccomp filter support.
 func (l *Landlock) Available(ctx context.Context) error {
-	return l.probe.get(func() error {
+	return l.probe.get(ctx, func() error {
 		if LandlockABI() < 1 {
 			return errors.New("the kernel does not offer Landlock (needs Linux >= 5.13 with landlock in the lsm= list)")
 		}

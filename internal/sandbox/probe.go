@@ -217,6 +217,9 @@ func probeDirect(kind, arg string) bool {
 			return false
 		}
 		defer c.Close()
+		// One deadline for the whole probe, handshake included: a peer
+		// that accepts and never answers must not hold the wait.
+		c.SetDeadline(time.Now().Add(2 * time.Second))
 		if u.Scheme == "https" {
 			tc := tls.Client(c, &tls.Config{ServerName: u.Hostname()})
 			if tc.Handshake() != nil {
@@ -224,7 +227,6 @@ func probeDirect(kind, arg string) bool {
 			}
 			c = tc
 		}
-		c.SetDeadline(time.Now().Add(2 * time.Second))
 		p := u.RequestURI()
 		fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: %s\r\nUser-Agent: conch-wait\r\n\r\n", p, u.Host)
 		line, err := bufio.NewReader(c).ReadString('\n')

@@ -186,13 +186,19 @@ type probe struct {
 	at   time.Time
 }
 
-func (p *probe) get(f func() error) error {
+func (p *probe) get(ctx context.Context, f func() error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done && (p.err == nil || time.Since(p.at) < 60*time.Second) {
 		return p.err
 	}
-	p.err, p.done, p.at = f(), true, time.Now()
+	err := f()
+	if err != nil && ctx.Err() != nil {
+		// The caller gave up, which says nothing of the backend: not
+		// remembered for the next caller.
+		return err
+	}
+	p.err, p.done, p.at = err, true, time.Now()
 	return p.err
 }
 
@@ -247,19 +253,4 @@ func For(ctx context.Context, s config.SandboxSettings) (Backend, error) {
 		why = append(why, n+": "+err.Error())
 	}
 	return nil, errors.New("no sandbox backend is usable (" + strings.Join(why, "; ") + ")")
-}
-
-// Env builds the sandbox environment of exec.md §5.2: PATH, HOME, LANG,
-// the non-interactive defaults, sandbox.env, the request env, the markers.
-func Env(home, path string, nonInteractive, sandboxEnv, request map[string]string) map[string]string {
-	if path == "" {
-		path = DefaultPath
-	}
-	env := map[string]string{"PATH": path, "HOME": home, "LANG": "C.UTF-8"}
-	for _, m := range []map[string]string{nonInteractive, sandboxEnv, request} {
-		for k, v := range m {
-			env[k] = v
-		}
-	}
-	return env
 }

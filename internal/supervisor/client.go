@@ -164,22 +164,12 @@ func commit(readyR *os.File, wrote <-chan error, readyTimeout time.Duration, kil
 	}
 	if !r.OK {
 		readyR.Close()
-		if r.NoSpace {
-			return nil, noSpaceError(r.Error)
-		}
-		return nil, errors.New(r.Error)
+		return nil, reportError(r)
 	}
 	events := make(chan Event, 16)
 	go decodeEvents(br, readyR, events)
 	return &Handle{PID: r.PID, Socket: r.Socket, Events: events, Close: func() { readyR.Close() }, Warnings: r.Warnings, Meta: r.Meta}, nil
 }
-
-// noSpaceError is a start that failed on a full disk, as the supervisor
-// reported it: it matches syscall.ENOSPC.
-type noSpaceError string
-
-func (e noSpaceError) Error() string { return string(e) }
-func (e noSpaceError) Unwrap() error { return syscall.ENOSPC }
 
 // Launch starts a supervisor for spec and waits for its report: StartSpare
 // followed by Commit.

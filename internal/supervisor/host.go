@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -38,13 +37,9 @@ import (
 // host is the subreaper of every session, so without one a daemonised
 // grandchild could not be told apart.
 
-// errNeedsCgroup is the ready error of a host that cannot give the session
-// a cgroup; the engine then starts a supervisor of its own for it.
-const errNeedsCgroup = "no session cgroup: a shared supervisor cannot contain this session"
-
 // ErrNeedsCgroup is Host.Commit's error for a session the host cannot
-// contain; a single-session supervisor can.
-var ErrNeedsCgroup = errors.New(errNeedsCgroup)
+// contain (it has no cgroup to give it); a single-session supervisor can.
+var ErrNeedsCgroup = errors.New("no session cgroup: a shared supervisor cannot contain this session")
 
 // ErrHostGone is Host.Commit's error when the host process is gone or has
 // been retired; the session was not started.
@@ -301,10 +296,10 @@ func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
 	kill := func() {} // the host kills the command itself
 	hd, err := commit(readyR, wrote, readyTimeout, kill)
 	if err != nil {
-		if strings.Contains(err.Error(), errNeedsCgroup) {
+		if errors.Is(err, ErrNeedsCgroup) {
 			return nil, ErrNeedsCgroup
 		}
-		if strings.Contains(err.Error(), syscall.EMFILE.Error()) {
+		if errors.Is(err, syscall.EMFILE) {
 			// The host is out of descriptors (each session holds about
 			// seven): the session did not start; a fresh host can take it.
 			return nil, fmt.Errorf("%w: %v", ErrHostGone, err)

@@ -79,4 +79,7 @@ type ready struct {
 	Meta *Meta `json:"meta,omitempty"`
 	// NoSpace marks an Error caused by a full disk (ENOSPC, EDQUOT).
 	NoSpace bool `json:"noSpace,omitempty"`
+	// Code classifies Error (readyCodes); the engine's errors.Is sees
+	// the matching sentinel, never the text.
+	Code string `json:"code,omitempty"`
 }

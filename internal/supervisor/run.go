@@ -106,16 +106,16 @@ func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os
 		err = fmt.Errorf("invalid session id %q", spec.ID)
 	}
 	if err == nil && shared && spec.NoCgroup {
-		err = errors.New(errNeedsCgroup)
+		err = ErrNeedsCgroup
 	}
 	if err != nil {
-		json.NewEncoder(readyOut).Encode(ready{Error: "read spec: " + err.Error()})
+		json.NewEncoder(readyOut).Encode(ready{Error: "read spec: " + err.Error(), Code: readyCode(err)})
 		readyOut.Close()
 		return 1
 	}
 	s := &sup{spec: spec, dir: SessionDir(home, spec.ID), shared: shared, done: make(chan struct{}), mainExited: make(chan struct{}), finalSet: make(chan struct{}), releasedCh: make(chan struct{})}
 	if err := s.launch(); err != nil {
-		json.NewEncoder(readyOut).Encode(ready{Error: err.Error(), NoSpace: errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)})
+		json.NewEncoder(readyOut).Encode(ready{Error: err.Error(), Code: readyCode(err), NoSpace: errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)})
 		readyOut.Close()
 		return 1
 	}
@@ -294,7 +294,7 @@ func (s *sup) launch() (retErr error) {
 		s.cont = newCgroup(fmt.Sprintf("%s-%d", spec.ID, os.Getpid()))
 	}
 	if s.shared && s.cont.cgroupDir() == "" {
-		return errors.New(errNeedsCgroup)
+		return ErrNeedsCgroup
 	}
 	var sbMeta *SandboxMeta
 	var blockW *os.File
@@ -322,7 +322,7 @@ func (s *sup) launch() (retErr error) {
 	if spec.PTY {
 		ptmx, tty, err := pty.Open()
 		if err != nil {
-			return fmt.Errorf("open pty: %w", err)
+			return fmt.Errorf("%w: %w", ErrOpenPTY, err)
 		}
 		opened = append(opened, ptmx, tty)
 		cols, rows := spec.Cols, spec.Rows

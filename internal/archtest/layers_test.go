@@ -1,0 +1,124 @@
+package archtest
+
+import (
+	"strings"
+	"testing"
+)
+
+// The layers (docs/architecture.md): adapters translate a protocol to and
+// from the engine; the engine holds the tools' semantics; below it the
+// host layer (internal/host) and the parts it drives (sandbox,
+// supervisor, journal) and the leaves.
+
+// adapters are the packages that may speak a network protocol: import
+// net/http, a WebSocket library or the MCP SDK. Prefixes; cmd/ and bench/
+// are programs.
+var adapters = []string{
+	mod + "/cmd/",
+	mod + "/bench/",
+	mod + "/internal/httpapi",
+	mod + "/internal/mcpserver",
+	mod + "/internal/ui",
+	mod + "/internal/nodelink",
+	// The programs' commands (conch serve, mcp, node, the client
+	// commands): they wire the adapters together.
+	mod + "/internal/cli",
+	// The client side of the wait probes (engine.Probes).
+	mod + "/internal/waitprobe",
+	// The Go client of conch's HTTP API.
+	mod + "/client",
+}
+
+// protocolExceptions are packages outside adapters that still speak a
+// protocol, each with the reason (none now).
+var protocolExceptions = map[string]string{}
+
+// protocols are the imports only adapters may have.
+var protocols = []string{"net/http", "github.com/coder/websocket", "github.com/modelcontextprotocol/"}
+
+// aboveEngine are the packages that may import the engine: adapters and
+// the use cases they share. Every other package of the module is below
+// it and must not depend on it.
+var aboveEngine = append([]string{
+	mod + "/engine",
+	mod + "/e2e",
+	mod + "/internal/admin",
+	mod + "/internal/archtest",
+}, adapters...)
+
+// engineExceptions are packages below the engine that still import it,
+// each with the reason (none now).
+var engineExceptions = map[string]string{}
+
+func hasPrefix(p string, prefixes []string) bool {
+	for _, x := range prefixes {
+		if p == x || strings.HasSuffix(x, "/") && strings.HasPrefix(p, x) || strings.HasPrefix(p, x+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestOnlyAdaptersSpeakProtocols: net/http, WebSockets and the MCP SDK
+// are imported by adapters only (directly: the engine's tracing exporter
+// uses net/http inside its own library, which is not the engine speaking
+// HTTP).
+func TestOnlyAdaptersSpeakProtocols(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if hasPrefix(p.ImportPath, adapters) {
+			continue
+		}
+		if _, ok := protocolExceptions[p.ImportPath]; ok {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if hasPrefix(imp, protocols) {
+				t.Errorf("%s imports %s: only adapters speak a protocol (docs/architecture.md)", p.ImportPath, imp)
+			}
+		}
+	}
+}
+
+// TestNothingBelowImportsEngine: the host layer, sandbox, supervisor,
+// journal and every leaf stay below the engine, so each can be built and
+// tested without it.
+func TestNothingBelowImportsEngine(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if hasPrefix(p.ImportPath, aboveEngine) {
+			continue
+		}
+		if _, ok := engineExceptions[p.ImportPath]; ok {
+			continue
+		}
+		for _, d := range p.Deps {
+			if d == mod+"/engine" || strings.HasPrefix(d, mod+"/internal/httpapi") || strings.HasPrefix(d, mod+"/internal/mcpserver") {
+				t.Errorf("%s depends on %s: it is below the engine (docs/architecture.md)", p.ImportPath, d)
+			}
+		}
+	}
+}
+
+// TestHostLayer: internal/host is below the engine and speaks no
+// protocol, whatever lists above change.
+func TestHostLayer(t *testing.T) {
+	found := false
+	for _, p := range listPackages(t) {
+		if p.ImportPath != mod+"/internal/host" {
+			continue
+		}
+		found = true
+		for _, d := range p.Deps {
+			if d == mod+"/engine" || hasPrefix(d, adapters) {
+				t.Errorf("internal/host depends on %s", d)
+			}
+		}
+		for _, imp := range p.Imports {
+			if hasPrefix(imp, protocols) {
+				t.Errorf("internal/host imports %s", imp)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("internal/host is missing")
+	}
+}

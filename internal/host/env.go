@@ -1,0 +1,141 @@
+package host
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/conchsh/conch/internal/hostenv"
+)
+
+// EnvSpec describes the environment of one command. Build applies, in
+// order: Base, each of Layers (later ones win), LoginPATH merged in front
+// of PATH, PathPrepend in front of that, the markers CONCH_SHELL and
+// OPENCLAW_SHELL, and TERM for a PTY.
+type EnvSpec struct {
+	// Base is the starting environment.
+	Base map[string]string
+	// Layers override Base in order: the non-interactive defaults,
+	// sandbox.env, the request's overrides.
+	Layers []map[string]string
+	// LoginPATH, if set, is merged in front of PATH (gateway runs).
+	LoginPATH string
+	// PathPrepend are entries put in front of PATH (~ expanded).
+	PathPrepend []string
+	// PTY sets TERM: Term if set, else the daemon's $TERM, else
+	// xterm-256color.
+	PTY  bool
+	Term string
+}
+
+// InheritedBase is the daemon's own environment with what a command must
+// not inherit removed (hostenv.Inherit).
+func InheritedBase() map[string]string {
+	env := map[string]string{}
+	for _, kv := range hostenv.Inherit(os.Environ()) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env
+}
+
+// Build returns the environment as sorted KEY=VALUE strings.
+func (s EnvSpec) Build() []string {
+	env := make(map[string]string, len(s.Base)+8)
+	for k, v := range s.Base {
+		env[k] = v
+	}
+	for _, l := range s.Layers {
+		for k, v := range l {
+			env[k] = v
+		}
+	}
+	if s.LoginPATH != "" {
+		env["PATH"] = hostenv.MergePATH(s.LoginPATH, env["PATH"])
+	}
+	if len(s.PathPrepend) > 0 {
+		env["PATH"] = PrependPath(s.PathPrepend, env["PATH"])
+	}
+	env["CONCH_SHELL"] = "exec"
+	env["OPENCLAW_SHELL"] = "exec"
+	if s.PTY {
+		switch t := os.Getenv("TERM"); {
+		case s.Term != "":
+			env["TERM"] = s.Term
+		case t != "":
+			env["TERM"] = t
+		default:
+			env["TERM"] = "xterm-256color"
+		}
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PrependPath puts entries (trimmed, de-duplicated, ~ and ~/ expanded) in
+// front of path.
+func PrependPath(entries []string, path string) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range entries {
+		p, _ = ExpandTilde(strings.TrimSpace(p))
+		if p != "" && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, p := range strings.Split(path, ":") {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ":")
+}
+
+// ExpandTilde expands a leading "~" or "~/" to the home directory of the
+// user conch runs as; expanded reports whether it did. "~user" is not
+// expanded, nor is anything when the home is unknown.
+func ExpandTilde(p string) (string, bool) {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		return p, false
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return p, false
+	}
+	return filepath.Join(home, p[1:]), true
+}
+
+// EnvHash hashes a request's env overrides (recorded with approvals and
+// in the ledger; compared by a node before a run).
+func EnvHash(env map[string]string) string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s=%s\x00", k, env[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// SortedKeys returns the keys of m, sorted (nil for an empty map).
+func SortedKeys(m map[string]string) []string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
