@@ -85,7 +85,7 @@
     else { const text = await resp.text(); if (opts && opts.text && resp.ok) data = text; }
     if (!resp.ok) {
       const err = (data && data.error) || {};
-      if (resp.status === 401 && !path.startsWith("/v1/ui/")) showLogin("Your session ended; sign in again.");
+      if (resp.status === 401 && !path.startsWith("/v1/ui/")) showLogin("Your session ended; sign in again.", true);
       throw new APIError(resp.status, err.code || "http_" + resp.status, err.message || resp.statusText);
     }
     return data;
@@ -99,16 +99,20 @@
     brightCyan: "#29b8db", brightWhite: "#ffffff" };
 
   // ---------- sign-in ----------
-  function showLogin(msg) {
+  // showLogin shows the sign-in form with msg under it: an error (a
+  // refused token or code), or, with notice, a plain note ("Signed out.").
+  function showLogin(msg, notice) {
     closePage();
     if (state.events) { state.events.close(); state.events = null; }
     document.getElementById("top").hidden = true;
     if (location.pathname !== "/login") history.replaceState(null, "", "/login");
-    const err = h("p", { class: "error", role: "alert", id: "login-error" }, msg || "");
+    const err = h("p", notice ? { class: "muted", role: "status", id: "login-error" } : { class: "error", role: "alert", id: "login-error" }, msg || "");
     const tok = h("input", { type: "password", id: "token", autocomplete: "off", placeholder: "cop_…", "aria-label": "Operator token" });
     const form = h("form", { class: "card login", onsubmit: async (e) => {
       e.preventDefault();
-      try { await signIn({ token: tok.value.trim() }); } catch (ex) { err.textContent = ex.message; }
+      try { await signIn({ token: tok.value.trim() }); } catch (ex) {
+        err.className = "error"; err.setAttribute("role", "alert"); err.textContent = ex.message;
+      }
     } },
     h("h1", {}, "Sign in to conch"),
     h("p", { class: "muted" }, "Run ", h("code", {}, "conch ui"), " on the gateway's machine for a one-time login link, or paste the operator token ($CONCH_HOME/operator.token). Agent tokens cannot sign in."),
@@ -150,7 +154,7 @@
       const r = await api("GET", "/v1/ui/session");
       state.csrf = r.csrf;
     } catch (ex) {
-      showLogin(location.pathname === "/login" ? "" : "Sign in to continue.");
+      showLogin(location.pathname === "/login" ? "" : "Sign in to continue.", true);
       return;
     }
     if (location.pathname === "/login") history.replaceState(null, "", "/");
@@ -254,7 +258,7 @@
   document.getElementById("logout").addEventListener("click", async () => {
     try { await api("DELETE", "/v1/ui/session"); } catch (_) { /* signed out anyway */ }
     state.csrf = "";
-    showLogin("Signed out.");
+    showLogin("Signed out.", true);
   });
   // Page-level keyboard shortcuts go to the current page unless typing.
   document.addEventListener("keydown", (e) => {
