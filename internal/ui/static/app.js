@@ -72,13 +72,24 @@
   // api calls the /v1 API with the session cookie. opts.agent sets
   // X-Conch-Agent (to address another agent's session); opts.text returns
   // a body that is not JSON as text.
+  // opts.csrf gives the CSRF token for a call made while signing out.
+  // Signed out (no CSRF token), only the /v1/ui/ sign-in routes are
+  // called: a refresh that fires after sign-out never reaches the API.
+  const inflight = new Set();
   async function api(method, path, body, opts) {
+    const csrf = (opts && opts.csrf) || state.csrf;
+    if (!csrf && !path.startsWith("/v1/ui/")) throw new APIError(401, "signed_out", "Signed out.");
     const headers = { "Accept": "application/json" };
     if (body !== undefined) headers["Content-Type"] = "application/json";
-    if (method !== "GET" && method !== "HEAD") headers["X-Conch-CSRF"] = state.csrf;
+    if (method !== "GET" && method !== "HEAD") headers["X-Conch-CSRF"] = csrf;
     if (opts && opts.agent) headers["X-Conch-Agent"] = opts.agent;
-    const resp = await fetch(path, { method, headers, credentials: "same-origin",
+    const ctl = new AbortController();
+    const call = fetch(path, { method, headers, credentials: "same-origin", signal: ctl.signal,
       body: body === undefined ? undefined : JSON.stringify(body) });
+    const entry = { ctl, done: call.catch(() => {}) };
+    inflight.add(entry);
+    let resp;
+    try { resp = await call; } finally { inflight.delete(entry); }
     let data = null;
     const ct = resp.headers.get("Content-Type") || "";
     if (ct.includes("json")) data = await resp.json().catch(() => null);
@@ -255,9 +266,19 @@
     closePage();
     if (state.events) { state.events.close(); state.events = null; }
   });
+  // Signing out first stops every caller of the API (page timers, the
+  // event stream, debounced refreshes) and lets the calls in flight end
+  // (a second at most, then they are aborted), and only then ends the
+  // session: no call reaches the gateway with a dead cookie.
   document.getElementById("logout").addEventListener("click", async () => {
-    try { await api("DELETE", "/v1/ui/session"); } catch (_) { /* signed out anyway */ }
+    const csrf = state.csrf;
     state.csrf = "";
+    closePage();
+    if (state.events) { state.events.close(); state.events = null; }
+    const pending = [...inflight];
+    await Promise.race([Promise.all(pending.map(e => e.done)), new Promise(r => setTimeout(r, 1000))]);
+    for (const e of pending) e.ctl.abort();
+    try { await api("DELETE", "/v1/ui/session", undefined, { csrf }); } catch (_) { /* signed out anyway */ }
     showLogin("Signed out.", true);
   });
   // Page-level keyboard shortcuts go to the current page unless typing.
