@@ -90,6 +90,9 @@ type Options struct {
 	// Hosts, if set, replace the registered hosts of the same names (or
 	// add hosts): for tests and embedders (internal/host).
 	Hosts []host.Host
+	// Pods, if set, is the kubernetes sandbox backend (internal/kube);
+	// nil: sandbox.backend kubernetes is unavailable.
+	Pods host.PodSandboxes
 }
 
 // Event is an engine event for SSE subscribers. Agent is the owner of the
@@ -253,7 +256,7 @@ func New(opt Options) (*Engine, error) {
 	e.calls.init()
 	e.cfgp.Store(cfg)
 	e.hosts = host.NewRegistry(host.Deps{Home: home, Log: log, LoginPATH: e.loginPATH, Launch: e.commit,
-		Nodes: opt.Nodes, NodeBinding: e.NodeBinding}, opt.Hosts...)
+		Nodes: opt.Nodes, NodeBinding: e.NodeBinding, Pods: opt.Pods}, opt.Hosts...)
 	if opt.Mode != "node" && gatewayLikely(cfg) {
 		// Probe the login-shell PATH now, off the first exec's path.
 		e.loginProbe()

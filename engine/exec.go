@@ -152,7 +152,7 @@ func (e *Engine) plan(ctx context.Context, agent string, p apitype.ExecParams, w
 	sb := e.conf().SandboxFor(agent)
 	var backend sandbox.Backend
 	var sbErr error
-	if sb.On && (configured == "" || configured == "sandbox") {
+	if sb.On && (configured == "" || configured == "sandbox") && sb.Backend != "kubernetes" {
 		backend, sbErr = sandbox.For(ctx, sb)
 	}
 	// Elevated (policy.md §9): only with sandboxing on; it forces the

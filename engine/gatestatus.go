@@ -98,10 +98,15 @@ func (e *Engine) Gate(agent string, p Policy) GateStatus {
 }
 
 // Text is the human form of an explanation: the gate line first, then
-// the analysis and the verdict. Where the gate does not apply, the verdict
-// is labelled as what it would decide once it does.
+// the analysis and the verdict. Where the gate does not apply, the policy
+// line and the verdict are labelled as what it would use and decide once
+// it does.
 func (x Explanation) Text(agent string) string {
-	body := x.Decision.Explain(x.Policy.Header(agent, "gateway"))
+	header := x.Policy.Header(agent, "gateway")
+	if !x.Gate.Applies {
+		header = "if the gate applied: " + header
+	}
+	body := x.Decision.Explain(header)
 	if !x.Gate.Applies {
 		body = strings.Replace(body, "\nverdict: ", "\nverdict if the gate applied: ", 1)
 	}

@@ -99,8 +99,8 @@ func TestGateStatusMatchesPlan(t *testing.T) {
 					if g.Ungated != runsFree {
 						t.Fatalf("plan: host %s gated %v full/off %v; gate status says ungated=%v (%s)", pl.Host, gated, fullOff, g.Ungated, g.Reason)
 					}
-					if !g.Applies && !strings.Contains(x.Text("main"), "\nverdict if the gate applied: ") {
-						t.Fatalf("an ungated agent's verdict is not labelled:\n%s", x.Text("main"))
+					if !g.Applies && (!strings.Contains(x.Text("main"), "\nverdict if the gate applied: ") || !strings.Contains(x.Text("main"), "\nif the gate applied: agent main · ")) {
+						t.Fatalf("an ungated agent's policy line or verdict is not labelled:\n%s", x.Text("main"))
 					}
 					n++
 				})

@@ -58,6 +58,9 @@ func nodeError(err *apitype.Error) *apitype.Error {
 // is prompted on the gateway like a gateway run.
 func (e *Engine) nodeGate(ctx context.Context, agent string, p apitype.ExecParams, pl *plan) gateResult {
 	eff := e.EffectivePolicy(agent, p.Security, p.Ask, pl.Command, pl.Cwd, "")
+	if pl.Host == "sandbox" {
+		podGate(&eff) // a kubernetes sandbox pod (podsandbox.go)
+	}
 	g := gateResult{requestID: newUUID(), eff: eff}
 	if eff.Security == policy.SecurityDeny {
 		g.result = execError(apitype.Errorf("denied", "exec denied: host=node security=deny"))

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -235,6 +236,10 @@ func TestCLIApprovals(t *testing.T) {
 	out, errOut, code := runCLI(t, nil, "exec", "--home", home, "--no-wait", "--", "echo", "later")
 	if code != exitNoWait || strings.TrimSpace(out) == "" || !strings.Contains(errOut, "Approval required") {
 		t.Fatalf("--no-wait: exit %d, %q %q", code, out, errOut)
+	}
+	// It says how to go on from a shell, not only the agent's "process".
+	if id := strings.TrimSpace(out); !regexp.MustCompile(`\nDecide: conch approvals approve [0-9a-f]{8} \| conch approvals deny [0-9a-f]{8}; then follow it: conch wait ` + regexp.QuoteMeta(id) + `\n`).MatchString(errOut) {
+		t.Errorf("--no-wait names no CLI command to go on:\n%s", errOut)
 	}
 
 	// decide finds the approval of command and decides it.

@@ -210,12 +210,14 @@ func TestPolicyExplainCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &j); err != nil || !strings.Contains(j["analysis"].(string), "unsupported shell construct") {
 		t.Fatalf("explain json: %v %s", err, out)
 	}
-	// The defaults gate nothing: explain says so first, and the verdict is
-	// what the gate would decide, not what happens.
+	// The defaults gate nothing: explain says so first, and the policy line
+	// and the verdict are what the gate would use and decide, not what
+	// happens.
 	fresh := newHome(t, "")
 	out, code = cli(t, "policy", "explain", "--home", fresh, "--", "rm -rf x")
 	if code != 0 || !strings.HasPrefix(out, "gate: not applied: agent main has no configured host and sandboxing is off") ||
-		strings.Contains(out, "\nverdict: ") || !strings.Contains(out, "\nverdict if the gate applied: approval required") {
+		strings.Contains(out, "\nverdict: ") || !strings.Contains(out, "\nverdict if the gate applied: approval required") ||
+		!strings.Contains(out, "\nif the gate applied: agent main · host gateway · security allowlist") {
 		t.Errorf("explain for an ungated agent: exit %d\n%s", code, out)
 	}
 	out, _ = cli(t, "policy", "explain", "--home", fresh, "--json", "--", "rm -rf x")

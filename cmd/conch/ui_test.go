@@ -421,9 +421,20 @@ func TestUIApproveStreamKill(t *testing.T) {
 		return ""
 	})
 
-	// Sign out: the cookie is dead afterwards.
-	b.do("sign out", chromedp.Click("#logout"))
+	// Sign out: the cookie is dead afterwards, and nothing calls the API
+	// once the operator has clicked "Sign out" — here a navigation in the
+	// same instant, standing for every timer, debounced refresh and event
+	// handler of the page (before, such a call raced the sign-out and was
+	// refused with 401).
+	b.eval(`(() => { window.__after = []; window.__out = false; const f = window.fetch;
+	  window.fetch = (u, o) => { if (window.__out && !String(u).startsWith("/v1/ui/")) window.__after.push(String(u)); return f(u, o); };
+	  return ""; })()`)
+	b.eval(`(() => { window.__out = true; document.getElementById("logout").click();
+	  document.querySelector('nav a[data-nav="sessions"]').click(); return ""; })()`)
 	b.wait("login form", `!!document.querySelector("#token") && document.querySelector("#top").hidden`)
+	if after := b.eval(`window.__after.join(" ")`); after != "" {
+		t.Errorf("API calls after sign-out: %s", after)
+	}
 	b.do("reload", chromedp.Navigate(g.base+"/sessions"))
 	b.wait("still signed out", `!!document.querySelector("#token")`)
 	b.shot("09-signed-out")

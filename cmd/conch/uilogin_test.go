@@ -20,7 +20,8 @@ const signedOutJS = `!!document.querySelector("#token") && getComputedStyle(docu
 // TestUILoginLinkInOpenTab: the signed-out page shows neither the
 // navigation nor "Sign out", and a login link pasted into a tab already
 // at /login (only the fragment changes, so the page does not load again)
-// signs in; again after signing out.
+// signs in; again after signing out. "Signed out." is a note, a used
+// link an error.
 func TestUILoginLinkInOpenTab(t *testing.T) {
 	home := newHome(t, "")
 	g := startGateway(t, home)
@@ -48,7 +49,15 @@ func TestUILoginLinkInOpenTab(t *testing.T) {
 		b.shot(fmt.Sprintf("%02d-signed-in", 2*i+1))
 		b.do("sign out", chromedp.Click("#logout"))
 		b.wait("signed out again", signedOutJS+` && location.pathname === "/login"`)
+		// "Signed out." is a note, not an error.
+		b.wait("signed-out note", `document.querySelector("#login-error").textContent === "Signed out." && !document.querySelector("#login-error").classList.contains("error")`)
 		b.shot(fmt.Sprintf("%02d-signed-out", 2*i+2))
+		if i == 1 {
+			// The link just used, pasted again: refused, as an error.
+			b.do("paste a used link", chromedp.Evaluate[chromedp.Void](fmt.Sprintf("location.href = %s", js(link))))
+			b.wait("used link refused", `document.querySelector("#login-error").textContent.includes("already used") && document.querySelector("#login-error").classList.contains("error")`+" && "+signedOutJS)
+			b.shot("05-used-link")
+		}
 	}
 	b.checkConsole("/v1/ui/session 401")
 }

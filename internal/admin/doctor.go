@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -245,6 +246,10 @@ func Doctor(home string) []Finding {
 // doctorSandbox reports an agent's sandbox: backend and layers, or why it
 // is unusable, and an unsafe workspace.
 func doctorSandbox(add func(id, level, format string, args ...any), home, agent, workspace string, sb config.SandboxSettings) {
+	if sb.Backend == "kubernetes" {
+		add("sandbox.layers", "info", "agent %s: sandbox backend kubernetes: pods in the cluster of %s (conch sandbox list shows them)", agent, cmp.Or(sb.Kube.Kubeconfig, "the in-cluster configuration"))
+		return
+	}
 	b, err := sandbox.For(context.Background(), sb)
 	if err != nil {
 		add("sandbox.unavailable", "error", "agent %s: sandboxing is on but %v: every exec fails with sandbox_unavailable", agent, err)

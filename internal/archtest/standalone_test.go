@@ -37,8 +37,14 @@ var designDocs = []string{"hosts.md", "exec.md", "process.md", "interfaces.md", 
 
 // notStandAlone matches phrases that only make sense with documents or
 // history a reader of the repository does not have: section signs, "the
-// specification", numbered work sessions and issues.
-var notStandAlone = regexp.MustCompile(`(?i)§|\bspecification\b|\b(?:session|issue) #?\d+\b`)
+// specification" or "the spec" (a session's launch data is "the session
+// spec"), numbered work sessions and issues.
+var notStandAlone = regexp.MustCompile(`(?i)§|\bspecification\b|\bthe spec\b|\b(?:session|issue) #?\d+\b`)
+
+// issueRef matches a bare issue or pull-request number ("#1234"). The
+// reader can look one up only if the line names the project it belongs
+// to (OpenClaw's are cited); conch's own tracker does not ship.
+var issueRef = regexp.MustCompile(`(?:^|[\s(,;])#\d+\b`)
 
 // mdName matches a mention of a markdown file by name.
 var mdName = regexp.MustCompile(`[A-Za-z0-9_./-]*[A-Za-z0-9_-]\.md\b`)
@@ -50,7 +56,8 @@ var inlineCode = regexp.MustCompile("`[^`\n]*`")
 var testName = regexp.MustCompile("`((?:Test|Fuzz|Benchmark)[A-Z][A-Za-z0-9_]*)`")
 
 // TestDocsStandAlone checks that the user docs stand alone: no section
-// signs, no "specification", no work sessions or issue numbers, every
+// signs, no "specification" or "the spec", no work sessions or issue
+// numbers (an issue number only with its project named), every
 // markdown file they name exists in the repository (so a design document
 // that does not ship cannot be cited, in prose or in code), and every Go
 // test they cite as checking a promise exists.
@@ -67,6 +74,9 @@ func TestDocsStandAlone(t *testing.T) {
 		for i, line := range strings.Split(prose, "\n") {
 			if m := notStandAlone.FindString(line); m != "" {
 				t.Errorf("%s:%d: %q refers to a document or history the reader does not have: state the rule itself", f, i+1, m)
+			}
+			if m := issueRef.FindString(line); m != "" && !strings.Contains(line, "OpenClaw") {
+				t.Errorf("%s:%d: %q cites an issue without naming its project (only OpenClaw's can be looked up)", f, i+1, strings.TrimSpace(m))
 			}
 			for _, name := range mdName.FindAllString(line, -1) {
 				if !mdExists(root, f, name) {

@@ -266,6 +266,8 @@ func (x *execRun) approval(ctx context.Context, res client.Result, d endDetails)
 	if x.noWait {
 		if !x.g.json {
 			printText(x.stderr, text)
+			// The text above is the agent's (it names the process tool).
+			fmt.Fprintf(x.stderr, "Decide: conch approvals approve %s | conch approvals deny %s; then follow it: conch wait %s\n", d.ApprovalSlug, d.ApprovalSlug, id)
 			fmt.Fprintln(x.stdout, id)
 		}
 		return ExitNoWait

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +19,8 @@ import (
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/admin"
 	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/nodehost"
 	"github.com/conchsh/conch/internal/waitprobe"
 )
@@ -46,19 +50,20 @@ node/node.json in the home).`,
 	fs := cmd.Flags()
 	home := homeFlag(fs)
 	gateway := fs.String("gateway", "", "gateway URL (https://host:7878; http:// only on trusted links)")
-	token := fs.String("token", "", "join token cnj_... (first run) or node token")
+	token := fs.String("token", os.Getenv("CONCH_NODE_JOIN_TOKEN"), "join token cnj_... (first run) or node token (default $CONCH_NODE_JOIN_TOKEN)")
+	podToken := fs.String("pod-token-file", os.Getenv("CONCH_NODE_POD_TOKEN_FILE"), "sandbox pods: the pod's projected service-account token, sent with the join token")
 	name := fs.String("name", "", "node name (default: the host name)")
 	ca := fs.String("ca", "", "PEM file: CA bundle, or the gateway's certificate (pinned)")
 	logLevel := fs.String("log-level", envOr("CONCH_LOG", "info"), "debug, info, warn or error")
 	followParent := exitWithParentFlag(fs)
 	cmd.RunE = a.runs(func(*cobra.Command, []string) int {
-		return runNode(*home, *gateway, *token, *name, *ca, *logLevel, *followParent, a.stdout, a.stderr)
+		return runNode(*home, *gateway, *token, *name, *ca, *podToken, *logLevel, *followParent, a.stdout, a.stderr)
 	})
 	return cmd
 }
 
 // runNode is `conch node`: a node host dialling out to a gateway.
-func runNode(home, gateway, token, name, ca, logLevel string, followParent bool, stdout, stderr io.Writer) int {
+func runNode(home, gateway, token, name, ca, podToken, logLevel string, followParent bool, stdout, stderr io.Writer) int {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 		fmt.Fprintf(stderr, "conch node: bad --log-level %q\n", logLevel)
@@ -70,6 +75,10 @@ func runNode(home, gateway, token, name, ca, logLevel string, followParent bool,
 		return ExitUsage
 	}
 	defer stopTracing()
+	if err := seedNodeConfig(home); err != nil {
+		fmt.Fprintf(stderr, "conch node: %v\n", err)
+		return ExitFailed
+	}
 	eng, err := engine.New(engine.Options{Home: home, Mode: "node", Logger: log, Probes: waitprobe.Probes{}})
 	if err != nil {
 		fmt.Fprintf(stderr, "conch node: %v\n", err)
@@ -89,7 +98,7 @@ func runNode(home, gateway, token, name, ca, logLevel string, followParent bool,
 	err = nodehost.Run(ctx, nodehost.Options{
 		Engine: eng, ApplyPatch: engine.ApplyPatchLocal, SetApprovals: setApprovals,
 		Home: eng.Home(), Gateway: gateway, Token: token, Name: name, CA: ca,
-		Version: version(), Ping: nodePing(), Logger: log, Out: stdout,
+		Version: version(), Ping: nodePing(), Logger: log, Out: stdout, PodTokenFile: podToken,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "conch node: %v\n", strings.TrimPrefix(err.Error(), "fatal: "))
@@ -104,4 +113,28 @@ func runNode(home, gateway, token, name, ca, logLevel string, followParent bool,
 func setApprovals(home string, f *approvals.File, baseHash, by string) error {
 	_, err := admin.SetApprovals(home, f, baseHash, by, nil)
 	return err
+}
+
+// seedNodeConfig writes $CONCH_NODE_CONFIG_JSON as the home's config.json
+// when the home has none: a sandbox pod of the kubernetes backend starts
+// with an empty home and gets its node configuration this way.
+func seedNodeConfig(home string) error {
+	v := os.Getenv("CONCH_NODE_CONFIG_JSON")
+	if v == "" {
+		return nil
+	}
+	p := filepath.Join(home, "config.json")
+	if _, err := os.Stat(p); err == nil {
+		return nil
+	}
+	if _, err := config.Parse([]byte(v)); err != nil {
+		return fmt.Errorf("CONCH_NODE_CONFIG_JSON: %v", err)
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return err
+	}
+	if err := fsutil.CreateFile(p, []byte(v), 0o600); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
 }

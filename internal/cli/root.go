@@ -98,7 +98,7 @@ CONCH_GATEWAY and CONCH_TOKEN (client commands).`,
   conch mcp                           # the tools over MCP stdio
   conch exec -- make test             # run a command, exit with its status
   conch help exec                     # help on one command
-  conch completion bash > /etc/bash_completion.d/conch`,
+  source <(conch completion bash)     # shell completion (bash, zsh, fish)`,
 		Version:           version(),
 		SilenceErrors:     true,
 		SilenceUsage:      true,
@@ -130,6 +130,7 @@ CONCH_GATEWAY and CONCH_TOKEN (client commands).`,
 	root.SetHelpCommand(helpCmd())
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
+	a.standaloneBashCompletion(root)
 	return root
 }
 

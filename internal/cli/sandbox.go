@@ -57,6 +57,10 @@ func sandboxRun(sub, homeDir string, json_ bool, agent *string, all *bool, stdou
 		enc.SetIndent("", "  ")
 		enc.Encode(v)
 	}
+	// The kubernetes backend's sandboxes (sandbox_kube.go).
+	if code, ok := runKubeSandbox(ctx, sub, *home, *agent, *all, *asJSON, stdout, stderr); ok {
+		return code
+	}
 	switch sub {
 	case "status", "list":
 		st, err := admin.SandboxStatusOf(ctx, *home)

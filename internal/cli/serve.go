@@ -24,6 +24,7 @@ import (
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/httpapi"
+	"github.com/conchsh/conch/internal/kube"
 	"github.com/conchsh/conch/internal/nodehub"
 	"github.com/conchsh/conch/internal/supervisor"
 	"github.com/conchsh/conch/internal/waitprobe"
@@ -154,6 +155,13 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 		return ExitUnavailable
 	}
 	defer hub.Close()
+	// The kubernetes sandbox backend pairs its pods through the hub.
+	pods, err := kube.New(*home, hub, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "conch serve: kubernetes backend: %v\n", err)
+		return ExitUnavailable
+	}
+	defer pods.Close()
 	// nodeBinding reads the engine once it exists (apply_patch on a node
 	// is only called after that).
 	var engp atomic.Pointer[engine.Engine]
@@ -164,7 +172,7 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 		return ""
 	}
 	eng, err := engine.New(engine.Options{
-		Home: *home, Mode: "serve", Logger: log, Nodes: hub, Probes: waitprobe.Probes{},
+		Home: *home, Mode: "serve", Logger: log, Nodes: hub, Pods: pods, Probes: waitprobe.Probes{},
 		PatchNode: func(ctx context.Context, agent, input string) (engine.NodePatch, *apitype.Error) {
 			return hub.PatchApply(ctx, nodeBinding(agent), agent, input)
 		},

@@ -320,8 +320,13 @@ func (c *Config) validateRetained(where, agent string) error {
 	return nil
 }
 
-func (c *Config) validate() error {
+func (c *Config) validate() (err error) {
 	errs := []error{c.Tools.Exec.validate("tools.exec"), oneOf("ledger.scope", c.Ledger.Scope, ledgerScopeValues...), c.Ledger.Forward.validate(), c.Sandbox.validate("sandbox")}
+	defer func() {
+		if err == nil {
+			err = c.validateKube()
+		}
+	}()
 	for _, d := range c.Tools.Deny {
 		if strings.TrimSpace(d) == "" {
 			errs = append(errs, errors.New("tools.deny: empty entry"))

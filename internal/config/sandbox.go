@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Sandbox is the "sandbox" section and agents.<id>.sandbox (hosts.md §2).
@@ -26,6 +27,9 @@ type Sandbox struct {
 	Bwrap           *SandboxBwrap     `json:"bwrap,omitempty"`
 	Limits          *SandboxLimits    `json:"limits,omitempty"`
 	Docker          *SandboxDocker    `json:"docker,omitempty"`
+	// The kubernetes backend (kube.go).
+	IdleTimeout string             `json:"idleTimeout,omitempty"`
+	Kubernetes  *SandboxKubernetes `json:"kubernetes,omitempty"`
 }
 
 // SandboxBwrap is sandbox.bwrap. Binds are "SRC" or "SRC:DST".
@@ -81,6 +85,8 @@ type SandboxSettings struct {
 	Pids            int64   // 0: unset
 	CPUs            float64 // 0: unset
 	Docker          DockerSettings
+	Kube            KubeSettings  // the kubernetes backend (kube.go)
+	IdleTimeout     time.Duration // kubernetes: idle sandboxes are deleted (0: never)
 }
 
 // DockerSettings are the resolved sandbox.docker values.
@@ -101,7 +107,7 @@ var DefaultProtectPaths = []string{".git/hooks", ".git/config", ".conch"}
 // The allowed values of the sandbox's enumerated keys (validate, Schema).
 var (
 	sandboxModes          = []string{"off", "all", "non-main"}
-	sandboxBackends       = []string{"auto", "bwrap", "docker", "landlock"}
+	sandboxBackends       = []string{"auto", "bwrap", "docker", "landlock", "kubernetes"}
 	sandboxScopes         = []string{"agent", "shared"}
 	workspaceAccessValues = []string{"rw", "ro", "none"}
 	sandboxNetworks       = []string{"none", "open"}
@@ -172,6 +178,7 @@ func (s *Sandbox) validate(prefix string) error {
 			}
 		}
 	}
+	errs = append(errs, validateIdle(prefix, s.IdleTimeout), s.Kubernetes.validate(prefix+".kubernetes"))
 	return errors.Join(errs...)
 }
 
@@ -219,7 +226,9 @@ func (c *Config) SandboxFor(agent string) SandboxSettings {
 		Mode: "off", Backend: "auto", Scope: "agent", WorkspaceAccess: "rw", WorkspacePath: "same",
 		Network: "none", ProtectPaths: DefaultProtectPaths, GitAccess: "ro", RunAsUID: 65534, RunAsGID: 65534, Env: map[string]string{"LANG": "C.UTF-8"},
 		BwrapPath: "bwrap", Pids: 512,
-		Docker: DockerSettings{Image: "debian:bookworm-slim", Network: "bridge", IdleHours: 24, MaxAgeDays: 7},
+		Docker:      DockerSettings{Image: "debian:bookworm-slim", Network: "bridge", IdleHours: 24, MaxAgeDays: 7},
+		Kube:        KubeSettings{ConchPath: DefaultKubeConchPath, SandboxCRD: "auto", StartupTimeout: DefaultKubeStartupTimeout},
+		IdleTimeout: DefaultIdleTimeout,
 	}
 	apply := func(x *Sandbox) {
 		if x == nil {
@@ -298,6 +307,7 @@ func (c *Config) SandboxFor(agent string) SandboxSettings {
 				}
 			}
 		}
+		s.applyKube(x)
 	}
 	apply(&c.Sandbox)
 	if a, ok := c.Agents[agent]; ok {

@@ -78,6 +78,9 @@ func Schema() (*jsonschema.Schema, error) {
 		{reflect.TypeFor[SandboxDocker](), func(s *jsonschema.Schema) {
 			s.Properties["binds"].Items = &jsonschema.Schema{Type: "string", Pattern: dockerBindPattern, Description: "SRC or SRC:DST, absolute paths, optionally :ro or :rw"}
 		}},
+		{reflect.TypeFor[KubeToleration](), kubeTolerationSchema},
+		{reflect.TypeFor[KubeResources](), kubeResourcesSchema},
+		{reflect.TypeFor[SandboxKubernetes](), kubeSchema},
 		{reflect.TypeFor[Sandbox](), func(s *jsonschema.Schema) {
 			enum(s, "mode", sandboxModes)
 			enum(s, "backend", sandboxBackends)
@@ -87,6 +90,7 @@ func Schema() (*jsonschema.Schema, error) {
 			enum(s, "gitAccess", gitAccessValues)
 			s.Properties["workspacePath"].Enum = anyOf(append([]string{""}, workspacePaths...))
 			s.Properties["runAs"].Pattern = `^[0-9]+(:[0-9]+)?$`
+			s.Properties["idleTimeout"].Pattern = durationPattern
 			s.Properties["protectPaths"].Items = &jsonschema.Schema{
 				Type: "string", Pattern: "^[^/]", Not: &jsonschema.Schema{Pattern: `(^|/)\.\.(/|$)`},
 				Description: "a relative path inside the workspace",

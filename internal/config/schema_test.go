@@ -73,7 +73,16 @@ const fullConfig = `{
     "limits": {"memoryBytes": 1073741824, "pids": 512, "cpus": 2},
     "docker": {"image": "debian:bookworm-slim", "network": "bridge", "env": {"A": "1"}, "binds": ["/srv/data:/data:ro"],
       "ulimits": ["nofile=1024:1024"], "setupCommand": "apt-get update",
-      "prune": {"idleHours": 24, "maxAgeDays": 7}}
+      "prune": {"idleHours": 24, "maxAgeDays": 7}},
+    "idleTimeout": "30m",
+    "kubernetes": {"kubeconfig": "/etc/conch/kubeconfig", "context": "prod", "namespace": "agents",
+      "gatewayUrl": "http://conch.agents.svc:7878", "image": "ghcr.io/example/conch-sandbox:1", "imagePullPolicy": "IfNotPresent",
+      "conchPath": "/usr/local/bin/conch", "serviceAccountName": "conch-sandbox", "runtimeClassName": "gvisor",
+      "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+      "nodeSelector": {"pool": "sandboxes"},
+      "tolerations": [{"key": "sandbox", "operator": "Equal", "value": "true", "effect": "NoExecute", "tolerationSeconds": 60}],
+      "networkPolicy": {"policyTypes": ["Ingress", "Egress"], "ingress": [], "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}]},
+      "sandboxCrd": "auto", "startupTimeout": "2m"}
   },
   "approvals": {"timeoutMs": 120000, "elicitation": true, "failFastWithoutApprover": false},
   "ledger": {"scope": "all", "rotateBytes": 67108864,

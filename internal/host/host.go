@@ -119,6 +119,8 @@ type Deps struct {
 	Nodes Nodes
 	// NodeBinding is the node an agent's calls are bound to, or "".
 	NodeBinding func(agent string) string
+	// Pods is the kubernetes sandbox backend (pod.go); nil: none.
+	Pods PodSandboxes
 }
 
 // Factory makes a host from the engine's dependencies.

@@ -82,6 +82,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Out receives the messages for the operator (pairing progress).
 	Out io.Writer
+	// PodTokenFile, for a sandbox pod of the kubernetes backend, is its
+	// projected service-account token: sent with the join token, it proves
+	// the pod the token is bound to (apitype.PodTokenHeader).
+	PodTokenFile string
 }
 
 // ErrFatal wraps errors after which reconnecting is pointless.
@@ -283,7 +287,16 @@ func (n *node) session(ctx context.Context) (ok bool, err error) {
 		tok = n.opt.Token
 	}
 	dctx, dcancel := context.WithTimeout(ctx, min(15*time.Second, max(2*time.Second, 3*n.opt.Ping)))
-	ws, err := nodelink.Dial(dctx, n.wsURL, nodelink.DialOptions{Token: tok, TLS: n.tls})
+	dopt := nodelink.DialOptions{Token: tok, TLS: n.tls}
+	if n.opt.PodTokenFile != "" && strings.HasPrefix(tok, "cnj_") {
+		b, err := os.ReadFile(n.opt.PodTokenFile)
+		if err != nil {
+			dcancel()
+			return false, fmt.Errorf("read the pod's service-account token: %v", err)
+		}
+		dopt.PodToken = strings.TrimSpace(string(b))
+	}
+	ws, err := nodelink.Dial(dctx, n.wsURL, dopt)
 	dcancel()
 	if err != nil {
 		if errors.Is(err, nodelink.ErrUnauthorized) {

@@ -58,6 +58,8 @@ type Hub struct {
 	// closing runs the close handshakes of disconnect; Close waits for
 	// them.
 	closing group
+	// podVerify checks sandbox pods' tokens (podpair.go).
+	podVerify PodVerifier
 }
 
 var _ nodeport.Hub = (*Hub)(nil)
@@ -350,6 +352,10 @@ func (h *Hub) serve(ws *nodelink.Conn, hash string, paired *Paired) {
 		return
 	}
 	hello = c.hello
+	if paired == nil && h.podInvite(hash) {
+		h.pairPod(c, f.ID, hash, ws.PodToken())
+		return
+	}
 	reply := func(v any) error {
 		b, _ := json.Marshal(v)
 		return c.send(apitype.Frame{Type: "res", ID: f.ID, OK: true, Payload: b})
@@ -754,7 +760,9 @@ func (h *Hub) selectNode(query string, operator bool) (nodeport.Ref, *apitype.Er
 	if strings.TrimSpace(query) == "" {
 		var cands []Paired
 		for _, p := range st.Paired {
-			if c := connected[p.NodeID]; c != nil && slices.Contains(c.hello.Caps, "system.run") {
+			// A sandbox pod is no node host: only its agent's sandbox
+			// reaches it (podpair.go).
+			if c := connected[p.NodeID]; c != nil && slices.Contains(c.hello.Caps, "system.run") && p.Pod == nil {
 				cands = append(cands, p)
 			}
 		}
@@ -795,6 +803,9 @@ func (h *Hub) selectNode(query string, operator bool) (nodeport.Ref, *apitype.Er
 		}
 		i := slices.IndexFunc(st.Paired, func(p Paired) bool { return p.NodeID == cs[0].id })
 		p = st.Paired[i]
+		if p.Pod != nil {
+			return nodeport.Ref{}, apitype.Errorf(apitype.CodeNodeUnavailable, "node %s (%s) is the sandbox pod %s/%s of the kubernetes backend, not a node host.", p.Name, p.NodeID, p.Pod.Namespace, p.Pod.Name)
+		}
 	}
 	c := connected[p.NodeID]
 	if c == nil {

@@ -30,6 +30,8 @@ type Invite struct {
 	ExpiresAtMs int64  `json:"expiresAtMs"`
 	Once        bool   `json:"once"`
 	Used        bool   `json:"used"`
+	// Pod binds the token to one sandbox pod (podpair.go).
+	Pod *PodBinding `json:"pod,omitempty"`
 }
 
 // Pending is a pairing request (nodes/pending.json).
@@ -66,6 +68,8 @@ type Paired struct {
 	// invite it paired with (InviteHash).
 	Undelivered bool   `json:"undelivered,omitempty"`
 	InviteHash  string `json:"inviteHash,omitempty"`
+	// Pod is the sandbox pod this node runs in (podpair.go).
+	Pod *PodBinding `json:"pod,omitempty"`
 }
 
 // Route records which node runs a mirrored session (nodes/sessions.json),

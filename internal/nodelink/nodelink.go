@@ -68,11 +68,21 @@ var ErrBadFrame = errors.New("bad frame")
 type Conn struct {
 	ws       *websocket.Conn
 	remoteIP string
+	podToken string
 	wmu      sync.Mutex // serialises writes
 }
 
 // RemoteIP is the address the node connected from (gateway side), or "".
 func (c *Conn) RemoteIP() string { return c.remoteIP }
+
+// PodTokenHeader carries, on a sandbox pod's first connection, the pod's
+// projected service-account token: the gateway verifies it (TokenReview)
+// against the pod its join token was minted for (the kubernetes sandbox
+// backend).
+const PodTokenHeader = "X-Conch-Pod-Token"
+
+// PodToken is the PodTokenHeader the node sent (gateway side), or "".
+func (c *Conn) PodToken() string { return c.podToken }
 
 // Read returns the next message: binary reports a binary one (session
 // output), else it is a text message (a JSON frame).
@@ -188,7 +198,7 @@ func Accept(w http.ResponseWriter, r *http.Request, admit Admit) {
 	}
 	ws.SetReadLimit(MaxFrame + 4096)
 	ip, _, _ := net.SplitHostPort(r.RemoteAddr)
-	serve(&Conn{ws: ws, remoteIP: ip})
+	serve(&Conn{ws: ws, remoteIP: ip, podToken: strings.TrimSpace(r.Header.Get(PodTokenHeader))})
 }
 
 // DialOptions configure Dial.
@@ -197,6 +207,9 @@ type DialOptions struct {
 	Token string
 	// TLS configures a wss:// link (nil: the system's roots).
 	TLS *tls.Config
+	// PodToken, for a sandbox pod of the kubernetes backend, is its
+	// service-account token, sent with its join token (PodTokenHeader).
+	PodToken string
 }
 
 // Dial connects to a gateway's connect URL (ConnectURL). A gateway that
@@ -204,7 +217,11 @@ type DialOptions struct {
 // the dial only, not the link.
 func Dial(ctx context.Context, url string, opt DialOptions) (*Conn, error) {
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: opt.TLS, Proxy: http.ProxyFromEnvironment}}
-	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: http.Header{"Authorization": {"Bearer " + opt.Token}}})
+	hdr := http.Header{"Authorization": {"Bearer " + opt.Token}}
+	if opt.PodToken != "" {
+		hdr.Set(PodTokenHeader, opt.PodToken)
+	}
+	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: hdr})
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 			return nil, fmt.Errorf("%w: %v", ErrUnauthorized, err)

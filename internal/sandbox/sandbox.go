@@ -233,6 +233,9 @@ func For(ctx context.Context, s config.SandboxSettings) (Backend, error) {
 		backends[key] = b
 		return b
 	}
+	if s.Backend == "kubernetes" {
+		return nil, errors.New("sandbox backend kubernetes runs exec and process in the agent's pod through conch serve (docs/kubernetes.md); it offers no local sandbox (apply_patch, conch mcp)")
+	}
 	if s.Backend != "auto" {
 		b := get(s.Backend)
 		if b == nil {

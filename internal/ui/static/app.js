@@ -72,20 +72,31 @@
   // api calls the /v1 API with the session cookie. opts.agent sets
   // X-Conch-Agent (to address another agent's session); opts.text returns
   // a body that is not JSON as text.
+  // opts.csrf gives the CSRF token for a call made while signing out.
+  // Signed out (no CSRF token), only the /v1/ui/ sign-in routes are
+  // called: a refresh that fires after sign-out never reaches the API.
+  const inflight = new Set();
   async function api(method, path, body, opts) {
+    const csrf = (opts && opts.csrf) || state.csrf;
+    if (!csrf && !path.startsWith("/v1/ui/")) throw new APIError(401, "signed_out", "Signed out.");
     const headers = { "Accept": "application/json" };
     if (body !== undefined) headers["Content-Type"] = "application/json";
-    if (method !== "GET" && method !== "HEAD") headers["X-Conch-CSRF"] = state.csrf;
+    if (method !== "GET" && method !== "HEAD") headers["X-Conch-CSRF"] = csrf;
     if (opts && opts.agent) headers["X-Conch-Agent"] = opts.agent;
-    const resp = await fetch(path, { method, headers, credentials: "same-origin",
+    const ctl = new AbortController();
+    const call = fetch(path, { method, headers, credentials: "same-origin", signal: ctl.signal,
       body: body === undefined ? undefined : JSON.stringify(body) });
+    const entry = { ctl, done: call.catch(() => {}) };
+    inflight.add(entry);
+    let resp;
+    try { resp = await call; } finally { inflight.delete(entry); }
     let data = null;
     const ct = resp.headers.get("Content-Type") || "";
     if (ct.includes("json")) data = await resp.json().catch(() => null);
     else { const text = await resp.text(); if (opts && opts.text && resp.ok) data = text; }
     if (!resp.ok) {
       const err = (data && data.error) || {};
-      if (resp.status === 401 && !path.startsWith("/v1/ui/")) showLogin("Your session ended; sign in again.");
+      if (resp.status === 401 && !path.startsWith("/v1/ui/")) showLogin("Your session ended; sign in again.", true);
       throw new APIError(resp.status, err.code || "http_" + resp.status, err.message || resp.statusText);
     }
     return data;
@@ -99,16 +110,20 @@
     brightCyan: "#29b8db", brightWhite: "#ffffff" };
 
   // ---------- sign-in ----------
-  function showLogin(msg) {
+  // showLogin shows the sign-in form with msg under it: an error (a
+  // refused token or code), or, with notice, a plain note ("Signed out.").
+  function showLogin(msg, notice) {
     closePage();
     if (state.events) { state.events.close(); state.events = null; }
     document.getElementById("top").hidden = true;
     if (location.pathname !== "/login") history.replaceState(null, "", "/login");
-    const err = h("p", { class: "error", role: "alert", id: "login-error" }, msg || "");
+    const err = h("p", notice ? { class: "muted", role: "status", id: "login-error" } : { class: "error", role: "alert", id: "login-error" }, msg || "");
     const tok = h("input", { type: "password", id: "token", autocomplete: "off", placeholder: "cop_…", "aria-label": "Operator token" });
     const form = h("form", { class: "card login", onsubmit: async (e) => {
       e.preventDefault();
-      try { await signIn({ token: tok.value.trim() }); } catch (ex) { err.textContent = ex.message; }
+      try { await signIn({ token: tok.value.trim() }); } catch (ex) {
+        err.className = "error"; err.setAttribute("role", "alert"); err.textContent = ex.message;
+      }
     } },
     h("h1", {}, "Sign in to conch"),
     h("p", { class: "muted" }, "Run ", h("code", {}, "conch ui"), " on the gateway's machine for a one-time login link, or paste the operator token ($CONCH_HOME/operator.token). Agent tokens cannot sign in."),
@@ -150,7 +165,7 @@
       const r = await api("GET", "/v1/ui/session");
       state.csrf = r.csrf;
     } catch (ex) {
-      showLogin(location.pathname === "/login" ? "" : "Sign in to continue.");
+      showLogin(location.pathname === "/login" ? "" : "Sign in to continue.", true);
       return;
     }
     if (location.pathname === "/login") history.replaceState(null, "", "/");
@@ -251,10 +266,20 @@
     closePage();
     if (state.events) { state.events.close(); state.events = null; }
   });
+  // Signing out first stops every caller of the API (page timers, the
+  // event stream, debounced refreshes) and lets the calls in flight end
+  // (a second at most, then they are aborted), and only then ends the
+  // session: no call reaches the gateway with a dead cookie.
   document.getElementById("logout").addEventListener("click", async () => {
-    try { await api("DELETE", "/v1/ui/session"); } catch (_) { /* signed out anyway */ }
+    const csrf = state.csrf;
     state.csrf = "";
-    showLogin("Signed out.");
+    closePage();
+    if (state.events) { state.events.close(); state.events = null; }
+    const pending = [...inflight];
+    await Promise.race([Promise.all(pending.map(e => e.done)), new Promise(r => setTimeout(r, 1000))]);
+    for (const e of pending) e.ctl.abort();
+    try { await api("DELETE", "/v1/ui/session", undefined, { csrf }); } catch (_) { /* signed out anyway */ }
+    showLogin("Signed out.", true);
   });
   // Page-level keyboard shortcuts go to the current page unless typing.
   document.addEventListener("keydown", (e) => {

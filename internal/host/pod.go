@@ -1,0 +1,85 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/supervisor"
+)
+
+// The kubernetes sandbox backend (docs/kubernetes.md): an agent's sandbox
+// is a pod running `conch node`, paired with the gateway without an
+// operator; its runs go over that pod's node link like a node run
+// (journal, PTY, wait/search/screen, the node-side policy) and show as
+// host=sandbox with backend kubernetes. internal/kube makes the pods.
+
+// PodSandboxes is the kubernetes backend as the sandbox host uses it.
+type PodSandboxes interface {
+	// Ensure returns the node of the sandbox pod of agent's scope under
+	// sb, creating the pod and waiting until it is paired and connected;
+	// progress receives the lines to show while it waits. An error says
+	// why in the cluster's words.
+	Ensure(ctx context.Context, agent string, sb config.SandboxSettings, progress func(string)) (NodeRef, error)
+}
+
+// PodWorkspace is the working directory of a sandbox pod's container.
+const PodWorkspace = "/workspace"
+
+// planPod plans a sandboxed run on the agent's sandbox pod. Like every
+// sandboxed run it passes no policy gate on the gateway (the pod is the
+// boundary); the prepare step of the node link still runs (GateNode with
+// the sandbox's settings, see the engine's node gate), and the node in the
+// pod judges it under its own configuration.
+func (h *sandboxHost) planPod(ctx context.Context, req Request, pl *Plan) *apitype.Error {
+	p, sb := req.Params, req.Sandbox
+	if h.d.Pods == nil || h.d.Nodes == nil {
+		return SandboxUnavailable(errors.New("sandbox.backend kubernetes needs conch serve: its pods dial back to the gateway, and this process is none"))
+	}
+	if m := sb.KubeMissing(); m != "" {
+		return SandboxUnavailable(errors.New("sandbox.backend is kubernetes, but " + m + " is not set"))
+	}
+	ref, err := h.d.Pods.Ensure(ctx, pl.Agent, sb, func(line string) {
+		if h.d.Log != nil {
+			h.d.Log.Info(line, "agent", pl.Agent)
+		}
+		pl.Warnings = append(pl.Warnings, line)
+	})
+	if err != nil {
+		if h.d.Log != nil {
+			h.d.Log.Warn("sandbox unavailable", "agent", pl.Agent, "backend", "kubernetes", "err", err)
+		}
+		return SandboxUnavailable(err)
+	}
+	if pl.PTY && !slices.Contains(ref.Caps, "pty") {
+		pl.Warnings = append(pl.Warnings, "Warning: this sandbox pod does not support PTY; running without it.")
+		pl.PTY = false
+	}
+	if !pl.PTY && pl.Stdin == "pty" {
+		pl.Stdin = "open"
+	}
+	if msg := hostenv.Validate(p.Env); msg != "" {
+		return apitype.Errorf(apitype.CodeSecurity, "%s", msg)
+	}
+	pl.Host = "sandbox"
+	pl.Gate = GateNode
+	pl.Node = &NodeTarget{Ref: ref, Query: ref.ID, Workdir: p.Workdir, Params: p.Env}
+	pl.Cwd = p.Workdir
+	pl.EnvKeys = SortedKeys(p.Env)
+	pl.EnvHash = EnvHash(p.Env)
+	pl.Argv = []string{"/bin/sh", "-lc", p.Command}
+	layers := []string{"pod"}
+	if sb.Kube.RuntimeClassName != "" {
+		layers = append(layers, "runtimeClass="+sb.Kube.RuntimeClassName)
+	}
+	pl.SbInfo = &apitype.SandboxInfo{Backend: "kubernetes", Scope: sb.Scope, Layers: layers, Workspace: PodWorkspace, Cwd: p.Workdir}
+	return nil
+}
+
+// startPod starts a planned pod run through the hub, as a node run.
+func (h *sandboxHost) startPod(ctx context.Context, pl *Plan, spec supervisor.Spec, r Run) (*supervisor.Handle, error) {
+	return (&nodeHost{d: h.d}).Start(ctx, pl, spec, r)
+}

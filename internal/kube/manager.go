@@ -1,0 +1,663 @@
+package kube
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/host"
+	"github.com/conchsh/conch/internal/nodehub"
+	"github.com/conchsh/conch/internal/nodeport"
+)
+
+// Manager is the kubernetes backend of one gateway. It is safe for
+// concurrent use.
+type Manager struct {
+	hub  *nodehub.Hub
+	home string
+	gw   string
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	scopes map[string]*scope // by namespace/scope
+	pods   map[string]*cluster
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+// scope is the sandbox of one scope (agent-<id> or shared) in one
+// namespace.
+type scope struct {
+	mu sync.Mutex // serialises Ensure of the scope
+
+	// Guarded by Manager.mu:
+	cl       *cluster
+	ns, name string
+	kind     string // Pod | Sandbox
+	uid      string
+	hash     string // of its join token
+	nodeID   string
+	lastUse  time.Time
+	patched  time.Time // last-used annotation written
+	idle     time.Duration
+	lost     string // why the pod went away (reported by the next call)
+	watching context.CancelFunc
+	ours     bool // conch deleted it (idle, recreate): not a loss to report
+}
+
+var _ host.PodSandboxes = (*Manager)(nil)
+
+// New returns the backend of the gateway on home, pairing through hub.
+func New(home string, hub *nodehub.Hub, log *slog.Logger) (*Manager, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	gw, err := GatewayID(home)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{hub: hub, home: home, gw: gw, log: log, scopes: map[string]*scope{}, pods: map[string]*cluster{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	hub.SetPodVerifier(m.verify)
+	go m.reaper()
+	return m, nil
+}
+
+// Close stops the idle reaper and the pod watches (the pods stay).
+func (m *Manager) Close() {
+	m.once.Do(func() { close(m.stop) })
+	<-m.done
+	m.mu.Lock()
+	for _, s := range m.scopes {
+		if s.watching != nil {
+			s.watching()
+		}
+	}
+	m.mu.Unlock()
+}
+
+// GatewayID is the id that labels this home's sandboxes
+// (sandboxes/kube-gateway-id), so that gateways sharing a namespace keep
+// to their own.
+func GatewayID(home string) (string, error) {
+	p := filepath.Join(home, "sandboxes", "kube-gateway-id")
+	if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) == 12 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return "", err
+	}
+	b := make([]byte, 6)
+	rand.Read(b)
+	id := hex.EncodeToString(b)
+	err := fsutil.CreateFile(p, []byte(id+"\n"), 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return GatewayID(home) // another process made it first
+	}
+	return id, err
+}
+
+func (m *Manager) scopeOf(key string) *scope {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.scopes[key]
+	if s == nil {
+		s = &scope{}
+		m.scopes[key] = s
+	}
+	return s
+}
+
+// Ensure returns the node of agent's sandbox pod (engine.PodSandboxes).
+func (m *Manager) Ensure(ctx context.Context, agent string, sb config.SandboxSettings, progress func(string)) (nodeport.Ref, error) {
+	cl, err := clusterFor(sb.Kube)
+	if err != nil {
+		return nodeport.Ref{}, err
+	}
+	ns := cl.namespace(sb.Kube)
+	s := m.scopeOf(ns + "/" + sb.Scope)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	m.mu.Lock()
+	lost, hash, nodeID := s.lost, s.hash, s.nodeID
+	s.lost = ""
+	m.mu.Unlock()
+	if lost != "" {
+		return nodeport.Ref{}, fmt.Errorf("%s; its files are gone, and the next call creates a new sandbox pod", lost)
+	}
+	if nodeID == "" {
+		// A pod paired before a gateway restart is adopted.
+		hash, nodeID = m.adopt(ctx, cl, s, ns, sb)
+	}
+	if nodeID != "" {
+		if ref, ok := m.ready(hash); ok {
+			m.touch(ctx, s, sb.IdleTimeout)
+			return ref, nil
+		}
+		// Paired but not connected now: wait for its reconnection, unless
+		// the pod is gone.
+		ref, err := m.await(ctx, cl, s, sb, nil)
+		if err == nil {
+			m.touch(ctx, s, sb.IdleTimeout)
+			return ref, nil
+		}
+		return nodeport.Ref{}, err
+	}
+	return m.create(ctx, cl, s, ns, agent, sb, progress)
+}
+
+// ready returns the node paired with invite hash when it is connected.
+func (m *Manager) ready(hash string) (nodeport.Ref, bool) {
+	p, found, connected := m.hub.PodNode(hash)
+	if !found || !connected {
+		return nodeport.Ref{}, false
+	}
+	return nodeport.Ref{ID: p.NodeID, Name: p.Name, Caps: p.Caps}, true
+}
+
+// adopt takes over the paired pod of scope left by an earlier run of the
+// gateway, when it still exists.
+func (m *Manager) adopt(ctx context.Context, cl *cluster, s *scope, ns string, sb config.SandboxSettings) (string, string) {
+	for _, p := range m.hub.PodNodes() {
+		if p.Pod.Namespace != ns || p.Pod.Scope != sb.Scope {
+			continue
+		}
+		cctx, cancel := ctxTimeout(ctx)
+		pod, err := cl.cs.CoreV1().Pods(ns).Get(cctx, p.Pod.Name, metav1.GetOptions{})
+		cancel()
+		if err != nil || string(pod.UID) != p.Pod.UID || pod.DeletionTimestamp != nil || podFailure(pod) != "" {
+			if err == nil || apierrors.IsNotFound(err) {
+				m.hub.DropPod(p.NodeID, p.InviteHash, "sandbox pod "+ns+"/"+p.Pod.Name+" is gone")
+			}
+			continue
+		}
+		kind := "Pod"
+		if pod.Labels["conch.sh/kind"] == "Sandbox" {
+			kind = "Sandbox"
+		}
+		m.mu.Lock()
+		s.cl, s.ns, s.name, s.kind, s.uid, s.hash, s.nodeID, s.lastUse, s.idle = cl, ns, p.Pod.Name, kind, p.Pod.UID, p.InviteHash, p.NodeID, time.Now(), sb.IdleTimeout
+		m.mu.Unlock()
+		m.watch(s)
+		return p.InviteHash, p.NodeID
+	}
+	return "", ""
+}
+
+// create makes a new sandbox pod for the scope and waits for it to pair.
+func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent string, sb config.SandboxSettings, progress func(string)) (nodeport.Ref, error) {
+	k := sb.Kube
+	name := podName(sb.Scope)
+	useCRD := false
+	switch k.SandboxCRD {
+	case "always":
+		ok, err := cl.hasSandboxCRD()
+		if err != nil {
+			return nodeport.Ref{}, err
+		}
+		if !ok {
+			return nodeport.Ref{}, fmt.Errorf("sandbox.kubernetes.sandboxCrd is always, but the cluster at %s does not serve %s sandboxes (is agent-sandbox installed?)", cl.host, sandboxGV)
+		}
+		useCRD = true
+	case "auto":
+		ok, err := cl.hasSandboxCRD()
+		if err != nil {
+			return nodeport.Ref{}, err
+		}
+		useCRD = ok
+	}
+	kind := "Pod"
+	if useCRD {
+		kind = "Sandbox"
+	}
+	sa := k.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	k.ServiceAccountName = sa
+	progress(fmt.Sprintf("Waiting for sandbox pod %s/%s (%s, image %s) to start and connect, up to %s…", ns, name, strings.ToLower(kind), k.Image, k.StartupTimeout))
+	tok, hash, err := m.hub.CreatePodInvite(nodehub.PodBinding{Namespace: ns, Name: name, ServiceAccount: sa, Scope: sb.Scope}, k.StartupTimeout+time.Minute)
+	if err != nil {
+		return nodeport.Ref{}, fmt.Errorf("mint the sandbox pod's join token: %v", err)
+	}
+	spec, err := podSpec(k, sb.Env, name, tok)
+	if err != nil {
+		m.hub.DropPod("", hash, "")
+		return nodeport.Ref{}, err
+	}
+	if len(k.NetworkPolicy) > 0 {
+		if err := cl.applyNetworkPolicy(ctx, ns, m.gw, k.NetworkPolicy); err != nil {
+			m.hub.DropPod("", hash, "")
+			return nodeport.Ref{}, err
+		}
+	}
+	now := time.Now()
+	meta := metav1.ObjectMeta{Name: name, Namespace: ns,
+		Labels: map[string]string{LabelManaged: "conch", LabelGateway: m.gw, LabelScope: labelValue(sb.Scope), "conch.sh/kind": kind},
+		Annotations: map[string]string{AnnoLastUsed: now.UTC().Format(time.RFC3339), AnnoIdle: sb.IdleTimeout.String(),
+			"conch.sh/agent": agent, "conch.sh/scope": sb.Scope}}
+	m.mu.Lock()
+	m.pods[ns+"/"+name] = cl
+	s.cl, s.ns, s.name, s.kind, s.uid, s.hash, s.nodeID, s.lastUse, s.patched, s.idle, s.ours = cl, ns, name, kind, "", hash, "", now, now, sb.IdleTimeout, false
+	m.mu.Unlock()
+	cctx, cancel := ctxTimeout(ctx)
+	if useCRD {
+		var shutdown time.Time
+		if sb.IdleTimeout > 0 {
+			shutdown = now.Add(sb.IdleTimeout)
+		}
+		obj, err2 := sandboxObject(ns, name, meta, spec, shutdown)
+		if err = err2; err == nil {
+			_, err = cl.dyn.Resource(sandboxGVR).Namespace(ns).Create(cctx, obj, metav1.CreateOptions{})
+		}
+	} else {
+		var pod *corev1.Pod
+		pod, err = cl.cs.CoreV1().Pods(ns).Create(cctx, &corev1.Pod{ObjectMeta: meta, Spec: spec}, metav1.CreateOptions{})
+		if err == nil {
+			m.mu.Lock()
+			s.uid = string(pod.UID)
+			m.mu.Unlock()
+			err = m.hub.BindPodUID(hash, string(pod.UID))
+		}
+	}
+	cancel()
+	if err != nil {
+		m.forget(s, hash)
+		return nodeport.Ref{}, cl.explain(err, fmt.Sprintf("create %s %s in namespace %s", strings.ToLower(kind), name, ns))
+	}
+	start := time.Now()
+	ref, err := m.await(ctx, cl, s, sb, progress)
+	if err != nil {
+		m.remove(context.Background(), s, "failed to start: "+err.Error())
+		return nodeport.Ref{}, err
+	}
+	m.mu.Lock()
+	s.nodeID = ref.ID
+	m.mu.Unlock()
+	m.watch(s)
+	progress(fmt.Sprintf("Sandbox pod %s/%s is ready (%.1fs).", ns, name, time.Since(start).Seconds()))
+	return ref, nil
+}
+
+// await waits until the scope's pod is paired and connected, fails as
+// soon as the pod cannot run (image pull, eviction, deletion), or times
+// out after the startup timeout with what the pod was doing.
+func (m *Manager) await(ctx context.Context, cl *cluster, s *scope, sb config.SandboxSettings, progress func(string)) (nodeport.Ref, error) {
+	m.mu.Lock()
+	ns, name, hash := s.ns, s.name, s.hash
+	m.mu.Unlock()
+	deadline := time.Now().Add(sb.Kube.StartupTimeout)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var pod *corev1.Pod
+	var lastGet time.Time
+	for {
+		if ref, ok := m.ready(hash); ok {
+			return ref, nil
+		}
+		if time.Since(lastGet) >= 500*time.Millisecond {
+			lastGet = time.Now()
+			cctx, cancel := ctxTimeout(ctx)
+			p, err := cl.cs.CoreV1().Pods(ns).Get(cctx, name, metav1.GetOptions{})
+			cancel()
+			switch {
+			case apierrors.IsNotFound(err):
+				m.mu.Lock()
+				kind, uid := s.kind, s.uid
+				m.mu.Unlock()
+				if kind == "Pod" || uid != "" {
+					return nodeport.Ref{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted before it connected", ns, name)))
+				}
+			case err != nil:
+				return nodeport.Ref{}, cl.explain(err, fmt.Sprintf("read pod %s/%s", ns, name))
+			default:
+				pod = p
+				m.mu.Lock()
+				if s.uid == "" {
+					s.uid = string(p.UID)
+					m.mu.Unlock()
+					m.hub.BindPodUID(hash, string(p.UID))
+				} else {
+					m.mu.Unlock()
+				}
+				if why := podFailure(p); why != "" {
+					return nodeport.Ref{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s cannot run: %s", ns, name, why)))
+				}
+				if p.DeletionTimestamp != nil {
+					return nodeport.Ref{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted before it connected", ns, name)))
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return nodeport.Ref{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s did not start and connect within %s (sandbox.kubernetes.startupTimeout): %s", ns, name, sb.Kube.StartupTimeout, podPending(pod))))
+		}
+		select {
+		case <-ctx.Done():
+			return nodeport.Ref{}, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// touch records a use of the scope's sandbox; the last-used annotation
+// (and a Sandbox's shutdownTime) is rewritten at most every tenth of the
+// idle timeout.
+func (m *Manager) touch(ctx context.Context, s *scope, idle time.Duration) {
+	now := time.Now()
+	m.mu.Lock()
+	s.lastUse, s.idle = now, idle
+	due := idle > 0 && now.Sub(s.patched) > idle/10
+	if due {
+		s.patched = now
+	}
+	cl, ns, name, kind := s.cl, s.ns, s.name, s.kind
+	m.mu.Unlock()
+	if !due || cl == nil {
+		return
+	}
+	cctx, cancel := ctxTimeout(ctx)
+	defer cancel()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnoLastUsed, now.UTC().Format(time.RFC3339))
+	cl.cs.CoreV1().Pods(ns).Patch(cctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if kind == "Sandbox" {
+		sp := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"shutdownTime":%q}}`, AnnoLastUsed, now.UTC().Format(time.RFC3339), now.Add(idle).UTC().Format(time.RFC3339))
+		cl.dyn.Resource(sandboxGVR).Namespace(ns).Patch(cctx, name, types.MergePatchType, []byte(sp), metav1.PatchOptions{})
+	}
+}
+
+// forget clears the scope and drops its join token.
+func (m *Manager) forget(s *scope, hash string) {
+	m.mu.Lock()
+	nodeID := ""
+	if s.hash == hash {
+		nodeID = s.nodeID
+		m.clearLocked(s)
+	}
+	m.mu.Unlock()
+	if p, found, _ := m.hub.PodNode(hash); found {
+		nodeID = p.NodeID
+	}
+	m.hub.DropPod(nodeID, hash, "")
+}
+
+// clearLocked makes the scope forget its pod (m.mu held).
+func (m *Manager) clearLocked(s *scope) {
+	if s.watching != nil {
+		s.watching()
+	}
+	delete(m.pods, s.ns+"/"+s.name)
+	s.cl, s.name, s.uid, s.hash, s.nodeID, s.watching = nil, "", "", "", "", nil
+}
+
+// remove deletes the scope's sandbox (conch's own decision: idle,
+// failed start, recreate); its sessions end lost with reason.
+func (m *Manager) remove(ctx context.Context, s *scope, reason string) {
+	m.mu.Lock()
+	cl, ns, name, kind, hash := s.cl, s.ns, s.name, s.kind, s.hash
+	s.ours = true
+	m.mu.Unlock()
+	if cl != nil && name != "" {
+		deleteSandbox(ctx, cl, ns, name, kind, reason)
+	}
+	nodeID := ""
+	if p, found, _ := m.hub.PodNode(hash); found {
+		nodeID = p.NodeID
+	}
+	m.hub.DropPod(nodeID, hash, fmt.Sprintf("sandbox pod %s/%s was deleted by conch (%s).", ns, name, reason))
+	m.forget(s, hash)
+}
+
+// deleteSandbox marks the object with the reason and deletes it (a
+// Sandbox, whose controller deletes its pod, or the pod).
+func deleteSandbox(ctx context.Context, cl *cluster, ns, name, kind, reason string) error {
+	cctx, cancel := ctxTimeout(ctx)
+	defer cancel()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnoDeleteWhy, reason)
+	bg := metav1.DeletePropagationBackground
+	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
+	cl.cs.CoreV1().Pods(ns).Patch(cctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	var err error
+	if kind == "Sandbox" {
+		err = cl.dyn.Resource(sandboxGVR).Namespace(ns).Delete(cctx, name, opts)
+	} else {
+		err = cl.cs.CoreV1().Pods(ns).Delete(cctx, name, opts)
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return cl.explain(err, fmt.Sprintf("delete %s %s/%s", strings.ToLower(kind), ns, name))
+	}
+	return nil
+}
+
+// watch follows the scope's pod: a pod deleted, evicted or failed ends
+// its sessions as lost with the cluster's reason, and the next call
+// reports it once.
+func (m *Manager) watch(s *scope) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.mu.Lock()
+	if s.watching != nil {
+		s.watching()
+	}
+	s.watching = cancel
+	cl, ns, name, hash := s.cl, s.ns, s.name, s.hash
+	m.mu.Unlock()
+	go func() {
+		for ctx.Err() == nil {
+			why, ours := m.follow(ctx, cl, ns, name)
+			if ctx.Err() != nil {
+				return
+			}
+			if why == "" {
+				// The watch ended (API server timeout): watch again.
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			m.lost(s, hash, why, ours)
+			return
+		}
+	}()
+}
+
+// follow watches pod ns/name until it is gone or failed (the reason;
+// ours when conch deleted it: recreate, prune) or the watch ends ("").
+func (m *Manager) follow(ctx context.Context, cl *cluster, ns, name string) (string, bool) {
+	gctx, cancel := ctxTimeout(ctx)
+	p, err := cl.cs.CoreV1().Pods(ns).Get(gctx, name, metav1.GetOptions{})
+	cancel()
+	if apierrors.IsNotFound(err) {
+		return cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted", ns, name)), false
+	}
+	if err != nil {
+		return "", false
+	}
+	if why := gone(p); why != "" {
+		return cl.withEvents(ctx, ns, name, why), p.Annotations[AnnoDeleteWhy] != ""
+	}
+	w, err := cl.cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: p.ResourceVersion})
+	if err != nil {
+		return "", false
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		pod, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			continue
+		}
+		ours := pod.Annotations[AnnoDeleteWhy] != ""
+		if ev.Type == watch.Deleted {
+			why := fmt.Sprintf("sandbox pod %s/%s was deleted", ns, name)
+			if r := pod.Annotations[AnnoDeleteWhy]; r != "" {
+				why += " (" + r + ")"
+			}
+			return cl.withEvents(ctx, ns, name, why), ours
+		}
+		if why := gone(pod); why != "" {
+			return cl.withEvents(ctx, ns, name, why), ours
+		}
+	}
+	return "", false
+}
+
+// gone says why a running sandbox pod is lost, or "".
+func gone(p *corev1.Pod) string {
+	name := p.Namespace + "/" + p.Name
+	if p.DeletionTimestamp != nil {
+		why := "sandbox pod " + name + " was deleted"
+		if r := p.Annotations[AnnoDeleteWhy]; r != "" {
+			why += " (" + r + ")"
+		}
+		return why
+	}
+	if f := podFailure(p); f != "" {
+		return "sandbox pod " + name + " stopped: " + f
+	}
+	return ""
+}
+
+// lost handles the loss of the scope's pod.
+func (m *Manager) lost(s *scope, hash, why string, ours bool) {
+	m.mu.Lock()
+	if s.hash != hash {
+		m.mu.Unlock()
+		return
+	}
+	ours = ours || s.ours
+	if !ours {
+		s.lost = why
+	}
+	cl, ns, name, kind, nodeID := s.cl, s.ns, s.name, s.kind, s.nodeID
+	// Forgotten at once, with the loss recorded: the next call reports
+	// it and never finds the lost pod.
+	m.clearLocked(s)
+	m.mu.Unlock()
+	m.log.Warn("sandbox pod lost", "pod", ns+"/"+name, "reason", why)
+	if p, found, _ := m.hub.PodNode(hash); found {
+		nodeID = p.NodeID
+	}
+	m.hub.DropPod(nodeID, hash, why+".")
+	if cl != nil && !ours {
+		// A failed pod (or the Sandbox asking for it) is deleted: it
+		// holds resources and nothing will run in it again.
+		deleteSandbox(context.Background(), cl, ns, name, kind, "lost: "+why)
+	}
+}
+
+// reaper deletes sandboxes idle longer than their idle timeout.
+func (m *Manager) reaper() {
+	defer close(m.done)
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		var idle, busy []*scope
+		for _, s := range m.scopes {
+			if s.nodeID == "" && s.hash != "" {
+				if p, found, _ := m.hub.PodNode(s.hash); found {
+					s.nodeID = p.NodeID
+				}
+			}
+			if s.nodeID == "" || s.idle <= 0 {
+				continue
+			}
+			if m.hub.Running(s.nodeID) > 0 {
+				busy = append(busy, s)
+				continue
+			}
+			if time.Since(s.lastUse) > s.idle {
+				idle = append(idle, s)
+			}
+		}
+		m.mu.Unlock()
+		for _, s := range busy {
+			m.mu.Lock()
+			d := s.idle
+			m.mu.Unlock()
+			m.touch(context.Background(), s, d) // a running session is use
+		}
+		for _, s := range idle {
+			if !s.mu.TryLock() {
+				continue // an Ensure is using it
+			}
+			m.mu.Lock()
+			still := s.nodeID != "" && time.Since(s.lastUse) > s.idle
+			d := s.idle
+			m.mu.Unlock()
+			if still {
+				m.remove(context.Background(), s, fmt.Sprintf("idle for %s, sandbox.idleTimeout", d))
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// verify is the hub's PodVerifier: the token must be a service-account
+// token of b's service account, issued for conch and bound to pod b (the
+// API server puts the pod's name and UID in a bound token).
+func (m *Manager) verify(ctx context.Context, token string, b nodehub.PodBinding) (string, error) {
+	m.mu.Lock()
+	cl := m.pods[b.Namespace+"/"+b.Name]
+	m.mu.Unlock()
+	if cl == nil {
+		return "", fmt.Errorf("pod %s/%s is not a sandbox this gateway is starting", b.Namespace, b.Name)
+	}
+	tr := &authv1.TokenReview{Spec: authv1.TokenReviewSpec{Token: token, Audiences: []string{apitype.PodTokenAudience}}}
+	res, err := cl.cs.AuthenticationV1().TokenReviews().Create(ctx, tr, metav1.CreateOptions{})
+	if err != nil {
+		return "", cl.explain(err, "review the pod's service-account token")
+	}
+	st := res.Status
+	if !st.Authenticated {
+		return "", fmt.Errorf("the cluster did not accept the pod's service-account token: %s", st.Error)
+	}
+	if want := "system:serviceaccount:" + b.Namespace + ":" + b.ServiceAccount; st.User.Username != want {
+		return "", fmt.Errorf("the token is %s's, not %s's", st.User.Username, want)
+	}
+	names, uids := st.User.Extra["authentication.kubernetes.io/pod-name"], st.User.Extra["authentication.kubernetes.io/pod-uid"]
+	if len(names) != 1 || len(uids) != 1 {
+		return "", errors.New("the token is not bound to a pod (use a projected service-account token)")
+	}
+	if names[0] != b.Name {
+		return "", fmt.Errorf("the token is bound to pod %s, not %s", names[0], b.Name)
+	}
+	if b.UID == "" {
+		cctx, cancel := ctxTimeout(ctx)
+		defer cancel()
+		p, err := cl.cs.CoreV1().Pods(b.Namespace).Get(cctx, b.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", cl.explain(err, "read pod "+b.Namespace+"/"+b.Name)
+		}
+		if string(p.UID) != uids[0] {
+			return "", fmt.Errorf("the token is bound to another pod named %s", b.Name)
+		}
+	}
+	return uids[0], nil
+}
