@@ -661,9 +661,15 @@ func TestServeOperatorCLIRemote(t *testing.T) {
 // stops cleanly on SIGTERM.
 func TestLedgerTailFollow(t *testing.T) {
 	g := startGateway(t, newHome(t, ""))
+	// follow starts a follower and returns once it says it follows: every
+	// record appended from then on must be printed.
 	follow := func(args ...string) (*exec.Cmd, *bufio.Scanner) {
 		cmd := exec.Command(conchBin, append([]string{"ledger", "tail", "-f", "--json", "-n", "0"}, args...)...)
 		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		errOut, err := cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -671,22 +677,36 @@ func TestLedgerTailFollow(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		ready := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(errOut)
+			for sc.Scan() {
+				if strings.Contains(sc.Text(), "following after seq") {
+					ready <- ""
+				}
+			}
+			ready <- "stderr closed before the follower said it follows"
+		}()
+		select {
+		case msg := <-ready:
+			if msg != "" {
+				t.Fatal(msg)
+			}
+		case <-time.After(slow(20 * time.Second)):
+			t.Fatal("the follower never said it follows")
+		}
 		return cmd, bufio.NewScanner(out)
 	}
 	local, localOut := follow("--home", g.home)
 	remote, remoteOut := follow("--home", t.TempDir(), "--gateway", g.base, "--token", g.operator)
-	// A follower prints what is appended after it has read the end, a
-	// moment after it starts; nothing tells the test when that is. So
-	// the test appends runs until each follower has printed one: every
-	// record a follower prints was appended after it started.
-	seen := map[string]chan struct{}{}
+	// Both follow: one run appended now is printed by both.
+	g.do("POST", "/v1/exec", g.token, map[string]any{"command": "echo ledger-follow-1"}, nil)
 	for name, sc := range map[string]*bufio.Scanner{"local": localOut, "remote": remoteOut} {
 		got := make(chan struct{})
-		seen[name] = got
 		go func() {
 			for sc.Scan() {
 				var r map[string]any
-				if json.Unmarshal(sc.Bytes(), &r) == nil && r["type"] == "exec" && strings.Contains(sc.Text(), "ledger-follow") {
+				if json.Unmarshal(sc.Bytes(), &r) == nil && r["type"] == "exec" && strings.Contains(sc.Text(), "ledger-follow-1") {
 					close(got)
 					break
 				}
@@ -694,23 +714,10 @@ func TestLedgerTailFollow(t *testing.T) {
 			for sc.Scan() {
 			}
 		}()
-	}
-	deadline := time.Now().Add(slow(15 * time.Second))
-	for i := 0; ; i++ {
-		g.do("POST", "/v1/exec", g.token, map[string]any{"command": fmt.Sprintf("echo ledger-follow-%d", i)}, nil)
-		pending := ""
-		for name, got := range seen {
-			select {
-			case <-got:
-			case <-time.After(300 * time.Millisecond):
-				pending += " " + name
-			}
-		}
-		if pending == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no exec record for %d new runs from:%s", i+1, pending)
+		select {
+		case <-got:
+		case <-time.After(slow(20 * time.Second)):
+			t.Fatalf("%s follower: no exec record for the run appended after it followed", name)
 		}
 	}
 	for _, cmd := range []*exec.Cmd{local, remote} {

@@ -149,6 +149,9 @@ func ledgerTail(fetch func(n int, f ledger.Filter) ([]ledger.Record, error), n i
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Say on stderr when following starts: every record appended from
+	// now on is printed (scripts and tests wait for this line).
+	fmt.Fprintf(stderr, "conch ledger tail: following after seq %d (Ctrl-C to stop)\n", f.Since)
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
