@@ -404,20 +404,11 @@ type Probes interface {
 	HTTP(ctx context.Context, url string) bool
 }
 
-// noProbes is the Probes of an engine given none: a port is probed with
-// a plain TCP connect; no http condition is ever met (HTTP is an
-// adapter's).
+// noProbes is the Probes of an engine given none (every program gives
+// internal/waitprobe's): no port or http condition is ever met.
 type noProbes struct{}
 
-func (noProbes) Port(ctx context.Context, host string, port int) bool {
-	d := net.Dialer{Timeout: time.Second}
-	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
+func (noProbes) Port(context.Context, string, int) bool { return false }
 
 func (noProbes) HTTP(context.Context, string) bool { return false }
 
