@@ -84,8 +84,7 @@ type Options struct {
 	// node hub); nil means no node is available.
 	Nodes Nodes
 	// Probes answers the wait conditions port and http on this machine
-	// (internal/waitprobe); nil: ports are probed with a TCP connect, and
-	// http conditions are never met.
+	// (internal/waitprobe); nil: no port or http condition is ever met.
 	Probes Probes
 	// Hosts, if set, replace the registered hosts of the same names (or
 	// add hosts): for tests and embedders (internal/host).
