@@ -122,3 +122,36 @@ func TestHostLayer(t *testing.T) {
 		t.Fatal("internal/host is missing")
 	}
 }
+
+// protocolAdapters are the adapters proper: they translate a protocol to
+// and from the engine (or the admin use cases) and never reach past them
+// into how a command is supervised or journaled.
+var protocolAdapters = []string{
+	mod + "/internal/httpapi",
+	mod + "/internal/mcpserver",
+	mod + "/internal/ui",
+	mod + "/internal/nodelink",
+	mod + "/internal/waitprobe",
+	mod + "/client",
+}
+
+// TestAdaptersStayAboveTheEngine: an adapter does not import the
+// supervisor or the journal (directly: the engine does, beneath it).
+func TestAdaptersStayAboveTheEngine(t *testing.T) {
+	below := []string{mod + "/internal/supervisor", mod + "/internal/journal"}
+	seen := 0
+	for _, p := range listPackages(t) {
+		if !hasPrefix(p.ImportPath, protocolAdapters) {
+			continue
+		}
+		seen++
+		for _, imp := range p.Imports {
+			if hasPrefix(imp, below) {
+				t.Errorf("%s imports %s: an adapter goes through the engine (docs/architecture.md)", p.ImportPath, imp)
+			}
+		}
+	}
+	if seen < len(protocolAdapters) {
+		t.Errorf("found %d of the %d adapters: update protocolAdapters", seen, len(protocolAdapters))
+	}
+}
