@@ -111,6 +111,7 @@ func TestKubeSandbox(t *testing.T) {
 	t.Run("IdleDeletion", env.testIdle)
 	t.Run("SandboxCRD", env.testCRD)
 	t.Run("GatewayRestart", env.testGatewayRestart)
+	t.Run("GoneWhileGatewayDown", env.testGoneWhileDown)
 	t.Run("Recreate", env.testRecreate)
 	t.Run("PruneAfterGatewayStop", env.testPrune)
 }
@@ -499,6 +500,45 @@ func (e *kubeEnv) testGatewayRestart(t *testing.T) {
 	m = e.execOK(t, "main", map[string]any{"command": "cat f; echo on $HOSTNAME"})
 	if out := text(m); strings.Contains(out, "Waiting") || !strings.Contains(out, "made") || !strings.Contains(out, "on "+pod.Name) {
 		t.Fatalf("after the restart: %v", m)
+	}
+}
+
+// testGoneWhileDown: a pod deleted while the gateway was down ends its
+// sessions lost with the reason as the gateway starts — the first look
+// at the session after the start already says so, with no exec first.
+func (e *kubeEnv) testGoneWhileDown(t *testing.T) {
+	m := e.execOK(t, "gone", map[string]any{"command": "echo started; exec sleep 977", "background": true})
+	sid, _ := details(m)["sessionId"].(string)
+	pod := e.onePod(t, "agent-gone")
+	seen := text(m)
+	eventually(t, 20*time.Second, func() string {
+		_, pm := e.g.do("POST", "/v1/process", e.tokens["gone"], map[string]any{"action": "poll", "sessionId": sid}, nil)
+		seen += text(pm)
+		if !strings.Contains(seen, "started") {
+			return fmt.Sprintf("poll: %v", pm)
+		}
+		return ""
+	})
+	listen := strings.TrimPrefix(e.g.base, "http://")
+	tok, parent := e.g.token, e.g.t // the gateway outlives this subtest
+	e.g.stop()
+	if err := e.c.admin.CoreV1().Pods(e.ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.noPod(t, "agent-gone")
+	e.g = startNodeGateway(parent, e.home, listen)
+	e.g.token = tok
+	_, pm := e.g.do("POST", "/v1/process", e.tokens["gone"], map[string]any{"action": "poll", "sessionId": sid}, nil)
+	if details(pm)["state"] != "lost" || !strings.Contains(fmt.Sprint(pm), "sandbox pod "+kubeNS+"/"+pod.Name+" was deleted") {
+		t.Fatalf("first look after the start: %v", pm)
+	}
+	_, m = e.exec(t, "gone", map[string]any{"command": "true"})
+	if errCode(m) != "sandbox_unavailable" || !strings.Contains(errText(m), "was deleted") {
+		t.Fatalf("the call after the loss: %v", m)
+	}
+	m = e.execOK(t, "gone", map[string]any{"command": "echo again on $HOSTNAME"})
+	if p := e.onePod(t, "agent-gone"); p.UID == pod.UID || !strings.Contains(text(m), "again on "+p.Name) {
+		t.Fatalf("no new pod after the loss: %v", m)
 	}
 }
 

@@ -198,6 +198,11 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "conch serve: %v\n", err)
 		return exitFor(err, ExitFailed)
 	}
+	// The sandbox pods paired before this start: a pod gone meanwhile
+	// ends its sessions lost before the first request sees them.
+	rctx, rcancel := context.WithTimeout(ctx, 15*time.Second)
+	pods.Resume(rctx)
+	rcancel()
 	engp.Store(eng)
 	closeEngine := func() {
 		if *stopSessions {

@@ -162,7 +162,19 @@ func (m *Manager) Ensure(ctx context.Context, agent string, sb config.SandboxSet
 			m.touch(ctx, s, sb.IdleTimeout)
 			return ref, nil
 		}
-		return nodeport.Ref{}, err
+		var pg *podGone
+		if !errors.As(err, &pg) || !m.settle(ctx, s, hash) {
+			return nodeport.Ref{}, err
+		}
+		// The pod's watch saw its end while this call waited: a loss is
+		// reported once, conch's own deletion (recreate, prune) is not.
+		m.mu.Lock()
+		lost = s.lost
+		s.lost = ""
+		m.mu.Unlock()
+		if lost != "" {
+			return nodeport.Ref{}, fmt.Errorf("%s; its files are gone, and the next call creates a new sandbox pod", lost)
+		}
 	}
 	return m.create(ctx, cl, s, ns, agent, sb, progress)
 }
@@ -237,7 +249,8 @@ func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent s
 	}
 	k.ServiceAccountName = sa
 	progress(fmt.Sprintf("Waiting for sandbox pod %s/%s (%s, image %s) to start and connect, up to %s…", ns, name, strings.ToLower(kind), k.Image, k.StartupTimeout))
-	tok, hash, err := m.hub.CreatePodInvite(nodehub.PodBinding{Namespace: ns, Name: name, ServiceAccount: sa, Scope: sb.Scope}, k.StartupTimeout+time.Minute)
+	tok, hash, err := m.hub.CreatePodInvite(nodehub.PodBinding{Namespace: ns, Name: name, ServiceAccount: sa, Scope: sb.Scope,
+		Kind: kind, Kubeconfig: k.Kubeconfig, Context: k.Context}, k.StartupTimeout+time.Minute)
 	if err != nil {
 		return nodeport.Ref{}, fmt.Errorf("mint the sandbox pod's join token: %v", err)
 	}
@@ -327,7 +340,7 @@ func (m *Manager) await(ctx context.Context, cl *cluster, s *scope, sb config.Sa
 				kind, uid := s.kind, s.uid
 				m.mu.Unlock()
 				if kind == "Pod" || uid != "" {
-					return nodeport.Ref{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted before it connected", ns, name)))
+					return nodeport.Ref{}, &podGone{cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted before it connected", ns, name))}
 				}
 			case err != nil:
 				return nodeport.Ref{}, cl.explain(err, fmt.Sprintf("read pod %s/%s", ns, name))
@@ -342,10 +355,10 @@ func (m *Manager) await(ctx context.Context, cl *cluster, s *scope, sb config.Sa
 					m.mu.Unlock()
 				}
 				if why := podFailure(p); why != "" {
-					return nodeport.Ref{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s cannot run: %s", ns, name, why)))
+					return nodeport.Ref{}, &podGone{cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s cannot run: %s", ns, name, why))}
 				}
 				if p.DeletionTimestamp != nil {
-					return nodeport.Ref{}, errors.New(cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted before it connected", ns, name)))
+					return nodeport.Ref{}, &podGone{cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted before it connected", ns, name))}
 				}
 			}
 		}
@@ -357,6 +370,30 @@ func (m *Manager) await(ctx context.Context, cl *cluster, s *scope, sb config.Sa
 			return nodeport.Ref{}, ctx.Err()
 		case <-tick.C:
 		}
+	}
+}
+
+// podGone is await's error when the pod ended (deleted, failed).
+type podGone struct{ msg string }
+
+func (e *podGone) Error() string { return e.msg }
+
+// settle waits (a few seconds at most) until the watch of the scope's pod
+// has handled its end, so that the watch alone decides whether it was a
+// loss; false when it did not.
+func (m *Manager) settle(ctx context.Context, s *scope, hash string) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m.mu.Lock()
+		done := s.hash != hash
+		m.mu.Unlock()
+		if done {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -660,4 +697,79 @@ func (m *Manager) verify(ctx context.Context, token string, b nodehub.PodBinding
 		}
 	}
 	return uids[0], nil
+}
+
+// Resume runs once at gateway start, before the gateway serves: it finds
+// the sandbox pods this gateway had paired and checks each with the API
+// server. The sessions of a pod that is gone (deleted, evicted, failed
+// while the gateway was down) end lost at once with the cluster's
+// reason; a pod still there is adopted — its watch resumes and its idle
+// clock continues from its last-used annotation. A pod whose cluster
+// does not answer within ctx is adopted unchecked; its watch keeps
+// trying and reports the loss as soon as the cluster answers.
+func (m *Manager) Resume(ctx context.Context) {
+	for _, p := range m.hub.PodNodes() {
+		b := *p.Pod
+		cl, err := clusterFor(config.KubeSettings{Kubeconfig: b.Kubeconfig, Context: b.Context})
+		if err != nil {
+			m.log.Warn("sandbox pod not resumed", "pod", b.Namespace+"/"+b.Name, "err", err)
+			continue
+		}
+		s := m.scopeOf(b.Namespace + "/" + b.Scope)
+		s.mu.Lock()
+		m.mu.Lock()
+		if s.hash != "" {
+			m.mu.Unlock()
+			s.mu.Unlock()
+			continue
+		}
+		kind := b.Kind
+		if kind == "" {
+			kind = "Pod"
+		}
+		s.cl, s.ns, s.name, s.kind, s.uid, s.hash, s.nodeID = cl, b.Namespace, b.Name, kind, b.UID, p.InviteHash, p.NodeID
+		s.lastUse, s.patched, s.idle, s.ours, s.lost = time.Now(), time.Now(), 0, false, ""
+		m.mu.Unlock()
+		why, ours, pod := m.check(ctx, cl, b)
+		switch {
+		case why != "":
+			m.lost(s, p.InviteHash, why, ours)
+		default:
+			if pod != nil {
+				m.mu.Lock()
+				if d, err := time.ParseDuration(pod.Annotations[AnnoIdle]); err == nil {
+					s.idle = d
+				}
+				if tm, err := time.Parse(time.RFC3339, pod.Annotations[AnnoLastUsed]); err == nil {
+					s.lastUse, s.patched = tm, tm
+				}
+				m.mu.Unlock()
+			}
+			m.watch(s)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// check reads the pod of b: why it is lost ("" when it is there and
+// runs, or when the cluster did not answer), whether conch deleted it,
+// and the pod when it was read.
+func (m *Manager) check(ctx context.Context, cl *cluster, b nodehub.PodBinding) (string, bool, *corev1.Pod) {
+	ns, name := b.Namespace, b.Name
+	cctx, cancel := ctxTimeout(ctx)
+	pod, err := cl.cs.CoreV1().Pods(ns).Get(cctx, name, metav1.GetOptions{})
+	cancel()
+	switch {
+	case apierrors.IsNotFound(err):
+		return cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted", ns, name)), false, nil
+	case err != nil:
+		m.log.Warn("sandbox pod not checked at start", "pod", ns+"/"+name, "err", cl.explain(err, "read pod "+ns+"/"+name))
+		return "", false, nil
+	case b.UID != "" && string(pod.UID) != b.UID:
+		return cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted (a pod of that name with another UID is there now)", ns, name)), false, nil
+	}
+	if why := gone(pod); why != "" {
+		return cl.withEvents(ctx, ns, name, why), pod.Annotations[AnnoDeleteWhy] != "", pod
+	}
+	return "", false, pod
 }

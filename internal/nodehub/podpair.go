@@ -25,6 +25,12 @@ type PodBinding struct {
 	UID            string `json:"uid,omitempty"` // "" until the pod exists
 	ServiceAccount string `json:"serviceAccount"`
 	Scope          string `json:"scope"`
+	// Where the gateway finds the pod again after a restart: its kind
+	// (Pod | Sandbox) and the cluster (kubeconfig path and context; both
+	// "" in the cluster the gateway runs in).
+	Kind       string `json:"kind,omitempty"`
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	Context    string `json:"context,omitempty"`
 }
 
 // PodVerifier checks a pod's service-account token against b and returns
