@@ -58,6 +58,7 @@ func kubeConfig(t *testing.T, c *testCluster, listen string) string {
     "crd": %s,
     "stale": %s,
     "slow": %s,
+    "nodelost": %s,
     "sh1": {"sandbox": {"scope": "shared"}},
     "sh2": {"sandbox": {"scope": "shared"}},
     "nodehost": {"sandbox": {"mode": "off"}, "tools": {"exec": {"host": "node", "security": "full", "ask": "off"}}}
@@ -73,7 +74,8 @@ func kubeConfig(t *testing.T, c *testCluster, listen string) string {
 		agent("0", ""),
 		agent("30m", `"sandboxCrd": "always"`),
 		agent("4s", ""),
-		agent("0", `"image": "conch-test/hold:1", "startupTimeout": "2s"`))
+		agent("0", `"image": "conch-test/hold:1", "startupTimeout": "2s"`),
+		agent("0", `"nodeLostGrace": "2s"`))
 }
 
 func TestKubeSandbox(t *testing.T) {
@@ -92,7 +94,7 @@ func TestKubeSandbox(t *testing.T) {
 	env.home = newHome(t, kubeConfig(t, c, listen))
 	env.g = startNodeGateway(t, env.home, listen)
 	env.tokens["main"] = env.g.token
-	for _, a := range []string{"idle", "pullfail", "norbac", "unreach", "hold", "evict", "gone", "crd", "stale", "nodehost", "slow", "sh1", "sh2"} {
+	for _, a := range []string{"idle", "pullfail", "norbac", "unreach", "hold", "evict", "gone", "crd", "stale", "nodehost", "slow", "sh1", "sh2", "nodelost"} {
 		out, err := exec.Command(conchBin, "agents", "add", a, "--home", env.home, "--workspace", t.TempDir()).Output()
 		if err != nil || !strings.HasPrefix(string(out), "cat_") {
 			t.Fatalf("agents add %s: %v %s", a, err, out)
@@ -108,6 +110,7 @@ func TestKubeSandbox(t *testing.T) {
 	t.Run("Unreachable", env.testUnreachable)
 	t.Run("Evicted", env.testEvicted)
 	t.Run("Deleted", env.testDeleted)
+	t.Run("NodeLost", env.testNodeLost)
 	t.Run("IdleDeletion", env.testIdle)
 	t.Run("SandboxCRD", env.testCRD)
 	t.Run("GatewayRestart", env.testGatewayRestart)
@@ -411,6 +414,34 @@ func (e *kubeEnv) testDeleted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}, "was deleted")
+}
+
+// testNodeLost: a pod whose node stops reporting (not Ready) while its
+// node link stays up keeps its sessions; once its link is down as well
+// for sandbox.kubernetes.nodeLostGrace (2 s here), they end lost with the
+// reason. (A link that drops while the pod stays Ready is no loss either:
+// GatewayRestart.)
+func (e *kubeEnv) testNodeLost(t *testing.T) {
+	var still string
+	e.lostWith(t, "nodelost", func(pod string) {
+		e.kubelet.nodeNotReady(pod)
+		// Not Ready with the link up, for longer than the grace: the
+		// session goes on and the pod takes new commands.
+		eventually(t, 30*time.Second, func() string {
+			p, err := e.c.admin.CoreV1().Pods(e.ns).Get(context.Background(), pod, metav1.GetOptions{})
+			if err != nil || len(p.Status.Conditions) == 0 || p.Status.Conditions[0].Status != corev1.ConditionFalse {
+				return fmt.Sprintf("pod still ready: %v", err)
+			}
+			return ""
+		})
+		time.Sleep(3 * time.Second) // more than the grace: nothing may happen
+		m := e.execOK(t, "nodelost", map[string]any{"command": "echo still on $HOSTNAME"})
+		still = text(m)
+		e.kubelet.darken(pod)
+	}, "lost its node: pod Ready=False on node standin-node")
+	if !strings.Contains(still, "still on conch-agent-nodelost") {
+		t.Fatalf("a not-ready pod with its link up refused a command: %q", still)
+	}
 }
 
 func (e *kubeEnv) testIdle(t *testing.T) {

@@ -298,6 +298,7 @@ type standInPod struct {
 	evicted   string
 	reported  bool
 	pullError bool
+	nodeLost  bool // its node went dark: nothing reports on it any more
 }
 
 type lockedBuf struct {
@@ -394,7 +395,7 @@ func (k *kubeletStandIn) sync(pod *corev1.Pod) {
 	case pod.Spec.NodeName != k.node:
 	case p == nil:
 		k.start(ctx, pod)
-	case p.pullError || p.evicted != "" || p.reported:
+	case p.pullError || p.evicted != "" || p.reported || p.nodeLost:
 	default:
 		select {
 		case <-p.exited:
@@ -553,6 +554,58 @@ func (k *kubeletStandIn) evict(name, msg string) {
 	if _, err := k.cs.CoreV1().Pods(k.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		k.t.Fatal(err)
 	}
+}
+
+// nodeNotReady plays a node that stops reporting to the control plane:
+// its kubelet says nothing more about the pod, and, as the node lifecycle
+// controller does for such a node, the pod is marked not Ready and a
+// NodeNotReady event recorded. The pod's container keeps running (the
+// node may only be cut off from the control plane); darken kills it.
+func (k *kubeletStandIn) nodeNotReady(name string) {
+	ctx := context.Background()
+	pod, err := k.cs.CoreV1().Pods(k.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	k.mu.Lock()
+	p := k.pods[string(pod.UID)]
+	if p != nil {
+		p.nodeLost = true
+	}
+	k.mu.Unlock()
+	if p == nil {
+		k.t.Fatalf("kubelet stand-in does not run pod %s", name)
+	}
+	now := metav1.Now()
+	k.cs.CoreV1().Events(k.ns).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-", Namespace: k.ns},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: k.ns, Name: name, UID: pod.UID},
+		Reason:         "NodeNotReady", Message: "Node is not ready", Type: corev1.EventTypeWarning, FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		Source: corev1.EventSource{Component: "node-controller"}}, metav1.CreateOptions{})
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == corev1.PodReady {
+			pod.Status.Conditions[i].Status, pod.Status.Conditions[i].LastTransitionTime = corev1.ConditionFalse, now
+		}
+	}
+	if _, err := k.cs.CoreV1().Pods(k.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+// darken stops what runs in pod name, as when its node's machine is
+// gone; nothing is reported to the API server.
+func (k *kubeletStandIn) darken(name string) {
+	k.mu.Lock()
+	var p *standInPod
+	for _, x := range k.pods {
+		if x.name == name {
+			p = x
+		}
+	}
+	k.mu.Unlock()
+	if p == nil {
+		k.t.Fatalf("kubelet stand-in does not run pod %s", name)
+	}
+	k.kill(p)
 }
 
 // workspace is the local directory standing in for pod name's /workspace.

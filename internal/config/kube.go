@@ -34,6 +34,7 @@ type SandboxKubernetes struct {
 	NetworkPolicy      json.RawMessage   `json:"networkPolicy,omitempty"`
 	SandboxCRD         string            `json:"sandboxCrd,omitempty"`
 	StartupTimeout     string            `json:"startupTimeout,omitempty"`
+	NodeLostGrace      string            `json:"nodeLostGrace,omitempty"`
 }
 
 // KubeResources is sandbox.kubernetes.resources: quantities as in a pod
@@ -71,12 +72,14 @@ type KubeSettings struct {
 	NetworkPolicy      json.RawMessage // a NetworkPolicySpec; nil: none
 	SandboxCRD         string          // auto | always | never
 	StartupTimeout     time.Duration
+	NodeLostGrace      time.Duration // a not-ready pod with its link down this long is lost
 }
 
 // The defaults and allowed values of sandbox.kubernetes.
 const (
 	DefaultKubeConchPath      = "/usr/local/bin/conch"
 	DefaultKubeStartupTimeout = 2 * time.Minute
+	DefaultKubeNodeLostGrace  = 30 * time.Second
 	DefaultIdleTimeout        = 30 * time.Minute
 )
 
@@ -108,6 +111,7 @@ func init() {
 		"SandboxKubernetes.networkPolicy":      "a NetworkPolicy spec (without podSelector) applied to the sandbox pods",
 		"SandboxKubernetes.sandboxCrd":         "use the agent-sandbox Sandbox resource: auto (default: when installed), always, never (plain pods)",
 		"SandboxKubernetes.startupTimeout":     "how long a sandboxed call waits for its pod to start and pair, a Go duration (default 2m)",
+		"SandboxKubernetes.nodeLostGrace":      "how long a sandbox pod may be not ready (its node lost) with its node link down before its sessions end lost, a Go duration (default 30s)",
 
 		"KubeResources.requests": "resource requests, e.g. {\"cpu\": \"500m\", \"memory\": \"1Gi\"}",
 		"KubeResources.limits":   "resource limits, e.g. {\"cpu\": \"2\", \"memory\": \"4Gi\"}",
@@ -207,6 +211,11 @@ func (k *SandboxKubernetes) validate(prefix string) error {
 	if k.StartupTimeout != "" {
 		if d, err := time.ParseDuration(k.StartupTimeout); err != nil || d <= 0 {
 			bad("startupTimeout", "%q is not a positive duration (such as 90s, 5m)", k.StartupTimeout)
+		}
+	}
+	if k.NodeLostGrace != "" {
+		if d, err := time.ParseDuration(k.NodeLostGrace); err != nil || d <= 0 {
+			bad("nodeLostGrace", "%q is not a positive duration (such as 30s, 2m)", k.NodeLostGrace)
 		}
 	}
 	return errors.Join(errs...)
@@ -348,6 +357,9 @@ func (s *SandboxSettings) applyKube(x *Sandbox) {
 	if d, err := time.ParseDuration(k.StartupTimeout); err == nil && d > 0 {
 		s.Kube.StartupTimeout = d
 	}
+	if d, err := time.ParseDuration(k.NodeLostGrace); err == nil && d > 0 {
+		s.Kube.NodeLostGrace = d
+	}
 }
 
 // KubeMissing names the required sandbox.kubernetes keys that resolved
@@ -398,6 +410,7 @@ func kubeSchema(s *jsonschema.Schema) {
 	s.Properties["gatewayUrl"].Pattern = "^https?://[^/]+"
 	s.Properties["namespace"].Pattern = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	s.Properties["startupTimeout"].Pattern = durationPattern
+	s.Properties["nodeLostGrace"].Pattern = durationPattern
 	s.Properties["networkPolicy"] = &jsonschema.Schema{Type: "object", AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
 		Properties: map[string]*jsonschema.Schema{
 			"policyTypes": {Type: "array", Items: &jsonschema.Schema{Type: "string", Enum: []any{"Ingress", "Egress"}}, Description: "Ingress, Egress or both"},

@@ -227,7 +227,7 @@ func (c *Config) SandboxFor(agent string) SandboxSettings {
 		Network: "none", ProtectPaths: DefaultProtectPaths, GitAccess: "ro", RunAsUID: 65534, RunAsGID: 65534, Env: map[string]string{"LANG": "C.UTF-8"},
 		BwrapPath: "bwrap", Pids: 512,
 		Docker:      DockerSettings{Image: "debian:bookworm-slim", Network: "bridge", IdleHours: 24, MaxAgeDays: 7},
-		Kube:        KubeSettings{ConchPath: DefaultKubeConchPath, SandboxCRD: "auto", StartupTimeout: DefaultKubeStartupTimeout},
+		Kube:        KubeSettings{ConchPath: DefaultKubeConchPath, SandboxCRD: "auto", StartupTimeout: DefaultKubeStartupTimeout, NodeLostGrace: DefaultKubeNodeLostGrace},
 		IdleTimeout: DefaultIdleTimeout,
 	}
 	apply := func(x *Sandbox) {

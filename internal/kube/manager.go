@@ -60,7 +60,8 @@ type scope struct {
 	lastUse  time.Time
 	patched  time.Time // last-used annotation written
 	idle     time.Duration
-	lost     string // why the pod went away (reported by the next call)
+	lost     string        // why the pod went away (reported by the next call)
+	grace    time.Duration // sandbox.kubernetes.nodeLostGrace
 	watching context.CancelFunc
 	ours     bool // conch deleted it (idle, recreate): not a loss to report
 }
@@ -142,6 +143,7 @@ func (m *Manager) Ensure(ctx context.Context, agent string, sb config.SandboxSet
 	m.mu.Lock()
 	lost, hash, nodeID := s.lost, s.hash, s.nodeID
 	s.lost = ""
+	s.grace = sb.Kube.NodeLostGrace
 	m.mu.Unlock()
 	if lost != "" {
 		return nodeport.Ref{}, fmt.Errorf("%s; its files are gone, and the next call creates a new sandbox pod", lost)
@@ -500,7 +502,7 @@ func (m *Manager) watch(s *scope) {
 	m.mu.Unlock()
 	go func() {
 		for ctx.Err() == nil {
-			why, ours := m.follow(ctx, cl, ns, name)
+			why, ours := m.follow(ctx, s, cl, ns, name)
 			if ctx.Err() != nil {
 				return
 			}
@@ -519,9 +521,18 @@ func (m *Manager) watch(s *scope) {
 	}()
 }
 
-// follow watches pod ns/name until it is gone or failed (the reason;
-// ours when conch deleted it: recreate, prune) or the watch ends ("").
-func (m *Manager) follow(ctx context.Context, cl *cluster, ns, name string) (string, bool) {
+// follow watches pod ns/name of scope s until it is gone, failed or its
+// node lost (the reason; ours when conch deleted it: recreate, prune) or
+// the watch ends ("").
+//
+// A node is lost when both the cluster and the link say so: the pod is
+// not Ready (its node stopped reporting: the node controller marks its
+// pods not ready) and the pod's node link has been down for the whole
+// grace (sandbox.kubernetes.nodeLostGrace). Either alone is no loss: a
+// link that drops while the pod is Ready is a network blip or a gateway
+// restart, and the node reconnects and resumes its sessions; a pod that
+// is not Ready while its link is up still runs them.
+func (m *Manager) follow(ctx context.Context, s *scope, cl *cluster, ns, name string) (string, bool) {
 	gctx, cancel := ctxTimeout(ctx)
 	p, err := cl.cs.CoreV1().Pods(ns).Get(gctx, name, metav1.GetOptions{})
 	cancel()
@@ -539,24 +550,76 @@ func (m *Manager) follow(ctx context.Context, cl *cluster, ns, name string) (str
 		return "", false
 	}
 	defer w.Stop()
-	for ev := range w.ResultChan() {
-		pod, ok := ev.Object.(*corev1.Pod)
-		if !ok {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	notReady := podNotReady(p)
+	var downSince time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return "", false
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return "", false
+			}
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			ours := pod.Annotations[AnnoDeleteWhy] != ""
+			if ev.Type == watch.Deleted {
+				why := fmt.Sprintf("sandbox pod %s/%s was deleted", ns, name)
+				if r := pod.Annotations[AnnoDeleteWhy]; r != "" {
+					why += " (" + r + ")"
+				}
+				return cl.withEvents(ctx, ns, name, why), ours
+			}
+			if why := gone(pod); why != "" {
+				return cl.withEvents(ctx, ns, name, why), ours
+			}
+			notReady = podNotReady(pod)
+		case <-tick.C:
+		}
+		m.mu.Lock()
+		nodeID, grace := s.nodeID, s.grace
+		m.mu.Unlock()
+		if grace <= 0 {
+			grace = config.DefaultKubeNodeLostGrace
+		}
+		if notReady == "" || nodeID == "" || m.hub.PodConnected(nodeID) {
+			downSince = time.Time{}
 			continue
 		}
-		ours := pod.Annotations[AnnoDeleteWhy] != ""
-		if ev.Type == watch.Deleted {
-			why := fmt.Sprintf("sandbox pod %s/%s was deleted", ns, name)
-			if r := pod.Annotations[AnnoDeleteWhy]; r != "" {
-				why += " (" + r + ")"
-			}
-			return cl.withEvents(ctx, ns, name, why), ours
+		if downSince.IsZero() {
+			downSince = time.Now()
+			continue
 		}
-		if why := gone(pod); why != "" {
-			return cl.withEvents(ctx, ns, name, why), ours
+		if time.Since(downSince) >= grace {
+			return cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s lost its node: %s, and its node link has been down for %s (sandbox.kubernetes.nodeLostGrace)", ns, name, notReady, grace)), false
 		}
 	}
-	return "", false
+}
+
+// podNotReady says why a running pod is not ready (its node stopped
+// reporting, or its container is not ready), or "".
+func podNotReady(p *corev1.Pod) string {
+	if p.Status.Phase != corev1.PodRunning {
+		return ""
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type != corev1.PodReady || c.Status == corev1.ConditionTrue {
+			continue
+		}
+		why := fmt.Sprintf("pod Ready=%s on node %s", c.Status, p.Spec.NodeName)
+		if c.Reason != "" {
+			why += ", " + c.Reason
+		}
+		if c.Message != "" {
+			why += ": " + c.Message
+		}
+		return why
+	}
+	return ""
 }
 
 // gone says why a running sandbox pod is lost, or "".
@@ -729,6 +792,9 @@ func (m *Manager) Resume(ctx context.Context) {
 		}
 		s.cl, s.ns, s.name, s.kind, s.uid, s.hash, s.nodeID = cl, b.Namespace, b.Name, kind, b.UID, p.InviteHash, p.NodeID
 		s.lastUse, s.patched, s.idle, s.ours, s.lost = time.Now(), time.Now(), 0, false, ""
+		if s.grace <= 0 {
+			s.grace = config.DefaultKubeNodeLostGrace
+		}
 		m.mu.Unlock()
 		why, ours, pod := m.check(ctx, cl, b)
 		switch {

@@ -103,6 +103,11 @@ func (h *Hub) PodNodes() []Paired {
 	return out
 }
 
+// PodConnected reports whether node id has a link to the gateway now.
+func (h *Hub) PodConnected(nodeID string) bool {
+	return h.conn(nodeID) != nil
+}
+
 // Running counts the mirrored sessions of node id that have not ended.
 func (h *Hub) Running(nodeID string) int {
 	h.mu.Lock()
