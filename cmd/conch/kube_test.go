@@ -59,6 +59,7 @@ func kubeConfig(t *testing.T, c *testCluster, listen string) string {
     "stale": %s,
     "slow": %s,
     "nodelost": %s,
+    "warm": %s,
     "sh1": {"sandbox": {"scope": "shared"}},
     "sh2": {"sandbox": {"scope": "shared"}},
     "nodehost": {"sandbox": {"mode": "off"}, "tools": {"exec": {"host": "node", "security": "full", "ask": "off"}}}
@@ -75,7 +76,8 @@ func kubeConfig(t *testing.T, c *testCluster, listen string) string {
 		agent("30m", `"sandboxCrd": "always"`),
 		agent("4s", ""),
 		agent("0", `"image": "conch-test/hold:1", "startupTimeout": "2s"`),
-		agent("0", `"nodeLostGrace": "2s"`))
+		agent("0", `"nodeLostGrace": "2s"`),
+		agent("4s", `"warmPool": 1`))
 }
 
 func TestKubeSandbox(t *testing.T) {
@@ -94,7 +96,7 @@ func TestKubeSandbox(t *testing.T) {
 	env.home = newHome(t, kubeConfig(t, c, listen))
 	env.g = startNodeGateway(t, env.home, listen)
 	env.tokens["main"] = env.g.token
-	for _, a := range []string{"idle", "pullfail", "norbac", "unreach", "hold", "evict", "gone", "crd", "stale", "nodehost", "slow", "sh1", "sh2", "nodelost"} {
+	for _, a := range []string{"idle", "pullfail", "norbac", "unreach", "hold", "evict", "gone", "crd", "stale", "nodehost", "slow", "sh1", "sh2", "nodelost", "warm"} {
 		out, err := exec.Command(conchBin, "agents", "add", a, "--home", env.home, "--workspace", t.TempDir()).Output()
 		if err != nil || !strings.HasPrefix(string(out), "cat_") {
 			t.Fatalf("agents add %s: %v %s", a, err, out)
@@ -115,6 +117,7 @@ func TestKubeSandbox(t *testing.T) {
 	t.Run("SandboxCRD", env.testCRD)
 	t.Run("GatewayRestart", env.testGatewayRestart)
 	t.Run("GoneWhileGatewayDown", env.testGoneWhileDown)
+	t.Run("WarmPool", env.testWarmPool)
 	t.Run("Recreate", env.testRecreate)
 	t.Run("PruneAfterGatewayStop", env.testPrune)
 }
@@ -573,6 +576,67 @@ func (e *kubeEnv) testGoneWhileDown(t *testing.T) {
 	}
 }
 
+// poolPods returns the warm-pool pods (not claimed, not being deleted)
+// that are ready.
+func (e *kubeEnv) poolPods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	l, err := e.c.admin.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "conch.sh/pool"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range l.Items {
+		if p.DeletionTimestamp == nil && p.Annotations["conch.sh/warm"] == "ready" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// testWarmPool: the agent "warm" (warmPool 1) finds a ready pod — the one
+// started with the first gateway, taken back across two restarts, not a
+// second one — and its first call claims it without waiting; the pool
+// starts another.
+func (e *kubeEnv) testWarmPool(t *testing.T) {
+	var first corev1.Pod
+	eventually(t, 60*time.Second, func() string {
+		ps := e.poolPods(t)
+		if len(ps) != 1 {
+			return fmt.Sprintf("%d ready pool pods, want 1", len(ps))
+		}
+		first = ps[0]
+		return ""
+	})
+	if l, _ := e.c.admin.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "conch.sh/pool"}); len(l.Items) != 1 {
+		t.Fatalf("%d pool pods after the restarts, want 1", len(l.Items))
+	}
+	m := e.execOK(t, "warm", map[string]any{"command": "echo warm on $HOSTNAME"})
+	out := text(m)
+	if strings.Contains(out, "Waiting") || !strings.Contains(out, "Claimed sandbox pod "+kubeNS+"/"+first.Name+" from the warm pool") || !strings.Contains(out, "warm on "+first.Name) {
+		t.Fatalf("first call of a warm-pool agent: %v", m)
+	}
+	if p := e.onePod(t, "agent-warm"); p.UID != first.UID || p.Annotations["conch.sh/agent"] != "warm" {
+		t.Fatalf("the claimed pod: %v", p.ObjectMeta)
+	}
+	// The pool refills.
+	eventually(t, 60*time.Second, func() string {
+		ps := e.poolPods(t)
+		if len(ps) != 1 || ps[0].UID == first.UID {
+			return fmt.Sprintf("%d ready pool pods after the claim", len(ps))
+		}
+		return ""
+	})
+	// The claimed pod is the agent's: reused, then idle-deleted like any.
+	m = e.execOK(t, "warm", map[string]any{"command": "echo again on $HOSTNAME"})
+	if strings.Contains(text(m), "Claimed") || !strings.Contains(text(m), "again on "+first.Name) {
+		t.Fatalf("second call: %v", m)
+	}
+	e.noPod(t, "agent-warm")
+	if len(e.poolPods(t)) != 1 {
+		t.Fatal("the pool pod went with the idle one")
+	}
+}
+
 func (e *kubeEnv) testRecreate(t *testing.T) {
 	pod := e.onePod(t, "agent-main")
 	// The agent "unreach" names a cluster that does not answer: the
@@ -612,6 +676,15 @@ func (e *kubeEnv) testPrune(t *testing.T) {
 		return ""
 	})
 	e.noPod(t, "agent-stale")
+	// The warm pool's pod, left by the stopped gateway, goes too once
+	// idle past its agent's timeout.
+	eventually(t, 30*time.Second, func() string {
+		runCLIHome(t, e.home, "sandbox", "prune")
+		if l, _ := e.c.admin.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "conch.sh/pool"}); len(l.Items) != 0 {
+			return fmt.Sprintf("%d pool pods left", len(l.Items))
+		}
+		return ""
+	})
 	if out, code := runCLIHome(t, e.home, "sandbox", "list"); code != 0 || strings.Contains(out, "agent-stale") {
 		t.Fatalf("list after prune: %d %s", code, out)
 	}

@@ -203,6 +203,7 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 	rctx, rcancel := context.WithTimeout(ctx, 15*time.Second)
 	pods.Resume(rctx)
 	rcancel()
+	pods.WarmPools(eng.Config)
 	engp.Store(eng)
 	closeEngine := func() {
 		if *stopSessions {

@@ -35,6 +35,7 @@ type SandboxKubernetes struct {
 	SandboxCRD         string            `json:"sandboxCrd,omitempty"`
 	StartupTimeout     string            `json:"startupTimeout,omitempty"`
 	NodeLostGrace      string            `json:"nodeLostGrace,omitempty"`
+	WarmPool           *int              `json:"warmPool,omitempty"`
 }
 
 // KubeResources is sandbox.kubernetes.resources: quantities as in a pod
@@ -73,6 +74,7 @@ type KubeSettings struct {
 	SandboxCRD         string          // auto | always | never
 	StartupTimeout     time.Duration
 	NodeLostGrace      time.Duration // a not-ready pod with its link down this long is lost
+	WarmPool           int           // ready pods kept for first calls
 }
 
 // The defaults and allowed values of sandbox.kubernetes.
@@ -80,6 +82,7 @@ const (
 	DefaultKubeConchPath      = "/usr/local/bin/conch"
 	DefaultKubeStartupTimeout = 2 * time.Minute
 	DefaultKubeNodeLostGrace  = 30 * time.Second
+	MaxKubeWarmPool           = 100
 	DefaultIdleTimeout        = 30 * time.Minute
 )
 
@@ -111,6 +114,7 @@ func init() {
 		"SandboxKubernetes.networkPolicy":      "a NetworkPolicy spec (without podSelector) applied to the sandbox pods",
 		"SandboxKubernetes.sandboxCrd":         "use the agent-sandbox Sandbox resource: auto (default: when installed), always, never (plain pods)",
 		"SandboxKubernetes.startupTimeout":     "how long a sandboxed call waits for its pod to start and pair, a Go duration (default 2m)",
+		"SandboxKubernetes.warmPool":           "how many started, paired sandbox pods to keep ready for an agent's first sandboxed call (plain pods; default 0: none)",
 		"SandboxKubernetes.nodeLostGrace":      "how long a sandbox pod may be not ready (its node lost) with its node link down before its sessions end lost, a Go duration (default 30s)",
 
 		"KubeResources.requests": "resource requests, e.g. {\"cpu\": \"500m\", \"memory\": \"1Gi\"}",
@@ -212,6 +216,9 @@ func (k *SandboxKubernetes) validate(prefix string) error {
 		if d, err := time.ParseDuration(k.StartupTimeout); err != nil || d <= 0 {
 			bad("startupTimeout", "%q is not a positive duration (such as 90s, 5m)", k.StartupTimeout)
 		}
+	}
+	if k.WarmPool != nil && (*k.WarmPool < 0 || *k.WarmPool > MaxKubeWarmPool) {
+		bad("warmPool", "%d is out of range (0 to %d)", *k.WarmPool, MaxKubeWarmPool)
 	}
 	if k.NodeLostGrace != "" {
 		if d, err := time.ParseDuration(k.NodeLostGrace); err != nil || d <= 0 {
@@ -360,6 +367,9 @@ func (s *SandboxSettings) applyKube(x *Sandbox) {
 	if d, err := time.ParseDuration(k.NodeLostGrace); err == nil && d > 0 {
 		s.Kube.NodeLostGrace = d
 	}
+	if k.WarmPool != nil {
+		s.Kube.WarmPool = *k.WarmPool
+	}
 }
 
 // KubeMissing names the required sandbox.kubernetes keys that resolved
@@ -411,6 +421,8 @@ func kubeSchema(s *jsonschema.Schema) {
 	s.Properties["namespace"].Pattern = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	s.Properties["startupTimeout"].Pattern = durationPattern
 	s.Properties["nodeLostGrace"].Pattern = durationPattern
+	s.Properties["warmPool"].Minimum = jsonschema.Ptr(0.0)
+	s.Properties["warmPool"].Maximum = jsonschema.Ptr(float64(MaxKubeWarmPool))
 	s.Properties["networkPolicy"] = &jsonschema.Schema{Type: "object", AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
 		Properties: map[string]*jsonschema.Schema{
 			"policyTypes": {Type: "array", Items: &jsonschema.Schema{Type: "string", Enum: []any{"Ingress", "Egress"}}, Description: "Ingress, Egress or both"},

@@ -37,6 +37,7 @@ func TestKubeValidation(t *testing.T) {
 		`"sandboxCrd": "maybe"`:                                                         "kubernetes.sandboxCrd",
 		`"startupTimeout": "soon"`:                                                      "kubernetes.startupTimeout",
 		`"startupTimeout": "-1s"`:                                                       "kubernetes.startupTimeout",
+		`"warmPool": -1`:                                                                "kubernetes.warmPool",
 		`"nodeLostGrace": "0s"`:                                                         "kubernetes.nodeLostGrace",
 	}
 	for frag, key := range bad {

@@ -82,7 +82,7 @@ const fullConfig = `{
       "nodeSelector": {"pool": "sandboxes"},
       "tolerations": [{"key": "sandbox", "operator": "Equal", "value": "true", "effect": "NoExecute", "tolerationSeconds": 60}],
       "networkPolicy": {"policyTypes": ["Ingress", "Egress"], "ingress": [], "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}]},
-      "sandboxCrd": "auto", "startupTimeout": "2m", "nodeLostGrace": "30s"}
+      "sandboxCrd": "auto", "startupTimeout": "2m", "nodeLostGrace": "30s", "warmPool": 2}
   },
   "approvals": {"timeoutMs": 120000, "elicitation": true, "failFastWithoutApprover": false},
   "ledger": {"scope": "all", "rotateBytes": 67108864,

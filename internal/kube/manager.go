@@ -40,8 +40,12 @@ type Manager struct {
 	mu     sync.Mutex
 	scopes map[string]*scope // by namespace/scope
 	pods   map[string]*cluster
+	pools  map[string]*pool      // warm pools, by poolKey
+	cfg    func() *config.Config // the warm pools' configuration (nil: none yet)
 	stop   chan struct{}
 	done   chan struct{}
+	pdone  chan struct{} // the pooler's
+	fill   chan struct{} // wakes the pooler
 	once   sync.Once
 }
 
@@ -78,9 +82,10 @@ func New(home string, hub *nodehub.Hub, log *slog.Logger) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{hub: hub, home: home, gw: gw, log: log, scopes: map[string]*scope{}, pods: map[string]*cluster{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		pools: map[string]*pool{}, stop: make(chan struct{}), done: make(chan struct{}), pdone: make(chan struct{}), fill: make(chan struct{}, 1)}
 	hub.SetPodVerifier(m.verify)
 	go m.reaper()
+	go m.pooler()
 	return m, nil
 }
 
@@ -88,10 +93,18 @@ func New(home string, hub *nodehub.Hub, log *slog.Logger) (*Manager, error) {
 func (m *Manager) Close() {
 	m.once.Do(func() { close(m.stop) })
 	<-m.done
+	<-m.pdone
 	m.mu.Lock()
 	for _, s := range m.scopes {
 		if s.watching != nil {
 			s.watching()
+		}
+	}
+	for _, p := range m.pools {
+		for _, s := range p.members {
+			if s.watching != nil {
+				s.watching()
+			}
 		}
 	}
 	m.mu.Unlock()
@@ -178,7 +191,10 @@ func (m *Manager) Ensure(ctx context.Context, agent string, sb config.SandboxSet
 			return nodeport.Ref{}, fmt.Errorf("%s; its files are gone, and the next call creates a new sandbox pod", lost)
 		}
 	}
-	return m.create(ctx, cl, s, ns, agent, sb, progress)
+	if ref, ok := m.claim(ctx, cl, s, ns, agent, sb, progress); ok {
+		return ref, nil
+	}
+	return m.create(ctx, cl, s, ns, agent, sb, progress, "")
 }
 
 // ready returns the node paired with invite hash when it is connected.
@@ -219,10 +235,15 @@ func (m *Manager) adopt(ctx context.Context, cl *cluster, s *scope, ns string, s
 	return "", ""
 }
 
-// create makes a new sandbox pod for the scope and waits for it to pair.
-func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent string, sb config.SandboxSettings, progress func(string)) (nodeport.Ref, error) {
+// create makes a new sandbox pod for the scope and waits for it to pair;
+// with pool set, a pod of that warm pool (a plain pod, no agent's yet).
+func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent string, sb config.SandboxSettings, progress func(string), pool string) (nodeport.Ref, error) {
 	k := sb.Kube
 	name := podName(sb.Scope)
+	if pool != "" {
+		name = podName("pool")
+		k.SandboxCRD = "never"
+	}
 	useCRD := false
 	switch k.SandboxCRD {
 	case "always":
@@ -252,7 +273,7 @@ func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent s
 	k.ServiceAccountName = sa
 	progress(fmt.Sprintf("Waiting for sandbox pod %s/%s (%s, image %s) to start and connect, up to %s…", ns, name, strings.ToLower(kind), k.Image, k.StartupTimeout))
 	tok, hash, err := m.hub.CreatePodInvite(nodehub.PodBinding{Namespace: ns, Name: name, ServiceAccount: sa, Scope: sb.Scope,
-		Kind: kind, Kubeconfig: k.Kubeconfig, Context: k.Context}, k.StartupTimeout+time.Minute)
+		Kind: kind, Kubeconfig: k.Kubeconfig, Context: k.Context, Pool: pool}, k.StartupTimeout+time.Minute)
 	if err != nil {
 		return nodeport.Ref{}, fmt.Errorf("mint the sandbox pod's join token: %v", err)
 	}
@@ -272,6 +293,12 @@ func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent s
 		Labels: map[string]string{LabelManaged: "conch", LabelGateway: m.gw, LabelScope: labelValue(sb.Scope), "conch.sh/kind": kind},
 		Annotations: map[string]string{AnnoLastUsed: now.UTC().Format(time.RFC3339), AnnoIdle: sb.IdleTimeout.String(),
 			"conch.sh/agent": agent, "conch.sh/scope": sb.Scope}}
+	if pool != "" {
+		delete(meta.Labels, LabelScope)
+		meta.Labels[LabelPool] = pool
+		meta.Annotations["conch.sh/scope"] = poolScope
+		delete(meta.Annotations, "conch.sh/agent")
+	}
 	m.mu.Lock()
 	m.pods[ns+"/"+name] = cl
 	s.cl, s.ns, s.name, s.kind, s.uid, s.hash, s.nodeID, s.lastUse, s.patched, s.idle, s.ours = cl, ns, name, kind, "", hash, "", now, now, sb.IdleTimeout, false
@@ -776,6 +803,10 @@ func (m *Manager) Resume(ctx context.Context) {
 		cl, err := clusterFor(config.KubeSettings{Kubeconfig: b.Kubeconfig, Context: b.Context})
 		if err != nil {
 			m.log.Warn("sandbox pod not resumed", "pod", b.Namespace+"/"+b.Name, "err", err)
+			continue
+		}
+		if b.Pool != "" {
+			m.adoptMember(ctx, cl, p)
 			continue
 		}
 		s := m.scopeOf(b.Namespace + "/" + b.Scope)

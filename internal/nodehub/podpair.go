@@ -31,6 +31,9 @@ type PodBinding struct {
 	Kind       string `json:"kind,omitempty"`
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	Context    string `json:"context,omitempty"`
+	// Pool is the warm pool of a pod started ahead of need (Scope ""
+	// until an agent's first call claims it).
+	Pool string `json:"pool,omitempty"`
 }
 
 // PodVerifier checks a pod's service-account token against b and returns
@@ -101,6 +104,19 @@ func (h *Hub) PodNodes() []Paired {
 		}
 	}
 	return out
+}
+
+// ClaimPod gives the warm-pool pod paired with invite hash to scope.
+func (h *Hub) ClaimPod(hash, scope string) error {
+	return h.store.Update(func(st *State) error {
+		for i := range st.Paired {
+			if p := &st.Paired[i]; p.Pod != nil && p.InviteHash == hash {
+				p.Pod.Scope, p.Pod.Pool = scope, ""
+				return nil
+			}
+		}
+		return errors.New("the warm sandbox pod is no longer paired")
+	})
 }
 
 // PodConnected reports whether node id has a link to the gateway now.
