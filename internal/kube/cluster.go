@@ -100,6 +100,10 @@ func clusterFor(k config.KubeSettings) (*cluster, error) {
 	rc = rest.CopyConfig(rc)
 	rc.UserAgent = "conch"
 	rc.Timeout = 30 * time.Second
+	// client-go's default limit (5 requests a second, bursts of 10)
+	// queues a gateway's calls behind its own watches and renewals: a
+	// claim from the warm pool waited up to 200 ms for its turn.
+	rc.QPS, rc.Burst = 50, 100
 	rc.WarningHandler = rest.NoWarnings{}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
