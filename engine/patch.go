@@ -89,6 +89,17 @@ func (e *Engine) applyPatch(ctx context.Context, agent string, p apitype.PatchPa
 		}
 		return np.Result
 	case "sandbox", "":
+		if sb := cfg.SandboxFor(agent); sb.On && sb.Backend == "kubernetes" && e.opt.Pods != nil {
+			// The agent's sandbox pod, through its node.
+			np, err := e.opt.Pods.Patch(ctx, agent, sb, p.Input)
+			if err != nil {
+				return patchError(err)
+			}
+			if _, ok := np.Result.Details.(*apitype.PatchDetails); ok {
+				e.ledgerPatch(agent, "sandbox", np.NodeID, p.Input, np.Files)
+			}
+			return np.Result
+		}
 		var target PatchTarget
 		ok := false
 		var err *apitype.Error

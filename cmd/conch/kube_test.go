@@ -43,6 +43,7 @@ func kubeConfig(t *testing.T, c *testCluster, listen string) string {
 	}
 	closed := freePort(t)
 	return fmt.Sprintf(`{
+  "tools": {"exec": {"applyPatch": {"enabled": true}}},
   "sandbox": {"mode": "all", "backend": "kubernetes", "idleTimeout": "0", "kubernetes": {
     "kubeconfig": %q, "namespace": %q, "gatewayUrl": "http://%s", "image": "conch-test/sandbox:1",
     "conchPath": %q, "serviceAccountName": "conch-sandbox", "sandboxCrd": "never", "startupTimeout": "60s"}},
@@ -104,6 +105,7 @@ func TestKubeSandbox(t *testing.T) {
 		env.tokens[a] = strings.TrimSpace(string(out))
 	}
 	t.Run("CreateReuse", env.testCreateReuse)
+	t.Run("ApplyPatch", env.testApplyPatch)
 	t.Run("SharedScope", env.testShared)
 	t.Run("PodBoundJoinToken", env.testPodBoundJoinToken)
 	t.Run("StartupTimeout", env.testStartupTimeout)
@@ -247,6 +249,27 @@ func (e *kubeEnv) testCreateReuse(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// testApplyPatch: apply_patch applies in the agent's pod, in its
+// /workspace, through the pod's node; outside the workspace is refused.
+func (e *kubeEnv) testApplyPatch(t *testing.T) {
+	pod := e.onePod(t, "agent-main")
+	code, m := e.g.do("POST", "/v1/apply_patch", e.tokens["main"], map[string]any{"input": "*** Begin Patch\n*** Add File: sub/hello.txt\n+hi from the patch\n*** End Patch"}, nil)
+	if code != 200 || details(m)["status"] != "completed" {
+		t.Fatalf("apply_patch into the pod: %d %v", code, m)
+	}
+	m = e.execOK(t, "main", map[string]any{"command": "cat sub/hello.txt; echo on $HOSTNAME"})
+	if !strings.Contains(text(m), "hi from the patch") || !strings.Contains(text(m), "on "+pod.Name) {
+		t.Fatalf("the patched file in the pod: %v", m)
+	}
+	if _, err := os.Stat(filepath.Join(e.kubelet.workspace(pod.Name), "sub", "hello.txt")); err != nil {
+		t.Fatalf("not in the pod's /workspace: %v", err)
+	}
+	code, m = e.g.do("POST", "/v1/apply_patch", e.tokens["main"], map[string]any{"input": "*** Begin Patch\n*** Add File: ../escape.txt\n+x\n*** End Patch"}, nil)
+	if code == 200 && details(m)["status"] == "completed" {
+		t.Fatalf("a patch outside the pod's workspace: %d %v", code, m)
+	}
 }
 
 // testShared: agents with scope shared share one pod; an agent-scoped

@@ -8,6 +8,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -24,6 +25,9 @@ type PodSandboxes interface {
 	// progress receives the lines to show while it waits. An error says
 	// why in the cluster's words.
 	Ensure(ctx context.Context, agent string, sb config.SandboxSettings, progress func(string)) (NodeRef, error)
+	// Patch applies an apply_patch input in the pod's /workspace through
+	// its node (system.patch.apply), creating the pod as Ensure does.
+	Patch(ctx context.Context, agent string, sb config.SandboxSettings, input string) (nodeport.Patch, *apitype.Error)
 }
 
 // PodWorkspace is the working directory of a sandbox pod's container.

@@ -870,3 +870,17 @@ func (m *Manager) check(ctx context.Context, cl *cluster, b nodehub.PodBinding) 
 	}
 	return "", false, pod
 }
+
+// Patch applies an apply_patch input in the /workspace of agent's sandbox
+// pod (host.PodSandboxes), through the pod's node; the pod is created
+// first if need be, as for a command.
+func (m *Manager) Patch(ctx context.Context, agent string, sb config.SandboxSettings, input string) (nodeport.Patch, *apitype.Error) {
+	if m := sb.KubeMissing(); m != "" {
+		return nodeport.Patch{}, host.SandboxUnavailable(errors.New("sandbox.backend is kubernetes, but " + m + " is not set"))
+	}
+	ref, err := m.Ensure(ctx, agent, sb, func(line string) { m.log.Info(line, "agent", agent) })
+	if err != nil {
+		return nodeport.Patch{}, host.SandboxUnavailable(err)
+	}
+	return m.hub.PatchPod(ctx, ref, agent, input)
+}

@@ -980,6 +980,17 @@ func (h *Hub) PatchApply(ctx context.Context, query, agent, input string) (nodep
 	if aerr != nil {
 		return np, aerr
 	}
+	return h.patchOn(ctx, ref, agent, input)
+}
+
+// PatchPod applies a patch on the node of a sandbox pod (ref, from the
+// kubernetes backend), in the pod's workspace.
+func (h *Hub) PatchPod(ctx context.Context, ref nodeport.Ref, agent, input string) (nodeport.Patch, *apitype.Error) {
+	return h.patchOn(ctx, ref, agent, input)
+}
+
+func (h *Hub) patchOn(ctx context.Context, ref nodeport.Ref, agent, input string) (nodeport.Patch, *apitype.Error) {
+	var np nodeport.Patch
 	np.NodeID, np.NodeName = ref.ID, ref.Name
 	if !slices.Contains(ref.Caps, "system.patch") {
 		return np, apitype.Errorf(apitype.CodeUnavailable, "apply_patch is not available on node %s (%s).", ref.Name, ref.ID)
