@@ -107,6 +107,8 @@ func (v View) MapOut(inside string) (string, bool) {
 	return filepath.Join(v.Host, rel), true
 }
 
+// Within returns p relative to root; ok is false when p is not root or
+// below it (lexically: no links are resolved).
 func Within(root, p string) (string, bool) {
 	rel, err := filepath.Rel(filepath.Clean(root), filepath.Clean(p))
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {

@@ -172,7 +172,7 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 		}
 	}
 	if s.WorkspaceAccess != "ro" {
-		// The repositories of the workspace (git.go).
+		// The repositories of the workspace (internal/sandbox/git.go).
 		g, err := sandbox.GitProtected(r.Home, r.Workspace, s.GitAccess)
 		if err != nil {
 			return nil, nil, err
@@ -218,8 +218,8 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 		a = append(a, "--bind", src, dst)
 	}
 	a = append(a, "--ro-bind", exe, sandbox.InsideExe, "--chdir", cwd, "--block-fd", "3", "--cap-drop", "ALL")
-	// The seccomp program (seccomp.go) is opened by the supervisor on
-	// fd 4; bwrap loads it just before it execs the command.
+	// The seccomp program (filter.go) is opened by the supervisor on fd
+	// 4; bwrap loads it just before it execs the command.
 	r.Files = []string{BwrapFilter(r.Home, s.Network == "open")}
 	a = append(a, "--seccomp", "4")
 	a = append(a, "--")

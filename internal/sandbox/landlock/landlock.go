@@ -147,7 +147,7 @@ func ApplyLandlock(p Policy) error {
 		// Root without capabilities still owns root's files: grant only
 		// what every user may read of /etc (shadow, sudoers, private keys
 		// stay closed). Landlock keeps host paths, so the command cannot
-		// run as another uid the way bwrap's does (runas.go).
+		// run as another uid the way bwrap's does (bwrap/runas.go).
 		ro = slices.DeleteFunc(slices.Clone(ro), func(d string) bool { return d == "/etc" })
 		var e EtcRules
 		if p.Etc != nil {
