@@ -226,25 +226,54 @@ func enum(name, v string, allowed ...string) (string, *Error) {
 	return "", Errorf(CodeInvalidArgument, "Invalid %s %q: expected one of %s.", name, v, strings.Join(allowed, ", "))
 }
 
-// httpStatus maps error codes to HTTP statuses (interfaces.md §3.3).
-var httpStatus = map[string]int{
-	"invalid_argument": 400,
-	"preflight":        422, "invalid_patch": 422, "context_not_found": 422,
-	"unauthenticated": 401,
-	"forbidden":       403, "denied": 403, "host_not_allowed": 403, "security_violation": 403,
-	"elevated_unavailable": 403, "node_not_allowed": 403, "path_outside_workspace": 403,
-	"not_found": 404, "node_unknown": 404,
-	"conflict": 409, "idempotency_conflict": 409, "node_ambiguous": 409, "already_resolved": 409, "invalid_state": 409,
-	"quota_exceeded": 429, "rate_limited": 429,
-	"sandbox_unavailable": 503, "node_unavailable": 503, "unavailable": 503, "home_unwritable": 503,
-	"timeout":   504,
-	"disk_full": 507,
+// More error codes: of the engine's gates (preflight, denied, approvals,
+// idempotency, quotas) and of the HTTP API (authentication, conflicts).
+const (
+	CodePreflight           = "preflight"
+	CodeUnauthenticated     = "unauthenticated"
+	CodeDenied              = "denied"
+	CodeConflict            = "conflict"
+	CodeIdempotencyConflict = "idempotency_conflict"
+	CodeAlreadyResolved     = "already_resolved"
+	CodeRateLimited         = "rate_limited"
+	CodeTimeout             = "timeout"
+	CodeApprovalFailed      = "approval_failed"
+)
+
+// codeStatus is the one list of error codes, each with its HTTP status
+// (interfaces.md §3.3, docs/gateway.md). A test parses this package and
+// fails on a Code constant missing here, and on a code the rest of the
+// module sends that is not here.
+var codeStatus = map[string]int{
+	CodeInvalidArgument: 400,
+	CodePreflight:       422, CodeInvalidPatch: 422, CodeContext: 422,
+	CodeUnauthenticated: 401,
+	CodeForbidden:       403, CodeDenied: 403, CodeHostNotAllowed: 403, CodeSecurity: 403,
+	CodeElevatedUnavail: 403, CodeNodeNotAllowed: 403, CodeOutside: 403,
+	CodeNotFound: 404, CodeNodeUnknown: 404,
+	CodeConflict: 409, CodeIdempotencyConflict: 409, CodeNodeAmbiguous: 409, CodeAlreadyResolved: 409, CodeInvalidState: 409,
+	CodeQuotaExceeded: 429, CodeRateLimited: 429,
+	CodeSandboxUnavail: 503, CodeNodeUnavailable: 503, CodeUnavailable: 503, CodeHomeUnwritable: 503,
+	CodeTimeout:  504,
+	CodeDiskFull: 507,
+	// 500
+	CodeApprovalFailed: 500, CodeIOError: 500, CodeInternal: 500, CodeSpawnFailed: 500, CodePatchAborted: 500,
 }
 
-// HTTPStatus returns the HTTP status of an error code; unknown codes
-// (approval_failed, io_error, internal, …) are 500.
+// Codes returns every error code, sorted.
+func Codes() []string {
+	out := make([]string, 0, len(codeStatus))
+	for c := range codeStatus {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// HTTPStatus returns the HTTP status of an error code; codes not in
+// Codes are 500.
 func HTTPStatus(code string) int {
-	if s, ok := httpStatus[code]; ok {
+	if s, ok := codeStatus[code]; ok {
 		return s
 	}
 	return 500
