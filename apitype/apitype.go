@@ -11,9 +11,12 @@
 package apitype
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,7 +115,59 @@ func fields(raw []byte, known map[string]bool) (map[string]json.RawMessage, *Err
 		sort.Strings(unknown)
 		return nil, Errorf(CodeInvalidArgument, "Unknown parameter %q.", unknown[0])
 	}
+	// A name repeated within one object has no single meaning (Go keeps
+	// the last value, other readers the first): refused, at any depth.
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // numbers beyond float64 are the range check's
+	if top, key, err := duplicateKey(dec, "", 0); err != nil {
+		return nil, Errorf(CodeInvalidArgument, "Invalid arguments: expected a JSON object (%v).", err)
+	} else if key != "" {
+		if top == key {
+			return nil, Errorf(CodeInvalidArgument, "Duplicate parameter %q.", key)
+		}
+		return nil, Errorf(CodeInvalidArgument, "Invalid parameter %q: duplicate key %q.", top, key)
+	}
 	return m, nil
+}
+
+// duplicateKey reads one JSON value from dec and returns the first name
+// repeated within one of its objects, with the top-level member it is
+// in (top is the name itself at depth 0).
+func duplicateKey(dec *json.Decoder, top string, depth int) (string, string, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", "", err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return "", "", nil
+	}
+	var seen map[string]bool
+	if d == '{' {
+		seen = map[string]bool{}
+	}
+	for dec.More() {
+		t := top
+		if seen != nil {
+			kt, err := dec.Token()
+			if err != nil {
+				return "", "", err
+			}
+			k, _ := kt.(string)
+			if depth == 0 {
+				t = k
+			}
+			if seen[k] {
+				return t, k, nil
+			}
+			seen[k] = true
+		}
+		if t2, k2, err := duplicateKey(dec, t, depth+1); err != nil || k2 != "" {
+			return t2, k2, err
+		}
+	}
+	_, err = dec.Token() // the closing delimiter
+	return "", "", err
 }
 
 func typeErr(name, want string) *Error {
@@ -177,7 +232,14 @@ func decodeNumber(m map[string]json.RawMessage, name string, strs bool, rng *Ran
 			}
 			return Errorf(CodeInvalidArgument, "Invalid parameter %q: expected %s, not a string (got %q).", name, want, s)
 		}
-		v, perr := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		s = strings.TrimSpace(s)
+		// A decimal number, or a spelling of NaN or an infinity (then
+		// refused by the range check, which names the range); not the
+		// rest of ParseFloat's syntax ("1_000", "0x1p4").
+		if !decimalRE.MatchString(s) && !nonFiniteRE.MatchString(s) {
+			return typeErr(name, "a number")
+		}
+		v, perr := strconv.ParseFloat(s, 64)
 		if errors.Is(perr, strconv.ErrRange) {
 			perr = nil
 		}
@@ -189,6 +251,11 @@ func decodeNumber(m map[string]json.RawMessage, name string, strs bool, rng *Ran
 	*dst = &f
 	return nil
 }
+
+var (
+	decimalRE   = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+	nonFiniteRE = regexp.MustCompile(`^(?i)[+-]?(nan|inf|infinity)$`)
+)
 
 // unitWord spells out a range tag's unit for messages.
 func unitWord(unit string) string {
@@ -206,8 +273,70 @@ func decodeStrings(m map[string]json.RawMessage, name string, dst *[]string) *Er
 	if !ok || isNull(r) {
 		return nil
 	}
-	if err := json.Unmarshal(r, dst); err != nil {
+	if !stringArray(r, dst) {
 		return typeErr(name, "an array of strings")
+	}
+	return nil
+}
+
+// stringArray decodes a JSON array of strings; a null element (which
+// Go's decoder would make "") is refused.
+func stringArray(r json.RawMessage, dst *[]string) bool {
+	var ps []*string
+	if json.Unmarshal(r, &ps) != nil {
+		return false
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		if p == nil {
+			return false
+		}
+		out[i] = *p
+	}
+	*dst = out
+	return true
+}
+
+// stringMap decodes a JSON object of strings; a null value (which Go's
+// decoder would make "") is refused.
+func stringMap(r json.RawMessage, dst *map[string]string) bool {
+	var ps map[string]*string
+	if json.Unmarshal(r, &ps) != nil {
+		return false
+	}
+	out := make(map[string]string, len(ps))
+	for k, p := range ps {
+		if p == nil {
+			return false
+		}
+		out[k] = *p
+	}
+	*dst = out
+	return true
+}
+
+// CheckEnums checks every string field of the struct v points to that has
+// an `enum:"a,b,c"` tag: an empty value is absent; any other is trimmed,
+// lower-cased and must be one of the listed values, which replaces it.
+func CheckEnums(v any) *Error {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer {
+		rv = rv.Elem()
+	}
+	t := rv.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, ok := f.Tag.Lookup("enum")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		fv := rv.Field(i)
+		l, e := enum(name, fv.String(), strings.Split(tag, ",")...)
+		if e != nil {
+			return e
+		}
+		fv.SetString(l)
 	}
 	return nil
 }
