@@ -91,7 +91,7 @@ type paramField struct {
 
 // walkFields classifies every field of tl's struct and checks that the
 // struct and the decoder's list of members agree.
-func walkFields(t *testing.T, tl paramTool) []paramField {
+func walkFields(t testing.TB, tl paramTool) []paramField {
 	t.Helper()
 	var out []paramField
 	names := map[string]bool{}
@@ -435,8 +435,8 @@ func checkAccepted(t *testing.T, what string, tl paramTool, pf paramField, actio
 	t.Helper()
 	rv := reflect.ValueOf(v)
 	fv := rv.FieldByName(pf.f.Name)
-	switch pf.class {
-	case "number":
+	switch {
+	case pf.class == "number" && raw != "":
 		if raw == "null" {
 			if !fv.IsNil() && pf.json != "timeoutSeconds" {
 				t.Errorf("%s: null decoded as %v", what, fv.Elem())
@@ -455,7 +455,7 @@ func checkAccepted(t *testing.T, what string, tl paramTool, pf paramField, actio
 		if json.Unmarshal([]byte(raw), &sent) == nil && sent != f {
 			t.Errorf("%s: decoded as %v", what, f)
 		}
-	case "enum":
+	case pf.class == "enum":
 		s := fv.String()
 		okv := s == ""
 		for _, a := range pf.enum {
@@ -567,3 +567,63 @@ func walkFieldsQuiet(tl paramTool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// FuzzParseParams decodes arbitrary bytes as the arguments of every tool
+// and checks the invariants: no panic; an error is an argument error; an
+// accepted call has every number finite and in its range, every enum
+// one of its values, no invalid UTF-8 and no NUL where none may be.
+//
+//	go test ./apitype -run '^$' -fuzz FuzzParseParams -fuzztime 1m
+func FuzzParseParams(f *testing.F) {
+	for _, s := range []string{`{"command":"true","env":{"A":"1"},"timeout":"5","host":"GATEWAY"}`,
+		`{"action":"wait","sessionId":"s","until":["port","idle"],"port":80,"idleMs":100}`,
+		`{"action":"poll","sessionId":"s","timeout":120000}`, `{"input":"*** Begin Patch\n*** End Patch"}`,
+		`{"command":"a","command":"b"}`, `{"command":"x","env":{"A":"1","A":"2"}}`, `{"action":"send-keys","keys":[null]}`,
+		`{"command":"x","yieldMs":1e400}`, `{"command":"x","timeout":"0x1p4"}`, "{\"command\":\"\xff\"}"} {
+		f.Add(s)
+	}
+	tools := paramTools()
+	fields := map[string][]paramField{}
+	for _, tl := range tools {
+		fields[tl.name] = walkFields(t0{}, tl)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		for _, tl := range tools {
+			v, e, ok := parseSafe(t, tl.name+" "+raw, tl.parse, []byte(raw))
+			if !ok {
+				continue
+			}
+			if e != nil {
+				if e.Code != CodeInvalidArgument && e.Code != CodeInvalidPatch {
+					t.Errorf("%s %q: code %s", tl.name, raw, e.Code)
+				}
+				continue
+			}
+			action := ""
+			if p, ok := v.(ProcessParams); ok {
+				action = p.Action
+			}
+			rv := reflect.ValueOf(v)
+			for _, pf := range fields[tl.name] {
+				if pf.json == "timeoutSeconds" {
+					continue
+				}
+				fv := rv.FieldByName(pf.f.Name)
+				if pf.class == "number" && !fv.IsNil() && !inRange(pf.rng.For(action), fv.Elem().Float()) {
+					t.Errorf("%s %q: %s=%v outside %s", tl.name, raw, pf.json, fv.Elem().Float(), pf.rng.For(action))
+				}
+				checkAccepted(t, tl.name+" "+raw, tl, pf, action, "", v)
+			}
+			if e := CheckStrings(v); tl.name != "apply_patch" && e != nil {
+				t.Errorf("%s %q: accepted with %v", tl.name, raw, e)
+			}
+		}
+	})
+}
+
+// t0 is a testing.TB for walkFields outside a test (the fuzz setup).
+type t0 struct{ testing.TB }
+
+func (t0) Helper()                        {}
+func (t0) Errorf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
+func (t0) Fatal(a ...any)                 { panic(fmt.Sprint(a...)) }
