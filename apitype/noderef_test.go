@@ -74,7 +74,7 @@ func TestNodeRefGenerated(t *testing.T) {
 	}
 }
 
-//	go test ./apitype -run '^$' -fuzz FuzzNodeRef -fuzztime 1m
+// go test ./apitype -run '^$' -fuzz FuzzNodeRef -fuzztime 1m
 func FuzzNodeRef(f *testing.F) {
 	for _, s := range []string{"0123456789abcdef01234567", "name:box", "ip:::ffff:10.0.0.1", "abcdef", "fe80::1%eth0", "id:x"} {
 		f.Add(s)
