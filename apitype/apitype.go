@@ -232,18 +232,8 @@ func decodeNumber(m map[string]json.RawMessage, name string, strs bool, rng *Ran
 			}
 			return Errorf(CodeInvalidArgument, "Invalid parameter %q: expected %s, not a string (got %q).", name, want, s)
 		}
-		s = strings.TrimSpace(s)
-		// A decimal number, or a spelling of NaN or an infinity (then
-		// refused by the range check, which names the range); not the
-		// rest of ParseFloat's syntax ("1_000", "0x1p4").
-		if !decimalRE.MatchString(s) && !nonFiniteRE.MatchString(s) {
-			return typeErr(name, "a number")
-		}
-		v, perr := strconv.ParseFloat(s, 64)
-		if errors.Is(perr, strconv.ErrRange) {
-			perr = nil
-		}
-		if perr != nil {
+		v, ok := numericString(s)
+		if !ok {
 			return typeErr(name, "a number")
 		}
 		f = v
@@ -256,6 +246,23 @@ var (
 	decimalRE   = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
 	nonFiniteRE = regexp.MustCompile(`^(?i)[+-]?(nan|inf|infinity)$`)
 )
+
+// numericString reads a number sent as text (exec's numeric strings, an
+// HTTP query parameter): surrounding spaces, then a decimal number or a
+// spelling of NaN or an infinity (which the range check then refuses,
+// naming the range), a decimal too large for a double being ±Inf. The
+// rest of ParseFloat's syntax ("1_000", "0x1p4") is not a number here.
+func numericString(s string) (float64, bool) {
+	s = strings.TrimSpace(s)
+	if !decimalRE.MatchString(s) && !nonFiniteRE.MatchString(s) {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	return v, true
+}
 
 // unitWord spells out a range tag's unit for messages.
 func unitWord(unit string) string {
