@@ -465,6 +465,11 @@ func checkAccepted(t *testing.T, what string, tl paramTool, pf paramField, actio
 			t.Errorf("%s: enum holds %q", what, s)
 		}
 	}
+	// A member that was accepted with a value reached its field (a field
+	// the decoder forgot would stay zero).
+	if raw != "" && raw != "null" && raw != `""` && raw != "[]" && raw != "{}" && fv.IsZero() && pf.json != "timeoutSeconds" {
+		t.Errorf("%s: accepted but the field is still zero", what)
+	}
 	var walk func(x reflect.Value)
 	walk = func(x reflect.Value) {
 		switch x.Kind() {
