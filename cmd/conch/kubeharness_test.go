@@ -380,6 +380,10 @@ func (k *kubeletStandIn) sync(pod *corev1.Pod) {
 	uid := string(pod.UID)
 	k.mu.Lock()
 	p := k.pods[uid]
+	var settled bool
+	if p != nil {
+		settled = p.pullError || p.evicted != "" || p.reported || p.nodeLost
+	}
 	k.mu.Unlock()
 	switch {
 	case pod.DeletionTimestamp != nil:
@@ -395,7 +399,7 @@ func (k *kubeletStandIn) sync(pod *corev1.Pod) {
 	case pod.Spec.NodeName != k.node:
 	case p == nil:
 		k.start(ctx, pod)
-	case p.pullError || p.evicted != "" || p.reported || p.nodeLost:
+	case settled:
 	default:
 		select {
 		case <-p.exited:
@@ -541,7 +545,9 @@ func (k *kubeletStandIn) evict(name, msg string) {
 	if p == nil {
 		k.t.Fatalf("kubelet stand-in does not run pod %s", name)
 	}
+	k.mu.Lock()
 	p.evicted = msg
+	k.mu.Unlock()
 	k.kill(p)
 	now := metav1.Now()
 	k.cs.CoreV1().Events(k.ns).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-", Namespace: k.ns},

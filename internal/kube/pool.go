@@ -203,15 +203,6 @@ func (m *Manager) grow(key string, p *pool) {
 	}()
 	_, err := m.create(ctx, cl, s, ns, "", sb, func(string) {}, key)
 	cancel()
-	if err == nil {
-		m.mu.Lock()
-		name := s.name
-		m.mu.Unlock()
-		cctx, cancel := ctxTimeout(context.Background())
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"ready"}}}`, AnnoWarm)
-		cl.cs.CoreV1().Pods(ns).Patch(cctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		cancel()
-	}
 	m.mu.Lock()
 	p.starting--
 	if err != nil {
@@ -219,7 +210,15 @@ func (m *Manager) grow(key string, p *pool) {
 	} else {
 		p.members = append(p.members, s)
 	}
+	name := s.name
 	m.mu.Unlock()
+	if err == nil {
+		// Marked once it can be claimed.
+		cctx, cancel := ctxTimeout(context.Background())
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"ready"}}}`, AnnoWarm)
+		cl.cs.CoreV1().Pods(ns).Patch(cctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		cancel()
+	}
 	if err != nil {
 		m.log.Warn("warm sandbox pod failed to start", "namespace", ns, "err", err)
 	}
@@ -255,22 +254,36 @@ func (m *Manager) claim(ctx context.Context, cl *cluster, s *scope, ns, agent st
 		return nodeport.Ref{}, false
 	}
 	key := poolKey(ns, sb)
+	// A pool pod whose link is down just now (the gateway restarted, a
+	// blip) is waited for a little: it is still much sooner than a new
+	// pod.
+	wait := time.Now().Add(min(sb.Kube.StartupTimeout, 10*time.Second))
 	for {
 		m.mu.Lock()
 		p := m.pools[key]
 		var mem *scope
+		waiting := false
 		if p != nil {
 			for i, x := range p.members {
-				if x.hash != "" && m.hub.PodConnected(x.nodeID) {
-					mem = x
-					p.members = append(p.members[:i:i], p.members[i+1:]...)
-					break
+				if x.hash == "" {
+					continue
 				}
+				if !m.hub.PodConnected(x.nodeID) {
+					waiting = true
+					continue
+				}
+				mem = x
+				p.members = append(p.members[:i:i], p.members[i+1:]...)
+				break
 			}
 		}
 		if mem == nil {
 			m.mu.Unlock()
-			return nodeport.Ref{}, false
+			if !waiting || time.Now().After(wait) || ctx.Err() != nil {
+				return nodeport.Ref{}, false
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
 		if mem.watching != nil {
 			mem.watching()
