@@ -630,6 +630,9 @@ func (m *Manager) follow(ctx context.Context, s *scope, cl *cluster, ns, name st
 // podNotReady says why a running pod is not ready (its node stopped
 // reporting, or its container is not ready), or "".
 func podNotReady(p *corev1.Pod) string {
+	if p.Status.Phase == corev1.PodUnknown {
+		return "pod phase Unknown on node " + p.Spec.NodeName
+	}
 	if p.Status.Phase != corev1.PodRunning {
 		return ""
 	}
