@@ -724,3 +724,50 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestMCPOutlivesTheCLIEngineItProxiesTo: a `conch mcp` started while a
+// CLI command holds the home proxies to that command's in-process engine;
+// when the command exits, the agent's tools keep working (the proxy starts
+// an engine of its own) and the session started before is still there.
+func TestMCPOutlivesTheCLIEngineItProxiesTo(t *testing.T) {
+	home := newHome(t, "")
+	gate := filepath.Join(t.TempDir(), "go")
+	t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) })
+	holder := exec.Command(conchBin, "exec", "--home", home, "--", "while [ ! -e "+gate+" ]; do sleep 0.05; done")
+	holder.Env = cliEnv()
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	holderDone := make(chan error, 1)
+	go func() { holderDone <- holder.Wait() }()
+	eventually(t, 10*time.Second, func() string {
+		if !socketServes(filepath.Join(home, "run", "engine.sock")) {
+			return "the CLI does not serve the engine socket yet"
+		}
+		return ""
+	})
+	c := startConch(t, home)
+	bg := c.exec(map[string]any{"command": "echo before; sleep 60", "background": true})
+	id := bg.str("sessionId")
+	if id == "" {
+		t.Fatalf("background exec through the CLI's engine: %+v", bg)
+	}
+	os.WriteFile(gate, nil, 0o600)
+	select {
+	case err := <-holderDone:
+		if err != nil {
+			t.Fatalf("CLI: %v", err)
+		}
+	case <-time.After(slow(30 * time.Second)):
+		t.Fatal("the CLI does not exit")
+	}
+	r := c.exec(map[string]any{"command": "echo after-the-cli"})
+	if !strings.Contains(r.Text, "after-the-cli") {
+		t.Fatalf("exec after the CLI exited: %q", r.Text)
+	}
+	p := c.process(map[string]any{"action": "log", "sessionId": id})
+	if !strings.Contains(p.Text, "before") {
+		t.Fatalf("log of the session started before: %q", p.Text)
+	}
+	c.process(map[string]any{"action": "kill", "sessionId": id})
+}

@@ -215,7 +215,14 @@ func (g *globalFlags) engineOptions() (engine.Options, error) {
 // engine this process starts then (see homeLink), so a command that
 // follows a session outlives the engine it got through.
 func (g *globalFlags) socketConn() (*conn, error) {
-	l := &homeLink{g: g}
+	l := &homeLink{home: g.home, open: func() (*engine.Engine, *slog.Logger, error) {
+		opt, err := g.engineOptions()
+		if err != nil {
+			return nil, nil, err
+		}
+		eng, err := engine.New(opt)
+		return eng, opt.Logger, err
+	}}
 	c, err := client.New(client.Options{
 		Gateway: "http://engine", Agent: g.agent, Workdir: g.workdir,
 		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: l.dial, MaxIdleConns: 4, IdleConnTimeout: 30 * time.Second}},
@@ -227,10 +234,13 @@ func (g *globalFlags) socketConn() (*conn, error) {
 }
 
 // homeLink dials the engine of a home: its engine socket, else an engine
-// started in this process once the socket has no server (its file gone,
-// or refusing connections) and the home is free.
+// started in this process (by open) once the socket has no server (its
+// file gone, or refusing connections) and the home is free. Its clients
+// (a CLI command, a proxying conch mcp) thus outlive the engine they got
+// through, which may be another CLI command's that exits with it.
 type homeLink struct {
-	g *globalFlags
+	home string
+	open func() (*engine.Engine, *slog.Logger, error)
 
 	mu     sync.Mutex
 	mem    *memListener // the in-process engine's, once started
@@ -246,7 +256,7 @@ func (l *homeLink) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 		return mem.dial(ctx, "", "")
 	}
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", socketPath(l.g.home))
+	c, err := d.DialContext(ctx, "unix", socketPath(l.home))
 	if err == nil || !(errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)) {
 		return c, err
 	}
@@ -258,18 +268,14 @@ func (l *homeLink) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	if l.mem != nil {
 		return l.mem.dial(ctx, "", "")
 	}
-	opt, eerr := l.g.engineOptions()
-	if eerr != nil {
-		return nil, fmt.Errorf("%w (and no engine can start here: %v)", err, eerr)
-	}
 	// The engine that served the socket may still be letting go of the
 	// home, or another one may have just taken it and opens the socket
 	// shortly: either is waited for a few seconds, as connect does.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		eng, eerr := engine.New(opt)
+		eng, log, eerr := l.open()
 		if eerr == nil {
-			l.mem, l.stop = l.g.serveInProcess(eng, opt.Logger)
+			l.mem, l.stop = serveInProcess(eng, log)
 			return l.mem.dial(ctx, "", "")
 		}
 		if !errors.Is(eerr, engine.ErrHomeLocked) || time.Now().After(deadline) {
@@ -280,7 +286,7 @@ func (l *homeLink) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 			return nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
-		if c, err := d.DialContext(ctx, "unix", socketPath(l.g.home)); err == nil {
+		if c, err := d.DialContext(ctx, "unix", socketPath(l.home)); err == nil {
 			return c, nil
 		}
 	}
@@ -309,7 +315,7 @@ func (l *homeLink) close() {
 // command's own client (the same handler; a socket path too long for
 // the kernel does not matter to it).
 func (g *globalFlags) inProcess(eng *engine.Engine, log *slog.Logger) (*conn, error) {
-	mem, stop := g.serveInProcess(eng, log)
+	mem, stop := serveInProcess(eng, log)
 	c, err := client.New(client.Options{
 		Gateway: "http://engine", Agent: g.agent, Workdir: g.workdir,
 		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: mem.dial}},
@@ -324,7 +330,7 @@ func (g *globalFlags) inProcess(eng *engine.Engine, log *slog.Logger) (*conn, er
 // serveInProcess serves eng's API on the home's engine socket and on an
 // in-memory listener, and returns that listener and the stopper of both
 // and of eng.
-func (g *globalFlags) serveInProcess(eng *engine.Engine, log *slog.Logger) (*memListener, func()) {
+func serveInProcess(eng *engine.Engine, log *slog.Logger) (*memListener, func()) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
