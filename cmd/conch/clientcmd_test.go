@@ -725,49 +725,83 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestMCPOutlivesTheCLIEngineItProxiesTo: a `conch mcp` started while a
-// CLI command holds the home proxies to that command's in-process engine;
-// when the command exits, the agent's tools keep working (the proxy starts
-// an engine of its own) and the session started before is still there.
-func TestMCPOutlivesTheCLIEngineItProxiesTo(t *testing.T) {
-	home := newHome(t, "")
-	gate := filepath.Join(t.TempDir(), "go")
-	t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) })
-	holder := exec.Command(conchBin, "exec", "--home", home, "--", "while [ ! -e "+gate+" ]; do sleep 0.05; done")
-	holder.Env = cliEnv()
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
+// TestMCPOutlivesTheEngineItProxiesTo: a `conch mcp` started on a held
+// home proxies to the holder's engine. Generated over the holders: when a
+// CLI command or another `conch mcp` holds it and exits, the agent's tools
+// keep working (the proxy starts an engine of its own) and the session
+// started before is still there; when a `conch serve` stops, the proxy
+// does not take the home, so the gateway starts again and serves it.
+func TestMCPOutlivesTheEngineItProxiesTo(t *testing.T) {
+	for _, holder := range []string{"cli", "mcp", "serve"} {
+		t.Run(holder, func(t *testing.T) {
+			home := newHome(t, "")
+			var release func()
+			switch holder {
+			case "cli":
+				gate := filepath.Join(t.TempDir(), "go")
+				t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) })
+				h := exec.Command(conchBin, "exec", "--home", home, "--", "while [ ! -e "+gate+" ]; do sleep 0.05; done")
+				h.Env = cliEnv()
+				if err := h.Start(); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				go func() { done <- h.Wait() }()
+				release = func() {
+					os.WriteFile(gate, nil, 0o600)
+					select {
+					case err := <-done:
+						if err != nil {
+							t.Fatalf("CLI: %v", err)
+						}
+					case <-time.After(slow(30 * time.Second)):
+						t.Fatal("the CLI does not exit")
+					}
+				}
+			case "mcp":
+				h := startConch(t, home)
+				release = func() { h.close() }
+			case "serve":
+				g := startGateway(t, home)
+				release = g.stop
+			}
+			eventually(t, 10*time.Second, func() string {
+				if !socketServes(filepath.Join(home, "run", "engine.sock")) {
+					return "the holder does not serve the engine socket yet"
+				}
+				return ""
+			})
+			c := startConch(t, home)
+			bg := c.exec(map[string]any{"command": "echo before; sleep 60", "background": true})
+			id := bg.str("sessionId")
+			if id == "" {
+				t.Fatalf("background exec through the holder's engine: %+v", bg)
+			}
+			t.Cleanup(func() { exec.Command(conchBin, "kill", "--home", home, id).Run() })
+			release()
+			eventually(t, 10*time.Second, func() string {
+				if socketServes(filepath.Join(home, "run", "engine.sock")) {
+					return "the holder's socket still answers"
+				}
+				return ""
+			})
+			r := c.exec(map[string]any{"command": "echo after-the-holder"})
+			if holder == "serve" {
+				if !r.IsError || strings.Contains(r.Text, "after-the-holder") {
+					t.Fatalf("exec after the gateway stopped: %q", r.Text)
+				}
+				// The proxy kept out of the home: the gateway starts again,
+				// and the proxy reaches it.
+				startGateway(t, home)
+				r = c.exec(map[string]any{"command": "echo after-the-holder"})
+			}
+			if !strings.Contains(r.Text, "after-the-holder") {
+				t.Fatalf("exec after the holder exited: %q", r.Text)
+			}
+			p := c.process(map[string]any{"action": "log", "sessionId": id})
+			if !strings.Contains(p.Text, "before") {
+				t.Fatalf("log of the session started before: %q", p.Text)
+			}
+		})
 	}
-	holderDone := make(chan error, 1)
-	go func() { holderDone <- holder.Wait() }()
-	eventually(t, 10*time.Second, func() string {
-		if !socketServes(filepath.Join(home, "run", "engine.sock")) {
-			return "the CLI does not serve the engine socket yet"
-		}
-		return ""
-	})
-	c := startConch(t, home)
-	bg := c.exec(map[string]any{"command": "echo before; sleep 60", "background": true})
-	id := bg.str("sessionId")
-	if id == "" {
-		t.Fatalf("background exec through the CLI's engine: %+v", bg)
-	}
-	os.WriteFile(gate, nil, 0o600)
-	select {
-	case err := <-holderDone:
-		if err != nil {
-			t.Fatalf("CLI: %v", err)
-		}
-	case <-time.After(slow(30 * time.Second)):
-		t.Fatal("the CLI does not exit")
-	}
-	r := c.exec(map[string]any{"command": "echo after-the-cli"})
-	if !strings.Contains(r.Text, "after-the-cli") {
-		t.Fatalf("exec after the CLI exited: %q", r.Text)
-	}
-	p := c.process(map[string]any{"action": "log", "sessionId": id})
-	if !strings.Contains(p.Text, "before") {
-		t.Fatalf("log of the session started before: %q", p.Text)
-	}
-	c.process(map[string]any{"action": "kill", "sessionId": id})
 }

@@ -235,7 +235,8 @@ func (g *globalFlags) socketConn() (*conn, error) {
 
 // homeLink dials the engine of a home: its engine socket, else an engine
 // started in this process (by open) once the socket has no server (its
-// file gone, or refusing connections) and the home is free. Its clients
+// file gone, or refusing connections), the home is free and its last
+// holder was not a conch serve (which is expected back). Its clients
 // (a CLI command, a proxying conch mcp) thus outlive the engine they got
 // through, which may be another CLI command's that exits with it.
 type homeLink struct {
@@ -268,6 +269,11 @@ func (l *homeLink) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	if l.mem != nil {
 		return l.mem.dial(ctx, "", "")
 	}
+	if lastHolder(l.home) == "serve" {
+		// A gateway is stopped to be started again (a restart, an
+		// upgrade): taking its home would keep it from starting.
+		return nil, err
+	}
 	// The engine that served the socket may still be letting go of the
 	// home, or another one may have just taken it and opens the socket
 	// shortly: either is waited for a few seconds, as connect does.
@@ -290,6 +296,14 @@ func (l *homeLink) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 			return c, nil
 		}
 	}
+}
+
+// lastHolder is the kind of process ("serve", "mcp", "cli") that holds the
+// home's engine lock or held it last, from the lock file's record.
+func lastHolder(home string) string {
+	b, _ := os.ReadFile(filepath.Join(home, "run", "engine.lock"))
+	_, mode, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	return mode
 }
 
 // transportError reports whether err is a failure to reach the engine or
