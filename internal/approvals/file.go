@@ -442,6 +442,14 @@ func mergeExtra(a, b map[string]json.RawMessage) map[string]json.RawMessage {
 // patternKey is the form in which two patterns are the same entry: trimmed, lower-cased.
 func patternKey(p string) string { return strings.ToLower(strings.TrimSpace(p)) }
 
+// InvalidError is a file that [Save] or [Update] refused to write because
+// it is not valid (the caller's mistake), as opposed to a failure to write
+// it (the machine's).
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
 // validate checks what a write must not get wrong.
 func (f *File) validate() error {
 	if f.Version != 1 {
@@ -679,7 +687,7 @@ func Save(home string, f *File, baseHash string) error {
 func SaveRecorded(home string, f *File, baseHash string, record func(old, new *File)) error {
 	f.normalize()
 	if err := f.validate(); err != nil {
-		return fmt.Errorf("save approvals file: %w", err)
+		return fmt.Errorf("save approvals file: %w", &InvalidError{Err: err})
 	}
 	data, err := f.Encode()
 	if err != nil {
@@ -759,7 +767,7 @@ func UpdateRecorded(home string, fn func(*File) error, record func(old, new *Fil
 		}
 		f.normalize()
 		if err := f.validate(); err != nil {
-			return err
+			return &InvalidError{Err: err}
 		}
 		data, err := f.Encode()
 		if err != nil {
