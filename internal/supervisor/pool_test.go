@@ -210,6 +210,12 @@ func TestPoolHostGone(t *testing.T) {
 	if b == a {
 		t.Fatalf("a session went to the dead host %d", a)
 	}
+	p.mu.Lock()
+	current := p.host
+	p.mu.Unlock()
+	if current == nil || current.PID() != b {
+		t.Fatalf("the session after the host's death ran in supervisor %d, not in a new host", b)
+	}
 	if w.count() == 0 {
 		t.Error("a dead host was replaced without a warning")
 	}
