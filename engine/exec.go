@@ -439,10 +439,10 @@ func (e *Engine) commit(spec supervisor.Spec) (*supervisor.Handle, error) {
 	return e.pool.Start(spec)
 }
 
-// hostGone waits for h to exit, then writes the end state the engine has
-// of any of its sessions whose exit.json the host did not write (a host
-// writes it late, and one that crashed meanwhile would leave the next
-// engine start to find the session lost).
+// hostGone is called by the pool once h has exited: it writes the end
+// state the engine has of any of its sessions whose exit.json the host
+// did not write (a host writes it late, and one that crashed meanwhile
+// would leave the next engine start to find the session lost).
 func (e *Engine) hostGone(h *supervisor.Host) {
 	<-h.Exited()
 	pid := h.PID()
