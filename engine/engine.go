@@ -369,12 +369,12 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
-	if p := e.login.Load(); p != nil {
-		p.Stop() // a probe still running does not outlive the engine
-	}
 	// The spare exits; hosts take no more sessions and exit once theirs
 	// have ended.
 	e.pool.Close()
+	if p := e.login.Load(); p != nil {
+		p.Stop() // a probe still running does not outlive the engine
+	}
 	running := e.sessions.Select(startedRunning)
 	e.mu.Unlock()
 	if !e.conf().Survive() {
