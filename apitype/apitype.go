@@ -11,9 +11,12 @@
 package apitype
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,7 +115,59 @@ func fields(raw []byte, known map[string]bool) (map[string]json.RawMessage, *Err
 		sort.Strings(unknown)
 		return nil, Errorf(CodeInvalidArgument, "Unknown parameter %q.", unknown[0])
 	}
+	// A name repeated within one object has no single meaning (Go keeps
+	// the last value, other readers the first): refused, at any depth.
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // numbers beyond float64 are the range check's
+	if top, key, err := duplicateKey(dec, "", 0); err != nil {
+		return nil, Errorf(CodeInvalidArgument, "Invalid arguments: expected a JSON object (%v).", err)
+	} else if key != "" {
+		if top == key {
+			return nil, Errorf(CodeInvalidArgument, "Duplicate parameter %q.", key)
+		}
+		return nil, Errorf(CodeInvalidArgument, "Invalid parameter %q: duplicate key %q.", top, key)
+	}
 	return m, nil
+}
+
+// duplicateKey reads one JSON value from dec and returns the first name
+// repeated within one of its objects, with the top-level member it is
+// in (top is the name itself at depth 0).
+func duplicateKey(dec *json.Decoder, top string, depth int) (string, string, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", "", err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return "", "", nil
+	}
+	var seen map[string]bool
+	if d == '{' {
+		seen = map[string]bool{}
+	}
+	for dec.More() {
+		t := top
+		if seen != nil {
+			kt, err := dec.Token()
+			if err != nil {
+				return "", "", err
+			}
+			k, _ := kt.(string)
+			if depth == 0 {
+				t = k
+			}
+			if seen[k] {
+				return t, k, nil
+			}
+			seen[k] = true
+		}
+		if t2, k2, err := duplicateKey(dec, t, depth+1); err != nil || k2 != "" {
+			return t2, k2, err
+		}
+	}
+	_, err = dec.Token() // the closing delimiter
+	return "", "", err
 }
 
 func typeErr(name, want string) *Error {
@@ -177,17 +232,36 @@ func decodeNumber(m map[string]json.RawMessage, name string, strs bool, rng *Ran
 			}
 			return Errorf(CodeInvalidArgument, "Invalid parameter %q: expected %s, not a string (got %q).", name, want, s)
 		}
-		v, perr := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if errors.Is(perr, strconv.ErrRange) {
-			perr = nil
-		}
-		if perr != nil {
+		v, ok := numericString(s)
+		if !ok {
 			return typeErr(name, "a number")
 		}
 		f = v
 	}
 	*dst = &f
 	return nil
+}
+
+var (
+	decimalRE   = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+	nonFiniteRE = regexp.MustCompile(`^(?i)[+-]?(nan|inf|infinity)$`)
+)
+
+// numericString reads a number sent as text (exec's numeric strings, an
+// HTTP query parameter): surrounding spaces, then a decimal number or a
+// spelling of NaN or an infinity (which the range check then refuses,
+// naming the range), a decimal too large for a double being ±Inf. The
+// rest of ParseFloat's syntax ("1_000", "0x1p4") is not a number here.
+func numericString(s string) (float64, bool) {
+	s = strings.TrimSpace(s)
+	if !decimalRE.MatchString(s) && !nonFiniteRE.MatchString(s) {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	return v, true
 }
 
 // unitWord spells out a range tag's unit for messages.
@@ -206,8 +280,70 @@ func decodeStrings(m map[string]json.RawMessage, name string, dst *[]string) *Er
 	if !ok || isNull(r) {
 		return nil
 	}
-	if err := json.Unmarshal(r, dst); err != nil {
+	if !stringArray(r, dst) {
 		return typeErr(name, "an array of strings")
+	}
+	return nil
+}
+
+// stringArray decodes a JSON array of strings; a null element (which
+// Go's decoder would make "") is refused.
+func stringArray(r json.RawMessage, dst *[]string) bool {
+	var ps []*string
+	if json.Unmarshal(r, &ps) != nil {
+		return false
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		if p == nil {
+			return false
+		}
+		out[i] = *p
+	}
+	*dst = out
+	return true
+}
+
+// stringMap decodes a JSON object of strings; a null value (which Go's
+// decoder would make "") is refused.
+func stringMap(r json.RawMessage, dst *map[string]string) bool {
+	var ps map[string]*string
+	if json.Unmarshal(r, &ps) != nil {
+		return false
+	}
+	out := make(map[string]string, len(ps))
+	for k, p := range ps {
+		if p == nil {
+			return false
+		}
+		out[k] = *p
+	}
+	*dst = out
+	return true
+}
+
+// CheckEnums checks every string field of the struct v points to that has
+// an `enum:"a,b,c"` tag: an empty value is absent; any other is trimmed,
+// lower-cased and must be one of the listed values, which replaces it.
+func CheckEnums(v any) *Error {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer {
+		rv = rv.Elem()
+	}
+	t := rv.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, ok := f.Tag.Lookup("enum")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		fv := rv.Field(i)
+		l, e := enum(name, fv.String(), strings.Split(tag, ",")...)
+		if e != nil {
+			return e
+		}
+		fv.SetString(l)
 	}
 	return nil
 }
@@ -226,25 +362,54 @@ func enum(name, v string, allowed ...string) (string, *Error) {
 	return "", Errorf(CodeInvalidArgument, "Invalid %s %q: expected one of %s.", name, v, strings.Join(allowed, ", "))
 }
 
-// httpStatus maps error codes to HTTP statuses (interfaces.md §3.3).
-var httpStatus = map[string]int{
-	"invalid_argument": 400,
-	"preflight":        422, "invalid_patch": 422, "context_not_found": 422,
-	"unauthenticated": 401,
-	"forbidden":       403, "denied": 403, "host_not_allowed": 403, "security_violation": 403,
-	"elevated_unavailable": 403, "node_not_allowed": 403, "path_outside_workspace": 403,
-	"not_found": 404, "node_unknown": 404,
-	"conflict": 409, "idempotency_conflict": 409, "node_ambiguous": 409, "already_resolved": 409, "invalid_state": 409,
-	"quota_exceeded": 429, "rate_limited": 429,
-	"sandbox_unavailable": 503, "node_unavailable": 503, "unavailable": 503, "home_unwritable": 503,
-	"timeout":   504,
-	"disk_full": 507,
+// More error codes: of the engine's gates (preflight, denied, approvals,
+// idempotency, quotas) and of the HTTP API (authentication, conflicts).
+const (
+	CodePreflight           = "preflight"
+	CodeUnauthenticated     = "unauthenticated"
+	CodeDenied              = "denied"
+	CodeConflict            = "conflict"
+	CodeIdempotencyConflict = "idempotency_conflict"
+	CodeAlreadyResolved     = "already_resolved"
+	CodeRateLimited         = "rate_limited"
+	CodeTimeout             = "timeout"
+	CodeApprovalFailed      = "approval_failed"
+)
+
+// codeStatus is the one list of error codes, each with its HTTP status
+// (interfaces.md §3.3, docs/gateway.md). A test parses this package and
+// fails on a Code constant missing here, and on a code the rest of the
+// module sends that is not here.
+var codeStatus = map[string]int{
+	CodeInvalidArgument: 400,
+	CodePreflight:       422, CodeInvalidPatch: 422, CodeContext: 422,
+	CodeUnauthenticated: 401,
+	CodeForbidden:       403, CodeDenied: 403, CodeHostNotAllowed: 403, CodeSecurity: 403,
+	CodeElevatedUnavail: 403, CodeNodeNotAllowed: 403, CodeOutside: 403,
+	CodeNotFound: 404, CodeNodeUnknown: 404,
+	CodeConflict: 409, CodeIdempotencyConflict: 409, CodeNodeAmbiguous: 409, CodeAlreadyResolved: 409, CodeInvalidState: 409,
+	CodeQuotaExceeded: 429, CodeRateLimited: 429,
+	CodeSandboxUnavail: 503, CodeNodeUnavailable: 503, CodeUnavailable: 503, CodeHomeUnwritable: 503,
+	CodeTimeout:  504,
+	CodeDiskFull: 507,
+	// 500
+	CodeApprovalFailed: 500, CodeIOError: 500, CodeInternal: 500, CodeSpawnFailed: 500, CodePatchAborted: 500,
 }
 
-// HTTPStatus returns the HTTP status of an error code; unknown codes
-// (approval_failed, io_error, internal, …) are 500.
+// Codes returns every error code, sorted.
+func Codes() []string {
+	out := make([]string, 0, len(codeStatus))
+	for c := range codeStatus {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// HTTPStatus returns the HTTP status of an error code; codes not in
+// Codes are 500.
 func HTTPStatus(code string) int {
-	if s, ok := httpStatus[code]; ok {
+	if s, ok := codeStatus[code]; ok {
 		return s
 	}
 	return 500

@@ -8,7 +8,8 @@ import (
 
 // ExecParams are the parameters of the exec tool (exec.md §1). Optional
 // fields are pointers or empty strings when absent; the engine applies
-// defaults and clamps.
+// defaults and clamps. An `enum` tag lists a string's values (matched
+// case-insensitively and lower-cased by CheckEnums).
 type ExecParams struct {
 	Command        string            `json:"command"`
 	Workdir        string            `json:"workdir,omitempty"`
@@ -17,9 +18,9 @@ type ExecParams struct {
 	Background     *bool             `json:"background,omitempty"`
 	Timeout        *float64          `json:"timeout,omitempty" range:"0,31536000,unit=s"` // 0: none
 	PTY            *bool             `json:"pty,omitempty"`
-	Host           string            `json:"host,omitempty"`     // sandbox | gateway | node (lower-cased)
-	Security       string            `json:"security,omitempty"` // deny | allowlist | full
-	Ask            string            `json:"ask,omitempty"`      // off | on-miss | always
+	Host           string            `json:"host,omitempty" enum:"sandbox,gateway,node"`
+	Security       string            `json:"security,omitempty" enum:"deny,allowlist,full"`
+	Ask            string            `json:"ask,omitempty" enum:"off,on-miss,always"`
 	Node           string            `json:"node,omitempty"`
 	Elevated       *bool             `json:"elevated,omitempty"`
 	IdempotencyKey string            `json:"idempotencyKey,omitempty"`
@@ -67,7 +68,7 @@ func ParseExecParams(raw []byte) (ExecParams, *Error) {
 	}
 	p.Workdir = strings.TrimSpace(p.Workdir)
 	if r, ok := m["env"]; ok && !isNull(r) {
-		if err := json.Unmarshal(r, &p.Env); err != nil {
+		if !stringMap(r, &p.Env) {
 			return p, typeErr("env", "an object of strings")
 		}
 	}
@@ -111,17 +112,10 @@ func ParseExecParams(raw []byte) (ExecParams, *Error) {
 	default:
 		p.Timeout = t2
 	}
-	var err *Error
-	if p.Host, err = enum("host", p.Host, "sandbox", "gateway", "node"); err != nil {
-		return p, err
+	if e := CheckEnums(&p); e != nil {
+		return p, e
 	}
-	if p.Security, err = enum("security", p.Security, "deny", "allowlist", "full"); err != nil {
-		return p, err
-	}
-	if p.Ask, err = enum("ask", p.Ask, "off", "on-miss", "always"); err != nil {
-		return p, err
-	}
-	if _, ok := m["idempotencyKey"]; ok && !idempotencyKeyRE.MatchString(p.IdempotencyKey) {
+	if r, ok := m["idempotencyKey"]; ok && !isNull(r) && !idempotencyKeyRE.MatchString(p.IdempotencyKey) {
 		return p, Errorf(CodeInvalidArgument, "Invalid idempotencyKey: use 1-128 characters of [A-Za-z0-9._:-].")
 	}
 	if e := CheckRanges(&p, ""); e != nil {

@@ -38,7 +38,17 @@ const (
 	// the node's file no longer has (reload and retry); its message keeps
 	// the INVALID_REQUEST prefix too.
 	NodeApprovalsConflict = "APPROVALS_CONFLICT"
+	// NodeUnauthorized: the gateway refused a node's hello (bad
+	// signature, unknown or revoked key, a pod token that did not verify).
+	NodeUnauthorized = "UNAUTHORIZED"
 )
+
+// NodeCodes lists every error code of node frames (a test keeps it equal
+// to the constants above).
+func NodeCodes() []string {
+	return []string{NodeApprovalsConflict, NodeInvalidRequest, NodeRunDenied, NodeRunDisabled,
+		NodeSessionIDInUse, NodeUnauthorized, NodeUnavailable}
+}
 
 // NodeHello is the node's node.hello request.
 type NodeHello struct {

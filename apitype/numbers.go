@@ -1,7 +1,6 @@
 package apitype
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -259,8 +258,8 @@ func ParseQuery(name, s string) (int64, *Error) {
 		if r.Field != name {
 			continue
 		}
-		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil && !errors.Is(err, strconv.ErrRange) {
+		f, ok := numericString(s)
+		if !ok {
 			return 0, Errorf(CodeInvalidArgument, "Invalid parameter %q: expected an integer in %s.", name, r)
 		}
 		if e := r.Check(f); e != nil {

@@ -26,7 +26,7 @@ type ProcessParams struct {
 	Limit      *float64 `json:"limit,omitempty" range:"0,9007199254740992,int,unit=lines"`
 	Since      *float64 `json:"since,omitempty" range:"0,9007199254740992,int,unit=bytes"`
 	Raw        *bool    `json:"raw,omitempty"`
-	Stream     string   `json:"stream,omitempty"`
+	Stream     string   `json:"stream,omitempty" enum:"both,stdout,stderr"`
 	Timeout    *float64 `json:"timeout,omitempty" range:"0,600000,unit=ms;poll=0,120000"`
 	Until      []string `json:"until,omitempty"`
 	UntilArray bool     `json:"-"` // until was given as an array
@@ -123,15 +123,14 @@ func ParseProcessParams(raw []byte) (ProcessParams, *Error) {
 		var one string
 		if json.Unmarshal(r, &one) == nil {
 			p.Until = []string{one}
-		} else if json.Unmarshal(r, &p.Until) == nil {
+		} else if stringArray(r, &p.Until) {
 			p.UntilArray = true
 		} else {
 			return p, typeErr("until", "a string or an array of strings")
 		}
 	}
-	var err *Error
-	if p.Stream, err = enum("stream", p.Stream, "both", "stdout", "stderr"); err != nil {
-		return p, err
+	if e := CheckEnums(&p); e != nil {
+		return p, e
 	}
 	if e := CheckRanges(&p, p.Action); e != nil {
 		return p, e

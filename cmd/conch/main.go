@@ -13,7 +13,7 @@ import (
 	"os"
 
 	conchcli "github.com/conchsh/conch/internal/cli"
-	"github.com/conchsh/conch/internal/sandbox"
+	"github.com/conchsh/conch/internal/sandbox/initproc"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -28,7 +28,7 @@ func run(args []string) int {
 		case "supervise":
 			return supervisor.Main(args[1:])
 		case "sandbox-init":
-			return sandbox.InitMain(args[1:])
+			return initproc.InitMain(args[1:])
 		}
 	}
 	return conchcli.Main(args, os.Stdin, os.Stdout, os.Stderr)

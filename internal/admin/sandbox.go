@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/sandbox"
+	_ "github.com/conchsh/conch/internal/sandbox/backends" // sandbox.For and New know every backend
 )
 
 // SandboxAgent is one agent's sandbox in `conch sandbox status`.
@@ -30,6 +32,16 @@ type SandboxStatus struct {
 	LandlockABI int                 `json:"landlockAbi"`
 	Containers  []sandbox.Container `json:"containers"`
 	DockerError string              `json:"dockerError,omitempty"`
+}
+
+// dockerBackend returns a new docker backend, its availability probed
+// afresh by each operator command.
+func dockerBackend() (sandbox.Containers, error) {
+	d, ok := sandbox.New("docker", config.SandboxSettings{}).(sandbox.Containers)
+	if !ok {
+		return nil, errors.New("the docker sandbox backend is not built into this program")
+	}
+	return d, nil
 }
 
 func sandboxAgents(cfg *config.Config) []string {
@@ -65,8 +77,9 @@ func SandboxStatusOf(ctx context.Context, home string) (SandboxStatus, error) {
 		}
 		st.Agents = append(st.Agents, row)
 	}
-	d := &sandbox.Docker{}
-	if err := d.Available(ctx); err != nil {
+	if d, err := dockerBackend(); err != nil {
+		st.DockerError = err.Error()
+	} else if err := d.Available(ctx); err != nil {
 		st.DockerError = err.Error()
 	} else if cs, err := d.List(ctx); err != nil {
 		st.DockerError = err.Error()
@@ -80,7 +93,10 @@ func SandboxStatusOf(ctx context.Context, home string) (SandboxStatus, error) {
 // every scope with all), so the next run creates it with the current
 // configuration. It returns the containers removed.
 func SandboxRecreate(ctx context.Context, home, agent string, all bool) ([]string, error) {
-	d := &sandbox.Docker{}
+	d, err := dockerBackend()
+	if err != nil {
+		return nil, err
+	}
 	if err := d.Available(ctx); err != nil {
 		return nil, fmt.Errorf("docker: %w (only docker sandboxes are recreated; bwrap and landlock sandboxes are made fresh for every run)", err)
 	}
@@ -94,7 +110,7 @@ func SandboxRecreate(ctx context.Context, home, agent string, all bool) ([]strin
 	}
 	want := ""
 	if !all {
-		want = sandbox.ContainerName(cfg.SandboxFor(agent).Scope)
+		want = d.ContainerName(cfg.SandboxFor(agent).Scope)
 	}
 	removed := []string{}
 	for _, c := range cs {
@@ -110,7 +126,10 @@ func SandboxRecreate(ctx context.Context, home, agent string, all bool) ([]strin
 
 // SandboxPrune removes idle or old docker sandboxes now (hosts.md §3.3).
 func SandboxPrune(ctx context.Context, home string) ([]string, error) {
-	d := &sandbox.Docker{}
+	d, err := dockerBackend()
+	if err != nil {
+		return nil, err
+	}
 	if err := d.Available(ctx); err != nil {
 		return nil, fmt.Errorf("docker: %w (nothing to prune: bwrap and landlock keep no containers)", err)
 	}

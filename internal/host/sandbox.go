@@ -9,6 +9,8 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/sandbox"
+	_ "github.com/conchsh/conch/internal/sandbox/backends" // sandbox.For knows every backend
+	"github.com/conchsh/conch/internal/sandbox/docker"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -115,7 +117,7 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 		CttyInside: backend.Name() == "bwrap" && pl.PTY,
 		Files:      run.Files,
 	}
-	if d, ok := backend.(*sandbox.Docker); ok {
+	if d, ok := backend.(*docker.Docker); ok {
 		// Docker enforces the limits on the container; its processes are
 		// outside the session cgroup, so the kill runs inside too.
 		pl.Sandbox.MemoryBytes, pl.Sandbox.Pids, pl.Sandbox.CPUs = 0, 0, 0

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/conchsh/conch/internal/fsutil"
 	"io"
 	"io/fs"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/conchsh/conch/internal/fsutil"
 )
 
 // Git on the host reads a repository's git directory as configuration
@@ -113,9 +114,9 @@ func GitProtected(home, ws, access string) ([]string, error) {
 			refs = append(refs, ref{inc, false})
 		}
 		for _, r := range refs {
-			prel, inside := within(ws, filepath.Clean(r.p))
+			prel, inside := Within(ws, filepath.Clean(r.p))
 			if real, err := filepath.EvalSymlinks(r.p); err == nil {
-				if prel, inside = within(wsReal, real); inside && prel != "." {
+				if prel, inside = Within(wsReal, real); inside && prel != "." {
 					add(prel)
 				}
 				continue
@@ -159,7 +160,7 @@ func GitProtected(home, ws, access string) ([]string, error) {
 			// outside the workspace is not in the sandbox at all.
 			if target, ok := gitFileTarget(p); ok {
 				if real, err := filepath.EvalSymlinks(target); err == nil {
-					if trel, inside := within(wsReal, real); inside && trel != "." {
+					if trel, inside := Within(wsReal, real); inside && trel != "." {
 						if fi, err := os.Lstat(real); err == nil && fi.IsDir() {
 							gitdir(trel)
 						}
@@ -203,7 +204,7 @@ func GitProtected(home, ws, access string) ([]string, error) {
 		seen, file := loadSeen(home, wsReal)
 		for _, g := range seen {
 			// Still there, at a real path: a .git of the workspace.
-			if filepath.Base(g) != ".git" || realBelow(ws, g) != nil {
+			if filepath.Base(g) != ".git" || RealBelow(ws, g) != nil {
 				continue
 			}
 			if err := visit(filepath.Dir(g)); err != nil {

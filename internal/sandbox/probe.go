@@ -73,7 +73,7 @@ func ProbeFile(pid int, cwd, path string) bool {
 // (or the URL's port) must be listening on the address or a wildcard. No
 // HTTP request is made then.
 func ProbeNet(pid int, kind, arg string) bool {
-	ok, err := inNetns(pid, func() bool { return probeDirect(kind, arg) })
+	ok, err := inNetns(pid, func() bool { return ProbeDirect(kind, arg) })
 	if err == nil {
 		return ok
 	}
@@ -191,10 +191,10 @@ func inNetns(pid int, f func() bool) (bool, error) {
 	return r.ok, r.err
 }
 
-// probeDirect dials from the calling thread only (no resolver or
+// ProbeDirect dials from the calling thread only (no resolver or
 // transport goroutines, which could run in another namespace): kind port
 // takes "host:port", kind http a URL.
-func probeDirect(kind, arg string) bool {
+func ProbeDirect(kind, arg string) bool {
 	switch kind {
 	case "port":
 		c, err := dialHere(arg)

@@ -43,7 +43,7 @@ func TestProbeHTTPSHandshakeDeadline(t *testing.T) {
 	url := "https://" + ln.Addr().String() + "/"
 	done := make(chan bool, 1)
 	start := time.Now()
-	go func() { done <- probeDirect("http", url) }()
+	go func() { done <- ProbeDirect("http", url) }()
 	select {
 	case ok := <-done:
 		if ok {

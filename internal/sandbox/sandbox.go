@@ -1,7 +1,11 @@
 // Package sandbox builds the isolated environments behind exec
-// host=sandbox (hosts.md §2–§3): the bubblewrap backend (namespaces and
-// mounts, no daemon), the Landlock + seccomp fallback applied by a
-// re-exec'd `conch sandbox-init`, and the docker backend. A backend only
+// host=sandbox (hosts.md §2–§3). This package holds what every backend
+// shares: the Backend interface and the registry behind For, the
+// workspace and bind checks, the host/sandbox path view, git protection,
+// the seccomp program and the probes run in a sandbox's namespaces. The
+// backends are its subpackages: bwrap (namespaces and mounts, no
+// daemon), landlock (Landlock + seccomp applied by a re-exec'd `conch
+// sandbox-init`) and docker; initproc is `conch sandbox-init` itself. A backend only
 // builds the argv the session supervisor runs; the supervisor keeps doing
 // what it does for every session (PTY, journal, cgroup containment,
 // timeouts, kill), so every exec and process feature works the same
@@ -86,7 +90,7 @@ func NewView(workspace string, s config.SandboxSettings, backend string) View {
 // MapIn maps a host path to the sandbox's view; ok is false outside the
 // workspace.
 func (v View) MapIn(host string) (string, bool) {
-	rel, ok := within(v.Host, host)
+	rel, ok := Within(v.Host, host)
 	if !ok {
 		return "", false
 	}
@@ -96,14 +100,16 @@ func (v View) MapIn(host string) (string, bool) {
 // MapOut maps a sandbox path back to the host; ok is false outside the
 // workspace.
 func (v View) MapOut(inside string) (string, bool) {
-	rel, ok := within(v.Inside, inside)
+	rel, ok := Within(v.Inside, inside)
 	if !ok {
 		return "", false
 	}
 	return filepath.Join(v.Host, rel), true
 }
 
-func within(root, p string) (string, bool) {
+// Within returns p relative to root; ok is false when p is not root or
+// below it (lexically: no links are resolved).
+func Within(root, p string) (string, bool) {
 	rel, err := filepath.Rel(filepath.Clean(root), filepath.Clean(p))
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
 		return "", false
@@ -140,13 +146,13 @@ func WorkspaceSafe(home, workspace string) error {
 		if p == "" {
 			continue
 		}
-		if _, ok := within(ws, realpath(p)); ok {
+		if _, ok := Within(ws, realpath(p)); ok {
 			return fmt.Errorf("the workspace %s is or contains %s", workspace, p)
 		}
 	}
 	// Inside the conch home only the per-scope directories may be shown.
-	if _, ok := within(realpath(home), ws); ok {
-		if _, ok := within(filepath.Join(realpath(home), "sandboxes"), ws); !ok {
+	if _, ok := Within(realpath(home), ws); ok {
+		if _, ok := Within(filepath.Join(realpath(home), "sandboxes"), ws); !ok {
 			return fmt.Errorf("the workspace %s lies inside the conch home %s", workspace, home)
 		}
 	}
@@ -163,7 +169,7 @@ func CheckBind(home, src string) error {
 		return fmt.Errorf("bind source %s is refused", src)
 	}
 	for _, p := range []string{uh, home} {
-		if _, ok := within(s, realpath(p)); ok && p != "" {
+		if _, ok := Within(s, realpath(p)); ok && p != "" {
 			return fmt.Errorf("bind source %s contains %s", src, p)
 		}
 	}
@@ -177,16 +183,17 @@ func realpath(p string) string {
 	return filepath.Clean(p)
 }
 
-// probe caches an availability probe; failures are re-probed at most
+// Probe caches an availability probe; failures are re-probed at most
 // every 60 s (hosts.md §3.1).
-type probe struct {
+type Probe struct {
 	mu   sync.Mutex
 	done bool
 	err  error
 	at   time.Time
 }
 
-func (p *probe) get(ctx context.Context, f func() error) error {
+// Get returns the cached result, or runs f and caches it.
+func (p *Probe) Get(ctx context.Context, f func() error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done && (p.err == nil || time.Since(p.at) < 60*time.Second) {
@@ -202,10 +209,58 @@ func (p *probe) get(ctx context.Context, f func() error) error {
 	return p.err
 }
 
+// Factory makes a backend for settings. Key names what of the settings
+// an instance depends on ("" for none): For keeps one instance (and so
+// one availability probe) per name and key.
+type Factory struct {
+	New func(s config.SandboxSettings) Backend
+	Key func(s config.SandboxSettings) string
+}
+
 var (
-	bmu      sync.Mutex
-	backends = map[string]Backend{}
+	bmu       sync.Mutex
+	factories = map[string]Factory{}
+	backends  = map[string]Backend{}
 )
+
+// Register makes a backend known by name; each backend package calls it
+// from its init function (internal/sandbox/backends imports them all).
+func Register(name string, f Factory) {
+	bmu.Lock()
+	defer bmu.Unlock()
+	if _, dup := factories[name]; dup {
+		panic("sandbox: backend " + name + " registered twice")
+	}
+	factories[name] = f
+}
+
+// New returns a fresh backend of name for settings (its probes not yet
+// run), or nil when no backend of that name is registered.
+func New(name string, s config.SandboxSettings) Backend {
+	bmu.Lock()
+	f, ok := factories[name]
+	bmu.Unlock()
+	if !ok {
+		return nil
+	}
+	return f.New(s)
+}
+
+// Containers is a backend whose sandboxes outlive a run (docker): `conch
+// sandbox status`, `recreate` and `prune` manage them.
+type Containers interface {
+	Backend
+	// List returns the conch containers.
+	List(ctx context.Context) ([]Container, error)
+	// ContainerName is the name of scope's container.
+	ContainerName(scope string) string
+	// Prune removes containers idle longer than idle or older than
+	// maxAge and returns their names.
+	Prune(ctx context.Context, idle, maxAge time.Duration) ([]string, error)
+}
+
+// autoOrder is the order in which backend auto tries them.
+var autoOrder = []string{"bwrap", "docker", "landlock"}
 
 // For returns the backend for settings: the configured one, or for auto
 // the first available of bwrap, docker, landlock. The error explains why
@@ -214,22 +269,18 @@ func For(ctx context.Context, s config.SandboxSettings) (Backend, error) {
 	get := func(name string) Backend {
 		bmu.Lock()
 		defer bmu.Unlock()
+		f, ok := factories[name]
+		if !ok {
+			return nil
+		}
 		key := name
-		if name == "bwrap" {
-			key += ":" + s.BwrapPath
+		if f.Key != nil {
+			key += ":" + f.Key(s)
 		}
 		if b, ok := backends[key]; ok {
 			return b
 		}
-		var b Backend
-		switch name {
-		case "bwrap":
-			b = &Bwrap{Path: s.BwrapPath}
-		case "docker":
-			b = &Docker{}
-		case "landlock":
-			b = &Landlock{}
-		}
+		b := f.New(s)
 		backends[key] = b
 		return b
 	}
@@ -247,8 +298,12 @@ func For(ctx context.Context, s config.SandboxSettings) (Backend, error) {
 		return b, nil
 	}
 	var why []string
-	for _, n := range []string{"bwrap", "docker", "landlock"} {
+	for _, n := range autoOrder {
 		b := get(n)
+		if b == nil {
+			why = append(why, n+": not built into this program")
+			continue
+		}
 		err := b.Available(ctx)
 		if err == nil {
 			return b, nil

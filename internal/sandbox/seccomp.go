@@ -1,12 +1,7 @@
 package sandbox
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
-	"github.com/conchsh/conch/internal/fsutil"
-	"os"
-	"path/filepath"
 	"runtime"
 	"unsafe"
 
@@ -42,11 +37,11 @@ var DeniedSyscalls = []string{
 const namespaceFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
 	unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
 
-// filterProgram assembles the sandbox's seccomp program. denyFamilies are
+// FilterProgram assembles the sandbox's seccomp program. denyFamilies are
 // socket(2) address families that fail with EPERM. System calls of
 // another architecture (the 32-bit entry points of a 64-bit kernel,
 // int 0x80) fail with ENOSYS: the numbers below are the native ones.
-func filterProgram(denyFamilies []uint64) ([]bpf.RawInstruction, error) {
+func FilterProgram(denyFamilies []uint64) ([]bpf.RawInstruction, error) {
 	groups := []seccomp.SyscallGroup{{Action: seccomp.ActionErrno, Names: DeniedSyscalls},
 		{Action: seccomp.ActionErrno, NamesWithCondtions: []seccomp.NameWithConditions{{Name: "clone",
 			Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: namespaceFlags}}}}},
@@ -86,47 +81,9 @@ func nativeArch() uint32 {
 		"386": unix.AUDIT_ARCH_I386, "arm": unix.AUDIT_ARCH_ARM, "loong64": unix.AUDIT_ARCH_LOONGARCH64}[runtime.GOARCH]
 }
 
-// BwrapFilter is the seccomp program (struct sock_filter[]) bwrap loads
-// with --seccomp for a run with or without network.
-func BwrapFilter(home string, network bool) string {
-	name := "bwrap-nonet.bpf"
-	if network {
-		name = "bwrap-net.bpf"
-	}
-	return filepath.Join(home, "sandboxes", name)
-}
-
-// writeBwrapFilter writes BwrapFilter(home, network): the denied system
-// calls, and without network socket(AF_VSOCK), which ignores network
-// namespaces (in a VM it reaches the hypervisor's services).
-func writeBwrapFilter(home string, network bool) error {
-	var fams []uint64
-	if !network {
-		fams = append(fams, unix.AF_VSOCK)
-	}
-	raw, err := filterProgram(fams)
-	if err != nil {
-		return err
-	}
-	b := make([]byte, 8*len(raw))
-	for i, in := range raw {
-		binary.NativeEndian.PutUint16(b[8*i:], in.Op)
-		b[8*i+2], b[8*i+3] = in.Jt, in.Jf
-		binary.NativeEndian.PutUint32(b[8*i+4:], in.K)
-	}
-	p := BwrapFilter(home, network)
-	if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, b) {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
-	return fsutil.WriteFile(p, b, 0o600)
-}
-
-// loadFilter sets no_new_privs and loads raw on every thread of this
+// LoadFilter sets no_new_privs and loads raw on every thread of this
 // process.
-func loadFilter(raw []bpf.RawInstruction) error {
+func LoadFilter(raw []bpf.RawInstruction) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package sandbox
+package bwrap
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/conchsh/conch/internal/sandbox"
 )
 
 // A process of an earlier run that is still running writes the same
@@ -82,8 +84,8 @@ func checkMounts(ms []mountEntry, inside string, allow ...string) error {
 		if slices.Contains(allow, m.point) {
 			continue
 		}
-		rel, below := within(inside, m.point)
-		_, above := within(m.point, inside)
+		rel, below := sandbox.Within(inside, m.point)
+		_, above := sandbox.Within(m.point, inside)
 		if !below && !above {
 			continue
 		}
@@ -98,8 +100,8 @@ func checkMounts(ms []mountEntry, inside string, allow ...string) error {
 	return nil
 }
 
-// verifyMounts is `sandbox-init --verify-mounts INSIDE [--allow-mount P]...`.
-func verifyMounts(inside string, allow []string) error {
+// VerifyMounts is `sandbox-init --verify-mounts INSIDE [--allow-mount P]...`.
+func VerifyMounts(inside string, allow []string) error {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return err

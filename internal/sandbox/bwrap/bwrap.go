@@ -1,4 +1,11 @@
-package sandbox
+// Package bwrap is the bubblewrap sandbox backend: user, pid, ipc, uts,
+// cgroup, mount and (unless network=open) network namespaces, read-only
+// system binds and a seccomp program, no daemon. It holds both halves of
+// the backend: the argv the supervisor runs (Bwrap.Command), and the
+// steps `conch sandbox-init` performs for it (a root gateway's staged
+// idmapped mounts, RunStage; binds taken as descriptors below the
+// workspace, RunBeneath; the mount check inside, VerifyMounts).
+package bwrap
 
 import (
 	"context"
@@ -11,12 +18,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/sandbox"
 )
 
 // Bwrap is the bubblewrap backend (hosts.md §3.2).
 type Bwrap struct {
 	Path  string // "bwrap" (looked up on PATH) or an absolute path
-	probe probe
+	probe sandbox.Probe
 	bin   string
 	// fdBinds: this bwrap takes --bind-fd/--ro-bind-fd (beneath.go).
 	fdBinds bool
@@ -30,7 +40,7 @@ var ErrNoBwrap = errors.New("bubblewrap (bwrap) is not installed or not on PATH;
 
 // Available finds bwrap and runs a trial sandbox.
 func (b *Bwrap) Available(ctx context.Context) error {
-	return b.probe.get(ctx, func() error {
+	return b.probe.Get(ctx, func() error {
 		p := b.Path
 		if p == "" {
 			p = "bwrap"
@@ -54,11 +64,11 @@ func (b *Bwrap) Available(ctx context.Context) error {
 }
 
 // Prepare makes the scope home and the seccomp program.
-func (b *Bwrap) Prepare(ctx context.Context, r *Run) error {
-	if err := os.MkdirAll(filepath.Join(ScopeDir(r.Home, r.Settings.Scope), "home"), 0o700); err != nil {
+func (b *Bwrap) Prepare(ctx context.Context, r *sandbox.Run) error {
+	if err := os.MkdirAll(filepath.Join(sandbox.ScopeDir(r.Home, r.Settings.Scope), "home"), 0o700); err != nil {
 		return err
 	}
-	if staged(r.Settings.RunAsUID, r.Settings.RunAsGID) {
+	if sandbox.Staged(r.Settings.RunAsUID, r.Settings.RunAsGID) {
 		if err := os.MkdirAll(StageDir, 0o755); err != nil {
 			return err
 		}
@@ -70,7 +80,7 @@ func (b *Bwrap) Prepare(ctx context.Context, r *Run) error {
 func (b *Bwrap) Remove(ctx context.Context, scope string) error { return nil }
 
 // Layers implements Backend.
-func (b *Bwrap) Layers(r *Run) []string {
+func (b *Bwrap) Layers(r *sandbox.Run) []string {
 	l := []string{"bwrap", "userns", "pidns", "ipcns", "utsns", "cgroupns", "mountns"}
 	if r.Settings.Network != "open" {
 		l = append(l, "netns")
@@ -79,7 +89,7 @@ func (b *Bwrap) Layers(r *Run) []string {
 	if r.Settings.WorkspaceAccess == "rw" {
 		l = append(l, "git-"+r.Settings.GitAccess)
 	}
-	if staged(r.Settings.RunAsUID, r.Settings.RunAsGID) {
+	if sandbox.Staged(r.Settings.RunAsUID, r.Settings.RunAsGID) {
 		l = append(l, fmt.Sprintf("uid-%d", r.Settings.RunAsUID))
 	}
 	return l
@@ -91,7 +101,7 @@ var systemRO = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/l
 // Command builds the bwrap argv. It always asks bwrap to wait on fd 3
 // (--block-fd) so the supervisor can put the whole tree into its limit
 // cgroups before anything runs.
-func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
+func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 	bin := b.bin
 	if bin == "" {
 		if err := b.Available(context.Background()); err != nil {
@@ -100,15 +110,15 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 		bin = b.bin
 	}
 	s := r.Settings
-	view := NewView(r.Workspace, s, "bwrap")
+	view := sandbox.NewView(r.Workspace, s, "bwrap")
 	cwd, ok := view.MapIn(r.Cwd)
 	if !ok {
 		cwd = view.Inside
 	}
 	// A root gateway runs bwrap as sandbox.runAs (runas.go): the
 	// workspace, the scope home and the binary come from StageDir.
-	stage := staged(s.RunAsUID, s.RunAsGID)
-	src, home, exe := r.Workspace, filepath.Join(ScopeDir(r.Home, s.Scope), "home"), r.Exe
+	stage := sandbox.Staged(s.RunAsUID, s.RunAsGID)
+	src, home, exe := r.Workspace, filepath.Join(sandbox.ScopeDir(r.Home, s.Scope), "home"), r.Exe
 	if stage {
 		src, home, exe = filepath.Join(StageDir, "ws"), filepath.Join(StageDir, "home"), filepath.Join(StageDir, "conch")
 	}
@@ -122,8 +132,8 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 		a = append(a, "--ro-bind-try", d, d)
 	}
 	for _, x := range s.ROBinds {
-		src, dst := splitBind(x)
-		if err := CheckBind(r.Home, src); err != nil {
+		src, dst := sandbox.SplitBind(x)
+		if err := sandbox.CheckBind(r.Home, src); err != nil {
 			return nil, nil, err
 		}
 		a = append(a, "--ro-bind", src, dst)
@@ -140,7 +150,7 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 			a = append(a, "--tmpfs", p)
 		}
 	}
-	a = append(a, "--bind", home, InsideHome)
+	a = append(a, "--bind", home, sandbox.InsideHome)
 	mode := "--bind"
 	if s.WorkspaceAccess == "ro" {
 		mode = "--ro-bind"
@@ -162,8 +172,8 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 		}
 	}
 	if s.WorkspaceAccess != "ro" {
-		// The repositories of the workspace (git.go).
-		g, err := GitProtected(r.Home, r.Workspace, s.GitAccess)
+		// The repositories of the workspace (internal/sandbox/git.go).
+		g, err := sandbox.GitProtected(r.Home, r.Workspace, s.GitAccess)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -184,7 +194,7 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 	// ../..) would bind a directory of the host it chose, writable for
 	// the parents. Every path bound below the workspace must be real.
 	for _, p := range append(slices.Clone(ro), parents...) {
-		if err := realBelow(r.Workspace, p); err != nil {
+		if err := sandbox.RealBelow(r.Workspace, p); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -201,15 +211,15 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 		a = append(a, "--ro-bind", filepath.Join(src, p), filepath.Join(view.Inside, p))
 	}
 	for _, x := range s.Binds {
-		src, dst := splitBind(x)
-		if err := CheckBind(r.Home, src); err != nil {
+		src, dst := sandbox.SplitBind(x)
+		if err := sandbox.CheckBind(r.Home, src); err != nil {
 			return nil, nil, err
 		}
 		a = append(a, "--bind", src, dst)
 	}
-	a = append(a, "--ro-bind", exe, InsideExe, "--chdir", cwd, "--block-fd", "3", "--cap-drop", "ALL")
-	// The seccomp program (seccomp.go) is opened by the supervisor on
-	// fd 4; bwrap loads it just before it execs the command.
+	a = append(a, "--ro-bind", exe, sandbox.InsideExe, "--chdir", cwd, "--block-fd", "3", "--cap-drop", "ALL")
+	// The seccomp program (filter.go) is opened by the supervisor on fd
+	// 4; bwrap loads it just before it execs the command.
 	r.Files = []string{BwrapFilter(r.Home, s.Network == "open")}
 	a = append(a, "--seccomp", "4")
 	a = append(a, "--")
@@ -220,7 +230,7 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 		init = append(init, "--verify-mounts", view.Inside)
 		// The configured binds may land in the workspace on purpose.
 		for _, x := range append(slices.Clone(s.ROBinds), s.Binds...) {
-			_, dst := splitBind(x)
+			_, dst := sandbox.SplitBind(x)
 			init = append(init, "--allow-mount", filepath.Clean(dst))
 		}
 	}
@@ -231,11 +241,11 @@ func (b *Bwrap) Command(r *Run) ([]string, []string, error) {
 		init = append(init, "--ctty")
 	}
 	if len(init) > 0 {
-		a = append(append(append(a, InsideExe, "sandbox-init"), init...), "--")
+		a = append(append(append(a, sandbox.InsideExe, "sandbox-init"), init...), "--")
 	}
 	a = append(a, "/bin/sh", "-lc", r.Command)
 	if stage {
-		st := Stage{Workspace: r.Workspace, Home: filepath.Join(ScopeDir(r.Home, s.Scope), "home"), Exe: r.Exe,
+		st := Stage{Workspace: r.Workspace, Home: filepath.Join(sandbox.ScopeDir(r.Home, s.Scope), "home"), Exe: r.Exe,
 			UID: s.RunAsUID, GID: s.RunAsGID, ReadOnly: s.WorkspaceAccess == "ro", Beneath: b.fdBinds && len(ro) > 0}
 		if fi, err := os.Stat(r.Workspace); err == nil {
 			if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
@@ -275,35 +285,10 @@ func protectable(workspace, p string) (bool, error) {
 	return true, nil
 }
 
-// realBelow fails when a component of the workspace-relative path p is
-// a symbolic link or missing.
-func realBelow(workspace, p string) error {
-	cur := workspace
-	for _, part := range strings.Split(filepath.Clean(p), "/") {
-		cur = filepath.Join(cur, part)
-		fi, err := os.Lstat(cur)
-		if err != nil {
-			return fmt.Errorf("the sandbox would mount %s read-only, but: %w", filepath.Join(workspace, p), err)
-		}
-		if fi.Mode()&os.ModeSymlink != 0 {
-			return fmt.Errorf("%s is a symbolic link below the workspace on the way to %s, which the sandbox mounts read-only (the mount would follow it); remove it on the host", cur, filepath.Join(workspace, p))
-		}
-	}
-	return nil
-}
-
-func splitBind(b string) (string, string) {
-	src, dst, ok := strings.Cut(b, ":")
-	if !ok {
-		dst = src
-	}
-	return src, dst
-}
-
 func underAny(p string, roots []string) bool {
 	for _, r := range roots {
-		src, _ := splitBind(r)
-		if _, ok := within(src, p); ok {
+		src, _ := sandbox.SplitBind(r)
+		if _, ok := sandbox.Within(src, p); ok {
 			return true
 		}
 	}
@@ -316,7 +301,7 @@ func outermost(ps []string) []string {
 	for _, p := range ps {
 		covered := false
 		for _, q := range ps {
-			if _, ok := within(q, p); ok && q != p {
+			if _, ok := sandbox.Within(q, p); ok && q != p {
 				covered = true
 				break
 			}
@@ -326,4 +311,11 @@ func outermost(ps []string) []string {
 		}
 	}
 	return out
+}
+
+func init() {
+	sandbox.Register("bwrap", sandbox.Factory{
+		New: func(s config.SandboxSettings) sandbox.Backend { return &Bwrap{Path: s.BwrapPath} },
+		Key: func(s config.SandboxSettings) string { return s.BwrapPath },
+	})
 }

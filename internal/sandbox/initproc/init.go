@@ -1,4 +1,10 @@
-package sandbox
+// Package initproc is `conch sandbox-init`, the first conch process in
+// a sandbox: it parses the options every backend's argv passes it, runs
+// the steps common to all (wait on the block fd, claim the terminal, a
+// PTY of its own, the in-container kill, the in-namespace probes) and
+// calls the backend packages for theirs (bwrap's stage and mount check,
+// landlock's ruleset), then execs the command.
+package initproc
 
 import (
 	"bytes"
@@ -13,6 +19,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/sandbox"
+	"github.com/conchsh/conch/internal/sandbox/bwrap"
+	"github.com/conchsh/conch/internal/sandbox/landlock"
 	"github.com/creack/pty"
 
 	"golang.org/x/sys/unix"
@@ -43,21 +52,21 @@ func InitMain(args []string) int {
 		case "--probe":
 			// --probe KIND ARG: exit 0 when the probe succeeds here.
 			if i+2 >= len(args) {
-				return initFail("--probe needs a kind and an argument")
+				return sandbox.InitFail("--probe needs a kind and an argument")
 			}
 			if args[i+1] == "syscall" {
 				// Prints the error of one call of the system call
 				// (arguments that are harmless or invalid), or "ok".
-				fmt.Println(ProbeSyscall(args[i+2]))
+				fmt.Println(sandbox.ProbeSyscall(args[i+2]))
 				return 0
 			}
-			if probeDirect(args[i+1], args[i+2]) {
+			if sandbox.ProbeDirect(args[i+1], args[i+2]) {
 				return 0
 			}
 			return 1
 		case "--kill-session", "--grace-ms":
 			if i+1 >= len(args) {
-				return initFail(args[i] + " needs a value")
+				return sandbox.InitFail(args[i] + " needs a value")
 			}
 			if args[i] == "--kill-session" {
 				killSession = args[i+1]
@@ -66,52 +75,52 @@ func InitMain(args []string) int {
 			}
 			i++
 		case "--hold":
-			return hold()
+			return bwrap.Hold()
 		case "--stage":
 			if i+1 >= len(args) {
-				return initFail("--stage needs a value")
+				return sandbox.InitFail("--stage needs a value")
 			}
 			i++
 			stage = args[i]
 		case "--verify-mounts":
 			if i+1 >= len(args) {
-				return initFail("--verify-mounts needs a value")
+				return sandbox.InitFail("--verify-mounts needs a value")
 			}
 			i++
 			verify = args[i]
 		case "--allow-mount":
 			if i+1 >= len(args) {
-				return initFail("--allow-mount needs a value")
+				return sandbox.InitFail("--allow-mount needs a value")
 			}
 			i++
 			allowMounts = append(allowMounts, args[i])
 		case "--beneath":
 			if i+1 >= len(args) {
-				return initFail("--beneath needs a value")
+				return sandbox.InitFail("--beneath needs a value")
 			}
 			i++
 			beneath = args[i]
 		case "--landlock":
 			if i+1 >= len(args) {
-				return initFail("--landlock needs a value")
+				return sandbox.InitFail("--landlock needs a value")
 			}
 			i++
 			policy = args[i]
 		case "--block-fd":
 			if i+1 >= len(args) {
-				return initFail("--block-fd needs a value")
+				return sandbox.InitFail("--block-fd needs a value")
 			}
 			i++
 			n, err := strconv.Atoi(args[i])
 			if err != nil {
-				return initFail("--block-fd: " + err.Error())
+				return sandbox.InitFail("--block-fd: " + err.Error())
 			}
 			block = n
 		case "--":
 			i++
 			goto run
 		default:
-			return initFail("unknown option " + args[i])
+			return sandbox.InitFail("unknown option " + args[i])
 		}
 	}
 run:
@@ -122,18 +131,18 @@ run:
 	}
 	argv := args[i:]
 	if len(argv) == 0 {
-		return initFail("usage: conch sandbox-init [--ctty] [--landlock POLICY] [--block-fd N] -- COMMAND [ARG...] (internal)")
+		return sandbox.InitFail("usage: conch sandbox-init [--ctty] [--landlock POLICY] [--block-fd N] -- COMMAND [ARG...] (internal)")
 	}
 	if verify != "" {
-		if err := verifyMounts(verify, allowMounts); err != nil {
-			return initFail("sandbox mounts: " + err.Error())
+		if err := bwrap.VerifyMounts(verify, allowMounts); err != nil {
+			return sandbox.InitFail("sandbox mounts: " + err.Error())
 		}
 	}
 	if stage != "" {
-		return runStage(stage, argv)
+		return bwrap.RunStage(stage, argv)
 	}
 	if beneath != "" {
-		return runBeneath(beneath, argv)
+		return bwrap.RunBeneath(beneath, argv)
 	}
 	if block >= 0 {
 		var b [1]byte
@@ -147,29 +156,29 @@ run:
 	}
 	if ctty {
 		if _, err := unix.Setsid(); err != nil && err != unix.EPERM {
-			return initFail("setsid: " + err.Error())
+			return sandbox.InitFail("setsid: " + err.Error())
 		}
 		if err := unix.IoctlSetInt(0, unix.TIOCSCTTY, 0); err != nil {
-			return initFail("claim the terminal: " + err.Error())
+			return sandbox.InitFail("claim the terminal: " + err.Error())
 		}
 	}
 	if policy != "" {
 		raw, err := base64.StdEncoding.DecodeString(policy)
 		if err != nil {
-			return initFail("policy: " + err.Error())
+			return sandbox.InitFail("policy: " + err.Error())
 		}
-		var p Policy
+		var p landlock.Policy
 		if err := json.Unmarshal(raw, &p); err != nil {
-			return initFail("policy: " + err.Error())
+			return sandbox.InitFail("policy: " + err.Error())
 		}
-		if err := applyLandlock(p); err != nil {
-			return initFail("landlock: " + err.Error())
+		if err := landlock.ApplyLandlock(p); err != nil {
+			return sandbox.InitFail("landlock: " + err.Error())
 		}
 		if err := dropCaps(); err != nil {
-			return initFail("drop capabilities: " + err.Error())
+			return sandbox.InitFail("drop capabilities: " + err.Error())
 		}
-		if err := applySeccomp(p.Network); err != nil {
-			return initFail("seccomp: " + err.Error())
+		if err := landlock.ApplySeccomp(p.Network); err != nil {
+			return sandbox.InitFail("seccomp: " + err.Error())
 		}
 	}
 	if withPTY {
@@ -210,11 +219,6 @@ func dropCaps() error {
 	return unix.Capset(&hdr, &data[0])
 }
 
-func initFail(msg string) int {
-	fmt.Fprintln(os.Stderr, "conch sandbox-init: "+msg)
-	return 125
-}
-
 // runOnPTY runs argv on a PTY the init allocates itself (docker exec has
 // no terminal of its own without -t) and relays it to stdin/stdout. The
 // command gets its own session with the PTY as controlling terminal. The
@@ -225,7 +229,7 @@ func runOnPTY(argv []string) int {
 	cmd.Env = os.Environ()
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 120, Rows: 30})
 	if err != nil {
-		return initFail("pty: " + err.Error())
+		return sandbox.InitFail("pty: " + err.Error())
 	}
 	go io.Copy(ptmx, os.Stdin)
 	done := make(chan struct{})

@@ -1,4 +1,6 @@
-package sandbox
+// Package docker is the docker sandbox backend: one long-lived container
+// per scope, each run a `docker exec` of `conch sandbox-init` in it.
+package docker
 
 import (
 	"context"
@@ -14,12 +16,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/sandbox"
 )
 
 // Docker is the docker backend (hosts.md §3.3): one long-lived container
 // per scope, runs through `docker exec -i … sandbox-init`.
 type Docker struct {
-	probe probe
+	probe sandbox.Probe
 }
 
 // Name implements Backend.
@@ -27,7 +32,7 @@ func (d *Docker) Name() string { return "docker" }
 
 // Available asks the engine for its version.
 func (d *Docker) Available(ctx context.Context) error {
-	return d.probe.get(ctx, func() error {
+	return d.probe.Get(ctx, func() error {
 		if _, err := exec.LookPath("docker"); err != nil {
 			return errors.New("the docker client is not installed")
 		}
@@ -67,7 +72,7 @@ func ContainerName(scope string) string {
 }
 
 // ConfigHash hashes the effective settings of a container.
-func ConfigHash(r *Run) string {
+func ConfigHash(r *sandbox.Run) string {
 	b, _ := json.Marshal(struct {
 		S  any
 		WS string
@@ -78,7 +83,7 @@ func ConfigHash(r *Run) string {
 }
 
 // createArgs is the `docker create` of hosts.md §3.3.
-func createArgs(r *Run) []string {
+func createArgs(r *sandbox.Run) []string {
 	s := r.Settings
 	name := ContainerName(s.Scope)
 	a := []string{"create", "--name", name, "--label", "conch.sandbox=1", "--label", "conch.scope=" + s.Scope,
@@ -106,12 +111,12 @@ func createArgs(r *Run) []string {
 	if s.WorkspaceAccess == "ro" {
 		ws += ":ro"
 	}
-	a = append(a, "--workdir", "/workspace", "-v", ws, "-v", filepath.Join(ScopeDir(r.Home, s.Scope), "home")+":"+InsideHome,
-		"-v", r.Exe+":"+InsideExe+":ro")
+	a = append(a, "--workdir", "/workspace", "-v", ws, "-v", filepath.Join(sandbox.ScopeDir(r.Home, s.Scope), "home")+":"+sandbox.InsideHome,
+		"-v", r.Exe+":"+sandbox.InsideExe+":ro")
 	for _, x := range s.Docker.Binds {
 		a = append(a, "-v", x)
 	}
-	a = append(a, "-e", "HOME="+InsideHome, "-e", "LANG=C.UTF-8")
+	a = append(a, "-e", "HOME="+sandbox.InsideHome, "-e", "LANG=C.UTF-8")
 	keys := make([]string, 0, len(s.Docker.Env))
 	for k := range s.Docker.Env {
 		keys = append(keys, k)
@@ -123,23 +128,13 @@ func createArgs(r *Run) []string {
 	return append(a, s.Docker.Image, "sleep", "infinity")
 }
 
-// Container is one conch sandbox container.
-type Container struct {
-	Name       string `json:"name"`
-	Scope      string `json:"scope"`
-	Running    bool   `json:"running"`
-	CreatedAt  int64  `json:"createdAtMs"`
-	ConfigHash string `json:"configHash"`
-	Status     string `json:"status"`
-}
-
 // List returns the conch containers.
-func (d *Docker) List(ctx context.Context) ([]Container, error) {
+func (d *Docker) List(ctx context.Context) ([]sandbox.Container, error) {
 	out, err := exec.CommandContext(ctx, "docker", "ps", "-a", "--filter", "label=conch.sandbox=1", "--format", "{{json .}}").Output()
 	if err != nil {
 		return nil, fmt.Errorf("docker ps: %v", err)
 	}
-	var cs []Container
+	var cs []sandbox.Container
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		if line == "" {
 			continue
@@ -148,7 +143,7 @@ func (d *Docker) List(ctx context.Context) ([]Container, error) {
 		if json.Unmarshal([]byte(line), &row) != nil {
 			continue
 		}
-		c := Container{Name: row.Names, Running: row.State == "running", Status: row.Status}
+		c := sandbox.Container{Name: row.Names, Running: row.State == "running", Status: row.Status}
 		for _, kv := range strings.Split(row.Labels, ",") {
 			k, v, _ := strings.Cut(kv, "=")
 			switch k {
@@ -167,8 +162,8 @@ func (d *Docker) List(ctx context.Context) ([]Container, error) {
 
 // Prepare makes the scope home and ensures the container: reused when its
 // config hash matches, else recreated.
-func (d *Docker) Prepare(ctx context.Context, r *Run) error {
-	if err := os.MkdirAll(filepath.Join(ScopeDir(r.Home, r.Settings.Scope), "home"), 0o700); err != nil {
+func (d *Docker) Prepare(ctx context.Context, r *sandbox.Run) error {
+	if err := os.MkdirAll(filepath.Join(sandbox.ScopeDir(r.Home, r.Settings.Scope), "home"), 0o700); err != nil {
 		return err
 	}
 	name := ContainerName(r.Settings.Scope)
@@ -239,7 +234,7 @@ func (d *Docker) Prune(ctx context.Context, idle, maxAge time.Duration) ([]strin
 }
 
 // Layers implements Backend.
-func (d *Docker) Layers(r *Run) []string {
+func (d *Docker) Layers(r *sandbox.Run) []string {
 	l := []string{"docker", "read-only-rootfs", "cap-drop-all", "no-new-privileges"}
 	if r.Settings.Network != "open" {
 		l = append(l, "network-none")
@@ -248,8 +243,8 @@ func (d *Docker) Layers(r *Run) []string {
 }
 
 // Command is `docker exec -i [-w dir] [-e K=V …] <name> sandbox-init …`.
-func (d *Docker) Command(r *Run) ([]string, []string, error) {
-	view := NewView(r.Workspace, r.Settings, "docker")
+func (d *Docker) Command(r *sandbox.Run) ([]string, []string, error) {
+	view := sandbox.NewView(r.Workspace, r.Settings, "docker")
 	cwd, ok := view.MapIn(r.Cwd)
 	if !ok {
 		cwd = view.Inside
@@ -264,20 +259,29 @@ func (d *Docker) Command(r *Run) ([]string, []string, error) {
 			a = append(a, "-e", kv)
 		}
 	}
-	a = append(a, ContainerName(r.Settings.Scope), InsideExe, "sandbox-init")
+	a = append(a, ContainerName(r.Settings.Scope), sandbox.InsideExe, "sandbox-init")
 	if r.PTY {
 		// Never `docker exec -t`: the init allocates the PTY inside.
 		a = append(a, "--pty")
 	}
 	a = append(a, "--", "/bin/sh", "-lc", r.Command)
-	return a, []string{"PATH=" + DefaultPath}, nil
+	return a, []string{"PATH=" + sandbox.DefaultPath}, nil
 }
 
 // KillArgv is the prefix of the in-container kill the supervisor runs.
-func (d *Docker) KillArgv(r *Run) []string {
+func (d *Docker) KillArgv(r *sandbox.Run) []string {
 	bin, err := exec.LookPath("docker")
 	if err != nil {
 		bin = "docker"
 	}
-	return []string{bin, "exec", ContainerName(r.Settings.Scope), InsideExe, "sandbox-init"}
+	return []string{bin, "exec", ContainerName(r.Settings.Scope), sandbox.InsideExe, "sandbox-init"}
+}
+
+// ContainerName implements sandbox.Containers.
+func (d *Docker) ContainerName(scope string) string { return ContainerName(scope) }
+
+var _ sandbox.Containers = (*Docker)(nil)
+
+func init() {
+	sandbox.Register("docker", sandbox.Factory{New: func(config.SandboxSettings) sandbox.Backend { return &Docker{} }})
 }

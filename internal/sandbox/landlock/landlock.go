@@ -1,4 +1,9 @@
-package sandbox
+// Package landlock is the daemon-less fallback sandbox backend: `conch
+// sandbox-init --landlock POLICY` applies a Landlock ruleset, drops its
+// capabilities and loads a seccomp filter, then execs the shell. It holds
+// the policy the gateway builds (Landlock.Command) and its enforcement
+// in the sandbox (ApplyLandlock, ApplySeccomp).
+package landlock
 
 import (
 	"context"
@@ -11,6 +16,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/sandbox"
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -21,25 +28,16 @@ import (
 // sandbox-init --landlock` applies a Landlock ruleset and a seccomp filter
 // to itself, then execs the shell. Paths are the host's.
 type Landlock struct {
-	probe probe
+	probe sandbox.Probe
 }
 
 // Name implements Backend.
 func (l *Landlock) Name() string { return "landlock" }
 
-// LandlockABI returns the kernel's Landlock ABI version (0: none).
-func LandlockABI() int {
-	v, err := llsys.LandlockGetABIVersion()
-	if err != nil {
-		return 0
-	}
-	return v
-}
-
 // Available checks for Landlock ABI >= 1 and seccomp filter support.
 func (l *Landlock) Available(ctx context.Context) error {
-	return l.probe.get(ctx, func() error {
-		if LandlockABI() < 1 {
+	return l.probe.Get(ctx, func() error {
+		if sandbox.LandlockABI() < 1 {
 			return errors.New("the kernel does not offer Landlock (needs Linux >= 5.13 with landlock in the lsm= list)")
 		}
 		if !seccomp.Supported() {
@@ -50,9 +48,9 @@ func (l *Landlock) Available(ctx context.Context) error {
 }
 
 // Prepare makes the scope home and temp directory.
-func (l *Landlock) Prepare(ctx context.Context, r *Run) error {
+func (l *Landlock) Prepare(ctx context.Context, r *sandbox.Run) error {
 	for _, d := range []string{"home", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(ScopeDir(r.Home, r.Settings.Scope), d), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(sandbox.ScopeDir(r.Home, r.Settings.Scope), d), 0o700); err != nil {
 			return err
 		}
 	}
@@ -63,8 +61,8 @@ func (l *Landlock) Prepare(ctx context.Context, r *Run) error {
 func (l *Landlock) Remove(ctx context.Context, scope string) error { return nil }
 
 // Layers implements Backend.
-func (l *Landlock) Layers(r *Run) []string {
-	abi := LandlockABI()
+func (l *Landlock) Layers(r *sandbox.Run) []string {
+	abi := sandbox.LandlockABI()
 	out := []string{fmt.Sprintf("landlock-abi-%d", abi), "landlock-fs"}
 	if r.Settings.Network != "open" {
 		if abi >= 4 {
@@ -90,14 +88,14 @@ type Policy struct {
 }
 
 // Command runs the init with the encoded policy.
-func (l *Landlock) Command(r *Run) ([]string, []string, error) {
+func (l *Landlock) Command(r *sandbox.Run) ([]string, []string, error) {
 	s := r.Settings
-	scope := ScopeDir(r.Home, s.Scope)
+	scope := sandbox.ScopeDir(r.Home, s.Scope)
 	p := Policy{Network: s.Network == "open"}
 	p.RO = append([]string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix/store", "/proc"}, nil...)
 	for _, x := range s.ROBinds {
-		src, _ := splitBind(x)
-		if err := CheckBind(r.Home, src); err != nil {
+		src, _ := sandbox.SplitBind(x)
+		if err := sandbox.CheckBind(r.Home, src); err != nil {
 			return nil, nil, err
 		}
 		p.RO = append(p.RO, src)
@@ -109,8 +107,8 @@ func (l *Landlock) Command(r *Run) ([]string, []string, error) {
 	}
 	p.RW = append(p.RW, filepath.Join(scope, "home"), filepath.Join(scope, "tmp"))
 	for _, x := range s.Binds {
-		src, _ := splitBind(x)
-		if err := CheckBind(r.Home, src); err != nil {
+		src, _ := sandbox.SplitBind(x)
+		if err := sandbox.CheckBind(r.Home, src); err != nil {
 			return nil, nil, err
 		}
 		p.RW = append(p.RW, src)
@@ -137,8 +135,8 @@ func setEnv(env []string, k, v string) []string {
 	return append(env, k+"="+v)
 }
 
-// applyLandlock restricts this process (and everything it execs) to p.
-func applyLandlock(p Policy) error {
+// ApplyLandlock restricts this process (and everything it execs) to p.
+func ApplyLandlock(p Policy) error {
 	cfg := landlock.V11.BestEffort()
 	if p.Network {
 		cfg = landlock.Config{HandledAccessFS: landlock.V11.HandledAccessFS, Scoped: landlock.V11.Scoped}.BestEffort()
@@ -149,7 +147,7 @@ func applyLandlock(p Policy) error {
 		// Root without capabilities still owns root's files: grant only
 		// what every user may read of /etc (shadow, sudoers, private keys
 		// stay closed). Landlock keeps host paths, so the command cannot
-		// run as another uid the way bwrap's does (runas.go).
+		// run as another uid the way bwrap's does (bwrap/runas.go).
 		ro = slices.DeleteFunc(slices.Clone(ro), func(d string) bool { return d == "/etc" })
 		var e EtcRules
 		if p.Etc != nil {
@@ -187,21 +185,25 @@ func ownTerminals() []string {
 	return out
 }
 
-// applySeccomp loads the filter of hosts.md §3.5.
-func applySeccomp(network bool) error {
+// ApplySeccomp loads the filter of hosts.md §3.5.
+func ApplySeccomp(network bool) error {
 	var families []uint64
 	if !network {
 		families = append(families, unix.AF_INET, unix.AF_INET6, unix.AF_PACKET, unix.AF_VSOCK)
 	}
-	if LandlockABI() < 9 {
+	if sandbox.LandlockABI() < 9 {
 		// Below ABI 9 Landlock does not restrict connect(2) to pathname
 		// UNIX sockets: the engine socket (operator rights), docker's,
 		// tmux's would all be reachable. socketpair(2) still works.
 		families = append(families, unix.AF_UNIX)
 	}
-	raw, err := filterProgram(families)
+	raw, err := sandbox.FilterProgram(families)
 	if err != nil {
 		return err
 	}
-	return loadFilter(raw)
+	return sandbox.LoadFilter(raw)
+}
+
+func init() {
+	sandbox.Register("landlock", sandbox.Factory{New: func(config.SandboxSettings) sandbox.Backend { return &Landlock{} }})
 }

@@ -1,4 +1,4 @@
-package sandbox
+package bwrap
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/conchsh/conch/internal/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,7 +61,7 @@ func bindBeneath(root string, argv []string) ([]string, error) {
 			out = append(out, a)
 			continue
 		}
-		rel, ok := within(root, argv[i+1])
+		rel, ok := sandbox.Within(root, argv[i+1])
 		if !ok || rel == "." {
 			out = append(out, a)
 			continue
@@ -114,12 +115,12 @@ func openBeneath(dirfd int, rel string) (int, error) {
 	return -1, fmt.Errorf("empty path")
 }
 
-// runBeneath is `sandbox-init --beneath ROOT -- bwrap ...`.
-func runBeneath(root string, argv []string) int {
+// RunBeneath is `sandbox-init --beneath ROOT -- bwrap ...`.
+func RunBeneath(root string, argv []string) int {
 	a, err := bindBeneath(root, argv)
 	if err != nil {
-		return initFail(err.Error())
+		return sandbox.InitFail(err.Error())
 	}
 	err = syscall.Exec(a[0], a, os.Environ())
-	return initFail(fmt.Sprintf("exec %s: %v", a[0], err))
+	return sandbox.InitFail(fmt.Sprintf("exec %s: %v", a[0], err))
 }

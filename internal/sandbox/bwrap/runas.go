@@ -1,4 +1,4 @@
-package sandbox
+package bwrap
 
 import (
 	"encoding/base64"
@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/conchsh/conch/internal/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -128,48 +129,42 @@ func userns(ref *NSRef, owner, ownerGID, uid, gid int) (*os.File, error) {
 	return idmapUserns(owner, ownerGID, uid, gid)
 }
 
-// staged reports whether a run of settings s maps its command to another
-// uid: the gateway is root and sandbox.runAs is not 0:0.
-func staged(uid, gid int) bool {
-	return os.Geteuid() == 0 && (uid != 0 || gid != 0)
-}
-
 func encodeStage(st Stage) string {
 	b, _ := json.Marshal(st)
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-// runStage makes the staged mounts, drops to the runAs user and execs
+// RunStage makes the staged mounts, drops to the runAs user and execs
 // argv (bwrap).
-func runStage(enc string, argv []string) int {
+func RunStage(enc string, argv []string) int {
 	raw, err := base64.StdEncoding.DecodeString(enc)
 	if err != nil {
-		return initFail("stage: " + err.Error())
+		return sandbox.InitFail("stage: " + err.Error())
 	}
 	var st Stage
 	if err := json.Unmarshal(raw, &st); err != nil {
-		return initFail("stage: " + err.Error())
+		return sandbox.InitFail("stage: " + err.Error())
 	}
 	if err := stageMounts(st); err != nil {
-		return initFail("stage: " + err.Error())
+		return sandbox.InitFail("stage: " + err.Error())
 	}
 	if err := syscall.Setgroups(nil); err != nil {
-		return initFail("setgroups: " + err.Error())
+		return sandbox.InitFail("setgroups: " + err.Error())
 	}
 	if err := syscall.Setresgid(st.GID, st.GID, st.GID); err != nil {
-		return initFail("setgid: " + err.Error())
+		return sandbox.InitFail("setgid: " + err.Error())
 	}
 	if err := syscall.Setresuid(st.UID, st.UID, st.UID); err != nil {
-		return initFail("setuid: " + err.Error())
+		return sandbox.InitFail("setuid: " + err.Error())
 	}
 	if st.Beneath {
 		// As the runAs user, the user bwrap mounts as.
 		if argv, err = bindBeneath(filepath.Join(StageDir, "ws"), argv); err != nil {
-			return initFail(err.Error())
+			return sandbox.InitFail(err.Error())
 		}
 	}
 	err = syscall.Exec(argv[0], argv, os.Environ())
-	return initFail(fmt.Sprintf("exec %s: %v", argv[0], err))
+	return sandbox.InitFail(fmt.Sprintf("exec %s: %v", argv[0], err))
 }
 
 func stageMounts(st Stage) error {
@@ -276,8 +271,8 @@ func idmapUserns(owner, ownerGID, uid, gid int) (*os.File, error) {
 	return f, nil
 }
 
-// hold blocks until stdin ends (the idmap namespace's holder).
-func hold() int {
+// Hold blocks until stdin ends (the idmap namespace's holder).
+func Hold() int {
 	io.Copy(io.Discard, os.Stdin)
 	return 0
 }

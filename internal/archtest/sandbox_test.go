@@ -1,0 +1,79 @@
+package archtest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The sandbox tree (docs/architecture.md): internal/sandbox holds what
+// every backend shares; each backend is a subpackage of it that
+// registers itself with sandbox.Register; internal/sandbox/backends is
+// the one list of them; internal/sandbox/initproc is `conch
+// sandbox-init`, which calls into the backends for their in-sandbox
+// steps.
+
+const sandboxRoot = mod + "/internal/sandbox"
+
+// sandboxNonBackends are the subpackages of internal/sandbox that are not
+// backends. Every other subpackage is one.
+var sandboxNonBackends = []string{
+	sandboxRoot + "/backends",
+	sandboxRoot + "/initproc",
+}
+
+// backendImporters may import a backend package directly: the sandbox
+// tree itself, the host layer (the sandbox host reads a backend's own
+// extras, such as docker's in-container kill) and the programs' wiring.
+var backendImporters = []string{
+	sandboxRoot + "/",
+	mod + "/internal/host",
+	mod + "/internal/cli",
+	mod + "/cmd/",
+}
+
+func isSandboxBackend(p string) bool {
+	return strings.HasPrefix(p, sandboxRoot+"/") && !slices.Contains(sandboxNonBackends, p)
+}
+
+// TestSandboxBackendsApart: a backend never imports another backend
+// (directly or through another package); outside the sandbox tree, the
+// host layer and the programs, nothing imports a backend directly (it
+// asks sandbox.For or sandbox.New, and a backend's extras go through an
+// interface of internal/sandbox such as sandbox.Containers); and every
+// backend is in the list of internal/sandbox/backends, so every program
+// that asks sandbox.For knows it.
+func TestSandboxBackendsApart(t *testing.T) {
+	pkgs := listPackages(t)
+	var found []string
+	var listed []string
+	for _, p := range pkgs {
+		if isSandboxBackend(p.ImportPath) {
+			found = append(found, p.ImportPath)
+			for _, d := range p.Deps {
+				if isSandboxBackend(d) && d != p.ImportPath {
+					t.Errorf("sandbox backend %s depends on backend %s: backends share code only through internal/sandbox", p.ImportPath, d)
+				}
+			}
+		}
+		if p.ImportPath == sandboxRoot+"/backends" {
+			listed = p.Imports
+		}
+		if hasPrefix(p.ImportPath, backendImporters) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if isSandboxBackend(imp) {
+				t.Errorf("%s imports the sandbox backend %s: use sandbox.For or sandbox.New, and an interface of internal/sandbox for its extras", p.ImportPath, imp)
+			}
+		}
+	}
+	if len(found) < 3 {
+		t.Fatalf("found the sandbox backends %v: expected bwrap, docker and landlock at least", found)
+	}
+	for _, b := range found {
+		if !slices.Contains(listed, b) {
+			t.Errorf("sandbox backend %s is not imported by %s/backends, so sandbox.For does not know it", b, sandboxRoot)
+		}
+	}
+}
