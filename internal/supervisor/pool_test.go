@@ -259,3 +259,52 @@ func TestPoolCloseHosts(t *testing.T) {
 		t.Fatal("the closed host did not exit once its session ended")
 	}
 }
+
+// TestPoolConcurrentStarts: many starts at once, in both modes, each get
+// a supervisor and run to their end (MaxStarting bounds how many start
+// together; -race checks the pool's state).
+func TestPoolConcurrentStarts(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			p, home, _ := newPool(t, shared, 3, nil)
+			const n = 12
+			specs := make([]Spec, n)
+			for i := range specs {
+				specs[i] = poolSpec(home, "/bin/sh", "-c", fmt.Sprintf("echo run-%d", i))
+			}
+			errs := make(chan error, n)
+			for _, spec := range specs {
+				go func() {
+					hd, err := p.Start(spec)
+					if err != nil {
+						errs <- fmt.Errorf("start %s: %w", spec.ID, err)
+						return
+					}
+					defer hd.Close()
+					for ev := range hd.Events {
+						if ev.Exit != nil {
+							if ev.Exit.ExitCode == nil || *ev.Exit.ExitCode != 0 {
+								errs <- fmt.Errorf("session %s ended %+v", spec.ID, ev.Exit)
+								return
+							}
+							errs <- nil
+							return
+						}
+					}
+					errs <- fmt.Errorf("session %s: events closed without an end state", spec.ID)
+				}()
+			}
+			timeout := time.After(poolDeadline)
+			for range specs {
+				select {
+				case err := <-errs:
+					if err != nil {
+						t.Error(err)
+					}
+				case <-timeout:
+					t.Fatalf("not every session ended within %v", poolDeadline)
+				}
+			}
+		})
+	}
+}
