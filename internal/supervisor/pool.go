@@ -17,7 +17,11 @@ var ErrPoolClosed = errors.New("conch engine is shutting down")
 const hostRetireAfter = 1000
 
 // commitTimeout is how long Start waits for a supervisor's ready report.
-const commitTimeout = 5 * time.Second
+// A report takes milliseconds; the bound is for a supervisor that hangs,
+// and is generous because a new supervisor is a fresh process of a large
+// binary, which a machine under heavy load (a load average of 15 on two
+// cores) was seen to start in more than 5 s.
+const commitTimeout = 15 * time.Second
 
 // PoolConfig is what a Pool starts supervisors with.
 type PoolConfig struct {
