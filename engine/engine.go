@@ -159,19 +159,10 @@ type Engine struct {
 	// leaving the agent over its cap.
 	retainMu sync.Mutex
 
-	// spare is a supervisor waiting for its spec (exec start-up latency);
-	// refilling is set while a new one starts.
-	spare     *supervisor.Spare
-	refilling bool
-	// shared is set when sessions run in supervisor hosts (one process
-	// for many sessions) rather than a supervisor each; host is the one
-	// taking new sessions, retired those that only finish theirs.
-	shared   bool
-	host     *supervisor.Host
-	retired  []*supervisor.Host
+	// pool starts the supervisors: the warm spare, or the shared
+	// supervisor hosts (internal/supervisor/pool.go).
+	pool     *supervisor.Pool
 	counters execCounters
-	// starting bounds concurrent supervisor start-ups.
-	starting chan struct{}
 	// idem holds the idempotency keys (exec.md §10); set by New.
 	idem *registry.IdemStore
 	// admission holds quotas.maxRunning slots between admission and the
@@ -250,7 +241,6 @@ func New(opt Options) (*Engine, error) {
 	e := &Engine{
 		opt: opt, home: home, log: log, lock: lock, cwd: cwd, supArgv: argv, dirs: registry.NewDirPool(home),
 		sessions: registry.NewTable[*session](), notices: map[string][]queuedNotice{}, stop: make(chan struct{}),
-		starting: make(chan struct{}, 2*runtime.NumCPU()),
 	}
 	e.calls.init()
 	e.cfgp.Store(cfg)
@@ -270,11 +260,10 @@ func New(opt Options) (*Engine, error) {
 	e.reattach()
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.cleanRun() }()
-	// A supervisor host starts with the first session.
-	e.shared = sharedSupervisors()
-	if !e.shared {
-		e.refillSpare()
-	}
+	e.pool = supervisor.NewPool(supervisor.PoolConfig{
+		Argv: e.supArgv, Home: home, Env: supervisorEnv(), Shared: supervisor.DefaultShared(),
+		MaxStarting: 2 * runtime.NumCPU(), HostExited: e.hostGone, Warn: e.log.Warn,
+	})
 	e.wg.Add(1)
 	go e.sweep()
 	return e, nil
@@ -380,22 +369,12 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	// The spare exits; hosts take no more sessions and exit once theirs
+	// have ended.
+	e.pool.Close()
 	if p := e.login.Load(); p != nil {
 		p.Stop() // a probe still running does not outlive the engine
 	}
-	if e.spare != nil {
-		e.spare.Close()
-		e.spare = nil
-	}
-	// Hosts take no more sessions; they exit once theirs have ended.
-	var hosts []*supervisor.Host
-	for _, h := range append(e.retired, e.host) {
-		if h != nil {
-			h.Close()
-			hosts = append(hosts, h)
-		}
-	}
-	e.host, e.retired = nil, nil
 	running := e.sessions.Select(startedRunning)
 	e.mu.Unlock()
 	if !e.conf().Survive() {
@@ -415,17 +394,12 @@ func (e *Engine) Close() error {
 	}
 	e.stopMu.Do(func() { close(e.stop) })
 	e.wg.Wait()
+	e.pool.Wait()
 	if len(running) == 0 || !e.conf().Survive() {
 		// No session outlives the engine: its hosts are finishing
 		// their last end states; let them go before the home is
 		// released.
-		deadline := time.After(5 * time.Second)
-		for _, h := range hosts {
-			select {
-			case <-h.Exited():
-			case <-deadline:
-			}
-		}
+		e.pool.WaitHosts(5 * time.Second)
 	}
 	e.stopLedger()
 	return e.lock.Close()

@@ -432,110 +432,17 @@ func nodeIDOf(pl *plan) string {
 	return pl.Node.Ref.ID
 }
 
-// hostRetireAfter is how many sessions a supervisor host takes before the
-// engine retires it for a fresh one: a host that dies takes the
-// supervision of its sessions with it.
-const hostRetireAfter = 1000
-
-// sharedSupervisors reports whether sessions run in supervisor hosts:
-// unless CONCH_SUPERVISOR=process asks for a process per session, and
-// only where sessions get cgroups (a host tells its sessions' processes
-// apart by them).
-func sharedSupervisors() bool {
-	switch os.Getenv("CONCH_SUPERVISOR") {
-	case "process":
-		return false
-	}
-	return supervisor.CgroupAvailable()
-}
-
-// commit starts spec under a supervisor: in the current supervisor host
-// when sessions share them, else in the warm spare when there is one (its
-// start-up cost already paid), else in a new process. A new spare is
-// started in the background for the next call.
+// commit starts spec under a supervisor from the engine's pool: in the
+// current supervisor host when sessions share them, else in the warm
+// spare, else in a new process.
 func (e *Engine) commit(spec supervisor.Spec) (*supervisor.Handle, error) {
-	// Bound concurrent supervisor start-ups: hundreds of Go processes
-	// starting at once on a small machine starve each other past the
-	// ready timeout.
-	e.starting <- struct{}{}
-	defer func() { <-e.starting }()
-	if e.shared && !spec.NoCgroup {
-		for attempt := 0; attempt < 2; attempt++ {
-			h, err := e.currentHost()
-			if err != nil {
-				e.log.Warn("start supervisor host", "err", err)
-				break
-			}
-			hd, err := h.Commit(spec, 5*time.Second)
-			switch {
-			case err == nil:
-				if h.Started() >= hostRetireAfter {
-					e.retireHost(h)
-				}
-				return hd, nil
-			case errors.Is(err, supervisor.ErrHostGone):
-				e.log.Warn("supervisor host gone; starting a new one", "pid", h.PID(), "err", err)
-				e.retireHost(h)
-				continue
-			case errors.Is(err, supervisor.ErrNeedsCgroup):
-				// A supervisor of its own contains it without one.
-			case errors.Is(err, supervisor.ErrHostDied):
-				// Not again elsewhere: the command may have started
-				// (spawn sweeps what meta.json names).
-				e.log.Warn("supervisor host died; starting a new one", "pid", h.PID(), "err", err)
-				e.retireHost(h)
-				return nil, err
-			default:
-				return nil, err
-			}
-			break
-		}
-	}
-	e.mu.Lock()
-	sp := e.spare
-	e.spare = nil
-	e.mu.Unlock()
-	// The next spare starts now, while this one commits: a started spare
-	// is warm only once its runtime is up, which takes longer than a
-	// commit, and back-to-back calls otherwise wait for it. (Where hosts
-	// run the sessions, a single supervisor is the exception: no spare.)
-	if !e.shared {
-		e.refillSpare()
-		defer e.refillSpare()
-	}
-	if sp != nil {
-		h, err := sp.Commit(spec, 5*time.Second)
-		if err == nil || !errors.Is(err, supervisor.ErrGone) && !errors.Is(err, supervisor.ErrNoReport) {
-			return h, err
-		}
-		e.log.Warn("spare supervisor unusable; starting a new one", "err", err)
-	}
-	return supervisor.Launch(e.supArgv, e.home, spec, supervisorEnv(), 5*time.Second)
+	return e.pool.Start(spec)
 }
 
-// currentHost returns the supervisor host taking new sessions, starting
-// one when there is none.
-func (e *Engine) currentHost() (*supervisor.Host, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil, errors.New("conch engine is shutting down")
-	}
-	if e.host == nil {
-		h, err := supervisor.StartHost(e.supArgv, e.home, supervisorEnv())
-		if err != nil {
-			return nil, err
-		}
-		e.host = h
-		go e.hostGone(h)
-	}
-	return e.host, nil
-}
-
-// hostGone waits for h to exit, then writes the end state the engine has
-// of any of its sessions whose exit.json the host did not write (a host
-// writes it late, and one that crashed meanwhile would leave the next
-// engine start to find the session lost).
+// hostGone is called by the pool once h has exited: it writes the end
+// state the engine has of any of its sessions whose exit.json the host
+// did not write (a host writes it late, and one that crashed meanwhile
+// would leave the next engine start to find the session lost).
 func (e *Engine) hostGone(h *supervisor.Host) {
 	<-h.Exited()
 	pid := h.PID()
@@ -558,55 +465,6 @@ func (e *Engine) hostGone(h *supervisor.Host) {
 			e.log.Warn("write exit.json after its host exited", "session", s.id, "err", err)
 		}
 	}
-}
-
-// retireHost stops h from taking sessions (it exits once its own have
-// ended); the next commit starts a new host.
-func (e *Engine) retireHost(h *supervisor.Host) {
-	h.Close()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.host == h {
-		e.host = nil
-	}
-	// Forget retired hosts that have exited.
-	live := e.retired[:0]
-	for _, r := range e.retired {
-		select {
-		case <-r.Exited():
-		default:
-			live = append(live, r)
-		}
-	}
-	e.retired = append(live, h)
-}
-
-// refillSpare starts a spare supervisor in the background if none waits.
-func (e *Engine) refillSpare() {
-	e.mu.Lock()
-	if e.closed || e.spare != nil || e.refilling {
-		e.mu.Unlock()
-		return
-	}
-	e.refilling = true
-	e.mu.Unlock()
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		sp, err := supervisor.StartSpare(e.supArgv, e.home, supervisorEnv())
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		e.refilling = false
-		if err != nil {
-			e.log.Warn("start spare supervisor", "err", err)
-			return
-		}
-		if e.closed || e.spare != nil {
-			sp.Close()
-			return
-		}
-		e.spare = sp
-	}()
 }
 
 // supervisorEnv is the environment of a supervisor process: nothing from

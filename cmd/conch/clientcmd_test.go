@@ -588,3 +588,220 @@ func TestCLIWhileInProcessCLIHoldsTheHome(t *testing.T) {
 		t.Fatalf("follower: %v %q", err, out.String())
 	}
 }
+
+// TestCLIOutlivesTheEngineItGotThrough: a CLI command that got through
+// another CLI command's in-process engine (its engine socket) keeps
+// working when that command exits and takes its engine with it: it starts
+// an engine of its own (or reaches whichever engine serves the home now)
+// and carries on, losing and repeating no output. Generated over the
+// commands that follow a session (exec, log -f, wait).
+func TestCLIOutlivesTheEngineItGotThrough(t *testing.T) {
+	for _, follow := range []string{"exec", "log", "wait"} {
+		t.Run(follow, func(t *testing.T) {
+			home := newHome(t, "")
+			dir := t.TempDir()
+			gateA, gateB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+			t.Cleanup(func() { os.WriteFile(gateA, nil, 0o600); os.WriteFile(gateB, nil, 0o600) })
+			holder := exec.Command(conchBin, "exec", "--home", home, "--", "while [ ! -e "+gateA+" ]; do sleep 0.05; done")
+			holder.Env = cliEnv()
+			if err := holder.Start(); err != nil {
+				t.Fatal(err)
+			}
+			holderDone := make(chan error, 1)
+			go func() { holderDone <- holder.Wait() }()
+			eventually(t, 10*time.Second, func() string {
+				if !socketServes(filepath.Join(home, "run", "engine.sock")) {
+					return "the first CLI does not serve the engine socket yet"
+				}
+				return ""
+			})
+			script := "echo B-started; while [ ! -e " + gateB + " ]; do sleep 0.05; done; echo B-finished; exit 3"
+			var args []string
+			if follow == "exec" {
+				args = []string{"exec", "--home", home, "--", script}
+			} else {
+				out, errOut, code := runCLI(t, nil, "exec", "--home", home, "--background", "--json", "--", script)
+				if code != 0 {
+					t.Fatalf("background exec: %d %s %s", code, out, errOut)
+				}
+				var r struct {
+					Details struct{ SessionID string } `json:"details"`
+				}
+				if err := json.Unmarshal([]byte(out), &r); err != nil || r.Details.SessionID == "" {
+					t.Fatalf("background exec: %v %q", err, out)
+				}
+				if follow == "log" {
+					args = []string{"log", "--home", home, "-f", r.Details.SessionID}
+				} else {
+					args = []string{"wait", "--home", home, r.Details.SessionID}
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), slow(90*time.Second))
+			defer cancel()
+			b := exec.CommandContext(ctx, conchBin, args...)
+			b.Env = cliEnv()
+			var bout, berr lockedBuffer
+			b.Stdout, b.Stderr = &bout, &berr
+			if err := b.Start(); err != nil {
+				t.Fatal(err)
+			}
+			bDone := make(chan error, 1)
+			go func() { bDone <- b.Wait() }()
+			if follow != "wait" {
+				eventually(t, 20*time.Second, func() string {
+					if !strings.Contains(bout.String(), "B-started") {
+						return "the second CLI has not printed its run's first line: " + berr.String()
+					}
+					return ""
+				})
+			}
+			// The first CLI exits, and its engine with it.
+			os.WriteFile(gateA, nil, 0o600)
+			select {
+			case err := <-holderDone:
+				if err != nil {
+					t.Fatalf("first CLI: %v", err)
+				}
+			case <-time.After(slow(30 * time.Second)):
+				t.Fatal("the first CLI does not exit")
+			}
+			os.WriteFile(gateB, nil, 0o600)
+			var err error
+			select {
+			case err = <-bDone:
+			case <-time.After(slow(60 * time.Second)):
+				t.Fatalf("the second CLI does not finish; stderr %q", berr.String())
+			}
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			out := bout.String()
+			switch follow {
+			case "exec":
+				if code != 3 || strings.Count(out, "B-started") != 1 || strings.Count(out, "B-finished") != 1 {
+					t.Fatalf("exec: exit %d, stdout %q, stderr %q", code, out, berr.String())
+				}
+			case "log":
+				if code != 0 || strings.Count(out, "B-started") != 1 || strings.Count(out, "B-finished") != 1 {
+					t.Fatalf("log -f: exit %d, stdout %q, stderr %q", code, out, berr.String())
+				}
+			case "wait":
+				if code != 3 || !strings.Contains(out, "exited with code 3") {
+					t.Fatalf("wait: exit %d, stdout %q, stderr %q", code, out, berr.String())
+				}
+			}
+		})
+	}
+}
+
+// socketServes reports whether something accepts connections on path.
+func socketServes(path string) bool {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestMCPOutlivesTheEngineItProxiesTo: a `conch mcp` started on a held
+// home proxies to the holder's engine. Generated over the holders: when a
+// CLI command or another `conch mcp` holds it and exits, the agent's tools
+// keep working (the proxy starts an engine of its own) and the session
+// started before is still there; when a `conch serve` stops, the proxy
+// does not take the home, so the gateway starts again and serves it.
+func TestMCPOutlivesTheEngineItProxiesTo(t *testing.T) {
+	for _, holder := range []string{"cli", "mcp", "serve"} {
+		t.Run(holder, func(t *testing.T) {
+			home := newHome(t, "")
+			var release func()
+			switch holder {
+			case "cli":
+				gate := filepath.Join(t.TempDir(), "go")
+				t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) })
+				h := exec.Command(conchBin, "exec", "--home", home, "--", "while [ ! -e "+gate+" ]; do sleep 0.05; done")
+				h.Env = cliEnv()
+				if err := h.Start(); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				go func() { done <- h.Wait() }()
+				release = func() {
+					os.WriteFile(gate, nil, 0o600)
+					select {
+					case err := <-done:
+						if err != nil {
+							t.Fatalf("CLI: %v", err)
+						}
+					case <-time.After(slow(30 * time.Second)):
+						t.Fatal("the CLI does not exit")
+					}
+				}
+			case "mcp":
+				h := startConch(t, home)
+				release = func() { h.close() }
+			case "serve":
+				g := startGateway(t, home)
+				release = g.stop
+			}
+			eventually(t, 10*time.Second, func() string {
+				if !socketServes(filepath.Join(home, "run", "engine.sock")) {
+					return "the holder does not serve the engine socket yet"
+				}
+				return ""
+			})
+			c := startConch(t, home)
+			bg := c.exec(map[string]any{"command": "echo before; sleep 60", "background": true})
+			id := bg.str("sessionId")
+			if id == "" {
+				t.Fatalf("background exec through the holder's engine: %+v", bg)
+			}
+			t.Cleanup(func() { exec.Command(conchBin, "kill", "--home", home, id).Run() })
+			release()
+			eventually(t, 10*time.Second, func() string {
+				if socketServes(filepath.Join(home, "run", "engine.sock")) {
+					return "the holder's socket still answers"
+				}
+				return ""
+			})
+			r := c.exec(map[string]any{"command": "echo after-the-holder"})
+			if holder == "serve" {
+				if !r.IsError || strings.Contains(r.Text, "after-the-holder") {
+					t.Fatalf("exec after the gateway stopped: %q", r.Text)
+				}
+				// The proxy kept out of the home: the gateway starts again,
+				// and the proxy reaches it.
+				startGateway(t, home)
+				r = c.exec(map[string]any{"command": "echo after-the-holder"})
+			}
+			if !strings.Contains(r.Text, "after-the-holder") {
+				t.Fatalf("exec after the holder exited: %q", r.Text)
+			}
+			p := c.process(map[string]any{"action": "log", "sessionId": id})
+			if !strings.Contains(p.Text, "before") {
+				t.Fatalf("log of the session started before: %q", p.Text)
+			}
+		})
+	}
+}

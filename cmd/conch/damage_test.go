@@ -153,6 +153,9 @@ func fiftyLines(t *testing.T, c *conch, home string) (string, string) {
 	t.Helper()
 	r := c.exec(map[string]any{"command": "for i in $(seq 1 50); do echo line-$i; sleep 0.01; done; exit 3", "background": true})
 	id := r.str("sessionId")
+	if id == "" {
+		t.Fatalf("exec: %q %v", r.Text, r.D)
+	}
 	c.waitEnd(id, 60*time.Second)
 	segs, _ := filepath.Glob(filepath.Join(home, "sessions", id, "*.seg"))
 	if len(segs) != 1 {

@@ -1,8 +1,6 @@
 package admin
 
 import (
-	"fmt"
-
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/approvals"
 )
@@ -26,48 +24,56 @@ func (c ApprovalsChange) Hash() string { return c.New.Hash() }
 // approvals.ErrConflict). It then appends the ledger's policy record and,
 // when publish is not nil, publishes a policy.changed event.
 func SetApprovals(home string, f *approvals.File, baseHash, by string, publish func(engine.Event)) (ApprovalsChange, error) {
-	old, _ := approvals.Load(home)
-	if err := approvals.Save(home, f, baseHash); err != nil {
+	var c ApprovalsChange
+	err := approvals.SaveRecorded(home, f, baseHash, func(old, nf *approvals.File) { c = record(home, old, nf, by) })
+	if err != nil {
+		old, _ := approvals.Load(home)
 		return ApprovalsChange{Old: old}, err
 	}
-	return recordChange(home, old, f, by, publish), nil
+	c.publish(by, publish)
+	return c, nil
 }
 
 // ImportApprovals merges in (an OpenClaw exec-approvals file) into home's
 // approvals file, or replaces it with in, and records the change as
 // SetApprovals does. added counts the allowlist entries added by a merge.
+// An import that leaves the file as it was records nothing.
 func ImportApprovals(home string, in *approvals.File, replace bool, by string, publish func(engine.Event)) (added int, c ApprovalsChange, err error) {
-	old, _ := approvals.Load(home)
-	_, err = approvals.Update(home, func(f *approvals.File) error {
+	ch, err := approvals.UpdateRecorded(home, func(f *approvals.File) error {
 		if replace {
 			*f = *in
 			return nil
 		}
 		added = f.Import(in)
 		return nil
-	})
+	}, func(old, nf *approvals.File) { c = record(home, old, nf, by) })
 	if err != nil {
+		old, _ := approvals.Load(home)
 		return 0, ApprovalsChange{Old: old}, err
 	}
-	nf, err := approvals.Load(home)
-	if err != nil {
-		// Saved, but not readable back: the change is not recorded.
-		return added, ApprovalsChange{Old: old, LedgerErr: fmt.Errorf("read back: %w", err)}, nil
+	if !ch.Written {
+		cur, _ := approvals.Load(home)
+		return added, ApprovalsChange{Old: cur, New: cur}, nil
 	}
-	return added, recordChange(home, old, nf, by, publish), nil
+	c.publish(by, publish)
+	return added, c, nil
 }
 
-// recordChange appends the ledger record and publishes the event of a
-// saved change from old to nf.
-func recordChange(home string, old, nf *approvals.File, by string, publish func(engine.Event)) ApprovalsChange {
-	c := ApprovalsChange{Old: old, New: nf}
-	c.LedgerErr = engine.RecordPolicyChange(home, old, nf, by)
-	if publish != nil {
-		oldHash := ""
-		if old != nil {
-			oldHash = old.Hash()
-		}
-		publish(engine.Event{Type: "policy.changed", Data: map[string]any{"file": approvals.FileName, "oldHash": oldHash, "newHash": nf.Hash(), "by": by}})
+// record appends the ledger record of a change from old to nf. It runs
+// under the approvals file's lock, so that the ledger's policy records are
+// in the order of the file's versions and each names its predecessor.
+func record(home string, old, nf *approvals.File, by string) ApprovalsChange {
+	return ApprovalsChange{Old: old, New: nf, LedgerErr: engine.RecordPolicyChange(home, old, nf, by)}
+}
+
+// publish publishes the policy.changed event of a recorded change.
+func (c ApprovalsChange) publish(by string, publish func(engine.Event)) {
+	if publish == nil {
+		return
 	}
-	return c
+	oldHash := ""
+	if c.Old != nil {
+		oldHash = c.Old.Hash()
+	}
+	publish(engine.Event{Type: "policy.changed", Data: map[string]any{"file": approvals.FileName, "oldHash": oldHash, "newHash": c.New.Hash(), "by": by}})
 }

@@ -1,7 +1,10 @@
 package admin
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/conchsh/conch/engine"
@@ -131,5 +134,74 @@ func TestExecDefaultsAndExplain(t *testing.T) {
 	x, err := Explain(home, "", home, "echo hi")
 	if err != nil || x.Text("main") == "" {
 		t.Fatalf("explain: %v", err)
+	}
+}
+
+// TestConcurrentApprovalChangesLedgerInFileOrder: concurrent changes of the
+// approvals file, by sets (as the API, the CLI and a node do) and imports,
+// leave ledger policy records that form one chain in the order of the
+// file's versions: each record's oldHash is the previous record's newHash,
+// and the last newHash is the file on disk. Generated: writers × rounds,
+// each writer retrying on a conflict as a careful client does.
+func TestConcurrentApprovalChangesLedgerInFileOrder(t *testing.T) {
+	for _, writers := range []int{2, 4, 8} {
+		home := t.TempDir()
+		const rounds = 6
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range rounds {
+					pat := fmt.Sprintf("/usr/bin/w%d-%d", w, i)
+					if (w+i)%3 == 0 {
+						in := parse(t, fmt.Sprintf(`{"version":1,"agents":{"main":{"allowlist":[{"pattern":%q}]}}}`, pat))
+						if _, _, err := ImportApprovals(home, in, false, fmt.Sprintf("import:%d", w), nil); err != nil {
+							t.Error(err)
+						}
+						continue
+					}
+					for {
+						cur, err := approvals.Load(home)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						base := cur.Hash()
+						added := cur.Import(parse(t, fmt.Sprintf(`{"version":1,"agents":{"main":{"allowlist":[{"pattern":%q}]}}}`, pat)))
+						if added != 1 {
+							t.Errorf("import added %d", added)
+						}
+						_, err = SetApprovals(home, cur, base, fmt.Sprintf("set:%d", w), nil)
+						if errors.Is(err, approvals.ErrConflict) {
+							continue
+						}
+						if err != nil {
+							t.Error(err)
+						}
+						break
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		recs := policyRecords(t, home)
+		if len(recs) != writers*rounds {
+			t.Fatalf("%d writers: %d policy records, want %d", writers, len(recs), writers*rounds)
+		}
+		prev := ""
+		for i, r := range recs {
+			var p ledger.Policy
+			b, _ := json.Marshal(r.Fields)
+			json.Unmarshal(b, &p)
+			if i > 0 && p.OldHash != prev {
+				t.Fatalf("%d writers: record %d (%s) has oldHash %.12s, but the record before it left %.12s: the ledger is not in file order", writers, i, p.By, p.OldHash, prev)
+			}
+			prev = p.NewHash
+		}
+		cur, _ := approvals.Load(home)
+		if prev != cur.Hash() {
+			t.Fatalf("%d writers: last record's newHash %.12s, file %.12s", writers, prev, cur.Hash())
+		}
 	}
 }

@@ -442,6 +442,14 @@ func mergeExtra(a, b map[string]json.RawMessage) map[string]json.RawMessage {
 // patternKey is the form in which two patterns are the same entry: trimmed, lower-cased.
 func patternKey(p string) string { return strings.ToLower(strings.TrimSpace(p)) }
 
+// InvalidError is a file that [Save] or [Update] refused to write because
+// it is not valid (the caller's mistake), as opposed to a failure to write
+// it (the machine's).
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
 // validate checks what a write must not get wrong.
 func (f *File) validate() error {
 	if f.Version != 1 {
@@ -669,9 +677,17 @@ func marshal(v any) ([]byte, error) {
 // Save normalises f first (ids for entries without one) and refuses an invalid f: a version
 // other than 1, an unknown security, ask or askFallback value, or an empty pattern.
 func Save(home string, f *File, baseHash string) error {
+	return SaveRecorded(home, f, baseHash, nil)
+}
+
+// SaveRecorded is [Save], and then, still under the lock, calls record (when not nil) with
+// the file the write replaced (as [Load] would have returned it; nil when it was unreadable)
+// and f. A record of the change made there (the ledger's policy record) names the change's
+// true predecessor, and records of concurrent changes are in the order of the changes.
+func SaveRecorded(home string, f *File, baseHash string, record func(old, new *File)) error {
 	f.normalize()
 	if err := f.validate(); err != nil {
-		return fmt.Errorf("save approvals file: %w", err)
+		return fmt.Errorf("save approvals file: %w", &InvalidError{Err: err})
 	}
 	data, err := f.Encode()
 	if err != nil {
@@ -681,7 +697,14 @@ func Save(home string, f *File, baseHash string) error {
 		if !hashMatches(cur, exists, baseHash) {
 			return ErrConflict
 		}
-		return fsutil.WriteFile(Path(home), data, 0o600)
+		if err := fsutil.WriteFile(Path(home), data, 0o600); err != nil {
+			return err
+		}
+		if record != nil {
+			f.raw, f.exists = data, true
+			record(loaded(cur, exists), f)
+		}
+		return nil
 	})
 	if err != nil {
 		if errors.Is(err, ErrConflict) {
@@ -715,6 +738,14 @@ type Change struct {
 // Update returns an error wrapping its *[UnreadableError] without calling fn. Like [Save],
 // Update normalises and validates the result and creates home if needed.
 func Update(home string, fn func(*File) error) (Change, error) {
+	return UpdateRecorded(home, fn, nil)
+}
+
+// UpdateRecorded is [Update], and then, when it wrote the file, still under the lock, calls
+// record (when not nil) with the file before and after, so that a record of the change
+// (the ledger's policy record) names its true predecessor and records of concurrent
+// changes are in the order of the changes.
+func UpdateRecorded(home string, fn func(*File) error, record func(old, new *File)) (Change, error) {
 	var ch Change
 	err := withLock(home, func(cur []byte, exists bool) error {
 		ch.OldHash = emptyHash
@@ -736,7 +767,7 @@ func Update(home string, fn func(*File) error) (Change, error) {
 		}
 		f.normalize()
 		if err := f.validate(); err != nil {
-			return err
+			return &InvalidError{Err: err}
 		}
 		data, err := f.Encode()
 		if err != nil {
@@ -750,12 +781,30 @@ func Update(home string, fn func(*File) error) (Change, error) {
 			return err
 		}
 		ch.Written = true
+		if record != nil {
+			nf := *f
+			nf.raw, nf.exists = data, true
+			record(loaded(cur, exists), &nf)
+		}
 		return nil
 	})
 	if err != nil {
 		return Change{}, fmt.Errorf("update approvals file: %w", err)
 	}
 	return ch, nil
+}
+
+// loaded is the file of bytes cur as [Load] returns it, or nil when unreadable.
+func loaded(cur []byte, exists bool) *File {
+	if !exists {
+		return &File{Version: 1, Agents: map[string]*Agent{}}
+	}
+	f, err := Parse(cur)
+	if err != nil {
+		return nil
+	}
+	f.exists = true
+	return f
 }
 
 // withLock creates home (0700) if needed, takes the approvals file lock and calls fn with

@@ -183,10 +183,13 @@ func importApprovals(home string, pos []string, replace bool, stdout, stderr io.
 		fmt.Fprintf(stderr, "conch approvals import: %v\n", err)
 		return ExitUsage
 	}
-	added, _, err := admin.ImportApprovals(home, in, replace, cliUser(), nil)
+	added, c, err := admin.ImportApprovals(home, in, replace, cliUser(), nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "conch approvals import: %v\n", err)
 		return ExitFailed
+	}
+	if c.LedgerErr != nil {
+		fmt.Fprintf(stderr, "conch approvals import: ledger: %v\n", c.LedgerErr)
 	}
 	if replace {
 		fmt.Fprintf(stdout, "Imported %s (replaced).\n", src)

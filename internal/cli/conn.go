@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/apitype"
@@ -148,35 +149,19 @@ func (g *globalFlags) connect() (*conn, error) {
 			g.workdir = wd
 		}
 	}
-	c, err := g.remoteClient()
-	if err != nil {
-		return nil, err
-	}
-	if c != nil {
-		return &conn{Client: c}, nil
-	}
-	opt := engine.Options{Home: g.home, Mode: "cli", Probes: waitprobe.Probes{}}
-	if g.config != "" {
-		cfg, err := config.Load(g.config)
+	if g.gateway != "" {
+		c, err := g.remoteClient()
 		if err != nil {
 			return nil, err
 		}
-		opt.Config = cfg
+		return &conn{Client: c}, nil
 	}
-	if g.logLevel != "" {
-		var lvl slog.Level
-		if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
-			return nil, fmt.Errorf("bad --log-level %q", g.logLevel)
-		}
-		opt.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	if socketAlive(socketPath(g.home)) {
+		return g.socketConn()
 	}
-	agents := auth.Open(g.home)
-	opt.Workspace = func(agent string) string {
-		a, err := agents.Get(agent)
-		if err != nil {
-			return ""
-		}
-		return a.Workspace
+	opt, err := g.engineOptions()
+	if err != nil {
+		return nil, err
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for {
@@ -190,13 +175,151 @@ func (g *globalFlags) connect() (*conn, error) {
 		// Another engine holds the home: a starting `conch serve` opens
 		// its socket shortly; a short-lived CLI command lets go.
 		time.Sleep(100 * time.Millisecond)
-		if sock := socketPath(g.home); socketAlive(sock) {
-			c, err := client.New(client.Options{Socket: sock, Agent: g.agent, Workdir: g.workdir})
-			if err != nil {
-				return nil, err
-			}
-			return &conn{Client: c}, nil
+		if socketAlive(socketPath(g.home)) {
+			return g.socketConn()
 		}
+	}
+}
+
+// engineOptions are the options of an engine this process starts.
+func (g *globalFlags) engineOptions() (engine.Options, error) {
+	opt := engine.Options{Home: g.home, Mode: "cli", Probes: waitprobe.Probes{}}
+	if g.config != "" {
+		cfg, err := config.Load(g.config)
+		if err != nil {
+			return opt, err
+		}
+		opt.Config = cfg
+	}
+	if g.logLevel != "" {
+		var lvl slog.Level
+		if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+			return opt, fmt.Errorf("bad --log-level %q", g.logLevel)
+		}
+		opt.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	}
+	agents := auth.Open(g.home)
+	opt.Workspace = func(agent string) string {
+		a, err := agents.Get(agent)
+		if err != nil {
+			return ""
+		}
+		return a.Workspace
+	}
+	return opt, nil
+}
+
+// socketConn is a client of the engine serving the home's engine socket.
+// That engine may be another CLI command's, which exits when its command
+// ends: when nothing serves the socket any more, the connection goes to an
+// engine this process starts then (see homeLink), so a command that
+// follows a session outlives the engine it got through.
+func (g *globalFlags) socketConn() (*conn, error) {
+	l := &homeLink{home: g.home, open: func() (*engine.Engine, *slog.Logger, error) {
+		opt, err := g.engineOptions()
+		if err != nil {
+			return nil, nil, err
+		}
+		eng, err := engine.New(opt)
+		return eng, opt.Logger, err
+	}}
+	c, err := client.New(client.Options{
+		Gateway: "http://engine", Agent: g.agent, Workdir: g.workdir,
+		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: l.dial, MaxIdleConns: 4, IdleConnTimeout: 30 * time.Second}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &conn{Client: c, stop: l.close}, nil
+}
+
+// homeLink dials the engine of a home: its engine socket, else an engine
+// started in this process (by open) once the socket has no server (its
+// file gone, or refusing connections), the home is free and its last
+// holder was not a conch serve (which is expected back). Its clients
+// (a CLI command, a proxying conch mcp) thus outlive the engine they got
+// through, which may be another CLI command's that exits with it.
+type homeLink struct {
+	home string
+	open func() (*engine.Engine, *slog.Logger, error)
+
+	mu     sync.Mutex
+	mem    *memListener // the in-process engine's, once started
+	stop   func()
+	closed bool
+}
+
+func (l *homeLink) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	l.mu.Lock()
+	mem := l.mem
+	l.mu.Unlock()
+	if mem != nil {
+		return mem.dial(ctx, "", "")
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", socketPath(l.home))
+	if err == nil || !(errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)) {
+		return c, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, err
+	}
+	if l.mem != nil {
+		return l.mem.dial(ctx, "", "")
+	}
+	if lastHolder(l.home) == "serve" {
+		// A gateway is stopped to be started again (a restart, an
+		// upgrade): taking its home would keep it from starting.
+		return nil, err
+	}
+	// The engine that served the socket may still be letting go of the
+	// home, or another one may have just taken it and opens the socket
+	// shortly: either is waited for a few seconds, as connect does.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		eng, log, eerr := l.open()
+		if eerr == nil {
+			l.mem, l.stop = serveInProcess(eng, log)
+			return l.mem.dial(ctx, "", "")
+		}
+		if !errors.Is(eerr, engine.ErrHomeLocked) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w (and no engine could start here: %v)", err, eerr)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if c, err := d.DialContext(ctx, "unix", socketPath(l.home)); err == nil {
+			return c, nil
+		}
+	}
+}
+
+// lastHolder is the kind of process ("serve", "mcp", "cli") that holds the
+// home's engine lock or held it last, from the lock file's record.
+func lastHolder(home string) string {
+	b, _ := os.ReadFile(filepath.Join(home, "run", "engine.lock"))
+	_, mode, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	return mode
+}
+
+// transportError reports whether err is a failure to reach the engine or
+// to read its answer, rather than an answer.
+func transportError(err error) bool {
+	var ae *client.Error
+	return err != nil && !errors.As(err, &ae)
+}
+
+func (l *homeLink) close() {
+	l.mu.Lock()
+	stop := l.stop
+	l.closed, l.stop = true, nil
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
 	}
 }
 
@@ -206,6 +329,22 @@ func (g *globalFlags) connect() (*conn, error) {
 // command's own client (the same handler; a socket path too long for
 // the kernel does not matter to it).
 func (g *globalFlags) inProcess(eng *engine.Engine, log *slog.Logger) (*conn, error) {
+	mem, stop := serveInProcess(eng, log)
+	c, err := client.New(client.Options{
+		Gateway: "http://engine", Agent: g.agent, Workdir: g.workdir,
+		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: mem.dial}},
+	})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &conn{Client: c, eng: eng, stop: stop}, nil
+}
+
+// serveInProcess serves eng's API on the home's engine socket and on an
+// in-memory listener, and returns that listener and the stopper of both
+// and of eng.
+func serveInProcess(eng *engine.Engine, log *slog.Logger) (*memListener, func()) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -214,11 +353,7 @@ func (g *globalFlags) inProcess(eng *engine.Engine, log *slog.Logger) (*conn, er
 	mem := newMemListener()
 	hs := &http.Server{Handler: api.SocketHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(mem)
-	c, err := client.New(client.Options{
-		Gateway: "http://engine", Agent: g.agent, Workdir: g.workdir,
-		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: mem.dial}},
-	})
-	stop := func() {
+	return mem, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		hs.Shutdown(ctx)
@@ -227,11 +362,6 @@ func (g *globalFlags) inProcess(eng *engine.Engine, log *slog.Logger) (*conn, er
 		}
 		eng.Close()
 	}
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	return &conn{Client: c, eng: eng, stop: stop}, nil
 }
 
 // memListener is a net.Listener whose connections are in-memory pipes.

@@ -281,11 +281,17 @@ func (x *execRun) approval(ctx context.Context, res client.Result, d endDetails)
 			}
 		}
 	}
-	for {
+	for cut := 0; ; {
 		r, err := x.be.Process(ctx, map[string]any{"action": "poll", "sessionId": id, "timeout": 1000})
 		if ctx.Err() != nil {
 			fmt.Fprintf(x.stderr, "detached; session %s keeps running\n", id)
 			return ExitOK
+		}
+		if transportError(err) && cut < 3 {
+			// The engine went away mid-poll (another CLI command's,
+			// which exited): poll the one serving the home now.
+			cut++
+			continue
 		}
 		if err != nil {
 			if x.g.json && r.Details != nil {

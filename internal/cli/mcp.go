@@ -73,14 +73,15 @@ func runMCP(home_, agent_, workdir_, logLevel_ string, stdin io.Reader, stdout, 
 	}
 	defer stopTracing()
 	var srv *mcpserver.Server
-	eng, err := engine.New(engine.Options{
+	engOpt := engine.Options{
 		Home: *home, Workdir: *workdir, Mode: "mcp", Logger: log, Probes: waitprobe.Probes{},
 		Notify: func(agent string, n engine.Notice) {
 			if srv != nil {
 				srv.Notify(agent, n)
 			}
 		},
-	})
+	}
+	eng, err := engine.New(engOpt)
 	var backend mcpserver.Engine = eng
 	if errors.Is(err, engine.ErrHomeLocked) {
 		// Another engine (conch serve) holds the home: proxy to it.
@@ -89,7 +90,14 @@ func runMCP(home_, agent_, workdir_, logLevel_ string, stdin io.Reader, stdout, 
 			// The proxy needs the configuration too (the tool list).
 			err = cerr
 		} else {
-			p := newSocketEngine(filepath.Join(*home, "run", "engine.sock"), *agent, *workdir, cfg)
+			// The engine may be a CLI command's, which exits with its
+			// command: then the proxy starts one of its own (homeLink).
+			link := &homeLink{home: *home, open: func() (*engine.Engine, *slog.Logger, error) {
+				e, err := engine.New(engOpt)
+				return e, log, err
+			}}
+			defer link.close()
+			p := newSocketEngine(link.dial, *agent, *workdir, cfg)
 			if p.ping() {
 				log.Info("proxying to the engine that holds the home", "home", *home)
 				backend, err = p, nil

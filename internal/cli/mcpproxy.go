@@ -28,11 +28,8 @@ type socketEngine struct {
 	id string
 }
 
-func newSocketEngine(sock, agent, workdir string, cfg *config.Config) *socketEngine {
-	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	}}
+func newSocketEngine(dial func(ctx context.Context, network, addr string) (net.Conn, error), agent, workdir string, cfg *config.Config) *socketEngine {
+	tr := &http.Transport{DialContext: dial}
 	var b [16]byte
 	rand.Read(b[:])
 	return &socketEngine{agent: agent, workdir: workdir, cfg: cfg, hc: &http.Client{Transport: tr}, id: hex.EncodeToString(b[:])}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/signal"
@@ -236,6 +237,22 @@ func (a *app) sessionCmd(name string) *cobra.Command {
 		var res client.Result
 		for _, c := range calls {
 			res, err = be.Process(ctx, c)
+			// A wait changes nothing, so one cut short by the engine
+			// going away (another CLI command's, which exited) is asked
+			// again of the engine that serves the home now.
+			// A wait answered "timeout" before its time is one whose
+			// engine stopped: it is asked again for the rest of its time,
+			// from the same output position, so nothing is lost.
+			for retry := 0; name == "wait" && retry < 3 && ctx.Err() == nil; retry++ {
+				if err != nil && transportError(err) {
+					res, err = be.Process(ctx, c)
+				} else if next := waitCutShort(c, res, err); next != nil {
+					c = next
+					res, err = be.Process(ctx, c)
+				} else {
+					break
+				}
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return ExitInterrupted
@@ -357,4 +374,36 @@ func followLog(ctx context.Context, be *conn, g *globalFlags, res client.Result,
 		return exitForError(err)
 	}
 	return ExitOK
+}
+
+// waitCutShort is, for a wait answered "timeout" well before its timeout
+// (the engine that served it stopped, as another CLI command's in-process
+// engine does when that command exits), the same wait for the rest of the
+// time from the same output position; nil for any other answer.
+func waitCutShort(c map[string]any, res client.Result, err error) map[string]any {
+	if err != nil {
+		return nil
+	}
+	var d struct {
+		Outcome   string   `json:"outcome"`
+		ElapsedMs float64  `json:"elapsedMs"`
+		Since     *float64 `json:"since"`
+	}
+	if json.Unmarshal(res.Details, &d) != nil || d.Outcome != "timeout" {
+		return nil
+	}
+	timeout := 30000.0
+	if t, ok := c["timeout"].(float64); ok {
+		timeout = t
+	}
+	left := timeout - d.ElapsedMs
+	if left < 1000 {
+		return nil
+	}
+	next := maps.Clone(c)
+	next["timeout"] = left
+	if d.Since != nil {
+		next["since"] = *d.Since
+	}
+	return next
 }

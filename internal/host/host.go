@@ -112,8 +112,8 @@ type Deps struct {
 	// LoginPATH returns the login-shell PATH of gateway runs, waiting at
 	// most half of window for it (window < 0: as long as it takes).
 	LoginPATH func(window time.Duration) (path string, known bool, waited time.Duration)
-	// Launch starts a spec under a local supervisor (the engine's pool
-	// of spares and supervisor hosts).
+	// Launch starts a spec under a local supervisor (the engine's
+	// supervisor.Pool: its spare or its supervisor hosts).
 	Launch func(spec supervisor.Spec) (*supervisor.Handle, error)
 	// Nodes runs host=node calls on node hosts; nil: no node available.
 	Nodes Nodes

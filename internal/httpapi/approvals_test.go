@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,5 +108,65 @@ func TestApprovalsStoreOpenedOnce(t *testing.T) {
 	}
 	if policy != codes[200] || events != codes[200] {
 		t.Fatalf("%d sets succeeded: %d ledger policy records, %d policy.changed events", codes[200], policy, events)
+	}
+}
+
+// TestApprovalsFileSetOnFullDisk: a set that cannot be written (the disk
+// is full) is a server error, not the client's invalid_argument, and
+// changes nothing: the file and the ledger are as before, and the same
+// set succeeds once there is room. Needs root to mount a small tmpfs.
+func TestApprovalsFileSetOnFullDisk(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	home := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", home).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", home).Run() })
+	srv := New(Options{Home: home, Agents: auth.Open(home), OperatorToken: testOperator, Listen: "127.0.0.1:0"})
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	set := func(pattern, base string) (int, map[string]any) {
+		file := fmt.Sprintf(`{"version":1,"agents":{"main":{"allowlist":[{"pattern":%q}]}}}`, pattern)
+		body, _ := json.Marshal(map[string]any{"file": json.RawMessage(file), "baseHash": base})
+		return operatorCall(t, ts, "PUT", "/v1/approvals-file", string(body))
+	}
+	code, m := set("/usr/bin/first", "")
+	if code != 200 {
+		t.Fatalf("first set: %d %v", code, m)
+	}
+	base, _ := m["hash"].(string)
+	records := func() int {
+		recs, _ := ledger.Tail(home, 0, ledger.Filter{})
+		return len(recs)
+	}
+	before := records()
+	// Fill the disk.
+	filler := filepath.Join(home, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+	code, m = set("/usr/bin/second", base)
+	if code < 500 {
+		t.Fatalf("set on a full disk: %d %v, want a server error", code, m)
+	}
+	if _, cur := operatorCall(t, ts, "GET", "/v1/approvals-file", ""); cur["hash"] != base {
+		t.Fatalf("the file changed: %v", cur["hash"])
+	}
+	if n := records(); n != before {
+		t.Fatalf("%d ledger records after a failed set, %d before", n, before)
+	}
+	os.Remove(filler)
+	if code, m := set("/usr/bin/second", base); code != 200 {
+		t.Fatalf("set once there is room: %d %v", code, m)
 	}
 }

@@ -596,11 +596,17 @@ func (s *Server) putApprovalsFile(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := admin.SetApprovals(s.opt.Home, f, in.BaseHash, actor(r), s.hub.Publish)
 	if err != nil {
-		if errors.Is(err, approvals.ErrConflict) {
+		var inv *approvals.InvalidError
+		switch {
+		case errors.Is(err, approvals.ErrConflict):
 			writeError(w, 409, "conflict", err.Error())
-			return
+		case errors.As(err, &inv):
+			writeError(w, 400, "invalid_argument", err.Error())
+		default:
+			// The file could not be written (a full disk): nothing
+			// changed, and the client's file is not at fault.
+			writeError(w, 500, "io_error", err.Error())
 		}
-		writeError(w, 400, "invalid_argument", err.Error())
 		return
 	}
 	if c.LedgerErr != nil {

@@ -25,9 +25,16 @@ const maxSocketPath = 107
 // chmodded there and renamed onto path. Where that longer name does not fit
 // a socket address, it is bound at path itself, which is allowed only when
 // path's directory is ours and private (no one else can reach the socket
-// before its chmod). Closing the listener removes path.
+// before its chmod). A directory of path that is another user's, or that
+// others may write to, is refused. Closing the listener removes path.
 func Listen(path string, perm fs.FileMode) (net.Listener, error) {
 	dir := filepath.Dir(path)
+	// The socket's directory must be ours and writable by no one else:
+	// whoever may write to it can unlink the socket and put their own in
+	// its place, and our clients would talk to them.
+	if err := ownDir(dir, 0o022); err != nil {
+		return nil, err
+	}
 	tmpDir, err := os.MkdirTemp(dir, ".")
 	if err != nil {
 		return nil, err
@@ -66,6 +73,15 @@ func Listen(path string, perm fs.FileMode) (net.Listener, error) {
 // privateDir checks that dir, the directory of the socket path, belongs to
 // this process's user and grants nothing to others.
 func privateDir(dir, path string) error {
+	if err := ownDir(dir, 0o077); err != nil {
+		return fmt.Errorf("socket path %s is too long to bind in a private directory, and %w", path, err)
+	}
+	return nil
+}
+
+// ownDir checks that dir belongs to this process's user and that its mode
+// has none of the bits in deny.
+func ownDir(dir string, deny fs.FileMode) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
@@ -73,8 +89,8 @@ func privateDir(dir, path string) error {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
 		return fmt.Errorf("socket directory %s is owned by uid %d, not %d", dir, st.Uid, os.Getuid())
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("socket path %s is too long to bind in a private directory, and its directory has mode %o", path, fi.Mode().Perm())
+	if m := fi.Mode().Perm(); m&deny != 0 {
+		return fmt.Errorf("socket directory %s has mode %o: others may enter or change it", dir, m)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package unixsock
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -50,6 +51,10 @@ func TestListenPrivate(t *testing.T) {
 		}
 	}()
 	dir := t.TempDir()
+	// Under umask 0 the directory is 0777, which Listen refuses
+	// (TestListenRefusesDirectoriesOthersControl): this test is about the
+	// umask, so the directory is made private.
+	os.Chmod(dir, 0o700)
 	p := filepath.Join(dir, "engine.sock")
 	for i := 0; i < 200; i++ {
 		if i == 0 {
@@ -110,5 +115,83 @@ func TestListenLongPath(t *testing.T) {
 	if ln, err := Listen(p, 0o600); err == nil {
 		ln.Close()
 		t.Fatal("bound in place in a directory others can enter")
+	}
+}
+
+// TestListenRefusesDirectoriesOthersControl: a socket is never put in a
+// directory another user owns or may write to (they could unlink it and
+// put their own in its place, and our clients would talk to them), and
+// what is already at the path is replaced, never followed or emptied.
+// Generated over the ways a directory can be someone else's, at a short
+// path and at one too long to stage.
+func TestListenRefusesDirectoriesOthersControl(t *testing.T) {
+	type member struct {
+		name  string
+		setup func(t *testing.T, dir string) // makes dir someone else's
+	}
+	members := []member{
+		{"mode 0777", func(t *testing.T, dir string) { os.Chmod(dir, 0o777) }},
+		{"mode 0770", func(t *testing.T, dir string) { os.Chmod(dir, 0o770) }},
+		{"mode 0703", func(t *testing.T, dir string) { os.Chmod(dir, 0o703) }},
+		{"mode 1777", func(t *testing.T, dir string) { os.Chmod(dir, 0o777|os.ModeSticky) }},
+	}
+	if os.Getuid() == 0 {
+		members = append(members,
+			member{"owned by nobody, 0700", func(t *testing.T, dir string) { os.Chown(dir, 65534, 65534) }},
+			member{"owned by nobody, 0755", func(t *testing.T, dir string) { os.Chown(dir, 65534, 65534); os.Chmod(dir, 0o755) }})
+	}
+	for _, m := range members {
+		for _, long := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/long=%v", m.name, long), func(t *testing.T) {
+				base := t.TempDir()
+				dir := filepath.Join(base, "run")
+				if long {
+					dir = filepath.Join(base, strings.Repeat("d", maxSocketPath-len(base)-8))
+				}
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				m.setup(t, dir)
+				t.Cleanup(func() { os.Chown(dir, os.Getuid(), os.Getgid()); os.Chmod(dir, 0o700) })
+				p := filepath.Join(dir, "s.sock")
+				ln, err := Listen(p, 0o600)
+				if err == nil {
+					ln.Close()
+					t.Fatalf("listened at %s in a directory others control", p)
+				}
+				if !strings.Contains(err.Error(), dir) {
+					t.Fatalf("the error does not name the directory: %v", err)
+				}
+			})
+		}
+	}
+	// What is at the path: a symlink is replaced, not followed; a
+	// directory is an error and stays.
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "precious")
+	os.WriteFile(target, []byte("keep"), 0o600)
+	p := filepath.Join(dir, "s.sock")
+	if err := os.Symlink(target, p); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := Listen(p, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(p); err != nil || fi.Mode().Type() != os.ModeSocket {
+		t.Fatalf("symlink not replaced by the socket: %v %v", err, fi)
+	}
+	ln.Close()
+	if b, err := os.ReadFile(target); err != nil || string(b) != "keep" {
+		t.Fatalf("the symlink's target was touched: %v %q", err, b)
+	}
+	os.Mkdir(p, 0o700)
+	os.WriteFile(filepath.Join(p, "f"), []byte("x"), 0o600)
+	if ln, err := Listen(p, 0o600); err == nil {
+		ln.Close()
+		t.Fatal("listened over a directory")
+	}
+	if _, err := os.Stat(filepath.Join(p, "f")); err != nil {
+		t.Fatalf("the directory at the path was removed: %v", err)
 	}
 }

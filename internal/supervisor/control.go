@@ -1,0 +1,299 @@
+package supervisor
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/internal/unixsock"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+// listen opens the session's control socket; in a host, the session is
+// served on the host's socket instead.
+func (s *sup) listen() error {
+	if s.shared {
+		return hostSessions.add(s)
+	}
+	ln, err := listenControl(s.spec.Socket, func(id string) *sup {
+		if id == "" || id == s.spec.ID {
+			return s
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.ln = ln
+	s.socket = s.spec.Socket
+	return nil
+}
+
+// listenControl listens on the unix socket path and serves each request
+// to the session find returns for its Session field.
+func listenControl(path string, find func(id string) *sup) (net.Listener, error) {
+	if path == "" {
+		return nil, errors.New("no socket path")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	// A shared fallback directory (/tmp/conch-<uid>-…) must be ours:
+	// another user could otherwise read or replace our sockets.
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil {
+		return nil, err
+	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return nil, fmt.Errorf("socket directory %s is owned by uid %d, not %d", filepath.Dir(path), st.Uid, os.Getuid())
+	} else if fi.Mode().Perm()&0o077 != 0 {
+		// Only we may reach the sockets in it. (unixsock never changes
+		// the umask: it is the process's, and a host starts other
+		// sessions' commands meanwhile.)
+		if err := os.Chmod(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := unixsock.Listen(path, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c.(*net.UnixConn), find)
+		}
+	}()
+	return ln, nil
+}
+
+// PeerUID is the uid of the process at the other end of c (SO_PEERCRED).
+func PeerUID(c *net.UnixConn) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if cerr != nil {
+		return -1, cerr
+	}
+	return int(cred.Uid), nil
+}
+
+func serve(c *net.UnixConn, find func(id string) *sup) {
+	if uid, err := PeerUID(c); err != nil || uid != os.Getuid() {
+		c.Close()
+		return
+	}
+	sc := bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 64<<10), 32<<20)
+	enc := json.NewEncoder(c)
+	for sc.Scan() {
+		var req Request
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			enc.Encode(Reply{Error: "bad request: " + err.Error()})
+			continue
+		}
+		if req.V != ProtocolVersion {
+			enc.Encode(Reply{Error: fmt.Sprintf("unsupported protocol version %d", req.V)})
+			continue
+		}
+		if req.Op == "flush" && req.Session == "" {
+			// A host writes the files its sessions owe before an engine
+			// reads the home (sup.flushFiles); a single supervisor owes
+			// none.
+			hostSessions.flushAll()
+			enc.Encode(Reply{OK: true})
+			continue
+		}
+		s := find(req.Session)
+		if s == nil {
+			enc.Encode(Reply{Error: errNoSession})
+			continue
+		}
+		if req.Op == "subscribe" {
+			enc.Encode(Reply{OK: true})
+			sub := s.addSubscriber(c)
+			// Reading on detects the peer closing; requests are not
+			// accepted on a subscription.
+			io.Copy(io.Discard, c)
+			sub.w.Close()
+			return
+		}
+		enc.Encode(s.handle(req))
+	}
+	c.Close()
+}
+
+func (s *sup) handle(req Request) Reply {
+	switch req.Op {
+	case "hello":
+		return Reply{OK: true, PID: s.cmd.Process.Pid}
+	case "status":
+		return Reply{OK: true, Status: s.status()}
+	case "meta":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.meta == nil {
+			return Reply{Error: "session is starting"}
+		}
+		return Reply{OK: true, Meta: s.meta}
+	case "write":
+		if err := s.write(req.Data); err != nil {
+			return Reply{Error: err.Error()}
+		}
+		return Reply{OK: true}
+	case "closeStdin":
+		if err := s.closeStdin(); err != nil {
+			return Reply{Error: err.Error()}
+		}
+		return Reply{OK: true}
+	case "signal":
+		s.cont.signal(syscall.Signal(req.Sig))
+		return Reply{OK: true}
+	case "kill":
+		grace := s.grace()
+		if req.GraceMs != nil {
+			grace = time.Duration(*req.GraceMs) * time.Millisecond
+		}
+		by := KilledBy(req.By)
+		if by == "" {
+			by = KilledByAgent
+		}
+		if !by.Valid() {
+			return Reply{Error: fmt.Sprintf("kill: unknown cause %q", req.By)}
+		}
+		s.kill(by, grace)
+		return Reply{OK: true}
+	case "trim":
+		if req.MaxBytes <= 0 {
+			return Reply{Error: "trim: maxBytes must be positive"}
+		}
+		s.jmu.Lock()
+		j := s.j
+		s.jmu.Unlock()
+		if j == nil {
+			return Reply{Error: "trim: no journal"}
+		}
+		_, after, err := j.Trim(req.MaxBytes)
+		if err != nil {
+			return Reply{Error: err.Error()}
+		}
+		s.logf("journal trimmed to %d bytes (cap %d)", after, req.MaxBytes)
+		return Reply{OK: true, Bytes: after}
+	case "resize":
+		if s.ptmx == nil {
+			return Reply{Error: "not a PTY session"}
+		}
+		if req.Cols < 1 || req.Rows < 1 || req.Cols > 0xffff || req.Rows > 0xffff {
+			return Reply{Error: fmt.Sprintf("invalid size %dx%d", req.Cols, req.Rows)}
+		}
+		// The emulator first: output the program writes for the new
+		// size must not be emulated at the old one.
+		s.term.Resize(req.Cols, req.Rows)
+		if err := pty.Setsize(s.ptmx, &pty.Winsize{Cols: uint16(req.Cols), Rows: uint16(req.Rows)}); err != nil {
+			return Reply{Error: err.Error()}
+		}
+		return Reply{OK: true}
+	case "screen":
+		if s.term == nil {
+			return Reply{Error: "not a PTY session"}
+		}
+		// The pump stores the cursor after feeding the terminal: the
+		// snapshot covers at least the output up to cur.
+		cur := s.cursor.Load()
+		snap := s.term.Snapshot()
+		return Reply{OK: true, Screen: &snap, Cursor: cur}
+	}
+	return Reply{Error: fmt.Sprintf("unknown op %q", req.Op)}
+}
+
+func (s *sup) status() *Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := &Status{PID: s.cmd.Process.Pid, Cursor: s.cursor.Load(), Stdin: s.stdinState, Modes: s.modes.Modes(), KilledBy: string(s.killedBy), LastOutputNs: s.lastOutput.Load()}
+	st.JournalError, _ = s.journalErr.Load().(string)
+	select {
+	case <-s.mainExited:
+		st.Ending = true
+	default:
+		st.Ending = s.killing
+	}
+	return st
+}
+
+// answer writes the terminal's replies to queries (cursor position,
+// device attributes) to the PTY, as a terminal would, so that a program
+// waiting for one does not hang. A program that does not read its input
+// for a second loses the reply.
+func (s *sup) answer() {
+	defer close(s.answered)
+	failed := false
+	for r := range s.term.Replies() {
+		s.wmu.Lock()
+		s.ptmx.SetWriteDeadline(time.Now().Add(time.Second))
+		_, err := s.ptmx.Write(r)
+		s.ptmx.SetWriteDeadline(time.Time{})
+		s.wmu.Unlock()
+		if err != nil && !failed {
+			s.logf("write terminal reply: %v", err)
+			failed = true
+		}
+	}
+}
+
+// errStdinClosed is reported when input arrives after stdin was closed.
+var errStdinClosed = errors.New("stdin is closed")
+
+func (s *sup) write(p []byte) error {
+	s.mu.Lock()
+	w := s.stdin
+	if s.ptmx != nil {
+		w = s.ptmx
+	}
+	s.mu.Unlock()
+	if w == nil {
+		return errStdinClosed
+	}
+	s.wmu.Lock()
+	w.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, err := w.Write(p)
+	w.SetWriteDeadline(time.Time{})
+	s.wmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("write stdin: %w", err)
+	}
+	s.jmu.Lock()
+	s.j.AppendInput(p)
+	s.jmu.Unlock()
+	return nil
+}
+
+func (s *sup) closeStdin() error {
+	if s.ptmx != nil {
+		return s.write([]byte{0x04})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stdin == nil {
+		return errStdinClosed
+	}
+	err := s.stdin.Close()
+	s.stdin = nil
+	s.stdinState = "closed"
+	return err
+}

@@ -1,0 +1,417 @@
+package supervisor
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// filesDelay is how long a host's session runs before its meta.json and
+// state.json are written.
+const filesDelay = 250 * time.Millisecond
+
+// writeFiles writes meta.json, then state.json from the spec unless the
+// engine has written one (a torn pair can only lack state.json, which the
+// engine recovers from meta.json).
+func (s *sup) writeFiles() error {
+	if err := WriteJSON(MetaPath(s.dir), s.meta); err != nil {
+		return fmt.Errorf("write meta.json: %w", err)
+	}
+	if len(s.spec.State) > 0 {
+		if err := CreateJSON(filepath.Join(s.dir, "state.json"), s.spec.State); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("write state.json: %w", err)
+		}
+	}
+	return nil
+}
+
+// flushFiles writes a host session's meta.json and state.json if they are
+// due and the engine has not released the session.
+func (s *sup) flushFiles() {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	if !s.filesDue || s.released {
+		return
+	}
+	s.filesDue = false
+	if err := s.writeFiles(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.logf("%v", err)
+		s.filesOwed = true
+		s.retryWrites()
+	}
+}
+
+// retryWrites starts, once, the retry of the files that could not be
+// written: every 100 ms at first, then every 5 s, until all are on disk
+// or the engine has removed the session. Meanwhile the supervisor keeps
+// them in memory and serves them on its socket.
+func (s *sup) retryWrites() {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	if s.retryDone != nil {
+		return
+	}
+	done := make(chan struct{})
+	s.retryDone = done
+	go func() {
+		defer close(done)
+		wait := 100 * time.Millisecond
+		for {
+			select {
+			case <-time.After(wait):
+			case <-s.releasedCh:
+				return
+			}
+			if _, err := os.Stat(s.dir); err != nil {
+				return // the engine removed the session
+			}
+			if s.payOwed() {
+				s.logf("the files kept in memory are written")
+				return
+			}
+			wait = min(2*wait, 5*time.Second)
+		}
+	}()
+}
+
+// payOwed writes what is owed and reports whether nothing is left.
+func (s *sup) payOwed() bool {
+	paid := true
+	s.fileMu.Lock()
+	if s.filesOwed && !s.released {
+		if err := s.writeFiles(); err != nil {
+			paid = false
+		} else {
+			s.filesOwed = false
+		}
+	}
+	s.fileMu.Unlock()
+	s.exitMu.Lock()
+	if s.writeExitLocked() != nil {
+		paid = false
+	}
+	s.exitMu.Unlock()
+	return paid
+}
+
+// owed waits until the files kept in memory are written (or the session
+// was removed): a supervisor that went before would leave its session
+// lost, or unknown, after an engine restart. It reports whether anything
+// was owed.
+func (s *sup) owed() bool {
+	s.retryMu.Lock()
+	done := s.retryDone
+	s.retryMu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	default:
+	}
+	s.logf("waiting for disk space to write the end state kept in memory")
+	<-done
+	return true
+}
+
+// release records that the engine is done with the session (it removes
+// its directory): nothing more is written there.
+func (s *sup) release() {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	if !s.released {
+		s.released = true
+		close(s.releasedCh)
+	}
+}
+
+func (s *sup) isReleased() bool {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	return s.released
+}
+
+// run waits for the main process, settles output and descendants, and
+// commits the end state.
+func (s *sup) run() {
+	<-s.mainExited
+	end := time.Now()
+	// The exit status is on disk before the settle, unless the end state
+	// is final within 100 ms (the common case: that saves an inode and a
+	// rename per session). A supervisor that dies in between leaves the
+	// session lost instead of exited.
+	provisional := s.exitRecord(end, 0, false)
+	exitTimer := time.AfterFunc(100*time.Millisecond, func() { s.writeExitOnce(provisional, false) })
+	defer exitTimer.Stop()
+
+	settle := time.Duration(s.spec.SettleMs) * time.Millisecond
+	if settle <= 0 {
+		settle = 250 * time.Millisecond
+	}
+	pumped := make(chan struct{})
+	go func() { s.outputs.Wait(); close(pumped) }()
+	select {
+	case <-pumped:
+	case <-time.After(settle):
+	}
+	if held, _ := s.journalErr.Load().(string); held != "" {
+		// Output is held back by a journal that cannot be written: give
+		// the disk a chance to free up before the end state is final.
+		s.mu.Lock()
+		killed := s.killedBy != ""
+		s.mu.Unlock()
+		if killed {
+			// A kill ends the session now: what the disk cannot take
+			// is counted, not waited for.
+			s.abandonOutput("killed")
+		} else {
+			s.logf("the command ended with output held back (%s); waiting up to 60 s for the journal", held)
+			select {
+			case <-pumped:
+			case <-time.After(60 * time.Second):
+				s.abandonOutput("no space after 60 s")
+			}
+		}
+	}
+	// Descendants left behind by a command that ended by itself get the
+	// kill sequence too; a session never stays open because a grandchild
+	// holds a pipe.
+	s.mu.Lock()
+	killing := s.killing
+	s.mu.Unlock()
+	left := 0
+	if !killing {
+		if s.spec.Sandbox != nil {
+			// bwrap's own processes (the monitor, the namespace's init)
+			// end right after the command: they are not leftovers.
+			s.waitTreeGone(200 * time.Millisecond)
+		}
+		left = len(s.cont.members())
+		if left > 0 {
+			s.treeKill(s.grace())
+		} else {
+			s.killInside(s.grace())
+		}
+	} else {
+		s.waitTreeGone(s.grace() + 2*time.Second)
+	}
+	if s.ptmx != nil {
+		// All slaves are closed once the group is gone; reading to EIO
+		// keeps the last bytes. A stray holder outside the tree must not
+		// keep us open forever.
+		select {
+		case <-pumped:
+		case <-time.After(2 * time.Second):
+		}
+		// The screen stays readable for the op screen; only the
+		// replies stop.
+		s.term.Close()
+		<-s.answered
+		s.ptmx.Close()
+	}
+	select {
+	case <-pumped:
+	case <-time.After(2 * time.Second):
+		// A process outside the tree (it left the cgroup) still holds
+		// a pipe: stop reading it, so the pumps end before the journal
+		// closes.
+		s.logf("output pipes still open 2s after the tree was killed; closing")
+		for _, r := range s.readers {
+			r.Close()
+		}
+		select {
+		case <-pumped:
+		case <-time.After(2 * time.Second):
+			s.logf("output pumps did not end")
+		}
+	}
+	s.mu.Lock()
+	if s.stdin != nil {
+		s.stdin.Close()
+		s.stdin = nil
+	}
+	s.mu.Unlock()
+	ex := s.exitRecord(end, left, true)
+	exitTimer.Stop()
+	// A host reports the end first and writes exit.json a moment later,
+	// and only if the session's directory is still there then: a
+	// foreground call's directory is removed by the engine as soon as
+	// the result is out, and the file was a third of a host's disk work.
+	// Until the file is written the host keeps the session, so an engine
+	// that restarts meanwhile learns the end state from it instead.
+	deferred := s.deferExit()
+	if !deferred {
+		s.writeExitOnce(ex, true)
+	}
+	s.mu.Lock()
+	s.final = &ex
+	subs := s.subs
+	s.mu.Unlock()
+	close(s.finalSet)
+	for _, sub := range subs {
+		sub.kickNow()
+	}
+	if !s.shared {
+		s.persist()
+	}
+	// Give subscribers a moment to receive the end state.
+	deadline := time.After(2 * time.Second)
+	for _, sub := range subs {
+		select {
+		case <-sub.gone:
+		case <-deadline:
+		}
+	}
+	// The end state stays served on the socket until it is on disk.
+	if !s.shared && s.owed() {
+		Persist(ExitPath(s.dir))
+	}
+	if s.ln != nil {
+		s.ln.Close()
+		os.Remove(s.spec.Socket)
+	}
+	s.cont.remove()
+	if s.shared {
+		// A host makes the end durable a moment later, and not at all
+		// for a session whose directory the engine has removed by then
+		// (a foreground call that returned its result): on a busy
+		// gateway those fsyncs were a tenth of the CPU. (The engine
+		// renames a directory before it deletes it, so a directory
+		// seen here takes no file after it is gone.)
+		select {
+		case <-time.After(250 * time.Millisecond):
+		case <-hostRetired:
+		case <-s.releasedCh:
+		}
+		s.flushFiles()
+		if _, err := os.Stat(s.dir); err == nil && !s.isReleased() {
+			if deferred {
+				s.writeExitOnce(ex, true)
+			}
+			s.owed()
+			s.persist()
+		} else {
+			s.jmu.Lock()
+			s.j.CloseUnsynced()
+			s.jmu.Unlock()
+		}
+		hostSessions.remove(s)
+	}
+	close(s.done)
+}
+
+// persist makes the journal and exit.json, which every process already
+// sees, survive a machine crash too. (The engine may delete a foreground
+// session's directory meanwhile; that is not an error.)
+func (s *sup) persist() {
+	s.jmu.Lock()
+	if err := s.j.Close(); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.logf("journal close: %v", err)
+	}
+	s.jmu.Unlock()
+	if err := Persist(ExitPath(s.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.logf("persist exit.json: %v", err)
+	}
+}
+
+func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.mainStatus
+	ex := Exit{
+		EndedAt:    end.UnixMilli(),
+		DurationMs: end.Sub(s.started).Milliseconds(),
+		TimedOut:   s.timedOut,
+		Final:      final,
+	}
+	switch {
+	case ws.Exited():
+		c := ws.ExitStatus()
+		ex.ExitCode = &c
+		ex.State = StateExited
+	case ws.Signaled():
+		name := unix.SignalName(ws.Signal())
+		if name == "" {
+			name = fmt.Sprintf("SIG%d", int(ws.Signal()))
+		}
+		ex.Signal = &name
+		ex.State = StateSignaled
+	}
+	if s.killedBy != "" {
+		by := string(s.killedBy)
+		ex.KilledBy = &by
+		ex.State = StateKilled
+	}
+	ex.DescendantsKilled = descendants + s.killCount
+	s.jmu.Lock()
+	ex.OutputBytes = s.j.Cursor()
+	ex.DroppedBytes = s.j.Stat().DroppedBytes
+	ex.UnrecordedBytes = s.unrecorded.Load()
+	if final {
+		ex.OutputSha256 = hex.EncodeToString(s.sum.Sum(nil))
+	}
+	s.jmu.Unlock()
+	return ex
+}
+
+// writeExitOnce writes exit.json; once the final record is written, a
+// provisional one no longer is.
+func (s *sup) writeExitOnce(ex Exit, final bool) {
+	s.exitMu.Lock()
+	defer s.exitMu.Unlock()
+	if s.exitFinal {
+		return
+	}
+	s.exitFinal = final
+	if final {
+		// A second copy of the end state, in the journal, for an engine
+		// that finds exit.json damaged (ReadExit).
+		if b, err := json.Marshal(ex); err == nil {
+			s.jmu.Lock()
+			if err := s.j.AppendEnd(b); err != nil && !errors.Is(err, os.ErrNotExist) {
+				s.logf("journal end record: %v", err)
+			}
+			s.jmu.Unlock()
+		}
+	}
+	s.exitDue = &ex
+	if err := s.writeExitLocked(); err != nil {
+		s.logf("write exit.json: %v (kept in memory until it can be written)", err)
+		s.retryWrites()
+	}
+}
+
+// writeExitLocked writes the due exit record, if any; one that cannot be
+// written stays due (s.exitMu must be held).
+func (s *sup) writeExitLocked() error {
+	if s.exitDue == nil {
+		return nil
+	}
+	if err := WriteJSON(ExitPath(s.dir), *s.exitDue); err != nil {
+		if errors.Is(err, os.ErrNotExist) { // the engine removed the session
+			s.exitDue = nil
+			return nil
+		}
+		return err
+	}
+	s.exitDue = nil
+	s.exitWritten = true
+	return nil
+}
+
+// deferExit reports whether the final exit.json may wait for the
+// directory check of a host: not when a provisional record is on disk,
+// which the final one must replace at once.
+func (s *sup) deferExit() bool {
+	s.exitMu.Lock()
+	defer s.exitMu.Unlock()
+	return s.shared && !s.exitWritten
+}

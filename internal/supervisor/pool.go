@@ -1,0 +1,292 @@
+package supervisor
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"time"
+)
+
+// ErrPoolClosed is returned by Pool.Start's host path once the pool is
+// closed; Start then falls back to a supervisor of the session's own.
+var ErrPoolClosed = errors.New("conch engine is shutting down")
+
+// hostRetireAfter is how many sessions a supervisor host takes before the
+// pool retires it for a fresh one: a host that dies takes the supervision
+// of its sessions with it.
+const hostRetireAfter = 1000
+
+// commitTimeout is how long Start waits for a supervisor's ready report.
+// A report takes milliseconds; the bound is for a supervisor that hangs,
+// and is generous because a new supervisor is a fresh process of a large
+// binary, which a machine under heavy load (a load average of 15 on two
+// cores) was seen to start in more than 5 s.
+const commitTimeout = 15 * time.Second
+
+// PoolConfig is what a Pool starts supervisors with.
+type PoolConfig struct {
+	// Argv is the supervisor command (`conch supervise`); Home the conch
+	// home; Env the supervisors' whole environment.
+	Argv []string
+	Home string
+	Env  []string
+	// Shared runs sessions in supervisor hosts (one process for many
+	// sessions, which needs session cgroups) instead of a supervisor
+	// each with a warm spare kept ready. DefaultShared says which.
+	Shared bool
+	// MaxStarting bounds concurrent supervisor start-ups (at least 1).
+	MaxStarting int
+	// RetireAfter is how many sessions a host takes before it is retired
+	// for a fresh one; 0 means 1000.
+	RetireAfter int
+	// HostExited, if set, is called (on its own goroutine) once a host
+	// the pool started has exited.
+	HostExited func(*Host)
+	// Warn, if set, hears of what the pool worked around: a host or a
+	// spare that could not start or was unusable.
+	Warn func(msg string, args ...any)
+}
+
+// Pool starts the supervisors of one engine. Where sessions share
+// supervisors it keeps the current host (and the retired ones that only
+// finish their sessions); else it keeps one warm spare supervisor that
+// has already paid its start-up cost. The zero Pool is not usable; make
+// one with NewPool.
+type Pool struct {
+	cfg      PoolConfig
+	starting chan struct{}
+	wg       sync.WaitGroup // the spare being started
+
+	mu        sync.Mutex
+	closed    bool
+	spare     *Spare
+	refilling bool
+	host      *Host   // taking new sessions
+	retired   []*Host // finishing theirs
+	closing   []*Host // the hosts Close closed, for WaitHosts
+}
+
+// DefaultShared reports whether sessions should run in supervisor hosts:
+// unless CONCH_SUPERVISOR=process asks for a process per session, and
+// only where sessions get cgroups (a host tells its sessions' processes
+// apart by them).
+func DefaultShared() bool {
+	switch os.Getenv("CONCH_SUPERVISOR") {
+	case "process":
+		return false
+	}
+	return CgroupAvailable()
+}
+
+// NewPool returns a pool that starts supervisors as cfg says. Without
+// shared hosts it starts the first spare at once, in the background.
+func NewPool(cfg PoolConfig) *Pool {
+	if cfg.MaxStarting < 1 {
+		cfg.MaxStarting = 1
+	}
+	if cfg.RetireAfter <= 0 {
+		cfg.RetireAfter = hostRetireAfter
+	}
+	p := &Pool{cfg: cfg, starting: make(chan struct{}, cfg.MaxStarting)}
+	// A supervisor host starts with the first session.
+	if !cfg.Shared {
+		p.refillSpare()
+	}
+	return p
+}
+
+// Shared reports whether the pool runs sessions in supervisor hosts.
+func (p *Pool) Shared() bool { return p.cfg.Shared }
+
+func (p *Pool) warn(msg string, args ...any) {
+	if p.cfg.Warn != nil {
+		p.cfg.Warn(msg, args...)
+	}
+}
+
+// Start starts spec under a supervisor: in the current supervisor host
+// when sessions share them (and spec does not ask for a supervisor of its
+// own), else in the warm spare when there is one, else in a new process.
+// A new spare is started in the background for the next call. An error
+// from a host that died with the session committed is returned as is
+// (ErrHostDied: the command may have started); a host gone before it took
+// the session is retired and the start tried once more.
+func (p *Pool) Start(spec Spec) (*Handle, error) {
+	// Bound concurrent supervisor start-ups: hundreds of Go processes
+	// starting at once on a small machine starve each other past the
+	// ready timeout.
+	p.starting <- struct{}{}
+	defer func() { <-p.starting }()
+	if p.cfg.Shared && !spec.NoCgroup {
+		for attempt := 0; attempt < 2; attempt++ {
+			h, err := p.currentHost()
+			if err != nil {
+				p.warn("start supervisor host", "err", err)
+				break
+			}
+			hd, err := h.Commit(spec, commitTimeout)
+			switch {
+			case err == nil:
+				if h.Started() >= p.cfg.RetireAfter {
+					p.retireHost(h)
+				}
+				return hd, nil
+			case errors.Is(err, ErrHostGone):
+				p.warn("supervisor host gone; starting a new one", "pid", h.PID(), "err", err)
+				p.retireHost(h)
+				continue
+			case errors.Is(err, ErrNeedsCgroup):
+				// A supervisor of its own contains it without one.
+			case errors.Is(err, ErrHostDied):
+				// Not again elsewhere: the command may have started
+				// (spawn sweeps what meta.json names).
+				p.warn("supervisor host died; starting a new one", "pid", h.PID(), "err", err)
+				p.retireHost(h)
+				return nil, err
+			default:
+				return nil, err
+			}
+			break
+		}
+	}
+	p.mu.Lock()
+	sp := p.spare
+	p.spare = nil
+	p.mu.Unlock()
+	// The next spare starts now, while this one commits: a started spare
+	// is warm only once its runtime is up, which takes longer than a
+	// commit, and back-to-back calls otherwise wait for it. (Where hosts
+	// run the sessions, a single supervisor is the exception: no spare.)
+	if !p.cfg.Shared {
+		p.refillSpare()
+		defer p.refillSpare()
+	}
+	if sp != nil {
+		h, err := sp.Commit(spec, commitTimeout)
+		if err == nil || !errors.Is(err, ErrGone) && !errors.Is(err, ErrNoReport) {
+			return h, err
+		}
+		p.warn("spare supervisor unusable; starting a new one", "err", err)
+	}
+	return Launch(p.cfg.Argv, p.cfg.Home, spec, p.cfg.Env, commitTimeout)
+}
+
+// currentHost returns the supervisor host taking new sessions, starting
+// one when there is none.
+func (p *Pool) currentHost() (*Host, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrPoolClosed
+	}
+	if p.host == nil {
+		h, err := StartHost(p.cfg.Argv, p.cfg.Home, p.cfg.Env)
+		if err != nil {
+			return nil, err
+		}
+		p.host = h
+		if p.cfg.HostExited != nil {
+			go func() {
+				<-h.Exited()
+				p.cfg.HostExited(h)
+			}()
+		}
+	}
+	return p.host, nil
+}
+
+// retireHost stops h from taking sessions (it exits once its own have
+// ended); the next Start starts a new host.
+func (p *Pool) retireHost(h *Host) {
+	h.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.host == h {
+		p.host = nil
+	}
+	// Forget retired hosts that have exited.
+	live := p.retired[:0]
+	for _, r := range p.retired {
+		select {
+		case <-r.Exited():
+		default:
+			live = append(live, r)
+		}
+	}
+	p.retired = append(live, h)
+}
+
+// refillSpare starts a spare supervisor in the background if none waits.
+func (p *Pool) refillSpare() {
+	p.mu.Lock()
+	if p.closed || p.spare != nil || p.refilling {
+		p.mu.Unlock()
+		return
+	}
+	p.refilling = true
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		sp, err := StartSpare(p.cfg.Argv, p.cfg.Home, p.cfg.Env)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.refilling = false
+		if err != nil {
+			p.warn("start spare supervisor", "err", err)
+			return
+		}
+		if p.closed || p.spare != nil {
+			sp.Close()
+			return
+		}
+		p.spare = sp
+	}()
+}
+
+// Close stops the pool taking sessions into hosts or keeping spares: the
+// spare exits unused, and every host exits once its sessions have ended
+// (sessions are never killed by Close). Start still works after Close,
+// each session in a supervisor of its own. Close returns at once; Wait
+// waits for a spare still starting, WaitHosts for the hosts.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.closed = true
+	if p.spare != nil {
+		p.spare.Close()
+		p.spare = nil
+	}
+	for _, h := range append(p.retired, p.host) {
+		if h != nil {
+			h.Close()
+			p.closing = append(p.closing, h)
+		}
+	}
+	p.host, p.retired = nil, nil
+}
+
+// Wait waits for the pool's own goroutines: a spare being started (which
+// exits unused if the pool closed meanwhile).
+func (p *Pool) Wait() { p.wg.Wait() }
+
+// WaitHosts waits up to d, all told, for the hosts that Close closed to
+// exit, and reports whether they all did.
+func (p *Pool) WaitHosts(d time.Duration) bool {
+	p.mu.Lock()
+	hosts := append([]*Host(nil), p.closing...)
+	p.mu.Unlock()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for _, h := range hosts {
+		select {
+		case <-h.Exited():
+		case <-deadline.C:
+			return false
+		}
+	}
+	return true
+}
