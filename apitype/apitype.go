@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -326,20 +325,12 @@ func stringMap(r json.RawMessage, dst *map[string]string) bool {
 // an `enum:"a,b,c"` tag: an empty value is absent; any other is trimmed,
 // lower-cased and must be one of the listed values, which replaces it.
 func CheckEnums(v any) *Error {
-	rv := reflect.ValueOf(v)
-	for rv.Kind() == reflect.Pointer {
-		rv = rv.Elem()
-	}
-	t := rv.Type()
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
+	for f, fv := range structFields(v) {
 		tag, ok := f.Tag.Lookup("enum")
 		if !ok {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		fv := rv.Field(i)
-		l, e := enum(name, fv.String(), strings.Split(tag, ",")...)
+		l, e := enum(jsonName(f), fv.String(), strings.Split(tag, ",")...)
 		if e != nil {
 			return e
 		}

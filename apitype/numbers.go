@@ -2,6 +2,7 @@ package apitype
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"reflect"
 	"sort"
@@ -205,19 +206,12 @@ func CheckRanges(v any, action string) *Error {
 // expression). Strings become argv entries, environment entries and paths,
 // none of which can hold a NUL.
 func CheckStrings(v any) *Error {
-	rv := reflect.ValueOf(v)
-	for rv.Kind() == reflect.Pointer {
-		rv = rv.Elem()
-	}
-	t := rv.Type()
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if f.Tag.Get("nul") == "ok" || !f.IsExported() {
+	for f, fv := range structFields(v) {
+		if f.Tag.Get("nul") == "ok" {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		name := jsonName(f)
 		bad := func(s string) bool { return strings.IndexByte(s, 0) >= 0 }
-		fv := rv.Field(i)
 		found := false
 		switch {
 		case fv.Kind() == reflect.String:
@@ -236,6 +230,29 @@ func CheckStrings(v any) *Error {
 		}
 	}
 	return nil
+}
+
+// structFields yields the exported fields of the struct v points to and
+// their values.
+func structFields(v any) iter.Seq2[reflect.StructField, reflect.Value] {
+	return func(yield func(reflect.StructField, reflect.Value) bool) {
+		rv := reflect.ValueOf(v)
+		for rv.Kind() == reflect.Pointer {
+			rv = rv.Elem()
+		}
+		t := rv.Type()
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() && !yield(f, rv.Field(i)) {
+				return
+			}
+		}
+	}
+}
+
+// jsonName is a field's name on the wire.
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return name
 }
 
 // HTTPQuery declares the numeric query parameters (and the Last-Event-ID

@@ -200,15 +200,7 @@ func removedExit(nodeID string) supervisor.Exit {
 // connection can bring their end state any more, and an agent waiting on
 // one must not wait for ever.
 func (h *Hub) endSessionsOf(nodeID string) {
-	h.mu.Lock()
-	var ms []*mirror
-	for _, m := range h.mirrors {
-		if m.nodeID == nodeID {
-			ms = append(ms, m)
-		}
-	}
-	h.mu.Unlock()
-	for _, m := range ms {
+	for _, m := range h.mirrorsOf(nodeID) {
 		m.end(removedExit(nodeID))
 	}
 }
@@ -538,4 +530,18 @@ func (h *Hub) reap(c *conn) {
 			return nil
 		})
 	}
+}
+
+// mirrorsOf returns the mirrored sessions of node nodeID (taken under the
+// hub's lock; the caller acts on them without it).
+func (h *Hub) mirrorsOf(nodeID string) []*mirror {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ms []*mirror
+	for _, m := range h.mirrors {
+		if m.nodeID == nodeID {
+			ms = append(ms, m)
+		}
+	}
+	return ms
 }

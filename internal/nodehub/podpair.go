@@ -126,16 +126,8 @@ func (h *Hub) PodConnected(nodeID string) bool {
 
 // Running counts the mirrored sessions of node id that have not ended.
 func (h *Hub) Running(nodeID string) int {
-	h.mu.Lock()
-	var ms []*mirror
-	for _, m := range h.mirrors {
-		if m.nodeID == nodeID {
-			ms = append(ms, m)
-		}
-	}
-	h.mu.Unlock()
 	n := 0
-	for _, m := range ms {
+	for _, m := range h.mirrorsOf(nodeID) {
 		m.mu.Lock()
 		if m.final == nil {
 			n++
