@@ -21,7 +21,7 @@ import (
 	"strings"
 )
 
-// Error codes of failed tool calls (interfaces.md §3.3).
+// Error codes of failed tool calls.
 const (
 	CodeInvalidArgument = "invalid_argument"
 	CodeNotFound        = "not_found"
@@ -78,7 +78,7 @@ type Result struct {
 }
 
 // IsError reports whether the result carries an error object, which is what
-// MCP marks isError (interfaces.md §2.3).
+// MCP marks isError.
 func (r Result) IsError() bool {
 	switch d := r.Details.(type) {
 	case *ErrorDetails:

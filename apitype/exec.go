@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// ExecParams are the parameters of the exec tool (exec.md §1). Optional
+// ExecParams are the parameters of the exec tool. Optional
 // fields are pointers or empty strings when absent; the engine applies
 // defaults and clamps. An `enum` tag lists a string's values (matched
 // case-insensitively and lower-cased by CheckEnums).
@@ -171,7 +171,7 @@ type ExecDetails struct {
 	Sandbox *SandboxInfo `json:"sandbox,omitempty"`
 }
 
-// SandboxInfo is the sandbox record of an exec result (hosts.md §3.5).
+// SandboxInfo is the sandbox record of an exec result.
 type SandboxInfo struct {
 	Backend string   `json:"backend"`
 	Scope   string   `json:"scope"`

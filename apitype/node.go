@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Node protocol (hosts.md §5.3): JSON text frames on the WebSocket between
+// Node protocol: JSON text frames on the WebSocket between
 // a gateway and a node host.
 
 // Frame is one request, response or event.
@@ -24,7 +24,7 @@ type Frame struct {
 	Event   string          `json:"event,omitempty"`
 }
 
-// Node error codes (hosts.md §5.3, §5.4).
+// Node error codes.
 const (
 	NodeInvalidRequest = "INVALID_REQUEST"
 	NodeRunDenied      = "SYSTEM_RUN_DENIED"
@@ -89,7 +89,7 @@ type NodeVerdict struct {
 	Segments         []string `json:"segments"`
 }
 
-// NodePlan is a run plan (hosts.md §5.4).
+// NodePlan is a run plan.
 type NodePlan struct {
 	PlanID      string        `json:"planId"`
 	Argv        []string      `json:"argv"`
@@ -198,7 +198,7 @@ type NodeApprovalsSet struct {
 }
 
 // NodeIDOf is the node id of an Ed25519 public key: lowercase hex of the
-// first 12 bytes of its sha256 (hosts.md §5.1).
+// first 12 bytes of its sha256.
 func NodeIDOf(pub []byte) string {
 	sum := sha256.Sum256(pub)
 	return hex.EncodeToString(sum[:12])
@@ -210,7 +210,7 @@ func NodeHelloMessage(nonce string) []byte { return []byte("conch-node-hello\n" 
 // NormalizeNodeName lower-cases the ASCII letters of a node name, turns
 // runs of anything else than [a-z0-9] (spaces, punctuation, every
 // non-ASCII character, so no look-alike letter survives) into "-" and
-// trims them (hosts.md §5.2).
+// trims them.
 func NormalizeNodeName(s string) string {
 	var b strings.Builder
 	dash := false

@@ -2,7 +2,7 @@ package apitype
 
 import "strings"
 
-// Error codes of apply_patch failures (apply-patch.md §5).
+// Error codes of apply_patch failures.
 const (
 	CodeInvalidPatch = "invalid_patch"
 	CodeContext      = "context_not_found"

@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// Process actions (process.md §1).
+// Process actions.
 var ProcessActions = []string{"list", "poll", "log", "wait", "search", "screen", "write", "send-keys", "submit", "paste", "kill", "clear", "remove"}
 
 // ProcessParams are the parameters of the process tool. Optional numbers
@@ -153,7 +153,7 @@ type StatusDetails struct {
 	Cursor    *int64  `json:"cursor,omitempty"`
 }
 
-// PollDetails is the details object of poll (process.md §4.2).
+// PollDetails is the details object of poll.
 type PollDetails struct {
 	Status        string    `json:"status"`
 	State         string    `json:"state"`
@@ -177,7 +177,7 @@ type PollDetails struct {
 	View string `json:"view,omitempty"`
 }
 
-// LogDetails is the details object of log (process.md §4.3).
+// LogDetails is the details object of log.
 type LogDetails struct {
 	Status       string  `json:"status"`
 	State        string  `json:"state"`
@@ -214,7 +214,7 @@ type LogDetails struct {
 	NextOffset *int `json:"nextOffset,omitempty"`
 }
 
-// SessionEntry is one session in list results (process.md §4.1).
+// SessionEntry is one session in list results.
 type SessionEntry struct {
 	SessionID         string    `json:"sessionId"`
 	Agent             string    `json:"agent,omitempty"`

@@ -67,7 +67,7 @@ func (c *Client) Sessions(ctx context.Context, opt SessionsOptions) (Result, err
 	return c.tool(ctx, "GET", "/v1/sessions", q, nil)
 }
 
-// LogOptions are the query of Log (process.md §4.3). Nil pointers are
+// LogOptions are the query of Log. Nil pointers are
 // left out so the engine's defaults apply.
 type LogOptions struct {
 	Offset *int   // first line, 0-based

@@ -1,4 +1,4 @@
-// Package client is a Go client for conch's HTTP API (interfaces.md §3): it
+// Package client is a Go client for conch's HTTP API: it
 // runs commands with the exec tool, drives sessions with the process tool,
 // follows a session's output over server-sent events, and manages agents.
 //
@@ -105,7 +105,7 @@ func New(opt Options) (*Client, error) {
 }
 
 // Error is a call the API refused or failed: the HTTP status and the error
-// object of the answer (interfaces.md §3.3). Code is empty when the answer
+// object of the answer. Code is empty when the answer
 // had no error object (a proxy's error page, for instance).
 type Error struct {
 	Status  int    // HTTP status

@@ -23,7 +23,7 @@ type Output struct {
 	Text   string `json:"text"`   // rendered text, or raw with StreamOptions.Raw
 }
 
-// End is a session's end state as Stream reports it (process.md §8).
+// End is a session's end state as Stream reports it.
 // Pointers are nil when the state has no such value: exitCode is null for
 // a signal death, signal and killedBy are null for a normal exit.
 type End struct {

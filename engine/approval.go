@@ -17,8 +17,7 @@ import (
 	"github.com/conchsh/conch/policy"
 )
 
-// ApprovalDetails is the details object of an approval-pending result
-// (exec.md §8.4).
+// ApprovalDetails is the details object of an approval-pending result.
 type ApprovalDetails struct {
 	Status       string            `json:"status"`
 	ApprovalID   string            `json:"approvalId"`
@@ -51,7 +50,7 @@ type pendingRun struct {
 }
 
 // requestApproval reserves the session, persists the approval request and
-// returns the approval-pending result (policy.md §3.1).
+// returns the approval-pending result.
 func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g gateResult) apitype.Result {
 	id, dir, err := e.newID()
 	if err != nil {
@@ -87,7 +86,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	s.st = state{
 		Agent: agent, Command: pl.Command, Name: deriveName(pl.Command), Cwd: pl.Cwd, Host: pl.Host, PTY: pl.PTY,
 		CreatedAt: time.Now().UnixMilli(), Backgrounded: true, PendingApprovalID: req.ID, Gated: true, NodeID: nodeIDOf(pl),
-		Notice: noticeState{Queued: true}, // its approval events tell the agent (exec.md §12.2)
+		Notice: noticeState{Queued: true}, // its approval events tell the agent
 	}
 	s.start = time.UnixMilli(s.st.CreatedAt)
 	s.approval = req
@@ -183,7 +182,7 @@ func (e *Engine) awaitDecision(s *session) {
 	}
 }
 
-// timedOut applies askFallback to an expired approval (policy.md §3.3).
+// timedOut applies askFallback to an expired approval.
 func (e *Engine) timedOut(s *session, req *approvals.Request) {
 	fallback := policy.Security(req.AskFallback)
 	decide := func(outcome string) {
@@ -227,7 +226,7 @@ func (e *Engine) timedOut(s *session, req *approvals.Request) {
 	}
 }
 
-// deny ends a pending session in state denied (process.md §8) and tells
+// deny ends a pending session in state denied and tells
 // the agent.
 func (e *Engine) deny(s *session, reason, how string) {
 	s.mu.Lock()
@@ -252,7 +251,7 @@ func (e *Engine) deny(s *session, reason, how string) {
 
 // approved runs an approved request under its reserved session id: the
 // allow-once is consumed first, allow-always persists patterns, and the
-// run plan is re-checked (policy.md §3.3, §3.5).
+// run plan is re-checked.
 func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedBy, _ string) {
 	s.mu.Lock()
 	pr := s.pendingRun
@@ -329,7 +328,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	if err := e.launch(s, pl, pr.params, pr.gate.requestID, req.ID, pr.gate.pinned); err != nil {
 		reason := "spawn-failed"
 		if pl.Node != nil {
-			reason = err.Error() // the node's refusal (hosts.md §5.4)
+			reason = err.Error() // the node's refusal
 		}
 		e.deny(s, reason, "")
 		return
@@ -356,7 +355,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 }
 
 // scriptInterpreters run a script file given as their first operand; the
-// file is bound to an approval like the executables (hosts.md §5.4).
+// file is bound to an approval like the executables.
 var scriptInterpreters = regexp.MustCompile(`^(node|perl|php|python[0-9.]*|ruby|bun|deno|sh|bash|zsh)$`)
 
 // scriptOperand returns the script file of a single-segment command run by

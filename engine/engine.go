@@ -77,7 +77,7 @@ type Options struct {
 	// is off.
 	PatchSandbox func(agent string) (target PatchTarget, ok bool, err *apitype.Error)
 	// PatchNode, if set, applies a patch on the agent's node through
-	// system.patch.apply (apply-patch.md §1); the engine records the
+	// system.patch.apply; the engine records the
 	// ledger entry of a successful answer. Unset: no node host.
 	PatchNode func(ctx context.Context, agent, input string) (NodePatch, *apitype.Error)
 	// Nodes, if set, runs host=node calls on node hosts (the gateway's
@@ -108,7 +108,7 @@ func (e *Engine) emit(typ, agent string, data any) {
 	}
 }
 
-// Notice is an exec event for an agent (exec.md §12).
+// Notice is an exec event for an agent.
 type Notice struct {
 	Kind       string `json:"kind"` // completed | failed | denied | running | finished
 	Text       string `json:"text"`
@@ -163,7 +163,7 @@ type Engine struct {
 	// supervisor hosts (internal/supervisor/pool.go).
 	pool     *supervisor.Pool
 	counters execCounters
-	// idem holds the idempotency keys (exec.md §10); set by New.
+	// idem holds the idempotency keys; set by New.
 	idem *registry.IdemStore
 	// admission holds quotas.maxRunning slots between admission and the
 	// session's registration (quota.go).
@@ -341,7 +341,7 @@ func (e *Engine) Config() *config.Config { return e.conf() }
 func (e *Engine) conf() *config.Config { return e.cfgp.Load() }
 
 // Reload re-reads $CONCH_HOME/config.json. An invalid file keeps the old
-// configuration and returns the error (interfaces.md §7).
+// configuration and returns the error.
 func (e *Engine) Reload() error {
 	cfg, err := config.Load(filepath.Join(e.home, "config.json"))
 	if err != nil {
@@ -412,8 +412,7 @@ func (e *Engine) isClosed() bool {
 }
 
 // socketPath returns the control socket path of a session: under the home
-// when it fits in a sockaddr_un, else under a per-user runtime directory
-// (hosts.md §7.5).
+// when it fits in a sockaddr_un, else under a per-user runtime directory.
 func (e *Engine) socketPath(id string) string {
 	p := filepath.Join(e.home, "run", "s", id+".sock")
 	if len(p) <= 100 {
@@ -517,7 +516,7 @@ func (e *Engine) track(s *session, events <-chan supervisor.Event, closeEvents f
 }
 
 // resubscribe reconnects to a session's supervisor: three tries a second
-// apart while its process is alive (hosts.md §7.6).
+// apart while its process is alive.
 func (e *Engine) resubscribe(s *session) (<-chan supervisor.Event, func(), error) {
 	s.mu.Lock()
 	meta := s.meta
@@ -625,7 +624,7 @@ func (e *Engine) ended(s *session, ex supervisor.Exit) {
 // sweep deletes finished sessions past their TTL.
 func (e *Engine) sweep() {
 	defer e.wg.Done()
-	// Every max(30 s, TTL/6) of the shortest TTL (process.md §2).
+	// Every max(30 s, TTL/6) of the shortest TTL.
 	every := max(30*time.Second, e.conf().Exec("").Cleanup/6)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -656,7 +655,7 @@ func hasOutput(dir string) bool {
 	return err == nil && info.Segments > 0
 }
 
-// reattach loads every session of the home (hosts.md §7.6).
+// reattach loads every session of the home.
 func (e *Engine) reattach() {
 	// Hosts write late what their sessions owe (supervisor.Spec.State);
 	// a host whose engine died may still be writing.

@@ -79,7 +79,7 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	switch pl.Gate {
 	case host.GatePolicy:
 		// Host execution passes the policy gate; the implicit-sandbox
-		// fallback does not (hosts.md §1).
+		// fallback does not.
 		g = e.gate(agent, p, pl)
 		tracePolicy(ctx, gateStart, g)
 		if !g.run {
@@ -147,7 +147,7 @@ func (e *Engine) plan(ctx context.Context, agent string, p apitype.ExecParams, w
 	set := e.conf().Exec(agent)
 	pl := &plan{Agent: agent, Command: p.Command, Set: set}
 
-	// Host (hosts.md §1).
+	// Host.
 	configured, _ := e.configuredHost(agent)
 	sb := e.conf().SandboxFor(agent)
 	var backend sandbox.Backend
@@ -155,7 +155,7 @@ func (e *Engine) plan(ctx context.Context, agent string, p apitype.ExecParams, w
 	if sb.On && (configured == "" || configured == "sandbox") && sb.Backend != "kubernetes" {
 		backend, sbErr = sandbox.For(ctx, sb)
 	}
-	// Elevated (policy.md §9): only with sandboxing on; it forces the
+	// Elevated: only with sandboxing on; it forces the
 	// gateway host.
 	level := ""
 	if sb.On {
@@ -197,7 +197,7 @@ func (e *Engine) plan(ctx context.Context, agent string, p apitype.ExecParams, w
 		pl.Window = time.Duration(math.Min(ms, 120000)) * time.Millisecond
 	}
 
-	// Timeout (exec.md §3.1).
+	// Timeout.
 	switch {
 	case p.Timeout != nil:
 		pl.Timeout = secondsDuration(*p.Timeout)
@@ -220,7 +220,7 @@ func (e *Engine) plan(ctx context.Context, agent string, p apitype.ExecParams, w
 		pl.Stdin = "closed"
 	}
 
-	// Workdir, environment, argv (exec.md §4.3, §5): the host's.
+	// Workdir, environment, argv: the host's.
 	req := host.Request{Params: p, Workspace: e.defaultWorkspace(agent, set, workspace), Sandbox: sb, Backend: backend}
 	if aerr := h.Plan(ctx, req, pl); aerr != nil {
 		return nil, aerr
@@ -298,7 +298,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 	err = e.launch(s, pl, p, g.requestID, "", g.pinned)
 	if err != nil && errors.Is(err, host.ErrSessionIDInUse) {
 		// The node still keeps a session of that name: once more with a
-		// fresh id (hosts.md §5.5).
+		// fresh id.
 		e.removeSession(s)
 		if id, dir, err = e.newID(); err != nil {
 			return nil, e.homeWriteError(err), false
@@ -480,7 +480,7 @@ func supervisorEnv() []string {
 	return append(env, "GOGC=50", "GOMAXPROCS=2")
 }
 
-// fingerprint hashes the request fields that define a run (exec.md §10).
+// fingerprint hashes the request fields that define a run.
 func fingerprint(p apitype.ExecParams) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%q|%q|%q|%q|", p.Command, p.Workdir, p.Host, p.Node)
@@ -521,7 +521,7 @@ func withWarnings(warnings []string, text string) string {
 }
 
 // background marks s as a background session and returns the running
-// result (exec.md §8.3).
+// result.
 func (e *Engine) background(s *session, pl *plan) apitype.Result {
 	s.update(func(st *state) { st.Backgrounded = true })
 	e.emit("session.backgrounded", s.agent, map[string]any{"sessionId": s.id, "agent": s.agent, "name": deriveName(pl.Command),
@@ -702,8 +702,7 @@ func (e *Engine) killSession(s *session, by supervisor.KilledBy) bool {
 type workdirKey struct{}
 
 // WithWorkdir returns a context whose exec calls default to dir when the
-// agent has no configured workspace: a proxied `conch mcp --workdir`
-// (hosts.md §7.8).
+// agent has no configured workspace: a proxied `conch mcp --workdir`.
 func WithWorkdir(ctx context.Context, dir string) context.Context {
 	return context.WithValue(ctx, workdirKey{}, dir)
 }

@@ -27,7 +27,7 @@ import (
 	"github.com/conchsh/conch/policy"
 )
 
-// Policy is the effective policy of one agent for one call (policy.md §1),
+// Policy is the effective policy of one agent for one call,
 // with where each value came from, for explain.
 type Policy struct {
 	Security        policy.Security
@@ -305,7 +305,7 @@ func dirIdentity(path string) *approvals.FileID {
 // ledger and approvals can bind them without storing values.
 func envHash(env map[string]string) string { return host.EnvHash(env) }
 
-// execDefaults are the operator's per-agent exec defaults (policy.md §10),
+// execDefaults are the operator's per-agent exec defaults,
 // $CONCH_HOME/state/exec-defaults.json.
 type ExecDefaults struct {
 	Host     string `json:"host,omitempty"`
@@ -422,7 +422,7 @@ func ExplainPolicy(home, agent, cwd, command string) (Explanation, error) {
 	return Explanation{Policy: p, Decision: policy.Evaluate(p.Request), Gate: e.Gate(agent, p)}, nil
 }
 
-// JSON is the --json form of an explanation (policy.md §13).
+// JSON is the --json form of an explanation.
 func (x Explanation) JSON() map[string]any {
 	analysis := "ok"
 	if !x.Decision.Analysis.OK {
@@ -463,7 +463,7 @@ func allowPatterns(f *approvals.File) map[string]bool {
 }
 
 // RecordPolicyChange appends a ledger `policy` record for a change of the
-// approvals file from old to new (policy.md §12), by whoever changed it.
+// approvals file from old to new, by whoever changed it.
 func RecordPolicyChange(home string, old, new *approvals.File, by string) error {
 	cfg, err := config.Load(filepath.Join(home, "config.json"))
 	if err != nil {

@@ -84,7 +84,7 @@ func (e *Engine) replay(agent string, en *registry.IdemEntry) apitype.Result {
 	return res
 }
 
-// runningResult is the `running` result of a session (exec.md §8.3).
+// runningResult is the `running` result of a session.
 func (e *Engine) runningResult(s *session) apitype.Result {
 	st, _, cursor := s.snapshot()
 	tail, _ := e.tail(s, 2000)

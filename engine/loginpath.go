@@ -9,7 +9,7 @@ import (
 	"github.com/conchsh/conch/internal/hostenv"
 )
 
-// The login-shell PATH of gateway runs (exec.md §5.3). Only the gateway
+// The login-shell PATH of gateway runs. Only the gateway
 // host uses it: a sandbox has its own PATH, and a node's PATH is its
 // service's. The probe starts with the engine when a gateway run is
 // possible (else with the first gateway run), and its result is cached in

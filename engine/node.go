@@ -26,7 +26,7 @@ import (
 	"github.com/conchsh/conch/policy"
 )
 
-// Node hosts (hosts.md §5). The gateway side: a run with host=node is
+// Node hosts. The gateway side: a run with host=node is
 // planned here, prepared and started on the node through Options.Nodes,
 // and mirrored into a local session whose journal the hub feeds. The node
 // side: NodePrepare and NodeRun run a gateway's request on this engine's
@@ -54,7 +54,7 @@ func nodeError(err *apitype.Error) *apitype.Error {
 
 // nodeGate is the policy gate of a node run: the gateway's own settings
 // (which may only tighten) travel with system.run.prepare; the node's
-// verdict is authoritative (hosts.md §5.7). A run the node wants approved
+// verdict is authoritative. A run the node wants approved
 // is prompted on the gateway like a gateway run.
 func (e *Engine) nodeGate(ctx context.Context, agent string, p apitype.ExecParams, pl *plan) gateResult {
 	eff := e.EffectivePolicy(agent, p.Security, p.Ask, pl.Command, pl.Cwd, "")
@@ -116,7 +116,7 @@ func nodeErr(code, text string) *apitype.Error {
 	return &apitype.Error{Code: code, Message: code + ": " + text}
 }
 
-// NodePrepare is system.run.prepare on a node host (hosts.md §5.4): it
+// NodePrepare is system.run.prepare on a node host: it
 // canonicalises the cwd, pins the executables and the script operand,
 // evaluates this home's policy, and keeps the single-use plan.
 func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareReply, *apitype.Error) {
@@ -232,7 +232,7 @@ func shellScript(argv []string) (string, bool) {
 	return "", false
 }
 
-// nodeEnv is the environment of a node run (hosts.md §5.7): see
+// nodeEnv is the environment of a node run: see
 // host.NodeEnv.
 func (e *Engine) nodeEnv(set config.ExecSettings, overrides map[string]string, pty bool) []string {
 	return host.NodeEnv(set.NonInteractiveEnv, overrides, pty)
@@ -241,7 +241,7 @@ func (e *Engine) nodeEnv(set config.ExecSettings, overrides map[string]string, p
 var nodeSessionID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
 
 // NodeRun is a streamed system.run on a node host: the plan is re-checked
-// just before the spawn (hosts.md §5.4) and the run becomes a supervised
+// just before the spawn and the run becomes a supervised
 // session of this home under the gateway's session id.
 func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apitype.Error) {
 	var rep apitype.NodeRunReply
@@ -316,7 +316,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 		return rep, nodeErr(apitype.NodeInvalidRequest, msg)
 	}
 	if p.Approved && p.ApprovalDecision == "allow-always" && np.security == policy.SecurityAllowlist && len(np.persist) > 0 {
-		// allow-always is persisted in this node's own file (hosts.md §5.7).
+		// allow-always is persisted in this node's own file.
 		before, _ := approvals.Load(e.home)
 		if added, err := approvals.AddAllow(e.home, p.AgentID, np.persist, p.RawCommand); err != nil {
 			e.log.Warn("persist allow-always", "err", err)
@@ -456,7 +456,7 @@ func nodePlanJSON(pl *plan) json.RawMessage {
 }
 
 // noticeHost is the host part of the approval events of exec.md §12.2:
-// "gateway", or "node=<nodeId>" (hosts.md §5.6).
+// "gateway", or "node=<nodeId>".
 func noticeHost(s *session) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -26,7 +26,7 @@ func endWord(ex supervisor.Exit) string {
 }
 
 // queueExitNotice queues the exit notice of a backgrounded session for its
-// agent (exec.md §12.1), at most once per session.
+// agent, at most once per session.
 func (e *Engine) queueExitNotice(s *session, ex supervisor.Exit) {
 	s.mu.Lock()
 	st := s.st
@@ -82,7 +82,7 @@ const (
 )
 
 // withNotices prefixes a result's text with the agent's undelivered
-// events (exec.md §8), dropping those whose end the agent has already
+// events, dropping those whose end the agent has already
 // observed.
 func (e *Engine) withNotices(agent string, r apitype.Result) apitype.Result {
 	if !e.conf().InlineEvents() {

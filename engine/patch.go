@@ -12,7 +12,7 @@ import (
 )
 
 // PatchTarget is where a patch for a sandboxed agent is applied: the host
-// side of the sandbox's workspace bind mount (apply-patch.md §1).
+// side of the sandbox's workspace bind mount.
 type PatchTarget struct {
 	// Workspace is the host directory bound as the sandbox's workspace
 	// (the private per-scope one with workspaceAccess "none").
@@ -69,7 +69,7 @@ func (e *Engine) applyPatch(ctx context.Context, agent string, p apitype.PatchPa
 		return patchUnavailable("conch engine is shutting down.")
 	}
 	set := cfg.Exec(agent)
-	// The effective host without a per-call host (hosts.md §1).
+	// The effective host without a per-call host.
 	host := strings.ToLower(set.Host)
 	if d := e.execDefaults(agent); d.Host != "" {
 		host = strings.ToLower(d.Host)
@@ -161,7 +161,7 @@ func (e *Engine) ledgerPatch(agent, host, nodeID, input string, files []ledger.P
 
 // ApplyPatchLocal applies a patch to a directory of this machine and
 // returns the tool result, without configuration checks or ledger: what a
-// node answers to system.patch.apply (hosts.md §5.5) with its own
+// node answers to system.patch.apply with its own
 // workspace for the agent and its own workspaceOnly.
 func ApplyPatchLocal(ctx context.Context, input, workspace string, workspaceOnly bool) apitype.Result {
 	res, err := patch.Apply(ctx, input, patch.Options{Workspace: workspace, AllowOutside: !workspaceOnly})

@@ -20,7 +20,7 @@ var (
 )
 
 // preflight catches shell variables pasted into Python and JavaScript
-// files (exec.md §9). It returns "" when the command passes or the check
+// files. It returns "" when the command passes or the check
 // does not apply.
 func preflight(command, cwd string) string {
 	if len(command) > apitype.MaxCommandBytes {

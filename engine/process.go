@@ -100,7 +100,7 @@ func (e *Engine) process(ctx context.Context, agent string, p apitype.ProcessPar
 }
 
 // pendingAction answers the actions on a session reserved by an open
-// approval request (exec.md §4.1): no process exists yet.
+// approval request: no process exists yet.
 func (e *Engine) pendingAction(s *session, st state, p apitype.ProcessParams) apitype.Result {
 	s.mu.Lock()
 	req := s.approval
@@ -151,7 +151,7 @@ func (e *Engine) pendingAction(s *session, st state, p apitype.ProcessParams) ap
 	return processError(noActive(s.id))
 }
 
-// listStatus is the status word of list and poll (process.md §4.1, §8).
+// listStatus is the status word of list and poll.
 func listStatus(ex *supervisor.Exit) string {
 	if ex == nil {
 		return "running"
@@ -276,7 +276,7 @@ func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) 
 	return en
 }
 
-// endLine is the state sentence that ends a poll text (process.md §4.2).
+// endLine is the state sentence that ends a poll text.
 func endLine(ex *supervisor.Exit) string {
 	if ex == nil {
 		return "Process still running."
@@ -364,7 +364,7 @@ func readNewOutput(s *session, o readOpts, limit int) (out string, res readResul
 }
 
 // pollResult ends a poll with the text out of the read res: it moves the
-// drain cursor and adds the run state (process.md §4.2). st and ex are
+// drain cursor and adds the run state. st and ex are
 // the session's state taken before the read, so that an end reported
 // comes with all the output.
 func (e *Engine) pollResult(s *session, st state, ex *supervisor.Exit, agent string, p apitype.ProcessParams, since int64, out string, res readResult, skipped int, view string) apitype.Result {
@@ -783,7 +783,7 @@ type operatorKey struct{}
 
 // AsOperator marks calls made by an operator (control UI, CLI with
 // operator rights) acting for an agent: kills are recorded with killedBy
-// "operator" and the agent is told of them (process.md §4.8).
+// "operator" and the agent is told of them.
 func AsOperator(ctx context.Context) context.Context {
 	return context.WithValue(ctx, operatorKey{}, true)
 }

@@ -31,7 +31,7 @@ type AwaitingInput struct {
 	IdleMs int64  `json:"idleMs"`
 }
 
-// awaiting reports whether s is awaiting input (process.md §5.4): silent
+// awaiting reports whether s is awaiting input: silent
 // for promptIdleMs since its last output (and since the last input), with
 // a last line that looks like a prompt. It is a heuristic by design.
 func (e *Engine) awaiting(s *session) *AwaitingInput {

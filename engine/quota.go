@@ -11,7 +11,7 @@ import (
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
-// admit applies quotas.maxRunning and the exec rate limit (exec.md §11)
+// admit applies quotas.maxRunning and the exec rate limit
 // to a new exec call of agent. On success the caller holds a running slot
 // until it calls release (after the session is registered or failed to
 // start), so concurrent calls cannot overshoot the quota.
@@ -51,7 +51,7 @@ func (e *Engine) retainLater(agent string) {
 }
 
 // retain evicts agent's oldest finished sessions beyond quotas.maxRetained
-// and while its journals exceed quotas.journalBytes (exec.md §11), telling
+// and while its journals exceed quotas.journalBytes, telling
 // the agent which and why. Running sessions are never evicted.
 func (e *Engine) retain(agent string) {
 	e.retainMu.Lock()

@@ -98,7 +98,7 @@ func (e *Engine) elevatedLevel(agent string, req *bool) (string, *apitype.Error)
 
 // sandboxPatchTarget says where apply_patch applies for an agent whose
 // effective host is the sandbox: the host directory bound as the
-// sandbox's workspace (apply-patch.md §1). ok is false when sandboxing is
+// sandbox's workspace. ok is false when sandboxing is
 // off for the agent; an unusable backend or an unsafe workspace fails
 // closed.
 func (e *Engine) sandboxPatchTarget(ctx context.Context, agent string) (PatchTarget, bool, *apitype.Error) {

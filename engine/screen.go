@@ -12,7 +12,7 @@ import (
 	"github.com/conchsh/conch/internal/vt"
 )
 
-// ScreenDetails is the details object of screen (process.md §5.3).
+// ScreenDetails is the details object of screen.
 type ScreenDetails struct {
 	Status    string `json:"status"`
 	SessionID string `json:"sessionId"`
@@ -35,7 +35,7 @@ type ScreenDetails struct {
 	Approximate bool `json:"approximate"`
 }
 
-// screenAction implements process screen (process.md §5.3).
+// screenAction implements process screen.
 func (e *Engine) screenAction(s *session, p apitype.ProcessParams) apitype.Result {
 	s.mu.Lock()
 	meta, socket := s.meta, s.socket

@@ -9,7 +9,7 @@ import (
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
-// state is state.json, written only by the engine (hosts.md §7.4).
+// state is state.json, written only by the engine.
 type state struct {
 	Agent        string           `json:"agent"`
 	Command      string           `json:"command"`

@@ -55,7 +55,7 @@ func splitGap(info journal.Info, a, b int64) (dropped, lost int64) {
 	return dropped, b - a - dropped
 }
 
-// gapMarker is the line that stands for a dropped range (process.md §3.3).
+// gapMarker is the line that stands for a dropped range.
 func gapMarker(bytes, lines int64) string {
 	return fmt.Sprintf("[… %d bytes (%d lines) dropped …]", bytes, lines)
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/conchsh/conch/internal/sandbox"
 )
 
-// WaitDetails is the details object of wait (process.md §5.1).
+// WaitDetails is the details object of wait.
 type WaitDetails struct {
 	Status    string `json:"status"`
 	Outcome   string `json:"outcome"` // met | exited | timeout
@@ -419,7 +419,7 @@ func (e *Engine) probes() Probes {
 	return noProbes{}
 }
 
-// searchAction implements process search (process.md §5.2).
+// searchAction implements process search.
 func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Result {
 	if p.Pattern == "" {
 		return invalid("pattern is required for search.")

@@ -290,7 +290,7 @@ func (pl *planner) plan(p *Patch) error {
 	return nil
 }
 
-// target resolves a patch path (§6) and returns its entry. follow follows
+// target resolves a patch path and returns its entry. follow follows
 // a final symlink (Add, Update, Move to); without it the link itself is
 // the target (Delete, the source of a move).
 func (pl *planner) target(path string, follow bool) (*target, error) {

@@ -259,7 +259,7 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
-// Error codes (apply-patch.md §5).
+// Error codes.
 const (
 	CodeInvalidPatch = "invalid_patch"
 	CodeContext      = "context_not_found"

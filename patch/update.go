@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// updateContent applies an Update's chunks to a file's content
-// (apply-patch.md §4). path is the name used in error messages.
+// updateContent applies an Update's chunks to a file's content.
+// path is the name used in error messages.
 func updateContent(content []byte, chunks []Chunk, path string) ([]byte, error) {
 	crlf := isCRLF(content)
 	s := string(content)

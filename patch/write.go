@@ -24,7 +24,7 @@ type staged struct {
 	removed bool   // done was a delete
 }
 
-// write stages every changed target and commits them (apply-patch.md §5).
+// write stages every changed target and commits them.
 func (pl *planner) write() error {
 	var list []*staged
 	for _, t := range pl.order {

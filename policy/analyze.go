@@ -9,8 +9,7 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// Analysis failure reasons that are not "unsupported shell construct: …"
-// (policy.md §4.2).
+// Analysis failure reasons that are not "unsupported shell construct: …".
 const (
 	reasonInvalidChar      = "invalid character"
 	reasonControlChar      = "control character (only tab and newline are accepted)"
@@ -35,7 +34,7 @@ type word struct {
 }
 
 // command reports whether the word may name a command: literal, or a
-// leading "~" or "~/" and otherwise literal (policy.md §4.1).
+// leading "~" or "~/" and otherwise literal.
 func (w word) command() bool {
 	return w.lit || w.tilde && (w.val == "~" || strings.HasPrefix(w.val, "~/"))
 }
@@ -440,7 +439,7 @@ func (w *walker) call(st *syntax.Stmt, c *syntax.CallExpr) *failure {
 }
 
 // commandWord checks the first word: literal text, quotes, escapes and a
-// leading "~/" only (policy.md §4.1).
+// leading "~/" only.
 func commandWord(wd *syntax.Word, x word) *failure {
 	if x.command() {
 		return nil

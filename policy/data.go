@@ -6,7 +6,7 @@ package policy
 // (SafeBins, TrustedDirs, Profiles).
 
 // BlockedWrappers are executables that are never satisfied, by the allowlist
-// or by safe bins, whatever their arguments (policy.md §5.2). They are
+// or by safe bins, whatever their arguments. They are
 // matched on the basename of the word as written, of the resolved path and of
 // the realpath. The first six come from OpenClaw; the others are conch
 // additions (they change the user, root or namespaces of what they run).
@@ -16,7 +16,7 @@ var BlockedWrappers = []string{
 }
 
 // DispatchWrappers run the command given in their arguments. They are
-// unwrapped (policy.md §5.2) in the accepted forms, and the inner command is
+// unwrapped in the accepted forms, and the inner command is
 // judged instead. xargs is a conch addition: it runs its command with
 // arguments read from stdin, so its inner command must be satisfied by the
 // allowlist (a safe bin would receive unchecked arguments).
@@ -35,8 +35,7 @@ var TerminalFileWrappers = []string{"nohup"}
 // listed here per shell.
 var RCShells = map[string]string{"zsh": "f"}
 
-// ShellWrappers are the shells whose `-c SCRIPT` is analysed like a command
-// (policy.md §5.3).
+// ShellWrappers are the shells whose `-c SCRIPT` is analysed like a command.
 // hush (a busybox shell applet) is a conch addition.
 var ShellWrappers = []string{"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "hush"}
 
@@ -46,7 +45,7 @@ var Multiplexers = []string{"busybox", "toybox"}
 
 // Builtins are shell builtins that are never satisfied when they appear as a
 // command name without a slash, even if an executable of that name exists
-// on PATH: the shell runs its builtin, not the file (policy.md §5.1). The
+// on PATH: the shell runs its builtin, not the file. The
 // first eleven come from the spec; the rest are conch additions (builtins
 // that change the shell's state, run other commands or read input).
 var Builtins = []string{
@@ -57,11 +56,10 @@ var Builtins = []string{
 	"dirs", "caller", "complete", "compgen", "compopt", "getopts", "times", "type", "help",
 }
 
-// DefaultSafeBins is the safe-bin list used when [Request].SafeBins is nil
-// (policy.md §7).
+// DefaultSafeBins is the safe-bin list used when [Request].SafeBins is nil.
 var DefaultSafeBins = []string{"cut", "uniq", "head", "tail", "tr", "wc"}
 
-// DefaultTrustedDirs are always trusted for safe bins (policy.md §6);
+// DefaultTrustedDirs are always trusted for safe bins;
 // [Request].TrustedDirs adds to them.
 var DefaultTrustedDirs = []string{"/bin", "/usr/bin"}
 
@@ -69,7 +67,7 @@ var DefaultTrustedDirs = []string{"/bin", "/usr/bin"}
 // (a coreutils or busybox symlink farm).
 var MultiCallBinaries = []string{"coreutils", "busybox", "toybox"}
 
-// InlineEval describes how an interpreter takes inline code (policy.md §8).
+// InlineEval describes how an interpreter takes inline code.
 type InlineEval struct {
 	// Name is the basename; a trailing "*" matches any suffix (python3.12).
 	Name string
@@ -113,7 +111,7 @@ var InlineEvalInterpreters = []InlineEval{
 	{Name: "osascript", Short: "e"},
 }
 
-// BuiltinProfiles are the built-in safe-bin profiles (policy.md §7). A
+// BuiltinProfiles are the built-in safe-bin profiles. A
 // profile only judges options: the tool's command line is parsed with its
 // complete [OptionTables] entry, so an abbreviation, an optional argument
 // (uniq --group[=METHOD], listed here as a value flag: the value must be

@@ -9,15 +9,15 @@
 // The entry points are:
 //
 //   - [Analyze] parses a command and checks that it only uses the accepted
-//     shapes (§4): chains of pipelines of simple commands whose first word is
+//     shapes: chains of pipelines of simple commands whose first word is
 //     literal. Everything else fails closed with a reason such as
 //     "unsupported shell construct: redirection (>)".
-//   - [Evaluate] applies the security × ask matrix (§1.4) on top of the
-//     analysis, resolution of every segment (§5.1), dispatch and shell wrapper
-//     unwrapping (§5.2, §5.3), allowlist globs (§5.5), safe-bin profiles (§7)
-//     and strictInlineEval (§8). An auto-allowed command in allowlist mode is
-//     pinned (§5.6): its executables are replaced by absolute paths.
-//   - [Decision.Explain] renders the `conch policy explain` tree (§13).
+//   - [Evaluate] applies the security × ask matrix on top of the
+//     analysis, resolution of every segment, dispatch and shell wrapper
+//     unwrapping, allowlist globs, safe-bin profiles
+//     and strictInlineEval. An auto-allowed command in allowlist mode is
+//     pinned: its executables are replaced by absolute paths.
+//   - [Decision.Explain] renders the `conch policy explain` tree.
 //   - [MatchGlob] is the allowlist glob of §5.5 (case-sensitive);
 //     [MatchGlobFold] the same for hosts whose file system folds case.
 //

@@ -33,7 +33,7 @@ func effective(s Security, a Ask) (Security, Ask) {
 }
 
 // Evaluate decides whether req.Command runs, needs an approval or is
-// denied (policy.md §1.4):
+// denied:
 //
 //	requiresApproval = ask == always OR (ask == on-miss AND security ==
 //	allowlist AND (analysis failed OR not every segment satisfied))
@@ -167,7 +167,7 @@ func itoa(n int) string {
 	return itoa(n/10) + string(rune('0'+n%10))
 }
 
-// persist collects what allow-always would persist (policy.md §3.5): the
+// persist collects what allow-always would persist: the
 // exact paths, each only if it reads as a pattern matching that path and
 // no other. The pattern language has no escapes: a file named "*" or
 // "**", or one with "?", "\" (read as "/") or surrounding blanks

@@ -404,7 +404,7 @@ func TestShellScript(t *testing.T) {
 	if d := eval("sh link.sh", "/home/u/proj/*.sh"); d.Outcome == OutcomeRun {
 		t.Error("a glob matched the symlink's name instead of the script's realpath")
 	}
-	// a literal pattern matches by realpath (§5.5)
+	// a literal pattern matches by realpath
 	if d := eval("sh link.sh", "/home/u/proj/link.sh"); d.Outcome != OutcomeRun {
 		t.Errorf("literal pattern by realpath: %s %s", d.Outcome, d.Reason)
 	}

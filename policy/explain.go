@@ -8,8 +8,8 @@ import (
 // verdictColumn is the column (in runes) where the verdict mark starts.
 const verdictColumn = 43
 
-// Explain renders the decision as the `conch policy explain` tree
-// (policy.md §13). header is the first line (the effective policy with its
+// Explain renders the decision as the `conch policy explain` tree.
+// header is the first line (the effective policy with its
 // sources), supplied by the caller; an empty header is omitted. The text
 // ends with a newline.
 func (d Decision) Explain(header string) string {

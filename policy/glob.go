@@ -3,7 +3,7 @@ package policy
 import "strings"
 
 // MatchGlob reports whether the allowlist pattern matches the resolved
-// executable path (policy.md §5.5) on a host whose file system tells case
+// executable path on a host whose file system tells case
 // apart (Linux):
 //
 //   - Only patterns containing "/" or starting with "~" count; "\" is

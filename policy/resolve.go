@@ -63,7 +63,7 @@ type resolved struct {
 	err  string      // why it did not resolve; "" when it did
 }
 
-// resolve finds the executable a command word names (policy.md §5.1):
+// resolve finds the executable a command word names:
 // with a "/" it is absolute or cwd-relative, otherwise it is searched in
 // PATH. tilde says the word starts with an unquoted "~".
 func (r *resolver) resolve(name string, tilde bool) resolved {
@@ -203,7 +203,7 @@ func (r *resolver) lexicalTrustedSet(extra []string) map[string]bool {
 	return set
 }
 
-// trustedSet returns the trusted directories (policy.md §6): the defaults
+// trustedSet returns the trusted directories: the defaults
 // plus extra, each also by its realpath. Relative entries are ignored.
 func (r *resolver) trustedSet(extra []string) map[string]bool {
 	set := r.lexicalTrustedSet(extra)

@@ -207,7 +207,7 @@ type usedFlag struct {
 	value bool
 }
 
-// check validates the arguments after the executable (policy.md §7): it
+// check validates the arguments after the executable: it
 // parses them as the tool's own parser does, with the tool's complete
 // option table, and judges every option found by the profile. It returns
 // the flags used, or a rejection reason.
@@ -430,7 +430,7 @@ func CheckProfile(name string, p Profile, args []string) string {
 }
 
 // UnprofiledSafeBins returns the safe-bin entries that have neither a
-// custom nor a built-in profile: Evaluate ignores them (policy.md §7), and
+// custom nor a built-in profile: Evaluate ignores them, and
 // `conch doctor` reports them. safeBins nil means [DefaultSafeBins].
 func UnprofiledSafeBins(safeBins []string, profiles map[string]Profile) []string {
 	if safeBins == nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// maxWrapperDepth bounds unwrapping, nested shells included (policy.md §5.2).
+// maxWrapperDepth bounds unwrapping, nested shells included.
 const maxWrapperDepth = 4
 
 // evaluator judges the segments of one request.
@@ -95,7 +95,7 @@ func (e *evaluator) profile(name string) *compiledProfile {
 }
 
 // inTrusted reports whether the path and the realpath of res are both in
-// a trusted directory (policy.md §6). The directories are compared as
+// a trusted directory. The directories are compared as
 // written first; their realpaths are only computed when that fails.
 func (e *evaluator) inTrusted(res resolved) bool {
 	dir, realDir := filepath.Dir(res.path), filepath.Dir(res.real)
@@ -114,7 +114,7 @@ func (e *evaluator) inTrusted(res resolved) bool {
 
 // allowMatch returns the first allowlist entry matching the resolved file:
 // a glob on its path, or a wildcard-free pattern whose realpath equals its
-// realpath (policy.md §5.5).
+// realpath.
 func (e *evaluator) allowMatch(res resolved) *allowPattern {
 	if a := e.allowMatchPath(res); a != nil {
 		return a
@@ -237,7 +237,7 @@ func (e *evaluator) judge(seg *Segment, words []word, depth int, viaXargs bool) 
 	if multiplexSet[argv0] {
 		// busybox APPLET …: the applet decides. Other applets are judged
 		// as the multiplexer itself, and allow-always persists nothing
-		// for them (policy.md §3.5).
+		// for them.
 		applet := ""
 		if len(args) > 0 && args[0].lit {
 			applet = args[0].val
@@ -405,8 +405,8 @@ func (e *evaluator) safeBin(res resolved, args []word) (string, string) {
 	return rule, ""
 }
 
-// inlineEval reports whether an interpreter evaluates inline code
-// (policy.md §8). It errs on the side of yes: options are found anywhere
+// inlineEval reports whether an interpreter evaluates inline code.
+// It errs on the side of yes: options are found anywhere
 // in the arguments, in clusters too, and an argument with an expansion, a
 // program read from stdin ("-" or no script) or arguments from xargs count.
 func inlineEval(names []string, args []word, viaXargs bool) (string, bool) {
@@ -523,8 +523,7 @@ func nameMatches(pattern, name string) bool {
 	return pattern == name
 }
 
-// dispatch unwraps env, nice, nohup, stdbuf, timeout and xargs
-// (policy.md §5.2).
+// dispatch unwraps env, nice, nohup, stdbuf, timeout and xargs.
 func (e *evaluator) dispatch(seg *Segment, name string, res resolved, prefix []string, args []word, depth int) []string {
 	n, why := dispatchOptions(name, args)
 	if why != "" {
@@ -807,7 +806,7 @@ func isDuration(s string) bool {
 	return !hasFrac || allDigits(frac)
 }
 
-// shell judges a shell wrapper (policy.md §5.3).
+// shell judges a shell wrapper.
 func (e *evaluator) shell(seg *Segment, name string, res resolved, prefix []string, args []word, depth int) []string {
 	i, sawC := 0, false
 	noRC, rcOK := rcShells[name] // the option that skips the startup files

@@ -4,7 +4,7 @@ import (
 	"io/fs"
 )
 
-// Security is the enforcement mode for host execution (policy.md §1).
+// Security is the enforcement mode for host execution.
 type Security string
 
 // The security levels, from the most to the least restrictive.
@@ -41,7 +41,7 @@ func Min(a, b Security) Security {
 	return b
 }
 
-// Ask is the approval prompting mode (policy.md §1).
+// Ask is the approval prompting mode.
 type Ask string
 
 // The ask modes, from the least to the most prompting.
@@ -78,7 +78,7 @@ func Max(a, b Ask) Ask {
 	return b
 }
 
-// AllowEntry is one allowlist pattern (policy.md §5.5) with where it came
+// AllowEntry is one allowlist pattern with where it came
 // from.
 type AllowEntry struct {
 	// Pattern is a glob on the resolved executable path. Only patterns that
@@ -90,7 +90,7 @@ type AllowEntry struct {
 	Source string
 }
 
-// Profile is a safe-bin argv profile (policy.md §7). The zero Profile
+// Profile is a safe-bin argv profile. The zero Profile
 // accepts the bare command only (no flags, no positionals).
 type Profile struct {
 	// MinPositional and MaxPositional bound the number of positional
@@ -158,7 +158,7 @@ type Request struct {
 	// profile of the same name.
 	Profiles map[string]Profile
 	// StrictInlineEval makes interpreter inline code (`python3 -c`) never
-	// satisfied in allowlist mode (policy.md §8).
+	// satisfied in allowlist mode.
 	StrictInlineEval bool
 	// Terminal says the command runs with a terminal as its standard
 	// streams (PTY mode). Some wrappers touch files only then: nohup
@@ -216,7 +216,7 @@ type Part struct {
 	Segments []Segment
 }
 
-// Analysis is the shape check of a command (policy.md §4).
+// Analysis is the shape check of a command.
 type Analysis struct {
 	// OK is true when the command only uses accepted shapes.
 	OK bool
@@ -252,7 +252,7 @@ type Decision struct {
 	// Security and Ask are the effective values the matrix used.
 	Security Security
 	Ask      Ask
-	// Pinned is the pinned command text (policy.md §5.6) when the command
+	// Pinned is the pinned command text when the command
 	// was auto-allowed in allowlist mode; the shell must run it instead of
 	// Command. "" otherwise.
 	Pinned string

@@ -33,7 +33,7 @@ import (
 // TestNodePlanBinding drives a real `conch node` from a test peer that
 // speaks the gateway side of the protocol, to send what a real gateway
 // never sends: replayed plans, plans that do not match the run, and
-// unapproved runs of plans that need approval (hosts.md §5.4).
+// unapproved runs of plans that need approval.
 func TestNodePlanBinding(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

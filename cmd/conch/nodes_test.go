@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// Node host tests (hosts.md §5): real `conch serve` and `conch node`
+// Node host tests: real `conch serve` and `conch node`
 // processes on one machine, talking over real sockets.
 
 // nodeTestPing (CONCH_NODE_PING_MS) is the keepalive of the node tests'
@@ -360,7 +360,7 @@ func TestNodeExecAndProcess(t *testing.T) {
 	_, id1 := pairNode(t, g, "alpha", nodeFullConfig)
 	n2, id2 := pairNode(t, g, "beta", nodeFullConfig)
 
-	// Selection (hosts.md §5.2).
+	// Selection.
 	if _, m := g.tool("exec", map[string]any{"command": "true"}); errCode(m) != "node_ambiguous" ||
 		errText(m) != "exec host=node requires a node id when multiple nodes are available (set tools.exec.node or exec.node)." {
 		t.Fatalf("two nodes, no query: %v", m)
@@ -809,7 +809,7 @@ func TestNodeNetnsLinkCut(t *testing.T) {
 }
 
 // TestNodeApplyPatch applies a patch on the agent's node, in the node's
-// workspace for the agent (apply-patch.md §1).
+// workspace for the agent.
 func TestNodeApplyPatch(t *testing.T) {
 	t.Parallel()
 	gh := newHome(t, `{"tools":{"exec":{"host":"node","security":"full","ask":"off","applyPatch":{"enabled":true}}}}`)

@@ -413,7 +413,7 @@ func TestSandboxHostSelection(t *testing.T) {
 	if r := c.exec(map[string]any{"command": "echo x", "host": "sandbox"}); r.str("host") != "sandbox" || r.Text != "x" {
 		t.Fatalf("explicit sandbox: %s %v", r.Text, r.D)
 	}
-	// Elevated (policy.md §9) is refused unless allowed; allowed with
+	// Elevated is refused unless allowed; allowed with
 	// default full it runs on the gateway without the gate.
 	if r := c.exec(map[string]any{"command": "echo x", "elevated": true}); errCode(r) != "elevated_unavailable" || !strings.Contains(r.Text, "runtime=sandboxed") {
 		t.Fatalf("elevated not allowed: %s %v", r.Text, r.D)

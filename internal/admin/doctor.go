@@ -24,7 +24,7 @@ import (
 	"github.com/conchsh/conch/policy"
 )
 
-// Finding is one result of `conch doctor` (policy.md §14).
+// Finding is one result of `conch doctor`.
 type Finding struct {
 	ID      string `json:"id"`
 	Level   string `json:"level"` // info | warn | error

@@ -124,7 +124,7 @@ func SandboxRecreate(ctx context.Context, home, agent string, all bool) ([]strin
 	return removed, nil
 }
 
-// SandboxPrune removes idle or old docker sandboxes now (hosts.md §3.3).
+// SandboxPrune removes idle or old docker sandboxes now.
 func SandboxPrune(ctx context.Context, home string) ([]string, error) {
 	d, err := dockerBackend()
 	if err != nil {

@@ -30,7 +30,7 @@ const (
 	legacyDefaultAgent = "default"
 )
 
-// maxCommandLen is the most characters of lastUsedCommand kept (policy.md §2).
+// maxCommandLen is the most characters of lastUsedCommand kept.
 const maxCommandLen = 500
 
 // emptyHash is the hash of a missing file: sha256 of no bytes.
@@ -54,7 +54,7 @@ func (e *UnreadableError) Error() string {
 
 func (e *UnreadableError) Unwrap() error { return e.Err }
 
-// File is the approvals file (policy.md §2), OpenClaw-compatible. Unknown members at every
+// File is the approvals file, OpenClaw-compatible. Unknown members at every
 // level (for example OpenClaw's top-level "socket") are kept in the Extra maps and written
 // back unchanged.
 //
@@ -95,7 +95,7 @@ type Agent struct {
 // Entry is one allowlist entry.
 type Entry struct {
 	ID               string // a UUID; assigned on load when missing
-	Pattern          string // an executable path or glob (policy.md §5.5)
+	Pattern          string // an executable path or glob
 	LastUsedAt       int64  // Unix milliseconds of the last hit; 0 if never
 	LastUsedCommand  string // the command text of the last hit, at most 500 characters
 	LastResolvedPath string // the resolved executable of the last hit

@@ -20,7 +20,7 @@ type Rule struct {
 	Source string // for explain: "agents.main.allowlist[2]", `agents."*".allowlist[0]`
 }
 
-// Resolved is the file's part of an agent's effective policy (policy.md §1.3): each value
+// Resolved is the file's part of an agent's effective policy: each value
 // taken from agents.<id>, else agents."*", else defaults, else unset; merging with the
 // configured tool values and built-ins is the policy engine's job.
 type Resolved struct {
@@ -84,7 +84,7 @@ func Resolve(f *File, agent string) Resolved {
 // SourceAllowAlways is the Entry.Source of entries persisted by allow-always.
 const SourceAllowAlways = "allow-always"
 
-// AddAllow persists allow-always patterns (policy.md §3.5): for each of paths (exact
+// AddAllow persists allow-always patterns: for each of paths (exact
 // resolved executable paths, not globs) not already in agent's own allowlist (compared
 // trimmed and case-insensitively) it appends an entry with a new id, lastUsedAt now,
 // lastUsedCommand command (cut to 500 characters), lastResolvedPath the path and source
@@ -212,7 +212,7 @@ func truncate(s string, n int) string {
 }
 
 // Import merges src (for example an OpenClaw file read with [Parse]) into f the way
-// `conch approvals import` does without --replace (policy.md §2): allowlists are unioned
+// `conch approvals import` does without --replace: allowlists are unioned
 // per agent, deduplicated by trimmed, lower-cased pattern (f's entries first), and policy
 // values (security, ask, askFallback, autoAllowSkills) are taken from src only where f's
 // are unset. Agents only src has are copied whole. src's unknown top-level members, such

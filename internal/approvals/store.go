@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// State is the state of a pending-approval record (policy.md §3.1).
+// State is the state of a pending-approval record.
 type State string
 
 const (
@@ -24,7 +24,7 @@ const (
 	Consumed State = "consumed" // allowed and its one run started
 )
 
-// Decision is an operator's answer to an approval request (policy.md §3.2).
+// Decision is an operator's answer to an approval request.
 type Decision string
 
 const (
@@ -33,7 +33,7 @@ const (
 	Deny        Decision = "deny"
 )
 
-// decisionAliases are the words accepted for each decision (policy.md §3.2).
+// decisionAliases are the words accepted for each decision.
 var decisionAliases = map[string]Decision{
 	"allow":        AllowOnce,
 	"once":         AllowOnce,
@@ -84,13 +84,13 @@ func (e *AlreadyResolvedError) Error() string {
 
 func (e *AlreadyResolvedError) Is(target error) bool { return target == ErrAlreadyResolved }
 
-// Request is a persisted approval request: the file approvals/<id>.json (policy.md §3.1).
+// Request is a persisted approval request: the file approvals/<id>.json.
 // Env values are never stored, only keys and a hash.
 type Request struct {
 	ID          string          `json:"id"`   // UUID v4; set by Create
 	Slug        string          `json:"slug"` // the first 8 hex characters of ID; set by Create
 	Agent       string          `json:"agent"`
-	SessionID   string          `json:"sessionId"` // the reserved session (exec.md §4.1)
+	SessionID   string          `json:"sessionId"` // the reserved session
 	RequestID   string          `json:"requestId"` // links the ledger's evaluate, request, decision, exec
 	Host        string          `json:"host"`      // "gateway" or "node"
 	NodeID      string          `json:"nodeId,omitempty"`
@@ -103,7 +103,7 @@ type Request struct {
 	Segments    []Segment       `json:"segments"`
 	Script      *FileDigest     `json:"script,omitempty"`
 	Reason      string          `json:"reason,omitempty"`
-	Plan        json.RawMessage `json:"plan,omitempty"` // the node run plan (hosts.md §5.4)
+	Plan        json.RawMessage `json:"plan,omitempty"` // the node run plan
 	Security    string          `json:"security,omitempty"`
 	Ask         string          `json:"ask,omitempty"`
 	AskFallback string          `json:"askFallback,omitempty"`
@@ -325,7 +325,7 @@ func (s *Store) transition(idOrSlug string, fn func(*Request, time.Time) error) 
 }
 
 // Expire moves every pending record whose expiry is at or before now to expired and
-// returns those records; the caller applies askFallback to each (policy.md §3.3).
+// returns those records; the caller applies askFallback to each.
 // Records it returns were pending until this call, so each expiry is handled once even
 // with several processes calling Expire.
 func (s *Store) Expire(now time.Time) ([]*Request, error) {

@@ -1,4 +1,4 @@
-// Package auth holds the credentials of a conch home (interfaces.md §1):
+// Package auth holds the credentials of a conch home:
 // the agents and the sha256 of their bearer tokens in agents.json, and the
 // operator token in operator.token. Tokens are shown once when created and
 // only their hashes are stored; lookups compare in constant time.

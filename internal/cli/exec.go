@@ -318,8 +318,7 @@ func (x *execRun) approval(ctx context.Context, res client.Result, d endDetails)
 	return x.running(ctx, id, 0)
 }
 
-// execExitCode maps how a run ended to the exit code of exec
-// (interfaces.md §4.1).
+// execExitCode maps how a run ended to the exit code of exec.
 func execExitCode(e sessionEnd) int {
 	switch e.State {
 	case "exited", "": // "": node runs without a session report only a code

@@ -17,7 +17,7 @@ import (
 )
 
 // socketEngine forwards tool calls to the engine that holds the home,
-// over its engine socket (hosts.md §7.8): what `conch mcp` does while
+// over its engine socket: what `conch mcp` does while
 // `conch serve` runs on the same home.
 type socketEngine struct {
 	agent, workdir string

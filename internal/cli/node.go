@@ -26,7 +26,7 @@ import (
 )
 
 // nodePing is the keepalive interval of both ends of a node connection:
-// 30 s (hosts.md §5.1), or CONCH_NODE_PING_MS for tests and links that
+// 30 s, or CONCH_NODE_PING_MS for tests and links that
 // need faster failure detection.
 func nodePing() time.Duration {
 	if v, err := strconv.Atoi(os.Getenv("CONCH_NODE_PING_MS")); err == nil && v > 0 {

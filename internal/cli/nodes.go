@@ -268,7 +268,7 @@ func clientAPI(c *client.Client) func(method, path string, body any) (json.RawMe
 }
 
 // nodeApprovalsFile is `conch approvals get|set --node N`: the node's own
-// approvals file, through the gateway (hosts.md §5.7).
+// approvals file, through the gateway.
 func (a *app) nodeApprovalsFile(sub string, o *opFlags, node string, pos []string, baseHash string, force bool) int {
 	home, stdout, stderr := o.home, a.stdout, a.stderr
 	api := socketAPI(home)

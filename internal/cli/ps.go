@@ -54,7 +54,7 @@ func (a *app) psCmd() *cobra.Command {
 }
 
 // formatSessions renders sessions of several agents, one line each, in
-// the layout of process list (process.md §4.1) with the agent in front.
+// the layout of process list with the agent in front.
 // Entries without an agent belong to defaultAgent.
 func formatSessions(list []client.Session, defaultAgent string) string {
 	if len(list) == 0 {

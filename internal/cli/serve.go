@@ -144,7 +144,7 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 	// before (reattached sessions), hence the atomic.
 	var srvp atomic.Pointer[httpapi.Server]
 	// The node hub restores the mirrors of node sessions before the engine
-	// reattaches them (hosts.md §5.5).
+	// reattaches them.
 	hub, err := nodehub.New(nodehub.Options{Home: *home, Logger: log, Ping: nodePing(), Events: func(typ string, data any) {
 		if srv := srvp.Load(); srv != nil {
 			srv.Publish(engine.Event{Type: typ, Data: data})

@@ -336,7 +336,7 @@ func printFailure(name string, g *globalFlags, res client.Result, err error, std
 // waitExitCode maps a wait result to the exit code: with `--until exit`
 // (the default) the command's status as exec reports it; otherwise 0 when
 // the condition was met, 1 when the process ended (or asks for input)
-// first, 124 on timeout (interfaces.md §4.1).
+// first, 124 on timeout.
 func waitExitCode(d endDetails, until string) int {
 	if until == "" || until == "exit" {
 		if d.Outcome == "timeout" {

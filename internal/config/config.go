@@ -78,7 +78,7 @@ type AgentConfig struct {
 	Approvals json.RawMessage `json:"approvals,omitempty"`
 }
 
-// Quotas is the "quotas" section (exec.md §11); nil fields are unset.
+// Quotas is the "quotas" section; nil fields are unset.
 type Quotas struct {
 	MaxRunning    *int     `json:"maxRunning,omitempty"`
 	MaxRetained   *int     `json:"maxRetained,omitempty"`
@@ -171,7 +171,7 @@ type Exec struct {
 	ApplyPatch               *ApplyPatch       `json:"applyPatch,omitempty"`
 }
 
-// ApplyPatch is tools.exec.applyPatch (apply-patch.md §1); nil fields are
+// ApplyPatch is tools.exec.applyPatch; nil fields are
 // unset.
 type ApplyPatch struct {
 	// Enabled lists and accepts the apply_patch tool (default false).
@@ -408,7 +408,7 @@ type ExecSettings struct {
 	Workspace                string
 	DenyProcess              bool
 
-	// Policy (policy.md §1, §7, §8); "" = unset.
+	// Policy; "" = unset.
 	Security           string
 	Ask                string
 	AskFallback        string

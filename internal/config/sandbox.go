@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Sandbox is the "sandbox" section and agents.<id>.sandbox (hosts.md §2).
+// Sandbox is the "sandbox" section and agents.<id>.sandbox.
 // Every field is optional; an agent's section overrides the global one key
 // by key (lists and maps are replaced whole).
 type Sandbox struct {
@@ -46,7 +46,7 @@ type SandboxLimits struct {
 	CPUs        *float64 `json:"cpus,omitempty"`
 }
 
-// SandboxDocker is sandbox.docker (hosts.md §3.3).
+// SandboxDocker is sandbox.docker.
 type SandboxDocker struct {
 	Image        string            `json:"image,omitempty"`
 	Network      string            `json:"network,omitempty"`

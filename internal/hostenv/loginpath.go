@@ -21,7 +21,7 @@ const loginProbeMax = 2 << 20
 // SIGKILL.
 const probeKillGrace = 2 * time.Second
 
-// LoginProbe is the login-shell PATH probe (exec.md §5.3): `<shell> -l -c
+// LoginProbe is the login-shell PATH probe: `<shell> -l -c
 // 'env -0'`, run once and remembered, failure included. <shell> is $SHELL
 // when it is absolute, clean and listed in /etc/shells, else /bin/sh. The
 // probe runs with the sanitised environment, HOME set to the real home and

@@ -80,7 +80,7 @@ func (h *Hub) subscribe(since int64) ([]hubEvent, chan hubEvent, func()) {
 	}
 }
 
-// serveEvents is GET /v1/events (interfaces.md §3.4).
+// serveEvents is GET /v1/events.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	id := identityOf(r.Context())
 	fl, ok := w.(http.Flusher)

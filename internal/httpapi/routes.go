@@ -522,7 +522,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 }
 
 // nodeApprovals runs system.execApprovals.get|set on the node named by
-// the query parameter node (hosts.md §5.7).
+// the query parameter node.
 func (s *Server) nodeApprovals(w http.ResponseWriter, r *http.Request, query string, set json.RawMessage) {
 	if s.opt.Nodes == nil {
 		writeError(w, 503, apitype.CodeNodeUnavailable, "node hosts are served by conch serve")

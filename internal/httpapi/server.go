@@ -32,11 +32,11 @@ import (
 	"github.com/conchsh/conch/internal/ui"
 )
 
-// MaxBodyBytes caps request bodies (interfaces.md §3.1).
+// MaxBodyBytes caps request bodies.
 const MaxBodyBytes = 4 << 20
 
 // MaxPatchBodyBytes caps the body of POST /v1/apply_patch: a patch may be
-// 8 MiB (apply-patch.md §1), and JSON string escaping can more than
+// 8 MiB, and JSON string escaping can more than
 // double it.
 const MaxPatchBodyBytes = 24 << 20
 
@@ -57,8 +57,8 @@ type Options struct {
 	AllowedHosts, AllowedOrigins []string
 	Version                      string
 	Logger                       *slog.Logger
-	// UI serves the control UI at / and its sign-in routes under /v1/ui
-	// (interfaces.md §5). Off by default; the engine socket never serves
+	// UI serves the control UI at / and its sign-in routes under /v1/ui.
+	// Off by default; the engine socket never serves
 	// pages.
 	UI bool
 	// PublicURL is the base of the login links (e.g.
@@ -184,7 +184,7 @@ func (s *Server) wrap(socket bool) http.Handler {
 		w.Header().Set("X-Request-Id", rid)
 		if r.URL.Path == "/v1/nodes/connect" && !socket {
 			// Nodes authenticate with their own tokens and may dial any
-			// name of the gateway (hosts.md §5.1).
+			// name of the gateway.
 			if s.opt.Nodes == nil {
 				writeError(w, http.StatusServiceUnavailable, "unavailable", "node hosts are served by conch serve")
 				return

@@ -13,7 +13,7 @@ import (
 	"github.com/conchsh/conch/internal/auth"
 )
 
-// Control-UI sign-in (interfaces.md §5). A one-time login code (from
+// Control-UI sign-in. A one-time login code (from
 // `conch ui` or POST /v1/ui/login-code) or the operator token is
 // exchanged through POST /v1/ui/session for a session cookie. The cookie
 // carries operator rights; every state-changing request made with it must

@@ -130,7 +130,7 @@ var prefixes = map[byte]modifier{
 	'c': ctrl, 'C': ctrl,
 }
 
-// Encode builds the payload of a send-keys action (spec process.md §4.5, §6): literal, then
+// Encode builds the payload of a send-keys action: literal, then
 // one byte per valid hex item, then each key token, in that order.
 //
 // The payload is returned as parts so that a caller honouring delayMs can pause between
@@ -202,7 +202,7 @@ func hexDigit(c byte) (byte, bool) {
 	return 0, false
 }
 
-// encodeKey encodes one key token (spec process.md §6) and returns its bytes and a warning
+// encodeKey encodes one key token and returns its bytes and a warning
 // ("" when none).
 func encodeKey(raw string, m Modes) (seq, warning string) {
 	token := strings.TrimSpace(raw)

@@ -2,7 +2,7 @@ package keys
 
 import "strings"
 
-// Bracketed-paste markers (spec process.md §7).
+// Bracketed-paste markers.
 const (
 	pasteStart = "\x1b[200~"
 	pasteEnd   = "\x1b[201~"
@@ -11,7 +11,7 @@ const (
 // warnPasteOff is the warning of a bracketed paste into a program that has not enabled it.
 const warnPasteOff = "bracketed paste mode is off in the program; sent raw text."
 
-// Paste returns the bytes to write for a paste action (spec process.md §7), and a warning
+// Paste returns the bytes to write for a paste action, and a warning
 // ("" when none).
 //
 // Every ESC[201~ inside text is removed first, repeatedly, so that the result contains none

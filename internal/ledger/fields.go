@@ -1,6 +1,6 @@
 package ledger
 
-// Typed Fields for each record type (policy.md §12). They are a convenience: any value
+// Typed Fields for each record type. They are a convenience: any value
 // that encodes to a JSON object with these members, a map[string]any included, works as
 // Record.Fields. Optional members are left out when empty.
 

@@ -1,4 +1,4 @@
-// Package ledger is conch's approval ledger (policy.md §12): an append-only, hash-chained
+// Package ledger is conch's approval ledger: an append-only, hash-chained
 // log of every policy evaluation, approval request, decision, execution, end state, policy
 // change, node change and patch, in $CONCH_HOME/ledger.
 //

@@ -92,7 +92,7 @@ func (r Report) Details() []string {
 // Complete reports whether the ledger verified and has no gaps.
 func (r Report) Complete() bool { return r.OK && len(r.Gaps) == 0 }
 
-// String returns the line `conch ledger verify` prints first (policy.md §12):
+// String returns the line `conch ledger verify` prints first:
 // "ok: <N> records in <F> files; head <hash>" or
 // "broken at seq <n> (<file>:<line>): <reason>". A verified ledger with gaps reads
 // "gaps: <D> records dropped in <G> gaps (first at seq <s>, <from> to <to>: <reason>);

@@ -292,7 +292,7 @@ func (s *Server) verify(tok string) (string, bool) {
 }
 
 // elicit asks the human at the MCP client to decide an approval
-// (interfaces.md §2.4) when the client can and approvals.elicitation is
+// when the client can and approvals.elicitation is
 // on. Without an answer (cancel, error, decided elsewhere first) the
 // approval-pending result stands and the approval stays open.
 func (s *Server) elicit(ctx context.Context, req *mcp.CallToolRequest, d *engine.ApprovalDetails, pending apitype.Result) apitype.Result {
@@ -365,7 +365,7 @@ func (s *Server) toMCP(res apitype.Result) *mcp.CallToolResult {
 }
 
 // Notify sends an exec event to every live MCP session as
-// notifications/message (interfaces.md §2.5). It is meant for
+// notifications/message. It is meant for
 // engine.Options.Notify; the agent is fixed per server.
 func (s *Server) Notify(agent string, n engine.Notice) {
 	if agent != s.opt.Agent {

@@ -1,6 +1,6 @@
 package mcpserver
 
-// Input schemas (interfaces.md §2.3): JSON Schema objects without
+// Input schemas: JSON Schema objects without
 // additionalProperties, enums for the closed sets, and each number's
 // range (apitype's range tags; a test keeps them equal). conch checks
 // the arguments itself, so the texts of its errors are conch's.

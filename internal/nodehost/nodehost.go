@@ -1,4 +1,4 @@
-// Package nodehost is the node side of node hosts (hosts.md §5): the
+// Package nodehost is the node side of node hosts: the
 // identity and token files, the outbound link to the gateway
 // (internal/nodelink) with reconnection, and the handlers of the gateway's
 // requests over a local engine whose home (policy, journals, supervisors)
@@ -517,8 +517,7 @@ func (n *node) request(l *link, f apitype.Frame) {
 			l.reply(f.ID, nil, invalid("bad params"))
 			return
 		}
-		// This node's workspace for the agent and its own workspaceOnly
-		// (apply-patch.md §1).
+		// This node's workspace for the agent and its own workspaceOnly.
 		cfg := eng.Config()
 		ws := cfg.Exec(p.AgentID).Workspace
 		if ws == "" {

@@ -274,7 +274,7 @@ func (c *conn) failCalls() {
 	c.cmu.Unlock()
 }
 
-// Admit is the hub's side of GET /v1/nodes/connect (hosts.md §5.1), for
+// Admit is the hub's side of GET /v1/nodes/connect, for
 // nodelink.Accept: it authenticates the bearer token (a node token or a
 // join token) and returns the function that checks the signed hello on
 // the upgraded link and serves it until it ends.

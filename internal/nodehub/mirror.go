@@ -53,7 +53,7 @@ func (m *mirror) kick() {
 	}
 }
 
-// Start mirrors spec.ID and sends system.run (hosts.md §5.5).
+// Start mirrors spec.ID and sends system.run.
 func (h *Hub) Start(nodeID string, spec supervisor.Spec, run apitype.NodeRunParams) (*supervisor.Handle, error) {
 	dir := supervisor.SessionDir(h.opt.Home, spec.ID)
 	// A new session, maybe in a reused directory (see supervisor's launch).

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The operator operations of /v1/nodes (interfaces.md §3), as the HTTP
+// The operator operations of /v1/nodes, as the HTTP
 // adapter and the CLI without a gateway both call them. The callers check
 // operator rights.
 

@@ -1,4 +1,4 @@
-// Package nodehub is the gateway side of node hosts (hosts.md §5): pairing
+// Package nodehub is the gateway side of node hosts: pairing
 // state on disk, the hub of the links nodes dial in on (the HTTP adapter
 // hands them over through internal/nodelink: Admit), node selection, the
 // operator operations, and the local mirrors of sessions that run on

@@ -31,7 +31,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 )
 
-// MaxFrame is the largest frame either side sends (hosts.md §5.3). The
+// MaxFrame is the largest frame either side sends. The
 // gateway reads messages of up to MaxFrame plus a little framing; a node
 // reads up to DialReadLimit.
 const MaxFrame = 4 << 20

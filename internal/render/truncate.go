@@ -295,7 +295,7 @@ func Tail(s string, n int) string {
 
 // MiddleTruncate returns s if it has at most maxChars code points; otherwise
 // its first floor((maxChars−3)/2) code points, "...", and as many from its
-// end (process.md §4.1).
+// end.
 func MiddleTruncate(s string, maxChars int) string {
 	if utf8.RuneCountInString(s) <= maxChars {
 		return s

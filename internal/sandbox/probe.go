@@ -17,8 +17,8 @@ import (
 )
 
 // Wait probes (process wait until=port|http|file) of a sandboxed session
-// must look at the sandbox's own network and filesystem, not the host's
-// (hosts.md §3.4). For bwrap the engine finds a process inside the
+// must look at the sandbox's own network and filesystem, not the host's.
+// For bwrap the engine finds a process inside the
 // sandbox's namespaces and probes through them: files through
 // /proc/<pid>/root, ports and URLs from a thread that joined the
 // sandbox's network namespace (or, without the privilege for that, from

@@ -51,7 +51,7 @@ type Run struct {
 	Files []string
 }
 
-// Backend is one way of isolating a run (hosts.md §3.1).
+// Backend is one way of isolating a run.
 type Backend interface {
 	// Name is bwrap, landlock or docker.
 	Name() string
@@ -135,7 +135,7 @@ func Workspace(home, workspace string, s config.SandboxSettings) (string, error)
 }
 
 // WorkspaceSafe refuses a workspace that is /, $HOME or an ancestor of
-// $HOME or the conch home (hosts.md §2).
+// $HOME or the conch home.
 func WorkspaceSafe(home, workspace string) error {
 	ws := realpath(workspace)
 	if ws == "/" {
@@ -159,8 +159,7 @@ func WorkspaceSafe(home, workspace string) error {
 	return nil
 }
 
-// CheckBind refuses configured bind sources that would open the boundary
-// (hosts.md §2).
+// CheckBind refuses configured bind sources that would open the boundary.
 func CheckBind(home, src string) error {
 	s := realpath(src)
 	uh, _ := os.UserHomeDir()
@@ -184,7 +183,7 @@ func realpath(p string) string {
 }
 
 // Probe caches an availability probe; failures are re-probed at most
-// every 60 s (hosts.md §3.1).
+// every 60 s.
 type Probe struct {
 	mu   sync.Mutex
 	done bool

@@ -64,7 +64,7 @@ type Spec struct {
 	JournalMaxBytes  int64 `json:"journalMaxBytes,omitempty"`
 	JournalHeadBytes int64 `json:"journalHeadBytes,omitempty"`
 
-	// Socket is the control socket path (hosts.md §7.5).
+	// Socket is the control socket path.
 	Socket string `json:"socket"`
 	// NoCgroup disables cgroup containment (tests of the fallback).
 	NoCgroup bool `json:"noCgroup,omitempty"`
@@ -121,7 +121,7 @@ type SandboxMeta struct {
 	Unenforced []string           `json:"unenforced,omitempty"`
 }
 
-// Meta is meta.json, written by the supervisor (hosts.md §7.4).
+// Meta is meta.json, written by the supervisor.
 type Meta struct {
 	V                   int          `json:"v"`
 	ID                  string       `json:"id"`
@@ -160,7 +160,7 @@ type Cgroup struct {
 	V1 map[string]string `json:"v1,omitempty"`
 }
 
-// End states (process.md §8).
+// End states.
 const (
 	StateExited   = "exited"
 	StateSignaled = "signaled"

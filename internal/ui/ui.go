@@ -1,4 +1,4 @@
-// Package ui holds the control UI of conch serve (interfaces.md §5): a
+// Package ui holds the control UI of conch serve: a
 // single-page application embedded in the binary (no CDN, no external
 // requests) that talks to the gateway through the public /v1 API only.
 // The terminal widget is xterm.js, vendored under static/vendor/xterm by

@@ -23,7 +23,7 @@ import (
 	cvt "github.com/charmbracelet/x/vt"
 )
 
-// Default size of a session terminal (exec.md §6).
+// Default size of a session terminal.
 const (
 	DefaultCols = 120
 	DefaultRows = 30

@@ -23,7 +23,7 @@ import (
 	"github.com/conchsh/conch/internal/sandbox"
 )
 
-// Bwrap is the bubblewrap backend (hosts.md §3.2).
+// Bwrap is the bubblewrap backend.
 type Bwrap struct {
 	Path  string // "bwrap" (looked up on PATH) or an absolute path
 	probe sandbox.Probe

@@ -21,7 +21,7 @@ import (
 	"github.com/conchsh/conch/internal/sandbox"
 )
 
-// Docker is the docker backend (hosts.md §3.3): one long-lived container
+// Docker is the docker backend: one long-lived container
 // per scope, runs through `docker exec -i … sandbox-init`.
 type Docker struct {
 	probe sandbox.Probe

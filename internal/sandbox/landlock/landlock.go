@@ -24,7 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Landlock is the daemon-less fallback (hosts.md §3.5): `conch
+// Landlock is the daemon-less fallback: `conch
 // sandbox-init --landlock` applies a Landlock ruleset and a seccomp filter
 // to itself, then execs the shell. Paths are the host's.
 type Landlock struct {
