@@ -40,7 +40,15 @@ func (r Range) String() string {
 	return "[" + fmtNum(r.Min) + ", " + fmtNum(r.Max) + "]"
 }
 
-func fmtNum(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+// fmtNum formats a number for a message: plain decimal below 1e21, as
+// JavaScript does, and with an exponent beyond, so that a client's 1e308
+// is not echoed back as 309 digits.
+func fmtNum(f float64) string {
+	if math.Abs(f) >= 1e21 {
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64)
+}
 
 // ParseRange parses a `range` tag.
 func ParseRange(field, tag string) (Range, error) {
