@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver from the k8s.io/kubernetes module (through the Go
+# Builds kube-apiserver and kubelet from the k8s.io/kubernetes module (through the Go
 # module proxy) and caches the binary. The Kubernetes backend's tests run a
 # real kube-apiserver (with etcd from Debian) on loopback; no release binary
 # is downloadable here, so it is built from source: about 9 minutes on 2
@@ -10,20 +10,21 @@
 # Env:   CONCH_K8S_VERSION (default v1.37.2)
 #        CONCH_K8S_CACHE   (default $HOME/.cache/conch-k8s)
 # The tests look for $CONCH_KUBE_APISERVER, then the cached binary, then
-# kube-apiserver on PATH.
+# kube-apiserver on PATH. The kubelet is cached beside the apiserver.
 set -euo pipefail
 
 version=${CONCH_K8S_VERSION:-v1.37.2}
 cache=${CONCH_K8S_CACHE:-$HOME/.cache/conch-k8s}
 out="$cache/$version/kube-apiserver"
-if [ -x "$out" ]; then
+kubelet="$cache/$version/kubelet"
+if [ -x "$out" ] && [ -x "$kubelet" ]; then
   echo "$out"
   exit 0
 fi
 mkdir -p "$cache/$version"
 exec 9>"$cache/$version/.lock"
 flock 9
-if [ -x "$out" ]; then # built by a concurrent run while we waited
+if [ -x "$out" ] && [ -x "$kubelet" ]; then # built by a concurrent run while we waited
   echo "$out"
   exit 0
 fi
@@ -62,7 +63,10 @@ if [ ${#edits[@]} -eq 0 ]; then
   exit 1
 fi
 go mod edit "${edits[@]}"
-echo "build-apiserver: building kube-apiserver $version ($(( ${#edits[@]} / 2 )) staging modules at $staging); about 9 minutes on 2 cores" >&2
-go build -trimpath -ldflags=-s -o "$out.tmp" ./cmd/kube-apiserver
-mv "$out.tmp" "$out"
+echo "build-apiserver: building kube-apiserver and kubelet $version ($(( ${#edits[@]} / 2 )) staging modules at $staging); 15 minutes or more on 2 cores" >&2
+# One go build for both binaries: they share most packages.
+mkdir -p "$work/bin"
+go build -trimpath -ldflags=-s -o "$work/bin/" ./cmd/kube-apiserver ./cmd/kubelet
+mv "$work/bin/kubelet" "$kubelet"
+mv "$work/bin/kube-apiserver" "$out"
 echo "$out"
