@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/visible"
 	"github.com/spf13/cobra"
 )
 
@@ -126,7 +127,8 @@ func ledgerTail(fetch func(n int, f ledger.Filter) ([]ledger.Record, error), n i
 				b, _ := json.Marshal(r)
 				fmt.Fprintln(stdout, string(b))
 			} else {
-				fmt.Fprintln(stdout, r.String())
+				// A record is one line, whatever its fields hold.
+				fmt.Fprintln(stdout, visible.Line(r.String()))
 			}
 			f.Since = max(f.Since, r.Seq)
 		}
