@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/conchsh/conch/internal/visible"
+)
+
+// hiddenPayload is a command holding every character the operator must
+// never see raw (every member of visible's classes: all of C0, DEL, C1,
+// the format, bidi, separator, space and default-ignorable characters),
+// each between markers, generated from the whole code space. NUL is left
+// out when noNUL (a file name cannot hold it).
+func hiddenPayload(noNUL bool) string {
+	var b strings.Builder
+	b.WriteString("touch pwn #")
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if !utf8.ValidRune(r) || !visible.Hidden(r) || noNUL && r == 0 {
+			continue
+		}
+		b.WriteString("<" + string(r) + ">")
+	}
+	return b.String()
+}
+
+// rawHidden returns the hidden characters s holds raw, allowing those in
+// allow.
+func rawHidden(s, allow string) []rune {
+	var bad []rune
+	for _, r := range s {
+		if visible.Hidden(r) && !strings.ContainsRune(allow, r) {
+			bad = append(bad, r)
+		}
+	}
+	return bad
+}
+
+// TestOperatorSeesEscapes: the text an agent controls (its command, its
+// working directory) reaches the operator's terminal and the control UI
+// only with every hidden character escaped, through every CLI command
+// and UI view that shows it; --json keeps the values exactly. The attack
+// it generalises: `touch $HOME/pwn #<ESC>[2K<ESC>[1Gecho harmless` showed
+// as `echo harmless` in `conch approvals pending`.
+func TestOperatorSeesEscapes(t *testing.T) {
+	home := gatedHome(t, `,"security":"allowlist","ask":"on-miss"`, "")
+	g := startGateway(t, home)
+	agent := g.mcpClient(g.token)
+
+	// A working directory whose name holds hidden characters too.
+	cwd := filepath.Join(t.TempDir(), "d\x1b[2K\u202ex\r\n\t\u200by")
+	if err := os.Mkdir(cwd, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	command := hiddenPayload(true) // the API refuses a NUL: invalid_argument
+	r := agent.exec(map[string]any{"command": command, "workdir": cwd, "background": true})
+	id := r.str("sessionId")
+	if r.str("status") != "approval-pending" || id == "" {
+		t.Fatalf("exec: %q %v", r.Text, r.D)
+	}
+
+	checkText := func(what, out string, want ...string) {
+		t.Helper()
+		if bad := rawHidden(out, "\n"); len(bad) > 0 {
+			t.Errorf("%s: %d hidden characters shown raw, the first %U", what, len(bad), bad[0])
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: missing %q", what, visible.Line(w))
+			}
+		}
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := runCLI(t, nil, append(args, "--home", home)...)
+		if code != 0 {
+			t.Fatalf("conch %v: exit %d\n%s", args, code, visible.Text(errOut))
+		}
+		return out + errOut
+	}
+
+	// The CLI, for people: every field on its line, escaped.
+	checkText("approvals pending", run("approvals", "pending"),
+		"\n  command: "+visible.Line(command)+"\n", "\n  cwd: "+visible.Line(cwd)+"\n")
+	checkText("ledger tail", run("ledger", "tail", "-n", "50"), visible.Line(command))
+	checkText("ps", run("ps"), id)
+	checkText("ps --all-agents", run("ps", "--all-agents"), id)
+
+	// --json: exact values, no hidden character raw on the terminal.
+	out := run("approvals", "pending", "--json")
+	checkText("approvals pending --json", out)
+	var list []struct{ Command, Cwd string }
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 || list[0].Command != command || list[0].Cwd != cwd {
+		t.Errorf("approvals pending --json does not keep the values: %v %d", err, len(list))
+	}
+	out = run("ledger", "tail", "--json")
+	checkText("ledger tail --json", out)
+	if !strings.Contains(out, `"command":`) {
+		t.Errorf("ledger tail --json: no command")
+	} else {
+		var exact bool
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var rec struct{ Command string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Command == command {
+				exact = true
+			}
+		}
+		if !exact {
+			t.Errorf("ledger tail --json: no record holds the command exactly")
+		}
+	}
+
+	// The control UI: every text on the page, on every view that shows
+	// the request or its session.
+	b := newBrowser(t, 1280, 900)
+	b.do("sign in", chromedp.Navigate(loginLink(t, home)))
+	b.wait("signed in", `location.pathname === "/" && document.querySelector("#overview-approvals") !== null`)
+	pageTexts := func(view string) {
+		t.Helper()
+		var texts []struct {
+			Text  string `json:"text"`
+			Multi bool   `json:"multi"`
+		}
+		js := `JSON.stringify((() => {
+		  const out = [], w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+		  for (let n; (n = w.nextNode());) {
+		    const p = n.parentElement;
+		    if (!p || p.closest(".xterm, script, style") || /^[ \n\t]*$/.test(n.data)) continue;
+		    out.push({ text: n.data, multi: !!p.closest("pre, .cmd") });
+		  }
+		  for (const e of document.querySelectorAll("[title], [aria-label], [placeholder]"))
+		    for (const a of ["title", "aria-label", "placeholder"]) if (e.hasAttribute(a)) out.push({ text: e.getAttribute(a), multi: false });
+		  return out;
+		})())`
+		if err := json.Unmarshal([]byte(b.eval(js)), &texts); err != nil {
+			t.Fatalf("%s: %v", view, err)
+		}
+		for _, x := range texts {
+			allow := ""
+			if x.Multi {
+				allow = "\n\t"
+			}
+			if bad := rawHidden(x.Text, allow); len(bad) > 0 {
+				t.Errorf("UI %s: %U shown raw in %q", view, bad[0], visible.Line(x.Text))
+				return
+			}
+		}
+	}
+	b.wait("overview lists the request", `document.querySelector("#overview-approvals code") !== null`)
+	pageTexts("overview")
+
+	b.do("approvals page", chromedp.Navigate(g.base+"/approvals"))
+	b.wait("approval card", `document.querySelector("#approval-list .approval .cmd") !== null`)
+	if got := b.eval(`document.querySelector("#approval-list .approval .cmd").textContent`); got != visible.Text(command) {
+		t.Errorf("UI approval card: the command is shown as %q", visible.Line(got))
+	}
+	b.wait("approval card cwd", `[...document.querySelectorAll("#approval-list .approval dd.mono")].some(e => e.textContent === `+jsString(visible.Line(cwd))+`)`)
+	pageTexts("approvals")
+
+	b.do("sessions page", chromedp.Navigate(g.base+"/sessions"))
+	b.wait("sessions list", `document.body.innerText.includes(`+jsString(id)+`)`)
+	pageTexts("sessions")
+
+	b.do("session page", chromedp.Navigate(g.base+"/sessions/"+id+"?agent=main"))
+	b.wait("session page", `document.getElementById("state-badge") !== null && document.getElementById("state-badge").textContent !== ""`)
+	pageTexts("session")
+
+	// Denied from the approvals page: the decision history shows it too.
+	b.do("approvals page again", chromedp.Navigate(g.base+"/approvals"))
+	b.wait("approval card", `document.querySelector("#approval-list .approval button[data-decision=deny]") !== null`)
+	b.do("deny", chromedp.Click(`#approval-list .approval button[data-decision=deny]`))
+	b.wait("history row", `document.querySelectorAll("#history tbody tr").length > 0`)
+	pageTexts("approvals history")
+	b.checkConsole()
+}
+
+// jsString is s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
