@@ -37,14 +37,14 @@ import (
 type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
-	out            *visible.Writer // stdout, whose mode runs sets
+	out, errOut    *visible.Writer // stdout (whose mode runs sets) and stderr
 	code           int
 }
 
 // newApp returns the app of one run on the given streams.
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
-	out := &visible.Writer{W: stdout}
-	return &app{stdin: stdin, stdout: out, stderr: &visible.Writer{W: stderr}, out: out}
+	out, errOut := &visible.Writer{W: stdout}, &visible.Writer{W: stderr}
+	return &app{stdin: stdin, stdout: out, stderr: errOut, out: out, errOut: errOut}
 }
 
 // Main runs the conch command line on args (without the program name) and
@@ -154,6 +154,8 @@ func (a *app) runs(f func(cmd *cobra.Command, args []string) int) func(*cobra.Co
 	return func(cmd *cobra.Command, args []string) error {
 		a.out.Mode = stdoutMode(cmd)
 		a.code = f(cmd, args)
+		a.out.Flush()
+		a.errOut.Flush()
 		return nil
 	}
 }

@@ -16,6 +16,7 @@ package visible
 import (
 	"io"
 	"strconv"
+	"sync"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -159,32 +160,78 @@ const (
 )
 
 // Writer escapes what is written to it, by its Mode, before it reaches W.
-// Each Write is escaped on its own: a character split across two writes
-// shows as escaped bytes, never as itself. A Writer is as safe for
-// concurrent use as W; Mode must not change while writes are under way.
+// A character split across two writes is held until the second (a
+// stream copied in chunks keeps its characters, and its JSON its values);
+// Flush writes what is held at the end of a stream, escaped as the bytes
+// that are not UTF-8 they then are. A Writer is safe for concurrent use;
+// Mode must not change while writes are under way. Its zero value writes
+// to a nil W: set W.
 type Writer struct {
 	W    io.Writer
 	Mode Mode
+
+	mu    sync.Mutex // guards carry and the writes to W
+	carry []byte     // the start of a character the last write ended in
 }
 
 // Write escapes p and writes it to w.W; it returns len(p) when the
 // escaped form was written whole.
 func (w *Writer) Write(p []byte) (int, error) {
-	var out []byte
-	switch w.Mode {
-	case ModeRaw:
+	if w.Mode == ModeRaw {
 		return w.W.Write(p)
-	case ModeJSON:
-		out = appendJSON(make([]byte, 0, len(p)), string(p))
-	default:
-		s := string(p)
-		if escape(s, true) == s {
-			return w.W.Write(p)
-		}
-		out = appendText(make([]byte, 0, len(p)+16), s, true)
 	}
-	if _, err := w.W.Write(out); err != nil {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	buf := p
+	if len(w.carry) > 0 {
+		buf = append(w.carry, p...)
+		w.carry = nil
+	}
+	// Hold an incomplete character at the end for the next write.
+	for i := len(buf) - 1; i >= 0 && i > len(buf)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(buf[i]) {
+			if !utf8.FullRune(buf[i:]) {
+				w.carry = append([]byte(nil), buf[i:]...)
+				buf = buf[:i]
+			}
+			break
+		}
+	}
+	if err := w.write(buf); err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// Flush writes the incomplete character a last write ended in, if any.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.carry
+	w.carry = nil
+	if len(b) == 0 {
+		return nil
+	}
+	return w.write(b)
+}
+
+// write escapes buf by w's mode and writes it; w.mu is held.
+func (w *Writer) write(buf []byte) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	s := string(buf)
+	var out []byte
+	switch w.Mode {
+	case ModeJSON:
+		out = appendJSON(make([]byte, 0, len(buf)), s)
+	default:
+		if escape(s, true) == s {
+			out = buf
+		} else {
+			out = appendText(make([]byte, 0, len(buf)+16), s, true)
+		}
+	}
+	_, err := w.W.Write(out)
+	return err
 }

@@ -3,6 +3,7 @@ package visible
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -177,4 +178,71 @@ func TestWriterModes(t *testing.T) {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestLogLines: the gateway's logs, a slog text handler on a text Writer
+// and a JSON handler on a JSON Writer (internal/cli/serve.go), show every
+// hidden character escaped, in the message, a value and a key; the JSON
+// line still decodes to what was logged. slog's text handler alone
+// quotes controls and format characters but writes fillers and variation
+// selectors (letters and marks to strconv) as they are.
+func TestLogLines(t *testing.T) {
+	var all strings.Builder
+	for _, r := range hiddenRunes() {
+		all.WriteRune(r)
+	}
+	src := all.String()
+	for _, json_ := range []bool{false, true} {
+		var b bytes.Buffer
+		var h slog.Handler
+		if json_ {
+			h = slog.NewJSONHandler(&Writer{W: &b, Mode: ModeJSON}, nil)
+		} else {
+			h = slog.NewTextHandler(&Writer{W: &b}, nil)
+		}
+		slog.New(h).Info("run "+src, "command", src, src, "key")
+		line := strings.TrimSuffix(b.String(), "\n")
+		for _, c := range line {
+			if Hidden(c) {
+				t.Fatalf("json=%v: %U raw in the log line", json_, c)
+			}
+		}
+		if json_ {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil || m["command"] != src || m["msg"] != "run "+src || m[src] != "key" {
+				t.Errorf("the JSON log line does not decode to what was logged: %v", err)
+			}
+		}
+	}
+}
+
+// TestWriterSplitCharacters: a stream cut into chunks anywhere (io.Copy
+// of a recording) comes out as if written whole, in every mode; a
+// character cut off at the end comes out of Flush as escaped bytes.
+func TestWriterSplitCharacters(t *testing.T) {
+	src := `{"o":"é\u202e👍` + "\u202e\U000e0001" + `x"}`
+	for _, mode := range []Mode{ModeText, ModeJSON, ModeRaw} {
+		var whole bytes.Buffer
+		(&Writer{W: &whole, Mode: mode}).Write([]byte(src))
+		for cut := 1; cut < len(src); cut++ {
+			var b bytes.Buffer
+			w := &Writer{W: &b, Mode: mode}
+			w.Write([]byte(src[:cut]))
+			w.Write([]byte(src[cut:]))
+			w.Flush()
+			if b.String() != whole.String() {
+				t.Errorf("mode %d cut at %d: %q, want %q", mode, cut, b.String(), whole.String())
+			}
+		}
+	}
+	var b bytes.Buffer
+	w := &Writer{W: &b}
+	w.Write([]byte("a\xe2\x80"))
+	if b.String() != "a" {
+		t.Errorf("before Flush: %q", b.String())
+	}
+	w.Flush()
+	if b.String() != `a\xe2\x80` {
+		t.Errorf("after Flush: %q", b.String())
+	}
 }
