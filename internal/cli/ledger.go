@@ -37,7 +37,7 @@ commands, decisions and policy changes.`,
 	vjson := verify.Flags().Bool("json", false, "print JSON")
 	pubkey := verify.Flags().String("pubkey", "", "the public key (ed25519:... or a file holding it) that must have signed HEAD")
 	checkpoints := verify.Flags().StringArray("checkpoint", nil, "a checkpoint seen earlier (SEQ:HASH[:MS:SIG]) the ledger must still hold; repeatable")
-	allowGaps := verify.Flags().Bool("allow-gaps", false, "exit 0 for an intact ledger with gap records")
+	allowGaps := verify.Flags().Bool("allow-gaps", false, "exit 0 for an intact ledger with gap records (a HEAD rebuilt from the log still fails against --pubkey)")
 	verify.RunE = a.runs(func(*cobra.Command, []string) int {
 		var opts ledger.VerifyOptions
 		if *pubkey != "" {
