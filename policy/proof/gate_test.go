@@ -263,53 +263,86 @@ func readExecs(log string) ([]execEvent, map[string]string, error) {
 // segment an ancestor became), continuing the chain the process is in (a
 // wrapper runs what it wraps, in the same process or a child) or starting
 // a segment of a part not before the last part started in that scope.
-// The first execve is the shell conch starts.
+// Programs of the same path in several segments make the match
+// ambiguous, so it searches every assignment (a run has a few dozen
+// execve calls); it reports the first execve no assignment explains. The
+// first execve is the shell conch starts.
 func checkExecs(d policy.Decision, events []execEvent, parent map[string]string) []string {
 	seg := 0
-	all := slots(d.Analysis.Parts, -1, &seg)
-	procs := map[string]*proc{}
-	var state func(pid string) *proc
-	state = func(pid string) *proc {
-		if p, ok := procs[pid]; ok {
-			return p
-		}
-		p := &proc{scope: -1, seg: -1}
-		if pp, ok := parent[pid]; ok {
-			c := *state(pp)
-			p = &c
-		}
-		procs[pid] = p
-		return p
+	m := &matcher{all: slots(d.Analysis.Parts, -1, &seg), events: events, parent: parent}
+	if len(events) == 0 {
+		return nil
 	}
-	lastPart := map[int]int{} // scope → the last part started in it
-	var bad []string
-	for i, e := range events {
-		p := state(e.pid)
-		if i == 0 {
-			continue // the shell conch starts
+	if m.search(1, map[string]proc{}, map[int]int{}) {
+		return nil
+	}
+	if m.steps > matchSteps {
+		return []string{fmt.Sprintf("no assignment found in %d steps", matchSteps)}
+	}
+	return []string{"not pinned here: " + events[m.deepest].line}
+}
+
+// matchSteps bounds the search of one run.
+const matchSteps = 200000
+
+type matcher struct {
+	all     []*slot
+	events  []execEvent
+	parent  map[string]string
+	steps   int
+	deepest int // the first event the deepest attempt could not place
+}
+
+// state is pid's proc: its own, else its parent's (inherited at the fork).
+func (m *matcher) state(procs map[string]proc, pid string) proc {
+	for p := pid; p != ""; p = m.parent[p] {
+		if st, ok := procs[p]; ok {
+			return st
 		}
-		var hit *slot
-		for _, s := range all {
-			if s.used || !contains(s.paths, e.path) {
-				continue
-			}
-			if p.seg == s.seg && s.pos > p.at || p.seg != s.seg && s.scope == p.scope && s.part >= lastPart[s.scope] && firstFree(all, s) {
-				hit = s
-				break
-			}
-		}
-		if hit == nil {
-			bad = append(bad, "not pinned here: "+e.line)
+	}
+	return proc{scope: -1, seg: -1}
+}
+
+// search places events[i:] given procs and lastPart; it reports whether
+// every one found a slot.
+func (m *matcher) search(i int, procs map[string]proc, lastPart map[int]int) bool {
+	if i == len(m.events) {
+		return true
+	}
+	m.deepest = max(m.deepest, i)
+	if m.steps++; m.steps > matchSteps {
+		return false
+	}
+	e := m.events[i]
+	p := m.state(procs, e.pid)
+	for _, s := range m.all {
+		if s.used || !contains(s.paths, e.path) {
 			continue
 		}
-		hit.used = true
-		lastPart[hit.scope] = max(lastPart[hit.scope], hit.part)
-		p.seg, p.at = hit.seg, hit.pos
-		if hit.shell {
-			p.scope, p.seg = hit.seg, -1
+		if !(p.seg == s.seg && s.pos > p.at || p.seg != s.seg && s.scope == p.scope && s.part >= lastPart[s.scope] && firstFree(m.all, s)) {
+			continue
 		}
+		next := proc{scope: p.scope, seg: s.seg, at: s.pos}
+		if s.shell {
+			next = proc{scope: s.seg, seg: -1}
+		}
+		procs2 := make(map[string]proc, len(procs)+1)
+		for k, v := range procs {
+			procs2[k] = v
+		}
+		procs2[e.pid] = next
+		last2 := make(map[int]int, len(lastPart)+1)
+		for k, v := range lastPart {
+			last2[k] = v
+		}
+		last2[s.scope] = max(last2[s.scope], s.part)
+		s.used = true
+		if m.search(i+1, procs2, last2) {
+			return true
+		}
+		s.used = false
 	}
-	return bad
+	return false
 }
 
 // firstFree reports whether nothing of s's segment has run yet, so that
