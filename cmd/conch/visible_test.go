@@ -66,6 +66,21 @@ func TestOperatorSeesEscapes(t *testing.T) {
 		t.Fatalf("exec: %q %v", r.Text, r.D)
 	}
 
+	// A second request whose derived session name (the verb and its first
+	// operand) holds the C0 controls, DEL and the bidi and zero-width
+	// characters: ps shows names.
+	var named strings.Builder
+	named.WriteString("touch 'A")
+	for r := rune(1); r < 0x20; r++ {
+		named.WriteRune(r)
+	}
+	named.WriteString("\x7f\u202e\u200b\ufeff\u2066Z'")
+	r2 := agent.exec(map[string]any{"command": named.String(), "background": true})
+	if r2.str("status") != "approval-pending" {
+		t.Fatalf("exec: %q %v", r2.Text, r2.D)
+	}
+	id2 := r2.str("sessionId")
+
 	checkText := func(what, out string, want ...string) {
 		t.Helper()
 		if bad := rawHidden(out, "\n"); len(bad) > 0 {
@@ -88,17 +103,24 @@ func TestOperatorSeesEscapes(t *testing.T) {
 
 	// The CLI, for people: every field on its line, escaped.
 	checkText("approvals pending", run("approvals", "pending"),
-		"\n  command: "+visible.Line(command)+"\n", "\n  cwd: "+visible.Line(cwd)+"\n")
+		"\n  command: "+visible.Line(command)+"\n", "\n  cwd: "+visible.Line(cwd)+"\n", "\n  command: "+visible.Line(named.String())+"\n")
 	checkText("ledger tail", run("ledger", "tail", "-n", "50"), visible.Line(command))
-	checkText("ps", run("ps"), id)
-	checkText("ps --all-agents", run("ps", "--all-agents"), id)
+	checkText("ps", run("ps"), id, id2, ":: touch A")
+	checkText("ps --all-agents", run("ps", "--all-agents"), id, id2, ":: touch A")
 
 	// --json: exact values, no hidden character raw on the terminal.
 	out := run("approvals", "pending", "--json")
 	checkText("approvals pending --json", out)
 	var list []struct{ Command, Cwd string }
-	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 || list[0].Command != command || list[0].Cwd != cwd {
-		t.Errorf("approvals pending --json does not keep the values: %v %d", err, len(list))
+	err := json.Unmarshal([]byte(out), &list)
+	exact := 0
+	for _, a := range list {
+		if a.Command == command && a.Cwd == cwd || a.Command == named.String() {
+			exact++
+		}
+	}
+	if err != nil || len(list) != 2 || exact != 2 {
+		t.Errorf("approvals pending --json does not keep the values: %v %d %d", err, len(list), exact)
 	}
 	out = run("ledger", "tail", "--json")
 	checkText("ledger tail --json", out)
@@ -157,9 +179,11 @@ func TestOperatorSeesEscapes(t *testing.T) {
 	pageTexts("overview")
 
 	b.do("approvals page", chromedp.Navigate(g.base+"/approvals"))
-	b.wait("approval card", `document.querySelector("#approval-list .approval .cmd") !== null`)
-	if got := b.eval(`document.querySelector("#approval-list .approval .cmd").textContent`); got != visible.Text(command) {
-		t.Errorf("UI approval card: the command is shown as %q", visible.Line(got))
+	b.wait("approval cards", `document.querySelectorAll("#approval-list .approval .cmd").length === 2`)
+	for _, c := range []string{command, named.String()} {
+		if b.eval(`String([...document.querySelectorAll("#approval-list .approval .cmd")].some(e => e.textContent === `+jsString(visible.Text(c))+`))`) != "true" {
+			t.Errorf("UI approval cards: no card shows %q as %q", visible.Line(c), visible.Line(visible.Text(c)))
+		}
 	}
 	b.wait("approval card cwd", `[...document.querySelectorAll("#approval-list .approval dd.mono")].some(e => e.textContent === `+jsString(visible.Line(cwd))+`)`)
 	pageTexts("approvals")
