@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/visible"
 )
 
@@ -144,39 +147,8 @@ func TestOperatorSeesEscapes(t *testing.T) {
 	b := newBrowser(t, 1280, 900)
 	b.do("sign in", chromedp.Navigate(loginLink(t, home)))
 	b.wait("signed in", `location.pathname === "/" && document.querySelector("#overview-approvals") !== null`)
-	pageTexts := func(view string) {
-		t.Helper()
-		var texts []struct {
-			Text  string `json:"text"`
-			Multi bool   `json:"multi"`
-		}
-		js := `JSON.stringify((() => {
-		  const out = [], w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-		  for (let n; (n = w.nextNode());) {
-		    const p = n.parentElement;
-		    if (!p || p.closest(".xterm, script, style") || /^[ \n\t]*$/.test(n.data)) continue;
-		    out.push({ text: n.data, multi: !!p.closest("pre, .cmd") });
-		  }
-		  for (const e of document.querySelectorAll("[title], [aria-label], [placeholder]"))
-		    for (const a of ["title", "aria-label", "placeholder"]) if (e.hasAttribute(a)) out.push({ text: e.getAttribute(a), multi: false });
-		  return out;
-		})())`
-		if err := json.Unmarshal([]byte(b.eval(js)), &texts); err != nil {
-			t.Fatalf("%s: %v", view, err)
-		}
-		for _, x := range texts {
-			allow := ""
-			if x.Multi {
-				allow = "\n\t"
-			}
-			if bad := rawHidden(x.Text, allow); len(bad) > 0 {
-				t.Errorf("UI %s: %U shown raw in %q", view, bad[0], visible.Line(x.Text))
-				return
-			}
-		}
-	}
 	b.wait("overview lists the request", `document.querySelector("#overview-approvals code") !== null`)
-	pageTexts("overview")
+	uiTexts(t, b, "overview")
 
 	b.do("approvals page", chromedp.Navigate(g.base+"/approvals"))
 	b.wait("approval cards", `document.querySelectorAll("#approval-list .approval .cmd").length === 2`)
@@ -186,22 +158,22 @@ func TestOperatorSeesEscapes(t *testing.T) {
 		}
 	}
 	b.wait("approval card cwd", `[...document.querySelectorAll("#approval-list .approval dd.mono")].some(e => e.textContent === `+jsString(visible.Line(cwd))+`)`)
-	pageTexts("approvals")
+	uiTexts(t, b, "approvals")
 
 	b.do("sessions page", chromedp.Navigate(g.base+"/sessions"))
 	b.wait("sessions list", `document.body.innerText.includes(`+jsString(id)+`)`)
-	pageTexts("sessions")
+	uiTexts(t, b, "sessions")
 
 	b.do("session page", chromedp.Navigate(g.base+"/sessions/"+id+"?agent=main"))
 	b.wait("session page", `document.getElementById("state-badge") !== null && document.getElementById("state-badge").textContent !== ""`)
-	pageTexts("session")
+	uiTexts(t, b, "session")
 
 	// Denied from the approvals page: the decision history shows it too.
 	b.do("approvals page again", chromedp.Navigate(g.base+"/approvals"))
 	b.wait("approval card", `document.querySelector("#approval-list .approval button[data-decision=deny]") !== null`)
 	b.do("deny", chromedp.Click(`#approval-list .approval button[data-decision=deny]`))
 	b.wait("history row", `document.querySelectorAll("#history tbody tr").length > 0`)
-	pageTexts("approvals history")
+	uiTexts(t, b, "approvals history")
 	b.checkConsole()
 }
 
@@ -209,4 +181,124 @@ func TestOperatorSeesEscapes(t *testing.T) {
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// uiTexts fails t when a text node or a label of the page b shows holds a
+// hidden character raw (tab and newline allowed in a pre or a command
+// block), outside the output terminals.
+func uiTexts(t *testing.T, b *browser, view string) {
+	t.Helper()
+	var texts []struct {
+		Text  string `json:"text"`
+		Multi bool   `json:"multi"`
+	}
+	js := `JSON.stringify((() => {
+	  const out = [], w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+	  for (let n; (n = w.nextNode());) {
+	    const p = n.parentElement;
+	    if (!p || p.closest(".xterm, script, style") || /^[ \n\t]*$/.test(n.data)) continue;
+	    out.push({ text: n.data, multi: !!p.closest("pre, .cmd") });
+	  }
+	  for (const e of document.querySelectorAll("[title], [aria-label], [placeholder]"))
+	    for (const a of ["title", "aria-label", "placeholder"]) if (e.hasAttribute(a)) out.push({ text: e.getAttribute(a), multi: false });
+	  return out;
+	})())`
+	if err := json.Unmarshal([]byte(b.eval(js)), &texts); err != nil {
+		t.Fatalf("%s: %v", view, err)
+	}
+	for _, x := range texts {
+		allow := ""
+		if x.Multi {
+			allow = "\n\t"
+		}
+		if bad := rawHidden(x.Text, allow); len(bad) > 0 {
+			t.Errorf("UI %s: %U shown raw in %q", view, bad[0], visible.Line(x.Text))
+			return
+		}
+	}
+}
+
+// hiddenSample is the first and the last character of every range of every class of
+// visible.Classes that is not a control (a node's hello fields lose their
+// controls at the gateway), every third from start: the three samples
+// fit fields of 256 bytes and together hold every range.
+func hiddenSample(start int) string {
+	var all []rune
+	seen := map[rune]bool{}
+	add := func(r rune) {
+		if !seen[r] && r != ' ' && !unicode.IsControl(r) && visible.Hidden(r) {
+			seen[r] = true
+			all = append(all, r)
+		}
+	}
+	for _, tab := range visible.Classes {
+		for _, r := range tab.R16 {
+			add(rune(r.Lo))
+			add(rune(r.Hi))
+		}
+		for _, r := range tab.R32 {
+			add(rune(r.Lo))
+			add(rune(r.Hi))
+		}
+	}
+	var b strings.Builder
+	for i := start; i < len(all); i += 3 {
+		b.WriteRune(all[i])
+	}
+	return b.String()
+}
+
+// TestNodeFieldsEscaped: what a node reports in its hello (platform,
+// architecture, version) reaches `conch nodes list` and the UI's nodes
+// page only escaped, and `nodes list --json` keeps it exactly. The
+// gateway strips controls from these fields, not format characters: a
+// right-to-left override in a platform reached the operator's terminal.
+func TestNodeFieldsEscaped(t *testing.T) {
+	gh := newHome(t, nodeGatewayConfig)
+	g := startNodeGateway(t, gh, "127.0.0.1:0")
+	tok := g.invite("1h", false)
+	pub, key, _ := ed25519.GenerateKey(rand.Reader)
+	platform, arch, version := "linux"+hiddenSample(0), "amd64"+hiddenSample(1), "1"+hiddenSample(2)
+	if len(platform) > 256 || len(arch) > 256 || len(version) > 256 || !strings.ContainsRune(platform+arch+version, '\u202e') {
+		t.Fatalf("samples of %d, %d, %d bytes", len(platform), len(arch), len(version))
+	}
+	if code := handHello(t, g, tok, pub, key, "hidden-fields", func(h *apitype.NodeHello, _ string) {
+		h.Platform, h.Arch, h.Version = platform, arch, version
+	}); code != 0 {
+		t.Fatalf("hello refused: %d", code)
+	}
+	out, errOut, code := runCLI(t, nil, "nodes", "list", "--home", gh)
+	if code != 0 {
+		t.Fatalf("nodes list: %d %s", code, errOut)
+	}
+	if bad := rawHidden(out, "\n"); len(bad) > 0 {
+		t.Errorf("nodes list: %U shown raw", bad[0])
+	}
+	if !strings.Contains(out, visible.Line(platform)+"/"+visible.Line(arch)) {
+		t.Errorf("nodes list does not show the platform escaped:\n%s", out)
+	}
+	out, _, _ = runCLI(t, nil, "nodes", "list", "--home", gh, "--json")
+	if bad := rawHidden(out, "\n"); len(bad) > 0 {
+		t.Errorf("nodes list --json: %U shown raw", bad[0])
+	}
+	if !strings.Contains(out, `"platform":`) {
+		t.Fatalf("nodes list --json: %s", out)
+	}
+	var res struct {
+		Nodes []struct{ Platform, Arch string }
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Nodes) != 1 || res.Nodes[0].Platform != platform || res.Nodes[0].Arch != arch {
+		t.Errorf("nodes list --json does not keep the values: %v %+v", err, res.Nodes)
+	}
+
+	b := newBrowser(t, 1280, 900)
+	b.do("sign in", chromedp.Navigate(loginLink(t, gh)))
+	b.wait("signed in", `location.pathname === "/"`)
+	b.do("nodes page", chromedp.Navigate(g.base+"/nodes"))
+	b.wait("nodes page lists the request", `document.body.innerText.includes("hidden-fields")`)
+	if b.eval(`String([...document.querySelectorAll("#nodes-body td")].some(e => e.textContent === `+jsString(visible.Line(platform)+"/"+visible.Line(arch))+`))`) != "true" {
+		t.Errorf("UI nodes page: no cell shows the platform escaped")
+	}
+	uiTexts(t, b, "nodes")
+	b.checkConsole()
 }
