@@ -1,4 +1,4 @@
-package main
+package ui
 
 import (
 	"crypto/ed25519"
@@ -12,8 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/chromedp/chromedp"
-
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/e2etest"
 	"github.com/conchsh/conch/internal/visible"
 )
 
@@ -53,9 +53,9 @@ func rawHidden(s, allow string) []rune {
 // it generalises: `touch $HOME/pwn #<ESC>[2K<ESC>[1Gecho harmless` showed
 // as `echo harmless` in `conch approvals pending`.
 func TestOperatorSeesEscapes(t *testing.T) {
-	home := gatedHome(t, `,"security":"allowlist","ask":"on-miss"`, "")
-	g := startGateway(t, home)
-	agent := g.mcpClient(g.token)
+	home := e2etest.GatedHome(t, `,"security":"allowlist","ask":"on-miss"`, "")
+	g := e2etest.StartGateway(t, home)
+	agent := g.MCPClient(g.Token)
 
 	// A working directory whose name holds hidden characters too.
 	cwd := filepath.Join(t.TempDir(), "d\x1b[2K\u202ex\r\n\t\u200by")
@@ -63,9 +63,9 @@ func TestOperatorSeesEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	command := hiddenPayload(true) // the API refuses a NUL: invalid_argument
-	r := agent.exec(map[string]any{"command": command, "workdir": cwd, "background": true})
-	id := r.str("sessionId")
-	if r.str("status") != "approval-pending" || id == "" {
+	r := agent.Exec(map[string]any{"command": command, "workdir": cwd, "background": true})
+	id := r.Str("sessionId")
+	if r.Str("status") != "approval-pending" || id == "" {
 		t.Fatalf("exec: %q %v", r.Text, r.D)
 	}
 
@@ -78,11 +78,11 @@ func TestOperatorSeesEscapes(t *testing.T) {
 		named.WriteRune(r)
 	}
 	named.WriteString("\x7f\u202e\u200b\ufeff\u2066Z'")
-	r2 := agent.exec(map[string]any{"command": named.String(), "background": true})
-	if r2.str("status") != "approval-pending" {
+	r2 := agent.Exec(map[string]any{"command": named.String(), "background": true})
+	if r2.Str("status") != "approval-pending" {
 		t.Fatalf("exec: %q %v", r2.Text, r2.D)
 	}
-	id2 := r2.str("sessionId")
+	id2 := r2.Str("sessionId")
 
 	checkText := func(what, out string, want ...string) {
 		t.Helper()
@@ -97,7 +97,7 @@ func TestOperatorSeesEscapes(t *testing.T) {
 	}
 	run := func(args ...string) string {
 		t.Helper()
-		out, errOut, code := runCLI(t, nil, append(args, "--home", home)...)
+		out, errOut, code := e2etest.RunCLI(t, nil, append(args, "--home", home)...)
 		if code != 0 {
 			t.Fatalf("conch %v: exit %d\n%s", args, code, visible.Text(errOut))
 		}
@@ -150,7 +150,7 @@ func TestOperatorSeesEscapes(t *testing.T) {
 	b.wait("overview lists the request", `document.querySelector("#overview-approvals code") !== null`)
 	uiTexts(t, b, "overview")
 
-	b.do("approvals page", chromedp.Navigate(g.base+"/approvals"))
+	b.do("approvals page", chromedp.Navigate(g.Base+"/approvals"))
 	b.wait("approval cards", `document.querySelectorAll("#approval-list .approval .cmd").length === 2`)
 	for _, c := range []string{command, named.String()} {
 		if b.eval(`String([...document.querySelectorAll("#approval-list .approval .cmd")].some(e => e.textContent === `+jsString(visible.Text(c))+`))`) != "true" {
@@ -160,16 +160,16 @@ func TestOperatorSeesEscapes(t *testing.T) {
 	b.wait("approval card cwd", `[...document.querySelectorAll("#approval-list .approval dd.mono")].some(e => e.textContent === `+jsString(visible.Line(cwd))+`)`)
 	uiTexts(t, b, "approvals")
 
-	b.do("sessions page", chromedp.Navigate(g.base+"/sessions"))
+	b.do("sessions page", chromedp.Navigate(g.Base+"/sessions"))
 	b.wait("sessions list", `document.body.innerText.includes(`+jsString(id)+`)`)
 	uiTexts(t, b, "sessions")
 
-	b.do("session page", chromedp.Navigate(g.base+"/sessions/"+id+"?agent=main"))
+	b.do("session page", chromedp.Navigate(g.Base+"/sessions/"+id+"?agent=main"))
 	b.wait("session page", `document.getElementById("state-badge") !== null && document.getElementById("state-badge").textContent !== ""`)
 	uiTexts(t, b, "session")
 
 	// Denied from the approvals page: the decision history shows it too.
-	b.do("approvals page again", chromedp.Navigate(g.base+"/approvals"))
+	b.do("approvals page again", chromedp.Navigate(g.Base+"/approvals"))
 	b.wait("approval card", `document.querySelector("#approval-list .approval button[data-decision=deny]") !== null`)
 	b.do("deny", chromedp.Click(`#approval-list .approval button[data-decision=deny]`))
 	b.wait("history row", `document.querySelectorAll("#history tbody tr").length > 0`)
@@ -254,20 +254,20 @@ func hiddenSample(start int) string {
 // gateway strips controls from these fields, not format characters: a
 // right-to-left override in a platform reached the operator's terminal.
 func TestNodeFieldsEscaped(t *testing.T) {
-	gh := newHome(t, nodeGatewayConfig)
-	g := startNodeGateway(t, gh, "127.0.0.1:0")
-	tok := g.invite("1h", false)
+	gh := e2etest.NewHome(t, e2etest.NodeGatewayConfig)
+	g := e2etest.StartNodeGateway(t, gh, "127.0.0.1:0")
+	tok := g.Invite("1h", false)
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	platform, arch, version := "linux"+hiddenSample(0), "amd64"+hiddenSample(1), "1"+hiddenSample(2)
 	if len(platform) > 256 || len(arch) > 256 || len(version) > 256 || !strings.ContainsRune(platform+arch+version, '\u202e') {
 		t.Fatalf("samples of %d, %d, %d bytes", len(platform), len(arch), len(version))
 	}
-	if code := handHello(t, g, tok, pub, key, "hidden-fields", func(h *apitype.NodeHello, _ string) {
+	if code := e2etest.HandHello(t, g, tok, pub, key, "hidden-fields", func(h *apitype.NodeHello, _ string) {
 		h.Platform, h.Arch, h.Version = platform, arch, version
 	}); code != 0 {
 		t.Fatalf("hello refused: %d", code)
 	}
-	out, errOut, code := runCLI(t, nil, "nodes", "list", "--home", gh)
+	out, errOut, code := e2etest.RunCLI(t, nil, "nodes", "list", "--home", gh)
 	if code != 0 {
 		t.Fatalf("nodes list: %d %s", code, errOut)
 	}
@@ -277,7 +277,7 @@ func TestNodeFieldsEscaped(t *testing.T) {
 	if !strings.Contains(out, visible.Line(platform)+"/"+visible.Line(arch)) {
 		t.Errorf("nodes list does not show the platform escaped:\n%s", out)
 	}
-	out, _, _ = runCLI(t, nil, "nodes", "list", "--home", gh, "--json")
+	out, _, _ = e2etest.RunCLI(t, nil, "nodes", "list", "--home", gh, "--json")
 	if bad := rawHidden(out, "\n"); len(bad) > 0 {
 		t.Errorf("nodes list --json: %U shown raw", bad[0])
 	}
@@ -294,7 +294,7 @@ func TestNodeFieldsEscaped(t *testing.T) {
 	b := newBrowser(t, 1280, 900)
 	b.do("sign in", chromedp.Navigate(loginLink(t, gh)))
 	b.wait("signed in", `location.pathname === "/"`)
-	b.do("nodes page", chromedp.Navigate(g.base+"/nodes"))
+	b.do("nodes page", chromedp.Navigate(g.Base+"/nodes"))
 	b.wait("nodes page lists the request", `document.body.innerText.includes("hidden-fields")`)
 	if b.eval(`String([...document.querySelectorAll("#nodes-body td")].some(e => e.textContent === `+jsString(visible.Line(platform)+"/"+visible.Line(arch))+`))`) != "true" {
 		t.Errorf("UI nodes page: no cell shows the platform escaped")
