@@ -92,15 +92,16 @@ func GitKeyClass(key string) KeyClass {
 		return ClassPlain
 	}
 	sec, name := strings.ToLower(key[:first]), strings.ToLower(key[last+1:])
-	var c KeyClass
-	var ok bool
-	if first == last {
+	c, ok := t[strings.ToLower(key)] // gpg.ssh.program: a fixed subsection
+	switch {
+	case ok:
+	case first == last:
 		if c, ok = t[sec+"."+name]; !ok {
 			c, ok = t[sec+".<>"] // alias.*, pager.<cmd>
 		}
-	} else if c, ok = t[sec+".<>."+name]; !ok {
-		if t[sec+".<>.<>"] == ClassScoped {
-			c, ok = t[sec+"."+name], true // credential.<url>.helper
+	default:
+		if c, ok = t[sec+".<>."+name]; !ok && t[sec+".<>.<>"] == ClassScoped {
+			c, ok = t[sec+"."+name] // credential.<url>.helper
 		}
 	}
 	if !ok || c == ClassScoped {
