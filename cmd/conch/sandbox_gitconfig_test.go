@@ -280,3 +280,59 @@ func TestSandboxGitReproducerCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxGuardRestoresProtectedPaths: the second line behind the
+// read-only mounts. While a sandboxed run is going, a protected path
+// changes anyway (here the host writes it, standing in for a way through
+// the mounts): the repository's pre-commit hook is rewritten and a
+// post-checkout hook appears. When the run ends, conch puts the hook
+// back, removes the new one, keeps what was written in the quarantine
+// directory, and the result says so.
+func TestSandboxGuardRestoresProtectedPaths(t *testing.T) {
+	needBwrap(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	t.Parallel()
+	se := newSandbox(t, nil)
+	hostGit(t, se.ws, "init", "-q")
+	hook := filepath.Join(se.ws, ".git", "hooks", "pre-commit")
+	os.WriteFile(hook, []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	done := make(chan result, 1)
+	go func() {
+		done <- se.c.exec(map[string]any{"command": "touch started; while [ ! -e go ]; do sleep 0.05; done; echo finished", "yieldMs": 120000, "timeout": 120})
+	}()
+	deadline := time.Now().Add(slow(60 * time.Second))
+	for {
+		if _, err := os.Stat(filepath.Join(se.ws, "started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandboxed run did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	os.WriteFile(hook, []byte("#!/bin/sh\ntouch /tmp/pwned-guard\n"), 0o755)
+	os.WriteFile(filepath.Join(se.ws, ".git", "hooks", "post-checkout"), []byte("#!/bin/sh\ntouch /tmp/pwned-guard\n"), 0o755)
+	os.WriteFile(filepath.Join(se.ws, "go"), nil, 0o644)
+	r := <-done
+	t.Log(r.Text)
+	if !strings.Contains(r.Text, "finished") || !strings.Contains(r.Text, "conch put them back") ||
+		!strings.Contains(r.Text, ".git/hooks/pre-commit (changed, restored)") || !strings.Contains(r.Text, ".git/hooks/post-checkout (added, removed)") {
+		t.Fatalf("the result does not report the restored paths: %s", r.Text)
+	}
+	if b, _ := os.ReadFile(hook); string(b) != "#!/bin/sh\nexit 0\n" {
+		t.Fatalf("pre-commit not restored: %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(se.ws, ".git", "hooks", "post-checkout")); err == nil {
+		t.Fatal("the new post-checkout hook was left in place")
+	}
+	q, _ := filepath.Glob(filepath.Join(se.home, "sandboxes", "quarantine", "*", ".git", "hooks", "pre-commit"))
+	if len(q) != 1 {
+		t.Fatalf("what was written is not in the quarantine: %v", q)
+	}
+	// A run that changes nothing says nothing.
+	if r := se.c.exec(map[string]any{"command": "echo quiet"}); strings.Contains(r.Text, "put them back") {
+		t.Fatalf("a run that changed nothing: %s", r.Text)
+	}
+}
