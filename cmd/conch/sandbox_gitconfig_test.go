@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -334,5 +335,38 @@ func TestSandboxGuardRestoresProtectedPaths(t *testing.T) {
 	// A run that changes nothing says nothing.
 	if r := se.c.exec(map[string]any{"command": "echo quiet"}); strings.Contains(r.Text, "put them back") {
 		t.Fatalf("a run that changed nothing: %s", r.Text)
+	}
+}
+
+// TestSandboxLandlockGit: the landlock backend cannot keep a path below
+// the writable workspace read-only, and `conch doctor` says so
+// (sandbox.landlock_git). What a run writes there is put back when it
+// ends: a pre-commit hook written inside is gone before the host's git
+// commits, and the result says so.
+func TestSandboxLandlockGit(t *testing.T) {
+	needBwrap(t)
+	if abi, _, errno := syscall.Syscall(444 /* landlock_create_ruleset */, 0, 0, 1); errno != 0 || abi == 0 {
+		t.Skip("the kernel offers no Landlock")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	t.Parallel()
+	se := newSandbox(t, map[string]any{"backend": "landlock"})
+	hostGit(t, se.ws, "init", "-q")
+	hostGit(t, se.ws, "commit", "-q", "--allow-empty", "-m", "init")
+	mark := filepath.Join(filepath.Dir(se.ws), "MARK")
+	r := se.c.exec(map[string]any{"command": "printf '#!/bin/sh\\ntouch " + mark + "\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo wrote"})
+	t.Log(r.Text)
+	if !strings.Contains(r.Text, "wrote") || !strings.Contains(r.Text, ".git/hooks/pre-commit (added, removed)") {
+		t.Fatalf("landlock: the result does not report the hook it removed: %s", r.Text)
+	}
+	hostGit(t, se.ws, "commit", "-q", "--allow-empty", "-m", "x")
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("landlock: the host's git ran the hook the sandboxed run wrote")
+	}
+	out, _ := exec.Command(conchBin, "doctor", "--home", se.home).CombinedOutput()
+	if !strings.Contains(string(out), "sandbox.landlock_git") || !strings.Contains(string(out), "does not protect repositories") {
+		t.Fatalf("conch doctor does not say that landlock leaves repositories writable:\n%s", out)
 	}
 }
