@@ -96,7 +96,8 @@ func GitProtected(home, ws, access string) ([]string, error) {
 	// A missing one is made empty first, so it can be mounted (the
 	// command could make it otherwise).
 	asked := map[string]bool{}
-	named := func(rel, gd string) error {
+	// namedAt is named for the worktree top (absolute).
+	namedAt := func(top, gd string) error {
 		if asked[gd] {
 			return nil
 		}
@@ -104,14 +105,14 @@ func GitProtected(home, ws, access string) ([]string, error) {
 		if fi, err := os.Lstat(filepath.Join(gd, "HEAD")); err != nil || fi.IsDir() {
 			gd = "" // not a repository git uses: the rest of the configuration still applies
 		}
-		refs, err := gitConfigRefs(filepath.Join(ws, rel), gd)
+		refs, err := gitConfigRefs(top, gd)
 		if err != nil {
-			return fmt.Errorf("ask git for the configuration of %s: %w", filepath.Join(ws, rel), err)
+			return fmt.Errorf("ask git for the configuration of %s: %w", top, err)
 		}
 		for _, r := range refs {
 			prel, inside, err := resolveIn(wsReal, r.path)
 			if err != nil {
-				return fmt.Errorf("the git configuration of %s (%s) names %w", filepath.Join(ws, rel), r.key, err)
+				return fmt.Errorf("the git configuration of %s (%s) names %w", top, r.key, err)
 			}
 			if !inside {
 				continue
@@ -124,12 +125,13 @@ func GitProtected(home, ws, access string) ([]string, error) {
 				continue
 			}
 			if err := placeholder(wsReal, prel, r.dir); err != nil {
-				return fmt.Errorf("the git configuration of %s (%s) names %s: %w", filepath.Join(ws, rel), r.key, r.path, err)
+				return fmt.Errorf("the git configuration of %s (%s) names %s: %w", top, r.key, r.path, err)
 			}
 			add(prel)
 		}
 		return nil
 	}
+	named := func(rel, gd string) error { return namedAt(filepath.Join(ws, rel), gd) }
 	var found []string // the .git entries, workspace-relative
 	visited := map[string]bool{}
 	// visit looks at the .git entry of the directory rel.
@@ -169,6 +171,16 @@ func GitProtected(home, ws, access string) ([]string, error) {
 			}
 		}
 		return nil
+	}
+	// The workspace may lie inside a repository of the host's (a
+	// subdirectory of a checkout): git run there reads that repository's
+	// configuration, which can name paths of the workspace.
+	if top, gd, ok := enclosingRepo(ws); ok {
+		if _, inside := Within(wsReal, gd); !inside {
+			if err := namedAt(top, gd); err != nil {
+				return nil, err
+			}
+		}
 	}
 	level, dirs := []string{"."}, 0
 	for depth := 0; len(level) > 0; depth++ {

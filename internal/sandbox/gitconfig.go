@@ -301,6 +301,27 @@ func gitConfigRefs(top, gd string) ([]gitRef, error) {
 	return refs, nil
 }
 
+// enclosingRepo returns the worktree top and git directory of the
+// repository git finds from dir (ok false for none, or without git).
+func enclosingRepo(dir string) (top, gd string, ok bool) {
+	if gitBin() == "" {
+		return "", "", false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gitBin(), "-c", "safe.directory=*", "rev-parse", "--absolute-git-dir", "--show-toplevel")
+	cmd.Dir, cmd.Env = dir, gitEnv()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", "", false
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 || !filepath.IsAbs(lines[0]) || !filepath.IsAbs(lines[1]) {
+		return "", "", false
+	}
+	return lines[1], lines[0], true
+}
+
 // gitTrue is git's boolean truth for an environment variable.
 func gitTrue(v string) bool {
 	switch strings.ToLower(strings.TrimSpace(v)) {

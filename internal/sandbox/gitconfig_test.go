@@ -280,3 +280,34 @@ func TestGitConfigIndirection(t *testing.T) {
 		}
 	}
 }
+
+// TestGitEnclosingRepository: a workspace that is a subdirectory of a
+// checkout of the host's: git run in it reads that repository's
+// configuration, whose hooks directory and programs may lie in the
+// workspace.
+func TestGitEnclosingRepository(t *testing.T) {
+	if gitBin() == "" {
+		t.Skip("git is not installed")
+	}
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	t.Setenv("HOME", t.TempDir())
+	parent := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", parent).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	gitConfigFile(t, filepath.Join(parent, ".git", "config"), [][2]string{{"core.hooksPath", "sub/.githooks"}, {"core.fsmonitor", "sub/tools/fsm"}, {"core.pager", "outside/pager"}})
+	ws := filepath.Join(parent, "sub")
+	os.MkdirAll(ws, 0o755)
+	got, err := GitProtected("", ws, "ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{".githooks", "tools/fsm"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%s not protected: %v", want, got)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("protected %v, want only the two paths in the workspace", got)
+	}
+}
