@@ -102,7 +102,7 @@ func GitProtected(home, ws, access string) ([]string, error) {
 			return nil
 		}
 		asked[gd] = true
-		if fi, err := os.Lstat(filepath.Join(gd, "HEAD")); err != nil || fi.IsDir() {
+		if !gitDirValid(gd) {
 			gd = "" // not a repository git uses: the rest of the configuration still applies
 		}
 		refs, err := gitConfigRefs(top, gd)

@@ -247,12 +247,10 @@ func gitConfigRefs(top, gd string) ([]gitRef, error) {
 		file(filepath.Join(x, "git", "config"), "the user's configuration")
 		file(filepath.Join(home, ".gitconfig"), "the user's configuration")
 	}
+	// A configuration git cannot read fails the run: git on the host
+	// fails too now, but a file of it the command could rewrite later
+	// would not be known.
 	es, err := listGitConfig(dir, env)
-	if err != nil && gd != "" {
-		// A git directory git cannot read (the command may have made
-		// it): the host's git fails there too. The rest still applies.
-		return gitConfigRefs(top, "")
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -299,6 +297,25 @@ func gitConfigRefs(top, gd string) ([]gitRef, error) {
 		visit(es, f)
 	}
 	return refs, nil
+}
+
+// gitDirValid reports whether git takes gd for a git directory (as its
+// is_git_directory does): a HEAD file, and objects/ and refs/
+// directories or a commondir file naming where they are. One git does
+// not take is not asked about: git reads no configuration from it.
+func gitDirValid(gd string) bool {
+	if fi, err := os.Stat(filepath.Join(gd, "HEAD")); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	if _, err := os.Lstat(filepath.Join(gd, "commondir")); err == nil {
+		return true
+	}
+	for _, d := range []string{"objects", "refs"} {
+		if fi, err := os.Stat(filepath.Join(gd, d)); err != nil || !fi.IsDir() {
+			return false
+		}
+	}
+	return true
 }
 
 // enclosingRepo returns the worktree top and git directory of the

@@ -311,3 +311,31 @@ func TestGitEnclosingRepository(t *testing.T) {
 		t.Errorf("protected %v, want only the two paths in the workspace", got)
 	}
 }
+
+// TestGitConfigUnreadable: a configuration git cannot read (a broken
+// file an include names in the workspace) fails the run rather than
+// leaving that file writable; a directory git does not take for a
+// repository (no objects/) is not asked about and fails nothing.
+func TestGitConfigUnreadable(t *testing.T) {
+	if gitBin() == "" {
+		t.Skip("git is not installed")
+	}
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	t.Setenv("HOME", t.TempDir())
+	ws := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	gitConfigFile(t, filepath.Join(ws, ".git", "config"), [][2]string{{"include.path", "../shared.conf"}})
+	os.WriteFile(filepath.Join(ws, "shared.conf"), []byte("[core\n"), 0o644)
+	if got, err := GitProtected("", ws, "rw"); err == nil {
+		t.Fatalf("a broken included file: protected %v, want an error", got)
+	}
+	os.WriteFile(filepath.Join(ws, "shared.conf"), nil, 0o644)
+	os.MkdirAll(filepath.Join(ws, "junk", ".git"), 0o755)
+	os.WriteFile(filepath.Join(ws, "junk", ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "junk", ".git", "config"), []byte("[core\n"), 0o644)
+	if got, err := GitProtected("", ws, "rw"); err != nil || !slices.Contains(got, "shared.conf") {
+		t.Fatalf("a junk .git: %v %v", got, err)
+	}
+}
