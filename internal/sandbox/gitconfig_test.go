@@ -339,3 +339,37 @@ func TestGitConfigUnreadable(t *testing.T) {
 		t.Fatalf("a junk .git: %v %v", got, err)
 	}
 }
+
+// BenchmarkGitProtected measures what asking git costs a run's start:
+// GitProtected on a workspace with one repository whose configuration
+// includes a file, with git asked (ask) and, as the baseline in the same
+// run, without (no git on PATH: the repository search alone).
+//
+//	go test ./internal/sandbox -run '^$' -bench GitProtected
+func BenchmarkGitProtected(b *testing.B) {
+	if gitBin() == "" {
+		b.Skip("git is not installed")
+	}
+	b.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	b.Setenv("HOME", b.TempDir())
+	ws := b.TempDir()
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		b.Fatalf("git init: %v %s", err, out)
+	}
+	exec.Command("git", "-C", ws, "config", "include.path", "../shared.conf").Run()
+	os.WriteFile(filepath.Join(ws, "shared.conf"), []byte("[core]\n\thooksPath = .githooks\n"), 0o644)
+	real := gitBin
+	for _, mode := range []string{"baseline", "ask"} {
+		b.Run(mode, func(b *testing.B) {
+			if mode == "baseline" {
+				gitBin = func() string { return "" }
+				defer func() { gitBin = real }()
+			}
+			for i := 0; i < b.N; i++ {
+				if _, err := GitProtected("", ws, "ro"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
