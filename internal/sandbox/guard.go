@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/conchsh/conch/internal/fsutil"
 )
 
 // A read-only mount is the protection; Guard is the second line behind
@@ -185,7 +186,7 @@ func (g *Guard) Check(quarantine string) []Change {
 		if b, err := readNoFollow(p); err == nil {
 			dst := filepath.Join(q, rel)
 			if os.MkdirAll(filepath.Dir(dst), 0o700) == nil {
-				os.WriteFile(dst, b, 0o600)
+				fsutil.Write(dst, b, fsutil.Options{Perm: 0o600, NoSync: true})
 			}
 		}
 	}
@@ -241,18 +242,11 @@ func (g *Guard) restore(rel string) error {
 	case e.mode&fs.ModeSymlink != 0:
 		return fmt.Errorf("a symbolic link is not restored")
 	case e.mode.IsRegular() && e.kept:
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, e.mode.Perm())
-		if err != nil {
+		// A new file renamed into place: a link left at p is replaced,
+		// never followed.
+		if err := fsutil.Write(p, e.data, fsutil.Options{Perm: e.mode.Perm()}); err != nil {
 			return err
 		}
-		_, err = io.Copy(f, bytes.NewReader(e.data))
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		os.Chmod(p, e.mode.Perm())
 	default:
 		return fmt.Errorf("its content was too large to keep; the changed file was removed")
 	}
