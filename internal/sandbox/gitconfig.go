@@ -405,12 +405,20 @@ func gitPath(v, base, home string) (string, bool) {
 // slash (made empty when missing: an empty file runs nothing), and the
 // words without one that name an existing file of the worktree or, for
 // the program itself, of a PATH directory. Booleans (core.fsmonitor =
-// true: git's own daemon) name nothing.
+// true: git's own daemon) name nothing. The words are split at blanks
+// and shell punctuation, a superset of what a shell would run.
 func programRefs(key, v, top, home string, env []string) []gitRef {
 	if _, err := parseGitBool(v); err == nil {
 		return nil
 	}
-	v = strings.TrimPrefix(strings.TrimSpace(v), "!")
+	v = strings.TrimSpace(v)
+	// An alias or a submodule's update is a shell command only with a
+	// leading "!" (otherwise git arguments, or an update mode).
+	lk := strings.ToLower(key)
+	if (strings.HasPrefix(lk, "alias.") || strings.HasPrefix(lk, "submodule.") && strings.HasSuffix(lk, ".update")) && !strings.HasPrefix(v, "!") {
+		return nil
+	}
+	v = strings.TrimPrefix(v, "!")
 	words := strings.FieldsFunc(v, func(r rune) bool {
 		return unicode.IsSpace(r) || strings.ContainsRune(";|&()<>`'\"=,", r)
 	})
