@@ -277,6 +277,13 @@ func gitConfigRefs(top, gd string) ([]gitRef, error) {
 		}
 	}
 	visit(es, "")
+	// The environment's own programs and directories (GIT_SSH_COMMAND,
+	// GIT_PAGER, GIT_EXEC_PATH, …): the same as their keys.
+	for name, key := range gitEnvKeys {
+		if v := envValue(env, name); v != "" {
+			refs = append(refs, keyRefs(gitConfigEntry{scope: "env", key: key, value: v}, "", top, home, env)...)
+		}
+	}
 	// Every file an include names that git did not read now, as git
 	// reads it on its own (the includes in it too). Bounded: git itself
 	// stops at a depth of 10.
@@ -337,6 +344,16 @@ func enclosingRepo(dir string) (top, gd string, ok bool) {
 		return "", "", false
 	}
 	return lines[1], lines[0], true
+}
+
+// gitEnvKeys are the environment variables git takes a program or a
+// directory from, and the key of gitkeys.txt each stands for.
+var gitEnvKeys = map[string]string{
+	"GIT_SSH": "core.sshCommand", "GIT_SSH_COMMAND": "core.sshCommand", "GIT_EDITOR": "core.editor",
+	"GIT_SEQUENCE_EDITOR": "sequence.editor", "GIT_PAGER": "core.pager", "GIT_ASKPASS": "core.askPass",
+	"SSH_ASKPASS": "core.askPass", "GIT_EXTERNAL_DIFF": "diff.external", "GIT_PROXY_COMMAND": "core.gitProxy",
+	"EDITOR": "core.editor", "VISUAL": "core.editor", "PAGER": "core.pager",
+	"GIT_EXEC_PATH": "core.hooksPath", "GIT_TEMPLATE_DIR": "init.templateDir",
 }
 
 // gitTrue is git's boolean truth for an environment variable.

@@ -373,3 +373,40 @@ func BenchmarkGitProtected(b *testing.B) {
 		})
 	}
 }
+
+// TestGitEnvPrograms: the variables git takes a program or a directory
+// from (gitEnvKeys) protect what they name in the workspace like the
+// keys they stand for.
+func TestGitEnvPrograms(t *testing.T) {
+	if gitBin() == "" {
+		t.Skip("git is not installed")
+	}
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	t.Setenv("HOME", t.TempDir())
+	ws := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	want := map[string]bool{}
+	for name, key := range gitEnvKeys {
+		rel := "env/" + name
+		dir := GitKeyClass(key) == ClassHooks || key == "init.templateDir"
+		t.Setenv(name, filepath.Join(ws, rel)+" --arg")
+		if dir {
+			t.Setenv(name, filepath.Join(ws, rel))
+		}
+		want[rel] = dir
+	}
+	got, err := GitProtected("", ws, "rw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rel, dir := range want {
+		if !slices.Contains(got, rel) {
+			t.Errorf("%s not protected: %v", rel, got)
+		}
+		if fi, err := os.Lstat(filepath.Join(ws, rel)); err != nil || fi.IsDir() != dir {
+			t.Errorf("%s not made (dir %v): %v", rel, dir, err)
+		}
+	}
+}
