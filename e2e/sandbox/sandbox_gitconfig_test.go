@@ -1,4 +1,4 @@
-package main
+package sandbox
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/conchsh/conch/internal/e2etest"
 )
 
 // gitKeyAttack is a key of git's configuration whose value names a
@@ -180,8 +182,8 @@ func gitConfigIndirection(t *testing.T, access string, src gitConfSource) {
 	// The gateway, with the same environment as the host's git.
 	conf, _ := json.Marshal(map[string]any{"sandbox": map[string]any{"mode": "all", "backend": "bwrap", "gitAccess": access},
 		"agents": map[string]any{"main": map[string]any{"workspace": ws}}})
-	home := newHome(t, string(conf))
-	c := startConchEnv(t, home, append(append([]string(nil), base...), env...))
+	home := e2etest.NewHome(t, string(conf))
+	c := e2etest.StartConchEnv(t, home, append(append([]string(nil), base...), env...))
 	// One sandboxed run plants every payload.
 	var script strings.Builder
 	for i, r := range repos {
@@ -198,11 +200,11 @@ func gitConfigIndirection(t *testing.T, access string, src gitConfSource) {
 		}
 	}
 	script.WriteString("echo planted\n")
-	res := c.exec(map[string]any{"command": script.String(), "timeout": 120, "yieldMs": 120000})
-	if res.str("host") != "sandbox" || !strings.Contains(res.Text, "planted") {
+	res := c.Exec(map[string]any{"command": script.String(), "timeout": 120, "yieldMs": 120000})
+	if res.Str("host") != "sandbox" || !strings.Contains(res.Text, "planted") {
 		t.Fatalf("the sandboxed run: %s %v", res.Text, res.D)
 	}
-	c.close()
+	c.Close()
 	// The host's git, as the user runs it: everything that runs a hook,
 	// the fsmonitor, a textconv, a clean filter or an ssh command, after
 	// the includeIf conditions have come true.
@@ -270,7 +272,7 @@ func TestSandboxGitReproducerCLI(t *testing.T) {
 			sh("git", "config", "include.path", "../.gitconfig.shared")
 		}
 		sh("git", "commit", "-q", "--allow-empty", "-m", "init")
-		out := sh(conchBin, "exec", "--home", h, "-C", w, "--host", "sandbox", "--",
+		out := sh(e2etest.ConchBin, "exec", "--home", h, "-C", w, "--host", "sandbox", "--",
 			"mkdir -p .githooks && printf '#!/bin/sh\\ntouch "+mark+"\\n' > .githooks/pre-commit && chmod +x .githooks/pre-commit")
 		host := sh("git", "commit", "-q", "--allow-empty", "-m", "x")
 		if _, err := os.Stat(mark); err == nil {
@@ -299,11 +301,11 @@ func TestSandboxGuardRestoresProtectedPaths(t *testing.T) {
 	hostGit(t, se.ws, "init", "-q")
 	hook := filepath.Join(se.ws, ".git", "hooks", "pre-commit")
 	os.WriteFile(hook, []byte("#!/bin/sh\nexit 0\n"), 0o755)
-	done := make(chan result, 1)
+	done := make(chan e2etest.Result, 1)
 	go func() {
-		done <- se.c.exec(map[string]any{"command": "touch started; while [ ! -e go ]; do sleep 0.05; done; echo finished", "yieldMs": 120000, "timeout": 120})
+		done <- se.c.Exec(map[string]any{"command": "touch started; while [ ! -e go ]; do sleep 0.05; done; echo finished", "yieldMs": 120000, "timeout": 120})
 	}()
-	deadline := time.Now().Add(slow(60 * time.Second))
+	deadline := time.Now().Add(e2etest.Slow(60 * time.Second))
 	for {
 		if _, err := os.Stat(filepath.Join(se.ws, "started")); err == nil {
 			break
@@ -333,7 +335,7 @@ func TestSandboxGuardRestoresProtectedPaths(t *testing.T) {
 		t.Fatalf("what was written is not in the quarantine: %v", q)
 	}
 	// A run that changes nothing says nothing.
-	if r := se.c.exec(map[string]any{"command": "echo quiet"}); strings.Contains(r.Text, "put them back") {
+	if r := se.c.Exec(map[string]any{"command": "echo quiet"}); strings.Contains(r.Text, "put them back") {
 		t.Fatalf("a run that changed nothing: %s", r.Text)
 	}
 }
@@ -356,7 +358,7 @@ func TestSandboxLandlockGit(t *testing.T) {
 	hostGit(t, se.ws, "init", "-q")
 	hostGit(t, se.ws, "commit", "-q", "--allow-empty", "-m", "init")
 	mark := filepath.Join(filepath.Dir(se.ws), "MARK")
-	r := se.c.exec(map[string]any{"command": "printf '#!/bin/sh\\ntouch " + mark + "\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo wrote"})
+	r := se.c.Exec(map[string]any{"command": "printf '#!/bin/sh\\ntouch " + mark + "\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo wrote"})
 	t.Log(r.Text)
 	if !strings.Contains(r.Text, "wrote") || !strings.Contains(r.Text, ".git/hooks/pre-commit (added, removed)") {
 		t.Fatalf("landlock: the result does not report the hook it removed: %s", r.Text)
@@ -365,7 +367,7 @@ func TestSandboxLandlockGit(t *testing.T) {
 	if _, err := os.Stat(mark); err == nil {
 		t.Fatal("landlock: the host's git ran the hook the sandboxed run wrote")
 	}
-	out, _ := exec.Command(conchBin, "doctor", "--home", se.home).CombinedOutput()
+	out, _ := exec.Command(e2etest.ConchBin, "doctor", "--home", se.home).CombinedOutput()
 	if !strings.Contains(string(out), "sandbox.landlock_git") || !strings.Contains(string(out), "does not protect repositories") {
 		t.Fatalf("conch doctor does not say that landlock leaves repositories writable:\n%s", out)
 	}
