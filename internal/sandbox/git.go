@@ -42,7 +42,12 @@ var gitSearchDirs = 5000 // a variable for the tests
 // against the host's git: every .git directory (access "ro") or its
 // GitMembers (access "rw", submodule and worktree directories inside it
 // included), every .git file, and a git directory a .git file inside the
-// workspace points to (by its real path, with symbolic links resolved).
+// workspace points to (by its real path, with symbolic links resolved),
+// and, for each repository found and one the workspace lies in, what
+// the host's git reads as its configuration and what that configuration
+// names in the workspace as a program or as code (gitconfig.go: asked of
+// git itself, missing ones made empty first). It runs git, and may
+// create files and directories in the workspace.
 // A .git that is a symbolic link fails the run (the command could have
 // made it, and a bind would follow it); so does any other path returned
 // here that is or lies below a symbolic link (Bwrap.Command checks).
