@@ -95,7 +95,12 @@ func guardRoots(ws, rel string) []string {
 // following links; f returns false to stop.
 func (g *Guard) walk(f func(rel string, fi fs.FileInfo) bool) {
 	for _, r := range g.roots {
-		if RealBelow(g.ws, r) != nil {
+		// A root that is a link is recorded as one (Walk does not
+		// follow it); one below a link is not there for git either.
+		if RealBelow(g.ws, filepath.Dir(r)) != nil {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(g.ws, r)); err != nil {
 			continue
 		}
 		stop := false

@@ -54,14 +54,15 @@ func TestGuardRestores(t *testing.T) {
 		{".git/hooks", "dir"},
 		{".git/hooks/pre-commit", "file"},
 		{".git/commondir", "missing"},
+		{".git/commondir", "missing-link"},
 	}
 	mutations := []string{"content", "mode", "remove", "to-dir", "to-link", "add-inside"}
 	for _, tg := range targets {
 		for _, m := range mutations {
-			if tg.kind == "missing" && m != "add-inside" || tg.kind == "file" && m == "add-inside" {
+			if strings.HasPrefix(tg.kind, "missing") && m != "add-inside" || tg.kind == "file" && m == "add-inside" {
 				continue
 			}
-			name := tg.rel + "/" + m
+			name := tg.rel + "/" + tg.kind + "/" + m
 			ws := t.TempDir()
 			os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
 			os.MkdirAll(filepath.Join(ws, ".git", "objects"), 0o755)
@@ -91,9 +92,12 @@ func TestGuardRestores(t *testing.T) {
 				os.RemoveAll(p)
 				os.Symlink("/tmp", p)
 			case "add-inside":
-				if tg.kind == "missing" {
+				switch tg.kind {
+				case "missing":
 					os.WriteFile(p, []byte("/tmp/evil\n"), 0o644)
-				} else {
+				case "missing-link":
+					os.Symlink("../..", p)
+				default:
 					os.WriteFile(filepath.Join(p, "post-checkout"), []byte("#!/bin/sh\ntouch /tmp/pwned\n"), 0o755)
 				}
 			}
