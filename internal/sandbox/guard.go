@@ -55,7 +55,17 @@ type guardEntry struct {
 func NewGuard(ws string, rels []string) *Guard {
 	g := &Guard{ws: ws, entries: map[string]guardEntry{}}
 	for _, r := range rels {
-		g.roots = append(g.roots, guardRoots(ws, r)...)
+		// A member of a git directory (gitAccess "rw" mounts them one
+		// by one) stands for all of them: a commondir that was missing
+		// is checked too.
+		if slices.Contains(GitMembers, filepath.Base(r)) && gitDirValid(filepath.Join(ws, filepath.Dir(r))) {
+			r = filepath.Dir(r)
+		}
+		for _, x := range guardRoots(ws, r) {
+			if !slices.Contains(g.roots, x) {
+				g.roots = append(g.roots, x)
+			}
+		}
 	}
 	var kept int64
 	n := 0
@@ -79,7 +89,7 @@ func NewGuard(ws string, rels []string) *Guard {
 // guardRoots returns what of the protected path rel a Guard records: a
 // git directory's members, else rel itself.
 func guardRoots(ws, rel string) []string {
-	if fi, err := os.Lstat(filepath.Join(ws, rel, "HEAD")); err != nil || fi.IsDir() {
+	if !gitDirValid(filepath.Join(ws, rel)) {
 		return []string{rel}
 	}
 	var out []string

@@ -66,6 +66,7 @@ func TestGuardRestores(t *testing.T) {
 			ws := t.TempDir()
 			os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
 			os.MkdirAll(filepath.Join(ws, ".git", "objects"), 0o755)
+			os.MkdirAll(filepath.Join(ws, ".git", "refs"), 0o755)
 			os.MkdirAll(filepath.Join(ws, ".githooks"), 0o755)
 			os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
 			os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n\tbare = false\n"), 0o644)
@@ -73,7 +74,13 @@ func TestGuardRestores(t *testing.T) {
 			os.WriteFile(filepath.Join(ws, ".githooks", "pre-commit"), []byte("#!/bin/sh\necho user\n"), 0o755)
 			os.WriteFile(filepath.Join(ws, "shared.gitconfig"), []byte("[core]\n\thooksPath = .githooks\n"), 0o644)
 			before := guardState(t, ws)
-			g := NewGuard(ws, []string{".git", ".githooks", "shared.gitconfig"})
+			// As gitAccess "ro" mounts them (the git directory whole) and
+			// as "rw" does (its members one by one).
+			roots := []string{".git", ".githooks", "shared.gitconfig"}
+			if strings.Contains(name, "/mode") || strings.Contains(name, "missing") {
+				roots = []string{".git/config", ".git/hooks", ".githooks", "shared.gitconfig"}
+			}
+			g := NewGuard(ws, roots)
 			p := filepath.Join(ws, tg.rel)
 			switch m {
 			case "content":
