@@ -639,7 +639,11 @@ func (n *realNode) evict(name string) {
 	}
 }
 
-func (n *realNode) evictReason() string { return "ephemeral local storage usage exceeds" }
+// The kubelet leaves such a pod Succeeded (conch node exits 0 on
+// SIGTERM): only its Evicted event says why it stopped.
+func (n *realNode) evictReason() string {
+	return "evicted by its node: Pod ephemeral local storage usage exceeds"
+}
 
 func (n *realNode) workdir(string) string { return "/workspace" }
 
