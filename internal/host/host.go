@@ -107,6 +107,9 @@ type Plan struct {
 type Deps struct {
 	// Home is the conch home.
 	Home string
+	// InitExe is the program that runs `sandbox-init` in a sandbox
+	// (conch-shim, or conch itself); "" means this executable.
+	InitExe string
 	// Log receives diagnostics.
 	Log *slog.Logger
 	// LoginPATH returns the login-shell PATH of gateway runs, waiting at

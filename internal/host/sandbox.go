@@ -96,9 +96,12 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 	}
 	envList := spec.Build()
 
-	exe, err := os.Executable()
-	if err != nil {
-		return SandboxUnavailable(fmt.Errorf("locate the conch executable: %v", err))
+	exe := h.d.InitExe
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return SandboxUnavailable(fmt.Errorf("locate the conch executable: %v", err))
+		}
 	}
 	run := &sandbox.Run{Home: h.d.Home, Exe: exe, Settings: sb, Workspace: ws, Cwd: pl.Cwd, Command: command, Env: envList, PTY: pl.PTY}
 	if err := backend.Prepare(ctx, run); err != nil {
