@@ -20,6 +20,7 @@ import (
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/sandbox"
+	"github.com/conchsh/conch/internal/shim"
 	"github.com/conchsh/conch/internal/supervisor"
 	"github.com/conchsh/conch/policy"
 )
@@ -59,6 +60,7 @@ func Doctor(home string) []Finding {
 		}
 	}
 	doctorModes(add, home)
+	doctorShim(add)
 	homeInfo, _ := os.Stat(home)
 	homeUID := -1
 	if homeInfo != nil {
@@ -241,6 +243,16 @@ func Doctor(home string) []Finding {
 		add("ledger.forward_off", "info", "the ledger is kept only on this machine: set ledger.forward to send records and signed checkpoints to syslog or journald")
 	}
 	return out
+}
+
+// doctorShim says which program runs under every command: conch-shim, or
+// conch itself (slower to start), with the fix.
+func doctorShim(add func(id, level, format string, args ...any)) {
+	if p := shim.Locate(); p.Fast() {
+		add("shim", "info", "commands start under %s (%s, protocol %s)", p.Path, p.From, shim.Protocol())
+	} else {
+		add("shim.missing", "info", "%s", p.Note)
+	}
 }
 
 // doctorSandbox reports an agent's sandbox: backend and layers, or why it

@@ -310,6 +310,9 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 		uiNote = "control UI off"
 	}
 	fmt.Fprintf(stdout, "conch serve: listening on %s (MCP %s/mcp, API %s/v1, engine socket %s, %s%s)\n", base, base, base, sockPath, uiNote, metricsNote)
+	if p := eng.Shim(); !p.Fast() && p.Note != "" {
+		fmt.Fprintf(stdout, "conch serve: %s\n", p.Note)
+	}
 	log.Info("serving", "listen", *listen, "home", eng.Home())
 
 	go func() {
