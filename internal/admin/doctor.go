@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -258,8 +257,8 @@ func doctorShim(add func(id, level, format string, args ...any)) {
 // doctorSandbox reports an agent's sandbox: backend and layers, or why it
 // is unusable, and an unsafe workspace.
 func doctorSandbox(add func(id, level, format string, args ...any), home, agent, workspace string, sb config.SandboxSettings) {
-	if sb.Backend == "kubernetes" {
-		add("sandbox.layers", "info", "agent %s: sandbox backend kubernetes: pods in the cluster of %s (conch sandbox list shows them)", agent, cmp.Or(sb.Kube.Kubeconfig, "the in-cluster configuration"))
+	if r, ok := sandbox.RemoteOf(sb.Backend); ok {
+		add("sandbox.layers", "info", "agent %s: %s", agent, r.Describe(sb))
 		return
 	}
 	b, err := sandbox.For(context.Background(), sb)

@@ -276,6 +276,18 @@ func oneOf(key, v string, allowed ...string) error {
 	return fmt.Errorf("%s: invalid value %q (want one of %s)", key, v, strings.Join(allowed, ", "))
 }
 
+// HostValues are the host names tools.exec.host and exec's host accept,
+// in the order the docs list them. config is a leaf and cannot ask the
+// host registry (internal/host), so this list is kept here and checked
+// against the registry by internal/host's tests (TestHostListsMatchRegistry);
+// every other list of host names is derived from it.
+func HostValues() []string { return slices.Clone(hostValues) }
+
+// SandboxBackends are the values sandbox.backend accepts: "auto" and
+// every registered backend (checked against internal/sandbox's registry
+// by internal/host's tests).
+func SandboxBackends() []string { return slices.Clone(sandboxBackends) }
+
 // The allowed values of the enumerated keys: validate checks them and
 // Schema lists them.
 var (

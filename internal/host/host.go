@@ -22,6 +22,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -124,6 +125,43 @@ type Deps struct {
 	NodeBinding func(agent string) string
 	// Pods is the kubernetes sandbox backend (pod.go); nil: none.
 	Pods PodSandboxes
+}
+
+// Patcher is a host that applies apply_patch itself rather than on the
+// gateway's file system (the pod host: in the pod, through its node).
+// ok is false when it declines, and the caller goes on as for any host.
+type Patcher interface {
+	Patch(ctx context.Context, agent string, sb config.SandboxSettings, input string) (np nodeport.Patch, err *apitype.Error, ok bool)
+}
+
+// SandboxHost is the name of the host that runs the sandboxes of backend:
+// the host a backend whose sandboxes live elsewhere registered
+// (sandbox.RemoteOf), else "sandbox", the gateway's own sandboxes.
+func SandboxHost(backend string) string {
+	if r, ok := sandbox.RemoteOf(backend); ok {
+		return r.Host
+	}
+	return "sandbox"
+}
+
+// Selectable returns the host names an agent's configuration and an
+// exec call may name (tools.exec.host, exec's host): every registered
+// host but those that run a remote backend's sandboxes, which the
+// sandbox host's name selects. Sorted.
+func Selectable() []string {
+	var out []string
+	for _, n := range Names() {
+		remote := false
+		for _, b := range sandbox.Names() {
+			if r, ok := sandbox.RemoteOf(b); ok && r.Host == n {
+				remote = true
+			}
+		}
+		if !remote {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Factory makes a host from the engine's dependencies.

@@ -38,6 +38,8 @@ func readyCode(err error) string {
 		return "emfile"
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return "no_space"
+	case errors.Is(err, shim.ErrSkew):
+		return CodeProtocolSkew
 	}
 	return ""
 }
