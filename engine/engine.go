@@ -263,7 +263,7 @@ func New(opt Options) (*Engine, error) {
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.cleanRun() }()
 	e.pool = supervisor.NewPool(supervisor.PoolConfig{
-		Argv: e.supArgv, Home: home, Env: supervisorEnv(), Shared: supervisor.DefaultShared(),
+		Argv: e.supArgv, Home: home, Env: append(supervisorEnv(), shim.SuperviseEnv()), Shared: supervisor.DefaultShared(),
 		MaxStarting: 2 * runtime.NumCPU(), HostExited: e.hostGone, Warn: e.log.Warn,
 	})
 	e.wg.Add(1)

@@ -149,6 +149,9 @@ func startBuild(src, dir, p string) bool {
 	}
 	cmd := exec.Command(gobin, "build", "-o", tmp, "./cmd/"+Name)
 	cmd.Dir = src
+	// Static: no dynamic loader at every start (about 0.6 ms of CPU
+	// here), and a binary that runs in any container it is mounted in.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.SysProcAttr = buildAttr()
 	if err := cmd.Start(); err != nil {
 		lock.Close()

@@ -15,8 +15,8 @@
 // The protocol is one version for everything the two programs exchange:
 // the supervisor's spec, ready report and control socket, and the
 // options of sandbox-init. A shim and a conch of different protocols
-// refuse each other: the handshake at Locate, and `supervise
-// --protocol=N` at every start (a shim replaced while conch runs).
+// refuse each other: the handshake at Locate, and $CONCH_SHIM_PROTOCOL
+// at every supervisor start (a shim replaced while conch runs).
 package shim
 
 import (
@@ -121,10 +121,19 @@ type Program struct {
 func (p Program) Fast() bool { return p.From != FromSelf }
 
 // SuperviseArgv is the command that starts a supervisor: the words
-// "--home H" and the rest are appended by the caller.
-func (p Program) SuperviseArgv() []string {
-	return []string{p.Path, "supervise", "--protocol=" + protocol}
-}
+// "--home H" and the rest are appended by the caller, and its
+// environment carries ProtocolEnv (SuperviseEnv).
+func (p Program) SuperviseArgv() []string { return []string{p.Path, "supervise"} }
+
+// ProtocolEnv is the environment variable that tells a supervisor the
+// protocol of the conch that started it; a shim of another protocol
+// refuses to run (package entry). It travels in the environment rather
+// than argv so that a supervisor's command line stays `… supervise
+// --home H`, as operators' pgrep patterns have it.
+const ProtocolEnv = "CONCH_SHIM_PROTOCOL"
+
+// SuperviseEnv is the variable to add to a supervisor's environment.
+func SuperviseEnv() string { return ProtocolEnv + "=" + protocol }
 
 var (
 	locateOnce sync.Once

@@ -99,12 +99,13 @@ func TestSuperviseRefusesAnotherProtocol(t *testing.T) {
 	home := t.TempDir()
 	spec := supervisor.Spec{ID: "s1", Argv: []string{"/bin/sh", "-c", "exit 0"}, Dir: home, Stdin: "closed", Socket: filepath.Join(home, "s1.sock"), NoCgroup: true}
 	prog := shim.Program{Path: skewed}
-	h, err := supervisor.Launch(prog.SuperviseArgv(), home, spec, os.Environ(), scaled(t))
+	env := append(os.Environ(), shim.SuperviseEnv())
+	h, err := supervisor.Launch(prog.SuperviseArgv(), home, spec, env, scaled(t))
 	if !errors.Is(err, shim.ErrSkew) {
 		t.Fatalf("supervise under a protocol-999 shim: %v, %v; want shim.ErrSkew", h, err)
 	}
 	prog = shim.Program{Path: good}
-	h, err = supervisor.Launch(prog.SuperviseArgv(), home, spec, os.Environ(), scaled(t))
+	h, err = supervisor.Launch(prog.SuperviseArgv(), home, spec, env, scaled(t))
 	if err != nil {
 		t.Fatalf("supervise under this protocol's shim: %v", err)
 	}

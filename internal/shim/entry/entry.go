@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -27,7 +26,8 @@ import (
 // otherwise it returns false and the caller goes on with its own
 // commands.
 //
-//	supervise [--protocol=N] ARGS   a session's supervisor (supervisor.Main)
+//	supervise ARGS                  a session's supervisor (supervisor.Main); refused
+//	                                when $CONCH_SHIM_PROTOCOL names another protocol
 //	sandbox-init ARGS               a sandbox's init (initproc.InitMain)
 //	handshake N                     print the protocol; exit 0 when it is N, 3 if not
 func Main(args []string) (code int, ok bool) {
@@ -36,16 +36,13 @@ func Main(args []string) (code int, ok bool) {
 	}
 	switch args[0] {
 	case "supervise":
-		rest := args[1:]
-		if len(rest) > 0 {
-			if v, found := strings.CutPrefix(rest[0], "--protocol="); found {
-				if v != shim.Protocol() {
-					return refuse(v), true
-				}
-				rest = rest[1:]
+		if v, found := os.LookupEnv(shim.ProtocolEnv); found {
+			os.Unsetenv(shim.ProtocolEnv) // not for the commands
+			if v != shim.Protocol() {
+				return refuse(v), true
 			}
 		}
-		return supervisor.Main(rest), true
+		return supervisor.Main(args[1:]), true
 	case "sandbox-init":
 		return initproc.InitMain(args[1:]), true
 	case "handshake":
