@@ -35,7 +35,7 @@ func Main(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	ConchBin = bin
+	ConchBin, ShimBin = bin, filepath.Join(filepath.Dir(bin), "conch-shim")
 	cache := filepath.Join(dir, "login-path.json")
 	hostenv.StartLoginProbe(cache).Wait(-1)
 	LoginCache, _ = os.ReadFile(cache)
