@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -264,10 +263,10 @@ func Parse(b []byte) (*Config, error) {
 	return &c, nil
 }
 
-var agentID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+var agentID = lazyRE(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // ValidAgent reports whether id is a valid agent id.
-func ValidAgent(id string) bool { return agentID.MatchString(id) }
+func ValidAgent(id string) bool { return agentID().MatchString(id) }
 
 func oneOf(key, v string, allowed ...string) error {
 	if v == "" || slices.Contains(allowed, strings.ToLower(v)) {
