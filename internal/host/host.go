@@ -1,5 +1,6 @@
 // Package host plans and starts a command on one kind of host: the
-// gateway itself, a sandbox on the gateway, or a paired node host.
+// gateway itself, a sandbox on the gateway, a paired node host, or a
+// sandbox pod (the kubernetes backend's sandboxes, over a node link).
 //
 // The engine decides what a call may do (policy, approvals, quotas); a
 // Host decides where and how it runs: its working directory, its
@@ -30,7 +31,8 @@ import (
 // Host plans and starts runs of one kind.
 type Host interface {
 	// Name is the host's name in tools.exec.host and in results
-	// ("gateway", "sandbox", "node").
+	// ("gateway", "sandbox", "node"; "pod", which runs the sandboxes of
+	// the kubernetes backend and shows as "sandbox").
 	Name() string
 	// Plan fills in the host's part of pl: working directory,
 	// environment, argv and whatever Start needs. The engine has already
