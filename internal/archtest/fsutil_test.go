@@ -15,7 +15,6 @@ var renames = map[string]string{
 	"internal/registry/dirs.go:put":        "moves a finished session directory into the pool of free ones",
 	"internal/registry/dirs.go:Remove":     "moves a session directory aside before removing it",
 	"internal/unixsock/unixsock.go:Listen": "moves a socket, bound and chmodded in a private directory, onto its path",
-	"internal/shim/cache.go:startBuild":    "moves a program that go build has finished writing onto its path",
 }
 
 // umasks lists the files allowed to call Umask, with the reason.

@@ -6,11 +6,13 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/conchsh/conch/internal/fsutil"
 )
@@ -124,12 +126,13 @@ func buildKey(self string) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// startBuild starts `go build -o TMP ./cmd/conch-shim` in src, unless
-// another conch holds the build lock (it is building the same), and
-// renames the result to p when it succeeds. The build runs in its own
-// process group at a low priority; its goroutine waits for it and holds
-// the lock until then. A conch that exits first leaves a temporary file,
-// and the next start builds again.
+// startBuild starts `go build ./cmd/conch-shim` in src into a temporary
+// file of its own, moved onto p by the same child process when the build
+// succeeds, so that a conch that exits first (a CLI command run with `go
+// run`) still leaves a complete shim, and never a partial one at p. It
+// does nothing when another conch holds the build lock (it is building
+// the same). The build runs in its own process group at a low priority;
+// its goroutine waits for it and holds the lock until then.
 func startBuild(src, dir, p string) bool {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false
@@ -142,12 +145,13 @@ func startBuild(src, dir, p string) bool {
 		lock.Close()
 		return true // another conch is building it
 	}
-	tmp := p + ".tmp"
+	removeStale(p)
+	tmp := fmt.Sprintf("%s.tmp-%d", p, os.Getpid())
 	gobin := "go"
 	if goroot := os.Getenv("GOROOT"); goroot != "" {
 		gobin = filepath.Join(goroot, "bin", "go")
 	}
-	cmd := exec.Command(gobin, "build", "-o", tmp, "./cmd/"+Name)
+	cmd := exec.Command("/bin/sh", "-c", `"$0" build -o "$1" ./cmd/conch-shim && exec mv -f "$1" "$2"`, gobin, tmp, p)
 	cmd.Dir = src
 	// Static: no dynamic loader at every start (about 0.6 ms of CPU
 	// here), and a binary that runs in any container it is mounted in.
@@ -160,13 +164,19 @@ func startBuild(src, dir, p string) bool {
 	lowerPriority(cmd.Process.Pid)
 	go func() {
 		defer lock.Close()
-		err := cmd.Wait()
-		if err == nil {
-			err = os.Rename(tmp, p)
-		}
-		if err != nil {
+		if cmd.Wait() != nil {
 			os.Remove(tmp)
 		}
 	}()
 	return true
+}
+
+// removeStale removes what builds that did not finish left beside p.
+func removeStale(p string) {
+	olds, _ := filepath.Glob(p + ".tmp-*")
+	for _, o := range olds {
+		if fi, err := os.Stat(o); err == nil && time.Since(fi.ModTime()) > 10*time.Minute {
+			os.Remove(o)
+		}
+	}
 }
