@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -234,9 +235,15 @@ func New(opt Options) (*Engine, error) {
 	}
 	argv := opt.SupervisorArgv
 	var prog shim.Program
+	var argvFunc func() []string
+	initExe := func() string { return prog.Path }
 	if len(argv) == 0 {
 		prog = shim.Locate()
-		argv = append(strings.Fields(os.Getenv("CONCH_SUPERVISOR_LAUNCHER")), prog.SuperviseArgv()...)
+		launcher := strings.Fields(os.Getenv("CONCH_SUPERVISOR_LAUNCHER"))
+		argv = append(launcher, prog.SuperviseArgv()...)
+		// shim.Current: a shim built in the background takes over.
+		argvFunc = func() []string { return append(slices.Clone(launcher), shim.Current().SuperviseArgv()...) }
+		initExe = func() string { return shim.Current().Path }
 	} else if exe, err := os.Executable(); err == nil {
 		prog = shim.Program{Path: exe, From: shim.FromSelf}
 	}
@@ -246,7 +253,7 @@ func New(opt Options) (*Engine, error) {
 	}
 	e.calls.init()
 	e.cfgp.Store(cfg)
-	e.hosts = host.NewRegistry(host.Deps{Home: home, Log: log, InitExe: prog.Path, LoginPATH: e.loginPATH, Launch: e.commit,
+	e.hosts = host.NewRegistry(host.Deps{Home: home, Log: log, InitExe: initExe, LoginPATH: e.loginPATH, Launch: e.commit,
 		Nodes: opt.Nodes, NodeBinding: e.NodeBinding, Pods: opt.Pods}, opt.Hosts...)
 	if opt.Mode != "node" && gatewayLikely(cfg) {
 		// Probe the login-shell PATH now, off the first exec's path.
@@ -263,7 +270,7 @@ func New(opt Options) (*Engine, error) {
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.cleanRun() }()
 	e.pool = supervisor.NewPool(supervisor.PoolConfig{
-		Argv: e.supArgv, Home: home, Env: append(supervisorEnv(), shim.SuperviseEnv()), Shared: supervisor.DefaultShared(),
+		Argv: e.supArgv, ArgvFunc: argvFunc, Home: home, Env: append(supervisorEnv(), shim.SuperviseEnv()), Shared: supervisor.DefaultShared(),
 		MaxStarting: 2 * runtime.NumCPU(), HostExited: e.hostGone, Warn: e.log.Warn,
 	})
 	e.wg.Add(1)
@@ -359,7 +366,12 @@ func (e *Engine) Home() string { return e.home }
 // Shim is the program that runs this engine's supervisors and sandbox
 // inits (conch-shim, or this executable when none was found: its Note
 // says why and the fix).
-func (e *Engine) Shim() shim.Program { return e.shim }
+func (e *Engine) Shim() shim.Program {
+	if len(e.opt.SupervisorArgv) == 0 {
+		return shim.Current()
+	}
+	return e.shim
+}
 
 // Close stops the engine. It runs Stop first (for up to 5 s), so every
 // call in flight has its answer. Sessions keep running under their

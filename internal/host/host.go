@@ -110,9 +110,10 @@ type Plan struct {
 type Deps struct {
 	// Home is the conch home.
 	Home string
-	// InitExe is the program that runs `sandbox-init` in a sandbox
-	// (conch-shim, or conch itself); "" means this executable.
-	InitExe string
+	// InitExe returns the program that runs `sandbox-init` in a sandbox
+	// (conch-shim, or conch itself), asked at each plan; nil or "" means
+	// this executable.
+	InitExe func() string
 	// Log receives diagnostics.
 	Log *slog.Logger
 	// LoginPATH returns the login-shell PATH of gateway runs, waiting at

@@ -54,7 +54,7 @@ func TestSandboxPlan(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(ws, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h := &sandboxHost{d: Deps{Home: home, InitExe: "/opt/conch/conch-shim"}}
+	h := &sandboxHost{d: Deps{Home: home, InitExe: func() string { return "/opt/conch/conch-shim" }}}
 	sb := config.SandboxSettings{On: true, Backend: "bwrap", Scope: "agent", WorkspaceAccess: "rw", WorkspacePath: "/workspace"}
 	for _, c := range []struct {
 		name, workdir, wantCwd string

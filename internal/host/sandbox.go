@@ -93,7 +93,10 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 	}
 	envList := spec.Build()
 
-	exe := h.d.InitExe
+	exe := ""
+	if h.d.InitExe != nil {
+		exe = h.d.InitExe()
+	}
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {

@@ -34,26 +34,31 @@ import (
 const modulePath = "github.com/conchsh/conch"
 
 // fromCache returns the cached shim of the running build ("" when there
-// is none yet) and whether a build of it was started now.
+// is none yet) and whether a build of it is under way; cached is where
+// that build puts it.
 func fromCache(ctx context.Context, self string) (path string, building bool) {
-	if !goRunBuilt(self) {
+	p := cachePath(self)
+	if p == "" {
 		return "", false
 	}
-	src := checkout()
-	if src == "" {
-		return "", false
+	if isExecutable(p) {
+		return p, false
+	}
+	return "", startBuild(checkout(), filepath.Dir(p), p)
+}
+
+// cachePath is where the shim of the running build is cached, or "" when
+// this conch builds none (not built by go run, or not in a checkout).
+func cachePath(self string) string {
+	if !goRunBuilt(self) || checkout() == "" {
+		return ""
 	}
 	key := buildKey(self)
 	base, err := os.UserCacheDir()
 	if key == "" || err != nil {
-		return "", false
+		return ""
 	}
-	dir := filepath.Join(base, "conch", "shim", key)
-	p := filepath.Join(dir, Name)
-	if isExecutable(p) {
-		return p, false
-	}
-	return "", startBuild(src, dir, p)
+	return filepath.Join(base, "conch", "shim", key, Name)
 }
 
 // goRunBuilt reports whether self looks like the executable `go run`

@@ -195,14 +195,54 @@ func locate(ctx context.Context) Program {
 			return prog
 		}
 	}
+	if building {
+		pendingMu.Lock()
+		pending = cachePath(self)
+		pendingMu.Unlock()
+	}
 	note := "no " + Name + " beside " + self + " or on PATH: every command starts under the full conch binary (about 4x the start-up CPU); fix: go install ./cmd/... (installs conch and " + Name + ")"
 	if building {
-		note = "no " + Name + " yet: building one for this checkout in the background (used from the next start of conch); until then commands start under the full conch binary"
+		note = "no " + Name + " yet: building one for this checkout in the background (used as soon as it is built); until then commands start under the full conch binary"
 	}
 	if len(refused) > 0 {
 		note = strings.Join(refused, "; ") + "; commands start under the full conch binary"
 	}
 	return selfProg(note)
+}
+
+var (
+	pendingMu sync.Mutex // guards pending and upgraded
+	// pending is where the shim this process is building will appear.
+	pending string
+	// upgraded is that shim once it answered the handshake.
+	upgraded *Program
+)
+
+// Current is the program to start a supervisor or a sandbox init with
+// now: Locate's, or, once the shim this process started building in the
+// background is there and answers the handshake, that shim. Callers that
+// start processes ask it each time, so a conch started by go run reaches
+// the fast path as soon as its shim is built.
+func Current() Program {
+	p := Locate()
+	if p.Fast() {
+		return p
+	}
+	pendingMu.Lock()
+	defer pendingMu.Unlock()
+	if upgraded != nil {
+		return *upgraded
+	}
+	if pending == "" || !isExecutable(pending) {
+		return p
+	}
+	path := pending
+	pending = "" // one handshake: a shim that fails it stays unused
+	if Handshake(context.Background(), path) != nil {
+		return p
+	}
+	upgraded = &Program{Path: path, From: FromCache}
+	return *upgraded
 }
 
 func isExecutable(p string) bool {
