@@ -407,6 +407,9 @@ func (e *Engine) pollResult(s *session, st state, ex *supervisor.Exit, agent str
 			end += "\n" + n
 		}
 		end += lostNote(*ex)
+		if st.Restored != "" {
+			end += "\n" + st.Restored
+		}
 	}
 	if a := e.awaiting(s); a != nil {
 		end = "Process is awaiting input: " + a.Prompt
