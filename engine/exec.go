@@ -152,7 +152,8 @@ func (e *Engine) plan(ctx context.Context, agent string, p apitype.ExecParams, w
 	sb := e.conf().SandboxFor(agent)
 	var backend sandbox.Backend
 	var sbErr error
-	if sb.On && (configured == "" || configured == "sandbox") && sb.Backend != "kubernetes" {
+	sbHost := host.SandboxHost(sb.Backend) // "sandbox", or the host of a backend whose sandboxes live elsewhere
+	if sb.On && (configured == "" || configured == "sandbox") && sbHost == "sandbox" {
 		backend, sbErr = sandbox.For(ctx, sb)
 	}
 	// Elevated: only with sandboxing on; it forces the
@@ -171,7 +172,11 @@ func (e *Engine) plan(ctx context.Context, agent string, p apitype.ExecParams, w
 		}
 		return nil, aerr
 	}
-	h, ok := e.hosts.Lookup(name)
+	runsOn := name
+	if name == "sandbox" {
+		runsOn = sbHost
+	}
+	h, ok := e.hosts.Lookup(runsOn)
 	if !ok {
 		return nil, apitype.Errorf(apitype.CodeHostNotAllowed, "exec host %s is not available in this build.", name)
 	}

@@ -142,7 +142,7 @@ func TestSupervisorLauncherSurvivesUnitKill(t *testing.T) {
 	if got, want := cgroupOf(sup), "/"+filepath.Base(scope); got != want {
 		t.Fatalf("supervisor %d is in cgroup %q, want the launcher's %q", sup, got, want)
 	}
-	if b, _ := os.ReadFile(used); !strings.Contains(string(b), e2etest.ConchBin+" supervise --home "+home) {
+	if b, _ := os.ReadFile(used); !strings.Contains(string(b), e2etest.ShimBin+" supervise --home "+home) {
 		t.Fatalf("the launcher ran %q", b)
 	}
 

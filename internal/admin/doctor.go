@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -20,6 +19,7 @@ import (
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/sandbox"
+	"github.com/conchsh/conch/internal/shim"
 	"github.com/conchsh/conch/internal/supervisor"
 	"github.com/conchsh/conch/policy"
 )
@@ -59,6 +59,7 @@ func Doctor(home string) []Finding {
 		}
 	}
 	doctorModes(add, home)
+	doctorShim(add)
 	homeInfo, _ := os.Stat(home)
 	homeUID := -1
 	if homeInfo != nil {
@@ -243,11 +244,21 @@ func Doctor(home string) []Finding {
 	return out
 }
 
+// doctorShim says which program runs under every command: conch-shim, or
+// conch itself (slower to start), with the fix.
+func doctorShim(add func(id, level, format string, args ...any)) {
+	if p := shim.Locate(); p.Fast() {
+		add("shim", "info", "commands start under %s (%s, protocol %s)", p.Path, p.From, shim.Protocol())
+	} else {
+		add("shim.missing", "info", "%s", p.Note)
+	}
+}
+
 // doctorSandbox reports an agent's sandbox: backend and layers, or why it
 // is unusable, and an unsafe workspace.
 func doctorSandbox(add func(id, level, format string, args ...any), home, agent, workspace string, sb config.SandboxSettings) {
-	if sb.Backend == "kubernetes" {
-		add("sandbox.layers", "info", "agent %s: sandbox backend kubernetes: pods in the cluster of %s (conch sandbox list shows them)", agent, cmp.Or(sb.Kube.Kubeconfig, "the in-cluster configuration"))
+	if r, ok := sandbox.RemoteOf(sb.Backend); ok {
+		add("sandbox.layers", "info", "agent %s: %s", agent, r.Describe(sb))
 		return
 	}
 	b, err := sandbox.For(context.Background(), sb)

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -264,10 +263,10 @@ func Parse(b []byte) (*Config, error) {
 	return &c, nil
 }
 
-var agentID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+var agentID = lazyRE(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // ValidAgent reports whether id is a valid agent id.
-func ValidAgent(id string) bool { return agentID.MatchString(id) }
+func ValidAgent(id string) bool { return agentID().MatchString(id) }
 
 func oneOf(key, v string, allowed ...string) error {
 	if v == "" || slices.Contains(allowed, strings.ToLower(v)) {
@@ -275,6 +274,18 @@ func oneOf(key, v string, allowed ...string) error {
 	}
 	return fmt.Errorf("%s: invalid value %q (want one of %s)", key, v, strings.Join(allowed, ", "))
 }
+
+// HostValues are the host names tools.exec.host and exec's host accept,
+// in the order the docs list them. config is a leaf and cannot ask the
+// host registry (internal/host), so this list is kept here and checked
+// against the registry by internal/host's tests (TestHostListsMatchRegistry);
+// every other list of host names is derived from it.
+func HostValues() []string { return slices.Clone(hostValues) }
+
+// SandboxBackends are the values sandbox.backend accepts: "auto" and
+// every registered backend (checked against internal/sandbox's registry
+// by internal/host's tests).
+func SandboxBackends() []string { return slices.Clone(sandboxBackends) }
 
 // The allowed values of the enumerated keys: validate checks them and
 // Schema lists them.

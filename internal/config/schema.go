@@ -117,7 +117,7 @@ func Schema() (*jsonschema.Schema, error) {
 			}
 		}},
 		{reflect.TypeFor[Config](), func(s *jsonschema.Schema) {
-			s.Properties["agents"].PropertyNames = &jsonschema.Schema{Pattern: agentID.String()}
+			s.Properties["agents"].PropertyNames = &jsonschema.Schema{Pattern: agentID().String()}
 			s.Properties["server"].Properties = map[string]*jsonschema.Schema{
 				"allowedHosts":   {Type: "array", Items: &jsonschema.Schema{Type: "string"}, Description: "more Host names conch serve accepts"},
 				"allowedOrigins": {Type: "array", Items: &jsonschema.Schema{Type: "string"}, Description: "more Origins conch serve accepts"},

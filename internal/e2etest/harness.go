@@ -18,8 +18,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// ConchBin is the conch binary built once for the end-to-end tests.
-var ConchBin string
+// ConchBin is the conch binary built once for the end-to-end tests;
+// ShimBin is the conch-shim beside it, which runs every supervisor and
+// sandbox init of the conch processes the tests start.
+var ConchBin, ShimBin string
 
 // LoginCache is the login-shell probe's cache file for this test process's
 // environment (HOME, SHELL, PATH), probed once and written into every new
