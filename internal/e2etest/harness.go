@@ -36,6 +36,8 @@ type Conch struct {
 	Home string
 	Cmd  *exec.Cmd
 	CS   *mcp.ClientSession
+	// Stderr is the conch process's stderr (NewLog).
+	Stderr *Log
 
 	Mu     sync.Mutex
 	Logs   []*mcp.LoggingMessageParams
@@ -97,7 +99,9 @@ func StartConchEnv(t testing.TB, home string, env []string, args ...string) *Con
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
-	cmd.Stderr = os.Stderr
+	var stderr *os.File
+	c.Stderr, stderr = NewLog(t, "conch mcp")
+	cmd.Stderr = stderr
 	cmd.Dir = t.TempDir()
 	c.Cmd = cmd
 	client := mcp.NewClient(&mcp.Implementation{Name: "conch-e2e", Version: "1"}, &mcp.ClientOptions{

@@ -28,6 +28,8 @@ type Gateway struct {
 	Token    string // agent main
 	Operator string
 	Banner   string // the "listening on" line
+	// Stderr is the conch process's stderr (NewLog).
+	Stderr *Log
 }
 
 var ListenRE = regexp.MustCompile(`listening on (https?://[0-9.]+:\d+)`)
@@ -51,7 +53,9 @@ func StartServe(t testing.TB, home string, env []string, args ...string) *Gatewa
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
+	var stderr *os.File
+	g.Stderr, stderr = NewLog(t, "conch serve")
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
