@@ -412,7 +412,7 @@ func TestDamageMetaSupervisorGone(t *testing.T) {
 	home := e2etest.NewHome(t, "")
 	c := e2etest.StartConch(t, home)
 	// The command is found by a marker in its command line: once its
-	// supervisor is gone, pgrepHome no longer sees it.
+	// supervisor is gone, e2etest.PgrepHome no longer sees it.
 	script := filepath.Join(t.TempDir(), e2etest.Marker(t)+".sh")
 	os.WriteFile(script, []byte("sleep 932.3\n"), 0o600)
 	id := c.Exec(map[string]any{"command": "echo started; sh " + script, "background": true}).Str("sessionId")

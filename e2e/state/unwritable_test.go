@@ -194,7 +194,7 @@ func jsonText(v any) string {
 }
 
 // seedHome makes the home directory with the login-shell probe's cache,
-// as newHome does: a refused exec would otherwise first wait up to half
+// as e2etest.NewHome does: a refused exec would otherwise first wait up to half
 // its yield window for the probe of a slow login shell.
 func seedHome(home string) {
 	os.MkdirAll(filepath.Join(home, "state"), 0o700)

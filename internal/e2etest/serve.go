@@ -32,8 +32,11 @@ type Gateway struct {
 	Stderr *Log
 }
 
+// ListenRE matches the "listening on" line of `conch serve` and captures
+// its base URL.
 var ListenRE = regexp.MustCompile(`listening on (https?://[0-9.]+:\d+)`)
 
+// StartGateway runs `conch serve` on home on a free loopback port.
 func StartGateway(t testing.TB, home string) *Gateway {
 	t.Helper()
 	return StartServe(t, home, nil, "--listen", "127.0.0.1:0")
@@ -87,6 +90,7 @@ func StartServe(t testing.TB, home string, env []string, args ...string) *Gatewa
 	return g
 }
 
+// Stop ends the gateway politely (SIGTERM), then firmly.
 func (g *Gateway) Stop() {
 	if g.Cmd != nil && g.Cmd.ProcessState == nil {
 		g.Cmd.Process.Signal(syscall.SIGTERM)
@@ -167,12 +171,14 @@ func (g *Gateway) MCPClient(token string) *Conch {
 // sseReader reads server-sent events.
 type SSEEvent struct{ ID, Event, Data string }
 
+// ReadSSE reads the event stream at url until want accepts an event or
+// within passes, and returns the events read.
 func ReadSSE(t testing.TB, url, token string, hdr map[string]string, want func(SSEEvent) bool, within time.Duration) []SSEEvent {
 	t.Helper()
 	return ReadSSEOpen(t, url, token, hdr, nil, want, within)
 }
 
-// ReadSSEOpen is readSSE that calls opened, if not nil, once the stream's
+// ReadSSEOpen is ReadSSE that calls opened, if not nil, once the stream's
 // headers have arrived: the server has subscribed the stream by then, so
 // what opened causes is on it.
 func ReadSSEOpen(t testing.TB, url, token string, hdr map[string]string, opened func(), want func(SSEEvent) bool, within time.Duration) []SSEEvent {
