@@ -108,7 +108,8 @@ func TestSupervisorLauncherSurvivesUnitKill(t *testing.T) {
 			e2etest.ConchBin, "serve", "--home", home, "--listen", "127.0.0.1:0", "--log-level", "warn")
 		cmd.Env = append(os.Environ(), "CONCH_SUPERVISOR_LAUNCHER="+launcher)
 		out, _ := cmd.StdoutPipe()
-		cmd.Stderr = os.Stderr
+		_, stderrFile := e2etest.NewLog(t, "conch serve")
+		cmd.Stderr = stderrFile
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
