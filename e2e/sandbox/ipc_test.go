@@ -1,4 +1,4 @@
-package main
+package sandbox
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conchsh/conch/internal/e2etest"
 	"github.com/conchsh/conch/internal/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -41,7 +42,7 @@ func TestLandlockHostIPC(t *testing.T) {
 
 	se := newSandbox(t, map[string]any{"backend": "landlock"})
 	exe := filepath.Join(se.ws, "conch")
-	if data, err := os.ReadFile(conchBin); err != nil || os.WriteFile(exe, data, 0o755) != nil {
+	if data, err := os.ReadFile(e2etest.ConchBin); err != nil || os.WriteFile(exe, data, 0o755) != nil {
 		t.Fatalf("copy conch: %v", err)
 	}
 	names := sandbox.NativeSyscalls(sandbox.IPCSyscalls)
@@ -66,10 +67,10 @@ if i >= 0:
 		os.WriteFile(filepath.Join(se.ws, "attach.py"), []byte(attach), 0o644)
 		cmd += "; " + py + " attach.py"
 	}
-	r := se.c.exec(map[string]any{"command": cmd})
+	r := se.c.Exec(map[string]any{"command": cmd})
 	t.Log(r.Text)
 	sb, _ := r.D["sandbox"].(map[string]any)
-	if r.str("host") != "sandbox" || sb["backend"] != "landlock" {
+	if r.Str("host") != "sandbox" || sb["backend"] != "landlock" {
 		t.Fatalf("not a landlock run: %s %v", r.Text, r.D)
 	}
 	if !bytes.HasPrefix(seg, []byte("host-930\x00")) {
