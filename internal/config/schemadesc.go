@@ -42,7 +42,7 @@ var descriptions = map[string]string{
 	"Quotas.session":            "resource limits of each session, set on its cgroups (docs/sessions.md#resource-limits)",
 	"SessionLimits.memoryBytes": "memory of a session's whole tree in bytes (default half of the machine's memory; 0: none; else at least 1 MiB); past it the OOM killer ends the session, killedBy oom",
 	"SessionLimits.pids":        "tasks (processes and threads) a session may have at once (default 4096; 0: none)",
-	"SessionLimits.cpuWeight":   "a session's CPU share under contention, 1 to 10000 (default 100, the kernel's; 0: the kernel's)",
+	"SessionLimits.cpuWeight":   "a session's CPU share under contention, 1 to 10000 (default 0: none, the session shares its supervisor's CPU cgroup; 100 is the kernel's weight)",
 
 	"Exec.host":                     "where commands run: unset (this machine, no policy gate), gateway (this machine through the policy gate), sandbox, node",
 	"Exec.security":                 "security of gated calls: deny, allowlist (default), full",
