@@ -21,6 +21,7 @@ import (
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/sandbox"
+	"github.com/conchsh/conch/internal/sandbox/landlock"
 	"github.com/conchsh/conch/internal/supervisor"
 	"github.com/conchsh/conch/policy"
 )
@@ -267,7 +268,11 @@ func doctorSandbox(add func(id, level, format string, args ...any), home, agent,
 	r := &sandbox.Run{Settings: sb}
 	add("sandbox.layers", "info", "agent %s: sandbox backend %s, layers %s, workspace access %s, network %s", agent, b.Name(), strings.Join(b.Layers(r), ","), sb.WorkspaceAccess, sb.Network)
 	if b.Name() == "landlock" {
-		add("sandbox.weaker", "warn", "agent %s: the landlock backend has no PID, UTS or mount namespace: host processes stay visible in /proc, the workspace's git directories stay writable, and as root the command stays root (install bubblewrap for the full boundary)", agent)
+		ipc := "System V IPC and POSIX message queues are refused"
+		if !landlock.IPCNamespace() {
+			ipc += " but /proc/sysvipc lists the host's objects (no IPC namespace without root)"
+		}
+		add("sandbox.weaker", "warn", "agent %s: the landlock backend has no PID, UTS or mount namespace: host processes stay visible in /proc, the workspace's git directories stay writable, %s, and as root the command stays root (install bubblewrap for the full boundary)", agent, ipc)
 	}
 	if workspace != "" && sb.WorkspaceAccess != "none" {
 		if err := sandbox.WorkspaceSafe(home, workspace); err != nil {
