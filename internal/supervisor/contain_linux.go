@@ -26,9 +26,12 @@ type containment struct {
 	// v1 is the session's cgroup v1 directory in the pids (or freezer)
 	// hierarchy, or "", and v1ctl names that controller.
 	v1, v1ctl string
-	// limits are the v1 cgroups created only to enforce sandbox limits
+	// limits are the v1 cgroups created only to enforce limits
 	// (controller → directory).
 	limits map[string]string
+	// born: the main process was started inside every v1 cgroup of the
+	// session (start), so nothing needs moving there.
+	born bool
 }
 
 // newCgroup creates the session cgroup conch-<name> under the supervisor's

@@ -77,6 +77,7 @@ func (c *containment) start(cmd *exec.Cmd) error {
 	}()
 	r := <-done
 	if r.join == nil {
+		c.born = r.start == nil
 		return r.start
 	}
 	// A cgroup that refuses the thread (removed under us, or a kernel

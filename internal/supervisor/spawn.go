@@ -209,6 +209,7 @@ func (s *sup) launch() (retErr error) {
 		cmd = retry
 		if err = cmd.Start(); err == nil {
 			os.WriteFile(filepath.Join(s.cont.v2, "cgroup.procs"), []byte(fmt.Sprint(cmd.Process.Pid)), 0)
+			s.cont.place([]int{cmd.Process.Pid}) // and its v1 limit cgroups
 		}
 	}
 	if err == nil {
@@ -228,14 +229,17 @@ func (s *sup) launch() (retErr error) {
 	s.cmd = cmd
 	pid := cmd.Process.Pid
 	s.cont.pgid = pid
-	s.cont.adopt(pid)
+	if !s.cont.born {
+		s.cont.adopt(pid)
+	}
 	if blockW != nil {
 		// The child waits on fd 3: put its whole tree (bwrap may have
 		// forked already) into the limit cgroups, then let it go.
 		// A fork racing with a move can leave the child behind: list
 		// again until a listing holds only processes moved before it.
+		// A tree born in them (containment.start) is there already.
 		moved := map[int]bool{}
-		for i := 0; i < 100; i++ {
+		for i := 0; i < 100 && !s.cont.born; i++ {
 			var fresh []int
 			for _, p := range append(s.cont.members(), pid) {
 				if !moved[p] {
