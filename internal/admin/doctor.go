@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,7 +22,6 @@ import (
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/sandbox/landlock"
 	"github.com/conchsh/conch/internal/supervisor"
 	"github.com/conchsh/conch/policy"
 )
@@ -266,10 +266,11 @@ func doctorSandbox(add func(id, level, format string, args ...any), home, agent,
 		return
 	}
 	r := &sandbox.Run{Settings: sb}
-	add("sandbox.layers", "info", "agent %s: sandbox backend %s, layers %s, workspace access %s, network %s", agent, b.Name(), strings.Join(b.Layers(r), ","), sb.WorkspaceAccess, sb.Network)
+	layers := b.Layers(r)
+	add("sandbox.layers", "info", "agent %s: sandbox backend %s, layers %s, workspace access %s, network %s", agent, b.Name(), strings.Join(layers, ","), sb.WorkspaceAccess, sb.Network)
 	if b.Name() == "landlock" {
 		ipc := "System V IPC and POSIX message queues are refused"
-		if !landlock.IPCNamespace() {
+		if !slices.Contains(layers, "ipcns") {
 			ipc += " but /proc/sysvipc lists the host's objects (no IPC namespace without root)"
 		}
 		add("sandbox.weaker", "warn", "agent %s: the landlock backend has no PID, UTS or mount namespace: host processes stay visible in /proc, the workspace's git directories stay writable, %s, and as root the command stays root (install bubblewrap for the full boundary)", agent, ipc)

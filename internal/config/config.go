@@ -114,10 +114,10 @@ type SessionLimitSettings struct {
 // and builds that need gigabytes still fit on an ordinary machine. 4096
 // tasks hold a parallel build's compilers and their threads, and stop a
 // fork bomb long before the kernel's pid limit. No CPU weight by default:
-// a v1 cpu cgroup per session made every command about 14 ms slower
-// where this was measured (4 ms round trips became 18 ms), and a weight
-// of 100 is what the kernel gives anyway; an operator who wants agents'
-// commands to yield to the rest of the machine sets a lower one.
+// a v1 cpu cgroup per session made every exec round trip 1.6 to 2.1 times
+// slower where this was measured (BenchmarkExecSessionLimits), and a
+// weight of 100 is what the kernel gives anyway; an operator who wants
+// agents' commands to yield to the rest of the machine sets a lower one.
 const (
 	DefaultSessionPids      = 4096
 	DefaultSessionCPUWeight = 0

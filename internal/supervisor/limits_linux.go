@@ -51,34 +51,50 @@ func (c *containment) v1Dirs() []string {
 
 // start starts cmd with its main process born in the session's v1
 // cgroups, so nothing it forks runs outside them for a moment: the
-// start runs on a thread of its own, which joins those cgroups first
-// (v1 moves single threads through "tasks"; a fork copies the forking
-// thread's cgroups) and is thrown away afterwards, taking its
-// membership with it. (v2 children are born in their cgroup through
+// calling goroutine's thread joins those cgroups (v1 moves single
+// threads through "tasks"; a fork copies the forking thread's cgroups),
+// starts the command, and goes back to the supervisor's own cgroups
+// (each session cgroup is made right below them). The thread is locked
+// meanwhile; the Go runtime never clones a new thread from a locked one.
+// A thread that cannot go back stays locked to this goroutine and ends
+// with it. (v2 children are born in their cgroup through
 // CLONE_INTO_CGROUP.) Without v1 cgroups it is cmd.Start.
+//
+// The thread is the caller's rather than a fresh one: handing the start
+// to another thread made every command wait for that thread to be
+// scheduled, milliseconds on a loaded machine.
 func (c *containment) start(cmd *exec.Cmd) error {
 	dirs := c.v1Dirs()
 	if len(dirs) == 0 {
 		return cmd.Start() // the one place conch starts a command
 	}
-	type result struct{ join, start error }
-	done := make(chan result, 1)
-	go func() {
-		// Never unlocked: the thread ends with this goroutine.
-		runtime.LockOSThread()
-		tid := strconv.Itoa(unix.Gettid())
-		for _, d := range dirs {
-			if err := os.WriteFile(filepath.Join(d, "tasks"), []byte(tid), 0); err != nil {
-				done <- result{join: fmt.Errorf("join cgroup %s: %w", d, err)}
-				return
-			}
+	runtime.LockOSThread()
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	var joined []string
+	var err error
+	for _, d := range dirs {
+		if err = os.WriteFile(filepath.Join(d, "tasks"), tid, 0); err != nil {
+			err = fmt.Errorf("join cgroup %s: %w", d, err)
+			break
 		}
-		done <- result{start: cmd.Start()} // the one place conch starts a command
-	}()
-	r := <-done
-	if r.join == nil {
-		c.born = r.start == nil
-		return r.start
+		joined = append(joined, d)
+	}
+	joinErr := err
+	if joinErr == nil {
+		err = cmd.Start() // the one place conch starts a command
+		c.born = err == nil
+	}
+	back := true
+	for _, d := range joined {
+		if os.WriteFile(filepath.Join(filepath.Dir(d), "tasks"), tid, 0) != nil {
+			back = false
+		}
+	}
+	if back {
+		runtime.UnlockOSThread()
+	}
+	if joinErr == nil {
+		return err
 	}
 	// A cgroup that refuses the thread (removed under us, or a kernel
 	// that refuses threads of one process in different cgroups) must not

@@ -68,6 +68,20 @@ func TestSessionPidsLimit(t *testing.T) {
 	needLimit(t, Limit{"pids", "quotas.session.pids", 16})
 	h, dir := launch(t, Spec{Argv: []string{"/bin/sh", "-c", "cat /proc/self/cgroup; for i in $(seq 40); do sleep 2 & done 2>&1; wait; echo done"},
 		Limits: &Limits{Pids: 16, CPUWeight: 50}})
+	// The supervisor's thread that started the command went back to the
+	// supervisor's own cgroups: none of its threads is in the session's.
+	if tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", h.SupervisorPID)); err != nil || len(tasks) == 0 {
+		t.Fatalf("supervisor %d threads: %v", h.SupervisorPID, err)
+	} else {
+		for _, task := range tasks {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/cgroup", h.SupervisorPID, task.Name()))
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "conch-") && !strings.HasPrefix(l, "0::") {
+					t.Errorf("supervisor thread %s stayed in a session cgroup: %s", task.Name(), l)
+				}
+			}
+		}
+	}
 	ex := final(t, h, 60*time.Second)
 	out := output(dir)
 	t.Logf("%s", out)
