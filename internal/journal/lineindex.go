@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -79,8 +80,44 @@ type lineState struct {
 	prevC2  bool
 }
 
-// feed advances the state over output bytes p.
+// feed advances the state over output bytes p. Lines without ESC, CAN,
+// SUB or 0xC2 (a C1 control's first byte) written in the ground state
+// are passed over by word-at-a-time searches.
 func (s *lineState) feed(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		line := p
+		if i >= 0 {
+			line = p[:i]
+		}
+		if s.state == lexGround && !s.prevC2 && plainText(line) {
+			s.run += int64(len(line))
+			s.maxRun = max(s.maxRun, s.run)
+			if i < 0 {
+				return
+			}
+			s.lines++
+			s.run = 0
+			p = p[i+1:]
+			continue
+		}
+		if i >= 0 {
+			line = p[:i+1]
+		}
+		s.feedSlow(line)
+		p = p[len(line):]
+	}
+}
+
+// plainText reports whether b holds none of the bytes that may start or
+// end an escape sequence.
+func plainText(b []byte) bool {
+	return bytes.IndexByte(b, 0x1B) < 0 && bytes.IndexByte(b, 0xC2) < 0 &&
+		bytes.IndexByte(b, 0x18) < 0 && bytes.IndexByte(b, 0x1A) < 0
+}
+
+// feedSlow advances the state over p byte by byte.
+func (s *lineState) feedSlow(p []byte) {
 	st, prev := s.state, s.prevC2
 	run := s.run
 	for _, b := range p {

@@ -341,3 +341,31 @@ func BenchmarkLineIndex(b *testing.B) {
 		})
 	}
 }
+
+// TestLineStateFastPath: feeding output in any split gives the state the
+// byte-by-byte model gives.
+func TestLineStateFastPath(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 11))
+	specials := []byte{0x1B, 0xC2, 0x9B, 0x9D, 0x9C, 0x90, 0x07, 0x18, 0x1A, '[', ']', 'P', 'm', '\n', '\n', 'a', '\\'}
+	for i := 0; i < 2000; i++ {
+		n := r.IntN(300)
+		b := make([]byte, n)
+		for j := range b {
+			if r.IntN(3) == 0 {
+				b[j] = specials[r.IntN(len(specials))]
+			} else {
+				b[j] = byte('a' + r.IntN(26))
+			}
+		}
+		var slow, fast lineState
+		slow.feedSlow(b)
+		for p := b; len(p) > 0; {
+			k := 1 + r.IntN(len(p))
+			fast.feed(p[:k])
+			p = p[k:]
+		}
+		if slow != fast {
+			t.Fatalf("%q: fast %+v, slow %+v", b, fast, slow)
+		}
+	}
+}
