@@ -374,11 +374,11 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		return err
 	}
 	pl.Warnings = append(pl.Warnings, h.Warnings...)
-	e.appendLedger(ledger.Record{Type: ledger.TypeExec, Agent: pl.Agent, Fields: ledger.Exec{
+	e.appendLedgerThen(ledger.Record{Type: ledger.TypeExec, Agent: pl.Agent, Fields: ledger.Exec{
 		RequestID: requestID, ApprovalID: approvalID, SessionID: id, Host: pl.Host, HostReason: pl.HostReason,
 		Argv: pl.Argv, Pinned: pinned, Cwd: pl.Cwd, Exe: ledger.ExeDigest{Path: pl.Argv[0], SHA256: fileSHA256(pl.Argv[0])},
 		EnvHash: pl.EnvHash, PTY: pl.PTY, TimeoutMs: pl.Timeout.Milliseconds(),
-	}}, approvalID != "" || pl.HostReason == "")
+	}}, approvalID != "" || pl.HostReason == "", func() { s.markLedger(func(st *state) { st.LedgerExec = true }) })
 	socket := spec.Socket
 	if h.Socket != "" {
 		socket = h.Socket // its host's
