@@ -1,13 +1,21 @@
 package engine
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -93,5 +101,111 @@ func TestLedgerEndObservedAfterRestart(t *testing.T) {
 	rep, err = ledger.Verify(home)
 	if err != nil || !rep.OK || rep.OpenCount != 0 {
 		t.Fatalf("verify after the restart: %v %+v (want none open)", err, rep)
+	}
+}
+
+// approvalEngine is the helper process of TestApprovalAfterKill: an engine
+// on home (args: home, config JSON, command) that makes one exec wait for
+// approval, prints its session and approval ids, and waits to be killed.
+func approvalEngine(args []string) {
+	cfg, err := config.Parse([]byte(args[1]))
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	e, err := New(Options{Home: args[0], Config: cfg, SupervisorArgv: []string{os.Args[0], "supervise"}})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: args[2]})
+	d, ok := r.Details.(*ApprovalDetails)
+	if !ok {
+		fmt.Println("error", r.Text)
+		os.Exit(1)
+	}
+	fmt.Println(d.SessionID, d.ApprovalID)
+	select {}
+}
+
+// TestApprovalAfterKill: an engine holding a pending approval is killed
+// (SIGKILL). A decision to allow then answers that the run was dropped and
+// why (the prepared run died with that engine), never success, for every
+// decision; the next engine ends the session denied (approval-dropped),
+// tells the agent, records it in the ledger, and the command never runs.
+// An approval reloaded by the next engine before any decision is dropped
+// the same way.
+func TestApprovalAfterKill(t *testing.T) {
+	for _, when := range []string{"decided-while-down", "decided-after-restart"} {
+		for _, decision := range []approvals.Decision{approvals.AllowOnce, approvals.AllowAlways, approvals.Deny} {
+			t.Run(when+"/"+string(decision), func(t *testing.T) {
+				home := t.TempDir()
+				seedLoginCache(home)
+				marker := filepath.Join(t.TempDir(), "ran")
+				cmd := exec.Command(os.Args[0], "approval-engine", home,
+					`{"tools":{"exec":{"host":"gateway","security":"full","ask":"always"}}}`, "touch "+marker)
+				out, err := cmd.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				line, err := bufio.NewReader(out).ReadString('\n')
+				f := strings.Fields(line)
+				if err != nil || len(f) != 2 {
+					cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatalf("helper: %q %v", line, err)
+				}
+				sid, aid := f[0], f[1]
+				cmd.Process.Signal(syscall.SIGKILL)
+				cmd.Wait()
+
+				st, err := approvals.OpenStore(home)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var e *Engine
+				if when == "decided-after-restart" {
+					e = openHome(t, home)
+				}
+				_, err = st.Decide(aid, decision, "test")
+				var dropped *approvals.DroppedError
+				if !errors.As(err, &dropped) || !strings.Contains(err.Error(), "nothing ran") {
+					t.Fatalf("decision %s after the engine was killed: %v, want the run dropped", decision, err)
+				}
+				if when == "decided-while-down" {
+					if !strings.Contains(err.Error(), "stopped while it was pending") {
+						t.Fatalf("the answer does not say why: %v", err)
+					}
+					e = openHome(t, home)
+				} else if !strings.Contains(err.Error(), "restarted while it was pending") {
+					t.Fatalf("the answer does not say why: %v", err)
+				}
+				s := e.lookup("main", sid)
+				if s == nil {
+					t.Fatalf("session %s not found after the restart", sid)
+				}
+				waitFor(t, "the session's end", func() bool { return !s.running() })
+				_, ex, _ := s.snapshot()
+				if ex.State != supervisor.StateDenied || !strings.HasPrefix(ex.Reason, "approval-dropped (") {
+					t.Fatalf("end state %+v, want denied (approval-dropped (…))", ex)
+				}
+				e.Close()
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatal("the command ran")
+				}
+				recs, _ := ledger.Tail(home, 0, ledger.Filter{Approval: aid})
+				var types []string
+				for _, r := range recs {
+					m, _ := r.Fields.(map[string]any)
+					types = append(types, r.Type+":"+fmt.Sprint(m["decision"]))
+				}
+				if got := strings.Join(types, " "); !strings.Contains(got, "decision:dropped") {
+					t.Fatalf("ledger %q: no dropped decision", got)
+				}
+			})
+		}
 	}
 }

@@ -44,7 +44,7 @@ type Request struct {
 // Decision is the Fields of a TypeDecision record: an approval was resolved.
 type Decision struct {
 	ApprovalID string   `json:"approvalId"`
-	Decision   string   `json:"decision"` // "allow-once", "allow-always", "deny" or "timeout"
+	Decision   string   `json:"decision"` // "allow-once", "allow-always", "deny", "timeout" or "dropped" (its run can no longer happen)
 	DecidedBy  string   `json:"decidedBy"`
 	Fallback   string   `json:"fallback,omitempty"` // askFallback applied on timeout
 	Persisted  []string `json:"persisted"`          // patterns allow-always added
