@@ -209,3 +209,70 @@ func TestApprovalAfterKill(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputLossSameInEveryView: output a full disk kept from the journal
+// and that is gone for good (a command killed while its output was held
+// back) is reported the same by exec's end, poll, log and list: truncated,
+// with the same unrecordedBytes, and the same warning in the texts. (log
+// said truncated:false.)
+func TestOutputLossSameInEveryView(t *testing.T) {
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	home := filepath.Join(mnt, "home")
+	os.MkdirAll(home, 0o700)
+	seedLoginCache(home)
+	e := openHome(t, home)
+	gate := filepath.Join(t.TempDir(), "go")
+	yes := true
+	r := e.Exec(context.Background(), "main", apitype.ExecParams{Background: &yes,
+		Command: "until [ -e " + gate + " ]; do sleep 0.02; done; while :; do echo 0123456789abcdefghijklmnopqrstuvwxyz; done"})
+	d, ok := r.Details.(*apitype.ExecDetails)
+	if !ok || d.SessionID == "" {
+		t.Fatalf("exec: %q", r.Text)
+	}
+	id := d.SessionID
+	// Fill the disk, then let the command print.
+	f, err := os.Create(filepath.Join(mnt, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(make([]byte, 16<<20)) // short: the disk is full
+	f.Close()
+	os.WriteFile(gate, nil, 0o600)
+	proc := func(p apitype.ProcessParams) apitype.Result {
+		p.SessionID = id
+		return e.Process(context.Background(), "main", p)
+	}
+	waitFor(t, "output held back", func() bool {
+		return strings.Contains(proc(apitype.ProcessParams{Action: "poll"}).Text, "held back")
+	})
+	proc(apitype.ProcessParams{Action: "kill"})
+	s := e.lookup("main", id)
+	waitFor(t, "the end", func() bool { return !s.running() })
+	_, ex, _ := s.snapshot()
+	if ex.UnrecordedBytes <= 0 {
+		t.Fatalf("end state %+v: nothing unrecorded, the test needs some", ex)
+	}
+	want := apitype.OutputLoss{UnrecordedBytes: ex.UnrecordedBytes, DroppedBytes: ex.DroppedBytes}
+	note := fmt.Sprintf("%d bytes of output could not be recorded", ex.UnrecordedBytes)
+
+	pr := proc(apitype.ProcessParams{Action: "poll"})
+	if pd := pr.Details.(*apitype.PollDetails); !pd.Truncated || pd.OutputLoss != want || !strings.Contains(pr.Text, note) {
+		t.Errorf("poll: %q %+v, want truncated, %+v", pr.Text, pd, want)
+	}
+	for _, p := range []apitype.ProcessParams{{Action: "log"}, {Action: "log", Offset: new(float64)}} {
+		lr := proc(p)
+		if ld := lr.Details.(*apitype.LogDetails); !ld.Truncated || ld.OutputLoss != want || !strings.Contains(lr.Text, note) {
+			t.Errorf("log: %q %+v, want truncated, %+v", lr.Text[max(0, len(lr.Text)-300):], ld, want)
+		}
+	}
+	lr := e.Process(context.Background(), "main", apitype.ProcessParams{Action: "list"})
+	for _, en := range lr.Details.(*apitype.ListDetails).Sessions {
+		if en.SessionID == id && (!en.Truncated || en.OutputLoss != want) {
+			t.Errorf("list: %+v, want truncated, %+v", en, want)
+		}
+	}
+}

@@ -272,9 +272,27 @@ func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) 
 			en.Reason = ex.Reason
 			en.PID = nil
 		}
-		en.Truncated = ex.DroppedBytes > 0 || ex.UnrecordedBytes > 0
 	}
+	en.OutputLoss = outputLoss(s, ex)
+	en.Truncated = en.OutputLoss.Lost()
 	return en
+}
+
+// outputLoss is what of a session's output is gone for good: from its
+// end state once it ended, else from its journal (the cap's drops so
+// far). Every view of a session reports it the same way.
+func outputLoss(s *session, ex *supervisor.Exit) apitype.OutputLoss {
+	if ex != nil {
+		l := apitype.OutputLoss{DroppedBytes: ex.DroppedBytes, UnrecordedBytes: ex.UnrecordedBytes}
+		if l.DroppedBytes == 0 {
+			// An end state written by the engine (lost) does not know.
+			info, _ := journal.Stat(s.journal())
+			l.DroppedBytes = info.DroppedBytes
+		}
+		return l
+	}
+	info, _ := journal.Stat(s.journal())
+	return apitype.OutputLoss{DroppedBytes: info.DroppedBytes}
 }
 
 // endLine is the state sentence that ends a poll text.
@@ -375,7 +393,9 @@ func (e *Engine) pollResult(s *session, st state, ex *supervisor.Exit, agent str
 	d := &apitype.PollDetails{
 		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name, Cursor: res.end,
 		SkippedChars: skipped, SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable, View: view,
+		OutputLoss: outputLoss(s, ex),
 	}
+	d.Truncated = d.OutputLoss.Lost() || res.unreadable > 0
 	e.journalDamage(s, res)
 	hadOutput := res.end > since
 	s.update(func(st *state) {
@@ -445,12 +465,14 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 			info, _ := journal.Stat(s.journal())
 			d := &apitype.LogDetails{
 				Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name,
-				Truncated: info.DroppedBytes > 0, DroppedLines: info.DroppedLines, Cursor: end, View: "screen",
+				DroppedLines: info.DroppedLines, Cursor: end, View: "screen", OutputLoss: outputLoss(s, ex),
 			}
+			d.Truncated = d.OutputLoss.Lost()
 			if ex != nil {
 				d.State = ex.State
 				d.ExitCode, d.Signal, d.ExitSignal, d.KilledBy = ex.ExitCode, ex.Signal, ex.Signal, ex.KilledBy
 				s.update(func(st *state) { st.ObservedEnd = true })
+				text += lostNote(*ex)
 			}
 			return apitype.Result{Text: text, Details: d}
 		}
@@ -540,8 +562,12 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	info, _ := journal.Stat(s.journal())
 	d := &apitype.LogDetails{
 		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name, Total: total, TotalLines: total,
-		TotalChars: totalChars, Truncated: info.DroppedBytes > 0 || res.unreadable > 0, DroppedLines: info.DroppedLines, Cursor: cursor,
-		SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable, More: full,
+		TotalChars: totalChars, DroppedLines: info.DroppedLines, Cursor: cursor,
+		SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable, More: full, OutputLoss: outputLoss(s, ex),
+	}
+	d.Truncated = d.OutputLoss.Lost() || res.unreadable > 0
+	if ex != nil {
+		hint += lostNote(*ex)
 	}
 	if full && p.Offset != nil {
 		next := num(p.Offset) + len(window)

@@ -510,7 +510,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, approvals.ErrDropped):
 		// Its run can no longer happen: the answer says so, and why.
-		writeError(w, 409, "approval_dropped", err.Error())
+		writeError(w, 409, apitype.CodeApprovalDropped, err.Error())
 		return
 	case errors.As(err, &already):
 		writeError(w, 409, "already_resolved", err.Error())
