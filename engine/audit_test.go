@@ -2,12 +2,15 @@ package engine
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -274,5 +277,113 @@ func TestOutputLossSameInEveryView(t *testing.T) {
 		if en.SessionID == id && (!en.Truncated || en.OutputLoss != want) {
 			t.Errorf("list: %+v, want truncated, %+v", en, want)
 		}
+	}
+}
+
+// emfileReport is what the helper of TestOutOfDescriptors saw.
+type emfileReport struct {
+	Started  int      // sessions started before the first failure
+	Codes    []string // error code of each failed exec ("" for none)
+	Hosts    []int64  // supervisor hosts started, after each failed exec
+	HostsMax int64
+}
+
+// emfileEngine is the helper process of TestOutOfDescriptors: with its
+// descriptor limit (soft and hard, so that the supervisor hosts inherit
+// it) set to args[1] (0: unchanged) and its supervisors' to args[3] (0:
+// theirs), an engine on home args[0] starts background sessions until one
+// fails, then tries args[2] more, and prints what it saw.
+func emfileEngine(args []string) {
+	limit, _ := strconv.Atoi(args[1])
+	more, _ := strconv.Atoi(args[2])
+	if limit > 0 {
+		lim := syscall.Rlimit{Cur: uint64(limit), Max: uint64(limit)}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+	}
+	argv := []string{os.Args[0], "supervise"}
+	if args[3] != "0" {
+		argv = []string{os.Args[0], "supervise-limited", args[3]}
+	}
+	cfg, _ := config.Parse([]byte(`{"sessions":{"survive":false}}`))
+	e, err := New(Options{Home: args[0], Config: cfg, SupervisorArgv: argv})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	var rep emfileReport
+	yes := true
+	failed := 0
+	for i := 0; i < 2000 && failed <= more; i++ {
+		r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "sleep 600", Background: &yes})
+		if d, ok := r.Details.(*apitype.ExecDetails); ok && d.SessionID != "" && d.Status == "running" {
+			if failed == 0 {
+				rep.Started++
+			}
+			continue
+		}
+		failed++
+		code := ""
+		if d, ok := r.Details.(*apitype.ErrorDetails); ok && d.Error != nil {
+			code = d.Error.Code
+		}
+		rep.Codes = append(rep.Codes, code)
+		rep.Hosts = append(rep.Hosts, e.pool.HostsStarted())
+	}
+	rep.HostsMax = e.pool.HostsStarted()
+	b, _ := json.Marshal(rep)
+	fmt.Println(string(b))
+	e.StopSessions()
+	e.Close()
+	os.Exit(0)
+}
+
+// TestOutOfDescriptors: with the gateway and its supervisor hosts at a low
+// descriptor limit, sessions are started until one fails; that failure and
+// the next ones carry the code resource_exhausted (they had none), and the
+// pool backs off instead of starting a supervisor host for every failure
+// (it started one per failure).
+func TestOutOfDescriptors(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		engine, hosts   int // descriptor limits (0: unchanged)
+		startedSessions bool
+	}{
+		// The limit is the whole gateway's: each host fills up, a fresh
+		// one takes more, until the engine itself runs out.
+		{"gateway", 96, 0, true},
+		// Every supervisor is too small to hold a session: a fresh host
+		// fails at once, and a new one would too.
+		{"supervisors", 0, 14, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			seedLoginCache(home)
+			const more = 6
+			out, err := exec.Command(os.Args[0], "emfile-engine", home, strconv.Itoa(tc.engine), strconv.Itoa(more), strconv.Itoa(tc.hosts)).Output()
+			if err != nil {
+				t.Fatalf("helper: %v %s", err, out)
+			}
+			var rep emfileReport
+			if err := json.Unmarshal(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:], &rep); err != nil {
+				t.Fatalf("helper said %s", out)
+			}
+			t.Logf("%+v", rep)
+			if rep.Started == 0 && tc.startedSessions || len(rep.Codes) != more+1 {
+				t.Fatalf("report %+v: the test needs sessions started, then %d failures", rep, more+1)
+			}
+			for i, c := range rep.Codes {
+				if c != apitype.CodeResourceExhausted {
+					t.Errorf("failure %d: code %q, want %s", i, c, apitype.CodeResourceExhausted)
+				}
+			}
+			// One host may be tried per backoff period (1 s,
+			// doubling): not one per failure.
+			if grew := rep.Hosts[len(rep.Hosts)-1] - rep.Hosts[0]; grew > 2 {
+				t.Errorf("%d supervisor hosts started over %d failures: %v", grew, more, rep.Hosts)
+			}
+		})
 	}
 }

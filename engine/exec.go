@@ -324,6 +324,10 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		if d := e.DiskStatus(); d.Refusing() {
 			return nil, execError(refusalError(d.Code, err.Error())), false
 		}
+		if supervisor.IsResourceExhausted(err) {
+			return nil, execError(apitype.Errorf(apitype.CodeResourceExhausted,
+				"Out of file descriptors: the command was not started (%v). Running sessions go on. Free descriptors (end sessions you no longer need) or raise the limit (ulimit -n; LimitNOFILE= in a systemd unit), then try again.", err)), false
+		}
 		msg := err.Error()
 		return nil, apitype.Result{
 			Text: withWarnings(pl.Warnings, msg),

@@ -225,7 +225,8 @@ func TestSegmentFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each segment has its line index next to it.
+	// Each segment has its line index next to it (the first one's is
+	// written once it is full).
 	if len(ents) < 14 || ents[0].Name() != "000001.idx" || ents[1].Name() != "000001.seg" {
 		t.Fatalf("files: %v", ents)
 	}

@@ -195,7 +195,7 @@ func TestLineIndexDamaged(t *testing.T) {
 			out := writeIndexed(t, orig, tc.opt, tc.size, r, false)
 			idxs, _ := filepath.Glob(filepath.Join(orig, "*.idx"))
 			if len(idxs) == 0 {
-				t.Fatal("no index files")
+				t.Skip("no index file to damage (a short journal has none)")
 			}
 			type damage struct {
 				name string
@@ -368,4 +368,22 @@ func TestLineStateFastPath(t *testing.T) {
 			t.Fatalf("%q: fast %+v, slow %+v", b, fast, slow)
 		}
 	}
+}
+
+// TestLineIndexShortOutputNoFile: a journal of less than indexEvery in one
+// segment has no index file (one inode per foreground call, not two), and
+// its index is rebuilt by a read.
+func TestLineIndexShortOutputNoFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "j")
+	w, err := Create(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []byte("one\ntwo\nthree")
+	w.Append(Stdout, out)
+	w.Close()
+	if idx, _ := filepath.Glob(filepath.Join(dir, "*.idx")); len(idx) != 0 {
+		t.Fatalf("index files %v for %d bytes", idx, len(out))
+	}
+	checkIndex(t, dir, out, rand.New(rand.NewPCG(1, 2)))
 }

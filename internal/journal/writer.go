@@ -45,6 +45,11 @@ type Writer struct {
 	ls      lineState
 	ixOff   int64
 	noIndex bool
+	// ixFirst is the first entry of segment 1, written with its first
+	// checkpoint or its seal: a command that prints less than indexEvery
+	// costs no index file (readers rebuild so short a segment's index by
+	// scanning it), and a foreground call no second inode.
+	ixFirst *lineState
 }
 
 // segInfo is what the writer knows of one segment.
@@ -298,7 +303,11 @@ func (w *Writer) createSegment(seq int, m segMeta) (*os.File, error) {
 	w.ixOff = 0
 	s := w.ls
 	s.off, s.cursor = 0, m.start
-	w.index(seq, ixCheck, s)
+	if seq == 1 {
+		w.ixFirst = &s
+	} else {
+		w.index(seq, ixCheck, s)
+	}
 	return f, nil
 }
 
@@ -312,8 +321,13 @@ func (w *Writer) index(seq int, kind uint8, s lineState) {
 	if err != nil {
 		return
 	}
-	var b [ixLen]byte
-	f.Write(encodeEntry(b[:0], kind, s))
+	var b [2 * ixLen]byte
+	e := b[:0]
+	if w.ixFirst != nil && seq == 1 {
+		e = encodeEntry(e, ixCheck, *w.ixFirst)
+		w.ixFirst = nil
+	}
+	f.Write(encodeEntry(e, kind, s))
 	f.Close()
 }
 

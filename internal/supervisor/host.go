@@ -301,8 +301,9 @@ func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
 		}
 		if errors.Is(err, syscall.EMFILE) {
 			// The host is out of descriptors (each session holds about
-			// seven): the session did not start; a fresh host can take it.
-			return nil, fmt.Errorf("%w: %v", ErrHostGone, err)
+			// seven): the session did not start; a fresh host may take
+			// it (Pool.Start decides).
+			return nil, fmt.Errorf("%w: %w", ErrResourceExhausted, err)
 		}
 		if errors.Is(err, ErrNoReport) || errors.Is(err, ErrGone) {
 			// A live host always reports, success or not.
