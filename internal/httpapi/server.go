@@ -8,11 +8,11 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
