@@ -324,6 +324,11 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		if d := e.DiskStatus(); d.Refusing() {
 			return nil, execError(refusalError(d.Code, err.Error())), false
 		}
+		if errors.Is(err, supervisor.ErrReportTimeout) {
+			// A start that did not happen: its supervisor will not run
+			// it later (supervisor.Spec.StartBy).
+			return nil, execError(apitype.Errorf(apitype.CodeUnavailable, "The command was not started: %v. Try again.", err)), false
+		}
 		if supervisor.IsResourceExhausted(err) {
 			return nil, execError(apitype.Errorf(apitype.CodeResourceExhausted,
 				"Out of file descriptors: the command was not started (%v). Running sessions go on. Free descriptors (end sessions you no longer need) or raise the limit (ulimit -n; LimitNOFILE= in a systemd unit), then try again.", err)), false

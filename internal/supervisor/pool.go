@@ -45,7 +45,7 @@ const hostRetireAfter = 1000
 // and is generous because a new supervisor is a fresh process of a large
 // binary, which a machine under heavy load (a load average of 15 on two
 // cores) was seen to start in more than 5 s.
-const commitTimeout = 15 * time.Second
+var commitTimeout = 15 * time.Second // a variable for tests
 
 // PoolConfig is what a Pool starts supervisors with.
 type PoolConfig struct {
