@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -41,6 +42,9 @@ type state struct {
 	// the first and not the second records its end (observedEnd).
 	LedgerExec bool `json:"ledgerExec,omitempty"`
 	LedgerEnd  bool `json:"ledgerEnd,omitempty"`
+	// Restored says what the run changed of the paths the sandbox
+	// protects and what conch did about it ("" for nothing).
+	Restored string `json:"restored,omitempty"`
 }
 
 type noticeState struct {
@@ -76,6 +80,7 @@ type session struct {
 	approvalID string             // approval of a gated run
 	release    func()             // tells its supervisor host the directory goes (nil: none)
 	trimmed    bool               // the journal quota trimmed its journal (the agent was told)
+	guard      *sandbox.Guard     // the sandbox's protected paths, checked once at the end (memory only; nil: none)
 
 	ended chan struct{} // closed once exit is set
 }
