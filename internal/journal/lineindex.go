@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/conchsh/conch/internal/fsutil"
 )
 
 // # Line index
@@ -583,11 +585,6 @@ func writeIndex(dir string, si *segIndex) error {
 	if si.seal != nil {
 		b = encodeEntry(b, ixSeal, *si.seal)
 	}
-	path := filepath.Join(dir, idxName(si.seq))
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	// A cache: no fsync (a torn one is checked and rebuilt).
+	return fsutil.Write(filepath.Join(dir, idxName(si.seq)), b, fsutil.Options{Perm: 0o600, NoSync: true})
 }
