@@ -361,9 +361,15 @@ const (
 	CodeConflict            = "conflict"
 	CodeIdempotencyConflict = "idempotency_conflict"
 	CodeAlreadyResolved     = "already_resolved"
-	CodeRateLimited         = "rate_limited"
-	CodeTimeout             = "timeout"
-	CodeApprovalFailed      = "approval_failed"
+	// CodeApprovalDropped: a decision on a request whose run can no
+	// longer happen (the process holding its prepared run is gone).
+	CodeApprovalDropped = "approval_dropped"
+	// CodeResourceExhausted: the command was not started for want of
+	// file descriptors (EMFILE, ENFILE) in conch or its supervisors.
+	CodeResourceExhausted = "resource_exhausted"
+	CodeRateLimited       = "rate_limited"
+	CodeTimeout           = "timeout"
+	CodeApprovalFailed    = "approval_failed"
 )
 
 // codeStatus is the one list of error codes, each with its HTTP status
@@ -377,7 +383,7 @@ var codeStatus = map[string]int{
 	CodeForbidden:       403, CodeDenied: 403, CodeHostNotAllowed: 403, CodeSecurity: 403,
 	CodeElevatedUnavail: 403, CodeNodeNotAllowed: 403, CodeOutside: 403,
 	CodeNotFound: 404, CodeNodeUnknown: 404,
-	CodeConflict: 409, CodeIdempotencyConflict: 409, CodeNodeAmbiguous: 409, CodeAlreadyResolved: 409, CodeInvalidState: 409,
+	CodeConflict: 409, CodeIdempotencyConflict: 409, CodeNodeAmbiguous: 409, CodeAlreadyResolved: 409, CodeApprovalDropped: 409, CodeResourceExhausted: 503, CodeInvalidState: 409,
 	CodeQuotaExceeded: 429, CodeRateLimited: 429,
 	CodeSandboxUnavail: 503, CodeNodeUnavailable: 503, CodeUnavailable: 503, CodeHomeUnwritable: 503,
 	CodeTimeout:  504,

@@ -175,7 +175,22 @@ type PollDetails struct {
 	// View is "screen" when the text is the terminal's screen (a PTY
 	// program that draws with cursor addressing or the alternate screen).
 	View string `json:"view,omitempty"`
+	// Truncated says output is gone for good (OutputLoss) or unreadable.
+	Truncated bool `json:"truncated,omitempty"`
+	OutputLoss
 }
+
+// OutputLoss is a session's output gone for good, reported alike by every
+// view of the session (exec's result, poll, log, list): what the journal
+// cap dropped, and what a full or unwritable conch home kept from being
+// recorded (known once the session ended).
+type OutputLoss struct {
+	DroppedBytes    int64 `json:"droppedBytes,omitempty"`
+	UnrecordedBytes int64 `json:"unrecordedBytes,omitempty"`
+}
+
+// Lost reports whether any output is gone for good.
+func (l OutputLoss) Lost() bool { return l.DroppedBytes > 0 || l.UnrecordedBytes > 0 }
 
 // LogDetails is the details object of log.
 type LogDetails struct {
@@ -198,6 +213,8 @@ type LogDetails struct {
 	// UnreadableBytes counts output lost to damaged journal records
 	// (shown as "[… N bytes unreadable …]" lines); Truncated is then set.
 	UnreadableBytes int64 `json:"unreadableBytes,omitempty"`
+	// OutputLoss: Truncated is set too.
+	OutputLoss
 	// View is "screen" when the text is the terminal's screen (see
 	// PollDetails.View).
 	View string `json:"view,omitempty"`
@@ -243,6 +260,8 @@ type SessionEntry struct {
 	PTY               bool      `json:"pty"`
 	Backgrounded      bool      `json:"backgrounded"`
 	Cursor            int64     `json:"cursor"`
+	// OutputLoss: Truncated is set when any output is gone for good.
+	OutputLoss
 }
 
 // ListDetails is the details object of list.

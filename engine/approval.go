@@ -77,6 +77,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 		Segments: segs, Reason: reason, Security: string(g.eff.Security), Ask: string(g.eff.Ask),
 		AskFallback: string(g.eff.AskFallback), Persist: g.decision.Persist,
 		ExpiresAtMs: time.Now().Add(e.conf().ApprovalTimeout()).UnixMilli(),
+		Holder:      approvals.HolderSelf(), // the plan lives only in this process
 	})
 	if err != nil {
 		os.RemoveAll(dir)
@@ -290,9 +291,9 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 		return
 	}
 	if pr == nil {
-		// The engine restarted while the request was pending: the
-		// prepared plan (with its env values) is gone.
-		e.deny(s, "approval-request-failed", "")
+		// The engine restarted after the decision and before the run:
+		// the prepared plan (with its env values) is gone.
+		e.deny(s, reasonDropped+" (the gateway restarted before the approved run started)", "")
 		return
 	}
 	if !planUnchanged(req) || (pr.plan.Node == nil && !resolvesAsApproved(req, pr)) {
@@ -510,9 +511,17 @@ func (e *Engine) withdraw(s *session) {
 	e.deny(s, "user-denied", "withdrawn")
 }
 
-// reloadPending brings back a session reserved by an approval after a
-// restart: its approval is watched again; a decision then finds no
-// prepared plan and ends it denied (env values are never persisted).
+// reasonDropped is the end reason of a session whose approval can no
+// longer run.
+const reasonDropped = "approval-dropped"
+
+// reloadPending handles a session reserved by an approval, found at the
+// engine's start. Its prepared plan (with the environment's values, which
+// are never stored) died with the engine that made it, so no decision can
+// make it run: the request is dropped (a decision on it then answers that
+// it was dropped, and why) and the session ends denied, with a notice. A
+// request decided allow before the restart but not yet run ends the same
+// way.
 func (e *Engine) reloadPending(s *session) {
 	req, err := e.store.Get(s.st.PendingApprovalID)
 	if err != nil {
@@ -523,8 +532,32 @@ func (e *Engine) reloadPending(s *session) {
 	}
 	s.approval = req
 	s.start = time.UnixMilli(s.st.CreatedAt)
-	e.wg.Add(1)
-	go e.awaitDecision(s)
+	why := "the gateway restarted while it was pending"
+	if req.State == approvals.Pending {
+		if d, err := e.store.Drop(req.ID, why); err == nil {
+			req = d
+		} else if cur, gerr := e.store.Get(req.ID); gerr == nil {
+			req = cur // decided meanwhile
+		}
+	}
+	switch req.State {
+	case approvals.Denied:
+		// Denied while no engine ran.
+		e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.st.Agent, Fields: ledger.Decision{
+			ApprovalID: req.ID, Decision: "deny", DecidedBy: req.DecidedBy, Persisted: []string{}}}, true)
+		e.deny(s, "user-denied", "")
+		return
+	case approvals.Expired, approvals.Consumed:
+		e.deny(s, "approval-timeout", "")
+		return
+	case approvals.Dropped:
+		why = req.DropReason // maybe by a decision made while no engine ran
+	case approvals.Allowed:
+		why = "the gateway restarted after the decision, before the run started"
+	}
+	e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.st.Agent, Fields: ledger.Decision{
+		ApprovalID: req.ID, Decision: "dropped", DecidedBy: "engine", Persisted: []string{}}}, true)
+	e.deny(s, reasonDropped+" ("+why+")", "")
 }
 
 var _ = strings.TrimSpace

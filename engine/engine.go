@@ -35,7 +35,6 @@ import (
 	"github.com/conchsh/conch/internal/host"
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/journal"
-	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/registry"
 	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/shim"
@@ -180,7 +179,7 @@ type Engine struct {
 	// The ledger writer: ledgerQ is fed under lmu (read side) until
 	// ledgerClosed; ledgerDone closes when everything was written.
 	lmu          sync.RWMutex
-	ledgerQ      chan ledger.Record
+	ledgerQ      chan ledgerItem
 	ledgerClosed bool
 	ledgerDone   chan struct{}
 
@@ -738,7 +737,7 @@ func (e *Engine) reattach() {
 				s.agent = s.st.Agent
 				e.sessions.Put(id, s)
 				if ex, ok, _ := e.readExit(sdir); ok {
-					s.finish(ex)
+					e.foundEnded(s, ex)
 					continue
 				}
 				e.reloadPending(s)
@@ -775,7 +774,7 @@ func (e *Engine) reattach() {
 			s.start = time.UnixMilli(s.st.CreatedAt)
 			e.sessions.Put(id, s)
 			if ex, ok, _ := e.readExit(sdir); ok {
-				s.finish(ex)
+				e.foundEnded(s, ex)
 			} else {
 				e.markLost(s)
 			}
@@ -801,7 +800,7 @@ func (e *Engine) reattach() {
 		}
 		e.sessions.Put(id, s)
 		if ex, ok, _ := e.readExit(sdir); ok && ex.Final {
-			s.finish(ex)
+			e.foundEnded(s, ex)
 			if s.st.Hidden {
 				e.sessions.Remove(id, s)
 				os.RemoveAll(sdir)
@@ -823,7 +822,7 @@ func (e *Engine) reattach() {
 		case ev, ok := <-ch:
 			if ok && ev.Exit != nil && ev.Exit.Final {
 				closeFn()
-				s.finish(*ev.Exit)
+				e.foundEnded(s, *ev.Exit)
 				continue
 			}
 			if ok {
@@ -833,6 +832,14 @@ func (e *Engine) reattach() {
 		}
 		e.wg.Add(1)
 		go e.track(s, ch, closeFn)
+	}
+}
+
+// foundEnded records the end of a session the engine found ended at its
+// start, and its ledger end record if no engine wrote it.
+func (e *Engine) foundEnded(s *session, ex supervisor.Exit) {
+	if s.finish(ex) {
+		e.observedEnd(s, ex)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/conchsh/conch/apitype"
@@ -16,6 +18,18 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "supervise" {
 		os.Exit(supervisor.Main(os.Args[2:]))
+	}
+	if len(os.Args) > 2 && os.Args[1] == "supervise-limited" {
+		// A supervisor whose descriptor limit is os.Args[2].
+		n, _ := strconv.Atoi(os.Args[2])
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: uint64(n), Max: uint64(n)})
+		os.Exit(supervisor.Main(os.Args[3:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "emfile-engine" {
+		emfileEngine(os.Args[2:]) // never returns
+	}
+	if len(os.Args) > 1 && os.Args[1] == "approval-engine" {
+		approvalEngine(os.Args[2:]) // never returns
 	}
 	if dir, err := os.MkdirTemp("", "engine-test-"); err == nil {
 		cache := filepath.Join(dir, "login-path.json")

@@ -329,6 +329,15 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		if d := e.DiskStatus(); d.Refusing() {
 			return nil, execError(refusalError(d.Code, err.Error())), false
 		}
+		if errors.Is(err, supervisor.ErrReportTimeout) {
+			// A start that did not happen: its supervisor will not run
+			// it later (supervisor.Spec.StartBy).
+			return nil, execError(apitype.Errorf(apitype.CodeUnavailable, "The command was not started: %v. Try again.", err)), false
+		}
+		if supervisor.IsResourceExhausted(err) {
+			return nil, execError(apitype.Errorf(apitype.CodeResourceExhausted,
+				"Out of file descriptors: the command was not started (%v). Running sessions go on. Free descriptors (end sessions you no longer need) or raise the limit (ulimit -n; LimitNOFILE= in a systemd unit), then try again.", err)), false
+		}
 		msg := err.Error()
 		return nil, apitype.Result{
 			Text: withWarnings(pl.Warnings, msg),
@@ -380,11 +389,11 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		return err
 	}
 	pl.Warnings = append(pl.Warnings, h.Warnings...)
-	e.appendLedger(ledger.Record{Type: ledger.TypeExec, Agent: pl.Agent, Fields: ledger.Exec{
+	e.appendLedgerThen(ledger.Record{Type: ledger.TypeExec, Agent: pl.Agent, Fields: ledger.Exec{
 		RequestID: requestID, ApprovalID: approvalID, SessionID: id, Host: pl.Host, HostReason: pl.HostReason,
 		Argv: pl.Argv, Pinned: pinned, Cwd: pl.Cwd, Exe: ledger.ExeDigest{Path: pl.Argv[0], SHA256: fileSHA256(pl.Argv[0])},
 		EnvHash: pl.EnvHash, PTY: pl.PTY, TimeoutMs: pl.Timeout.Milliseconds(),
-	}}, approvalID != "" || pl.HostReason == "")
+	}}, approvalID != "" || pl.HostReason == "", func() { s.markLedger(func(st *state) { st.LedgerExec = true }) })
 	socket := spec.Socket
 	if h.Socket != "" {
 		socket = h.Socket // its host's

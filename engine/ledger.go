@@ -30,7 +30,7 @@ func (e *Engine) startLedger() {
 	if err := l.KeyError(); err != nil {
 		e.log.Error("ledger checkpoints are not signed", "err", err)
 	}
-	e.ledgerQ = make(chan ledger.Record, 1024)
+	e.ledgerQ = make(chan ledgerItem, 1024)
 	e.ledgerDone = make(chan struct{})
 	go func() {
 		defer close(e.ledgerDone)
@@ -43,7 +43,8 @@ func (e *Engine) startLedger() {
 		// fsynced, and for up to ledgerLinger after the first record,
 		// goes in the next one, in order. (Nobody waits for a record:
 		// the linger only makes batches larger on a busy gateway.)
-		batch := make([]ledger.Record, 0, 64)
+		batch := make([]ledgerItem, 0, 64)
+		recs := make([]ledger.Record, 0, 64)
 		for r := range e.ledgerQ {
 			batch = append(batch[:0], r)
 			linger := time.NewTimer(ledgerLinger)
@@ -62,18 +63,29 @@ func (e *Engine) startLedger() {
 			linger.Stop()
 			// A batch the ledger fails to write is counted there and noted
 			// in a gap record once writes succeed again.
-			got, err := l.AppendBatch(batch)
+			recs = recs[:0]
+			for _, it := range batch {
+				recs = append(recs, it.r)
+			}
+			got, err := l.AppendBatch(recs)
 			if errors.Is(err, ledger.ErrInvalid) && len(batch) > 1 {
 				// One bad record must not cost the others: retry one by one.
-				for _, r := range batch {
-					if _, err := l.Append(r); err != nil {
-						e.log.Error("ledger append", "type", r.Type, "err", err)
+				for _, it := range batch {
+					if out, err := l.Append(it.r); err != nil && out.Seq == 0 {
+						e.log.Error("ledger append", "type", it.r.Type, "err", err)
+					} else if it.written != nil {
+						it.written()
 					}
 				}
 				continue
 			}
 			if err != nil {
-				e.log.Error("ledger append", "records", len(batch), "written", len(got), "type", batch[0].Type, "err", err)
+				e.log.Error("ledger append", "records", len(batch), "written", len(got), "type", batch[0].r.Type, "err", err)
+			}
+			for i := range got {
+				if batch[i].written != nil {
+					batch[i].written()
+				}
 			}
 		}
 	}()
@@ -89,9 +101,21 @@ func ledgerOptions(c *config.Config) ledger.Options {
 	return o
 }
 
+// ledgerItem is a queued record and what to do once it is in the ledger.
+type ledgerItem struct {
+	r       ledger.Record
+	written func() // nil, or called by the ledger writer after the record is written
+}
+
 // appendLedger queues a record. gated records are written whatever
 // ledger.scope says; the others only with scope "all" (the default).
 func (e *Engine) appendLedger(r ledger.Record, gated bool) {
+	e.appendLedgerThen(r, gated, nil)
+}
+
+// appendLedgerThen is appendLedger that calls written (from the ledger
+// writer's goroutine) once the record is in the ledger.
+func (e *Engine) appendLedgerThen(r ledger.Record, gated bool, written func()) {
 	if !gated && e.conf().Ledger.Scope == "gated" {
 		return
 	}
@@ -100,7 +124,7 @@ func (e *Engine) appendLedger(r ledger.Record, gated bool) {
 	if e.ledgerQ == nil || e.ledgerClosed {
 		return
 	}
-	e.ledgerQ <- r
+	e.ledgerQ <- ledgerItem{r, written}
 }
 
 func (e *Engine) stopLedger() {
@@ -115,11 +139,39 @@ func (e *Engine) stopLedger() {
 	}
 }
 
-// ledgerEnd records a session's end.
+// ledgerEnd records a session's end. Once the record is written the
+// session's state says so (ledgerEnd), so that an engine that finds the
+// session ended later does not record it again.
 func (e *Engine) ledgerEnd(s *session, ex supervisor.Exit, gated bool) {
-	e.appendLedger(ledger.Record{Type: ledger.TypeEnd, Agent: s.agent, Fields: ledger.End{
+	e.ledgerEndRecord(s, ex, gated, false)
+}
+
+func (e *Engine) ledgerEndRecord(s *session, ex supervisor.Exit, gated, observed bool) {
+	if st, _, _ := s.snapshot(); st.LedgerEnd {
+		return // recorded by an earlier engine
+	}
+	f := ledger.End{
 		SessionID: s.id, State: ex.State, ExitCode: ex.ExitCode, Signal: deref(ex.Signal), KilledBy: deref(ex.KilledBy),
 		DurationMs: ex.DurationMs, OutputBytes: ex.OutputBytes, OutputSHA256: ex.OutputSha256,
-		DescendantsKilled: ex.DescendantsKilled,
-	}}, gated)
+		DescendantsKilled: ex.DescendantsKilled, Observed: observed,
+	}
+	if observed {
+		f.EndedAtMs = ex.EndedAt
+	}
+	e.appendLedgerThen(ledger.Record{Type: ledger.TypeEnd, Agent: s.agent, Fields: f}, gated, func() {
+		s.markLedger(func(st *state) { st.LedgerEnd = true })
+	})
+}
+
+// observedEnd records in the ledger the end of a session found ended
+// (at the engine's start) whose exec record is in the ledger and whose
+// end record is not: it ended while no engine ran, or the engine died
+// before its end record was written. The record says it was observed
+// after the fact and carries the end state of the supervisor's files.
+func (e *Engine) observedEnd(s *session, ex supervisor.Exit) {
+	st, _, _ := s.snapshot()
+	if !st.LedgerExec || st.LedgerEnd || ex.State == supervisor.StateDenied {
+		return
+	}
+	e.ledgerEndRecord(s, ex, st.Gated || st.ApprovalID != "", true)
 }

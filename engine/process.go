@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -273,9 +274,27 @@ func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) 
 			en.Reason = ex.Reason
 			en.PID = nil
 		}
-		en.Truncated = ex.DroppedBytes > 0 || ex.UnrecordedBytes > 0
 	}
+	en.OutputLoss = outputLoss(s, ex)
+	en.Truncated = en.OutputLoss.Lost()
 	return en
+}
+
+// outputLoss is what of a session's output is gone for good: from its
+// end state once it ended, else from its journal (the cap's drops so
+// far). Every view of a session reports it the same way.
+func outputLoss(s *session, ex *supervisor.Exit) apitype.OutputLoss {
+	if ex != nil {
+		l := apitype.OutputLoss{DroppedBytes: ex.DroppedBytes, UnrecordedBytes: ex.UnrecordedBytes}
+		if l.DroppedBytes == 0 {
+			// An end state written by the engine (lost) does not know.
+			info, _ := journal.Stat(s.journal())
+			l.DroppedBytes = info.DroppedBytes
+		}
+		return l
+	}
+	info, _ := journal.Stat(s.journal())
+	return apitype.OutputLoss{DroppedBytes: info.DroppedBytes}
 }
 
 // endLine is the state sentence that ends a poll text.
@@ -379,7 +398,9 @@ func (e *Engine) pollResult(s *session, st state, ex *supervisor.Exit, agent str
 	d := &apitype.PollDetails{
 		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name, Cursor: res.end,
 		SkippedChars: skipped, SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable, View: view,
+		OutputLoss: outputLoss(s, ex),
 	}
+	d.Truncated = d.OutputLoss.Lost() || res.unreadable > 0
 	e.journalDamage(s, res)
 	hadOutput := res.end > since
 	s.update(func(st *state) {
@@ -452,12 +473,14 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 			info, _ := journal.Stat(s.journal())
 			d := &apitype.LogDetails{
 				Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name,
-				Truncated: info.DroppedBytes > 0, DroppedLines: info.DroppedLines, Cursor: end, View: "screen",
+				DroppedLines: info.DroppedLines, Cursor: end, View: "screen", OutputLoss: outputLoss(s, ex),
 			}
+			d.Truncated = d.OutputLoss.Lost()
 			if ex != nil {
 				d.State = ex.State
 				d.ExitCode, d.Signal, d.ExitSignal, d.KilledBy = ex.ExitCode, ex.Signal, ex.Signal, ex.KilledBy
 				s.update(func(st *state) { st.ObservedEnd = true })
+				text += lostNote(*ex)
 			}
 			return apitype.Result{Text: text, Details: d}
 		}
@@ -471,87 +494,29 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	// cursor from which the next page continues exactly.
 	budget := e.conf().Exec(s.agent).MaxOutputChars
 	maxLine := min(budget, render.DefaultMaxLineBytes)
-	var window []render.Line
-	winChars := 0 // code points of the window's lines joined by "\n"
-	full := false // a forward page ran out of budget
-	lineChars := func(l render.Line, first bool) int {
-		k := utf8.RuneCountInString(l.Text)
-		if !first {
-			k++
-		}
-		return k
+	raw := p.Raw != nil && *p.Raw
+	// Without since or a stream filter the journal's line index numbers
+	// the lines, and only the window is rendered (linemap.go); a read
+	// that does not come out as the index said is done again whole.
+	var lm *lineMap
+	if p.Since == nil && streamOf(p.Stream) == 0 {
+		lm = newLineMap(s.journal(), raw, maxLine, outputEndOf(ex))
 	}
-	add := func(l render.Line) {
-		if full {
-			return
-		}
-		k := lineChars(l, len(window) == 0)
-		if len(window) > 0 && winChars+k > budget {
-			full = true
-			return
-		}
-		window = append(window, l)
-		winChars += k
+	pg, res, err := logRead(s, p, lm, since, raw, maxLine, budget, outputEndOf(ex))
+	if errors.Is(err, errLineMap) {
+		pg, res, err = logRead(s, p, nil, since, raw, maxLine, budget, outputEndOf(ex))
 	}
-	keep := add
-	total, totalChars := 0, 0
-	lastN := 0 // >0: keep the last N lines (ring)
+	if err != nil {
+		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
+	}
+	window, full, total, totalChars := pg.window, pg.full, pg.total, pg.totalChars
+	lastN := 0
 	switch {
 	case p.Since != nil:
-		if p.Limit != nil {
-			lim := num(p.Limit)
-			keep = func(l render.Line) {
-				if len(window) < lim {
-					add(l)
-				}
-			}
-		}
 	case p.Offset == nil && p.Limit == nil:
 		lastN = 200
 	case p.Offset == nil:
 		lastN = num(p.Limit)
-		if lastN == 0 {
-			keep = func(render.Line) {}
-		}
-	default:
-		o := num(p.Offset)
-		hi := -1
-		if p.Limit != nil {
-			hi = o + num(p.Limit) // both ≤ 2^53: no overflow
-		}
-		keep = func(l render.Line) {
-			if total-1 >= o && (hi < 0 || total-1 < hi) {
-				add(l)
-			}
-		}
-	}
-	if lastN > 0 {
-		keep = func(l render.Line) {
-			// winChars counts each line with a separator here: the
-			// joined text is winChars−1.
-			window = append(window, l)
-			winChars += lineChars(l, false)
-			drop := 0
-			for len(window)-drop > 1 && (len(window)-drop > lastN || winChars-1 > budget) {
-				winChars -= lineChars(window[drop], false)
-				drop++
-			}
-			window = window[drop:]
-			if cap(window) > 2*len(window)+256 {
-				window = append(window[:0:0], window...)
-			}
-		}
-	}
-	// A forward page that is full stops reading: its cost is the page's,
-	// not the rest of the journal's (its totals then count the lines
-	// read).
-	res, err := readLines(s.journal(), readOpts{since: since, raw: p.Raw != nil && *p.Raw, stream: streamOf(p.Stream), outputEnd: outputEndOf(ex), maxLine: maxLine, done: func() bool { return full }}, func(l render.Line) {
-		total++
-		totalChars += utf8.RuneCountInString(l.Text)
-		keep(l)
-	})
-	if err != nil {
-		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
 	}
 	hint := ""
 	cursor := res.end
@@ -605,8 +570,12 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	info, _ := journal.Stat(s.journal())
 	d := &apitype.LogDetails{
 		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name, Total: total, TotalLines: total,
-		TotalChars: totalChars, Truncated: info.DroppedBytes > 0 || res.unreadable > 0, DroppedLines: info.DroppedLines, Cursor: cursor,
-		SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable, More: full,
+		TotalChars: totalChars, DroppedLines: info.DroppedLines, Cursor: cursor,
+		SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable, More: full, OutputLoss: outputLoss(s, ex),
+	}
+	d.Truncated = d.OutputLoss.Lost() || res.unreadable > 0
+	if ex != nil {
+		hint += lostNote(*ex)
 	}
 	if full && p.Offset != nil {
 		next := num(p.Offset) + len(window)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -36,6 +37,11 @@ type state struct {
 	Gated       bool        `json:"gated,omitempty"`
 	Notice      noticeState `json:"notice"`
 	PollBackoff int         `json:"pollBackoff"`
+	// LedgerExec and LedgerEnd say the session's exec and end records
+	// are in the ledger: an engine that finds the session ended with
+	// the first and not the second records its end (observedEnd).
+	LedgerExec bool `json:"ledgerExec,omitempty"`
+	LedgerEnd  bool `json:"ledgerEnd,omitempty"`
 	// Restored says what the run changed of the paths the sandbox
 	// protects and what conch did about it ("" for nothing).
 	Restored string `json:"restored,omitempty"`
@@ -145,6 +151,18 @@ func (s *session) createState() error {
 // saveLocked writes state.json; s.mu must be held.
 func (s *session) saveLocked() error {
 	return supervisor.WriteJSON(filepath.Join(s.dir, "state.json"), s.st)
+}
+
+// markLedger records what the ledger holds of the session in its state
+// file, if the session's directory is still its own (a foreground
+// session's may be gone).
+func (s *session) markLedger(f func(*state)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(&s.st)
+	if _, err := os.Stat(s.dir); err == nil {
+		s.saveLocked()
+	}
 }
 
 func (s *session) update(f func(*state)) {

@@ -25,6 +25,9 @@ type readOpts struct {
 	// maxLine, if > 0, breaks lines longer than that many bytes
 	// (render.Options.MaxLineBytes; default 1 MiB).
 	maxLine int
+	// until, if > 0, ends the read at that cursor (outputEnd is then not
+	// checked).
+	until int64
 	// done, if set, is asked after each journal chunk: true ends the read
 	// there (the reader has all it wants). The result's end is then
 	// where the read stopped.
@@ -92,7 +95,11 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 	}
 	stopped := false
 	errDone := errors.New("done")
-	end, err := journal.Read(dir, since, func(c journal.Chunk) error {
+	until := int64(-1)
+	if o.until > 0 {
+		until = o.until
+	}
+	end, err := journal.ReadRange(dir, since, until, func(c journal.Chunk) error {
 		if o.done != nil && o.done() {
 			stopped = true
 			return errDone
@@ -137,7 +144,7 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil
 	}
-	if err == nil && o.outputEnd > max(end, since) {
+	if err == nil && o.until <= 0 && o.outputEnd > max(end, since) {
 		// The journal's end is lost (a segment cut short).
 		lost := o.outputEnd - max(end, since)
 		emit(render.Line{Cursor: o.outputEnd - lost, End: o.outputEnd, Text: unreadableMarker(lost)})

@@ -22,6 +22,10 @@ const (
 	Denied   State = "denied"   // decided deny
 	Expired  State = "expired"  // the timeout passed without a decision
 	Consumed State = "consumed" // allowed and its one run started
+	// Dropped: the process that held the request's prepared run (the
+	// engine that made it) ended before the run started, so no decision
+	// can make it run; DropReason says why.
+	Dropped State = "dropped"
 )
 
 // Decision is an operator's answer to an approval request.
@@ -68,7 +72,54 @@ var (
 	ErrAlreadyResolved = errors.New("approval already resolved")
 	// ErrNotAllowed is returned by [Store.Consume] for a record that is not in state allowed.
 	ErrNotAllowed = errors.New("approval does not allow a run")
+	// ErrDropped is wrapped by *[DroppedError].
+	ErrDropped = errors.New("approval dropped")
 )
+
+// DroppedError is returned by [Store.Decide] for a request whose run can no longer
+// happen: the process that held its prepared run is gone (the record is then moved to
+// [Dropped]), or it was dropped before. Nothing ran. It matches [ErrDropped].
+type DroppedError struct {
+	Slug   string
+	Reason string
+}
+
+func (e *DroppedError) Error() string {
+	return "approval " + e.Slug + " dropped: " + e.Reason + "; nothing ran (run the command again to ask anew)"
+}
+
+func (e *DroppedError) Is(target error) bool { return target == ErrDropped }
+
+// Holder names the process that holds a request's prepared run (its plan with the
+// environment values, which are never stored): the run can only happen in it.
+type Holder struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"` // its start time in clock ticks since boot (/proc/<pid>/stat)
+}
+
+// HolderSelf returns the Holder of the calling process.
+func HolderSelf() *Holder {
+	pid := os.Getpid()
+	return &Holder{PID: pid, Start: procStart(pid)}
+}
+
+// alive reports whether h is still running (a nil h, or one that cannot be checked on
+// this system, is).
+func (h *Holder) alive() bool {
+	if h == nil || h.PID <= 0 {
+		return true
+	}
+	st, ok := procStartOK(h.PID)
+	if !ok {
+		return !procCheckable()
+	}
+	return h.Start == 0 || st == h.Start
+}
+
+// dropReason is the DropReason of a request whose holder is gone.
+func dropReason(h *Holder) string {
+	return fmt.Sprintf("the gateway that held its prepared run (pid %d) stopped while it was pending", h.PID)
+}
 
 // AlreadyResolvedError is returned by [Store.Decide] when the record has left the pending
 // state (or its expiry has passed): the first decision wins. It matches
@@ -108,6 +159,8 @@ type Request struct {
 	Ask         string          `json:"ask,omitempty"`
 	AskFallback string          `json:"askFallback,omitempty"`
 	Persist     []string        `json:"persist,omitempty"` // what allow-always would persist
+	Holder      *Holder         `json:"holder,omitempty"`  // the process that can run it
+	DropReason  string          `json:"dropReason,omitempty"`
 
 	CreatedAtMs  int64    `json:"createdAtMs"`            // Unix ms; set by Create if zero
 	ExpiresAtMs  int64    `json:"expiresAtMs"`            // Unix ms; Create uses DefaultTimeout if zero
@@ -266,17 +319,46 @@ func (s *Store) Decide(idOrSlug string, d Decision, decidedBy string) (*Request,
 	default:
 		return nil, fmt.Errorf("decide approval: invalid decision %q", d)
 	}
-	return s.transition(idOrSlug, func(r *Request, now time.Time) error {
+	var dropped *DroppedError
+	r, err := s.transition(idOrSlug, func(r *Request, now time.Time) error {
+		if r.State == Dropped {
+			return &DroppedError{Slug: r.Slug, Reason: r.DropReason}
+		}
 		if r.State != Pending {
 			return &AlreadyResolvedError{Slug: r.Slug, Resolution: resolution(r)}
 		}
 		if now.UnixMilli() >= r.ExpiresAtMs {
 			return &AlreadyResolvedError{Slug: r.Slug, Resolution: string(Expired)}
 		}
+		if !r.Holder.alive() {
+			// No decision can make it run: say so, and record it.
+			r.State, r.DropReason, r.DecidedAtMs = Dropped, dropReason(r.Holder), now.UnixMilli()
+			dropped = &DroppedError{Slug: r.Slug, Reason: r.DropReason}
+			return nil
+		}
 		r.State, r.Decision, r.DecidedBy, r.DecidedAtMs = state, d, decidedBy, now.UnixMilli()
 		return nil
 	})
+	if dropped != nil {
+		return nil, dropped
+	}
+	return r, err
 }
+
+// Drop moves the pending record idOrSlug to [Dropped] with reason (its prepared run is
+// gone) and returns it; a record no longer pending gives an *[AlreadyResolvedError].
+func (s *Store) Drop(idOrSlug, reason string) (*Request, error) {
+	return s.transition(idOrSlug, func(r *Request, now time.Time) error {
+		if r.State != Pending {
+			return &AlreadyResolvedError{Slug: r.Slug, Resolution: resolution(r)}
+		}
+		r.State, r.DropReason, r.DecidedAtMs = Dropped, reason, now.UnixMilli()
+		return nil
+	})
+}
+
+// HolderGone reports whether r's prepared run is gone with the process that held it.
+func (r *Request) HolderGone() bool { return !r.Holder.alive() }
 
 // resolution names how a resolved record was resolved, for AlreadyResolvedError.
 func resolution(r *Request) string {

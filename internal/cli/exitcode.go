@@ -42,8 +42,8 @@ var ExitCodes = []ExitCode{
 	{ExitUsage, "usage", "bad command line (unknown flag or command, missing argument), `invalid_argument`"},
 	{ExitNotFound, "not-found", "`not_found` (unknown or foreign session, unknown agent, approval or node)"},
 	{ExitForbidden, "forbidden", "`unauthenticated`, `forbidden`, `denied` (an API call refused)"},
-	{ExitConflict, "conflict", "`conflict`, `already_resolved`, `invalid_state` (e.g. `agents add` of an existing agent)"},
-	{ExitUnavailable, "unavailable", "no engine reachable, the home is locked or not writable, `unavailable`"},
+	{ExitConflict, "conflict", "`conflict`, `already_resolved`, `approval_dropped`, `invalid_state` (e.g. `agents add` of an existing agent)"},
+	{ExitUnavailable, "unavailable", "no engine reachable, the home is locked or not writable, `unavailable`, `resource_exhausted`"},
 	{ExitNoWait, "no-wait", "`exec --no-wait`: an approval is needed"},
 	{ExitDenied, "denied", "`exec`: denied by the policy or by the approver"},
 	{ExitConfig, "config", "the configuration (`config.json`, `--config`) is invalid"},
@@ -85,9 +85,9 @@ func exitForAPIError(ae *client.Error) int {
 		return ExitNotFound
 	case "unauthenticated", "forbidden", "denied", "host_not_allowed", "security_violation", "elevated_unavailable", "node_not_allowed", "path_outside_workspace":
 		return ExitForbidden
-	case "conflict", "idempotency_conflict", "node_ambiguous", "already_resolved", "invalid_state":
+	case "conflict", "idempotency_conflict", "node_ambiguous", "already_resolved", "approval_dropped", "invalid_state":
 		return ExitConflict
-	case "unavailable", "sandbox_unavailable", "node_unavailable":
+	case "unavailable", "sandbox_unavailable", "node_unavailable", "resource_exhausted":
 		return ExitUnavailable
 	}
 	return exitForStatus(ae.Status)

@@ -234,7 +234,7 @@ func (s fileSource) decide(_ context.Context, id, decision string) (string, stri
 	r, err := st.Decide(id, d, cliUser())
 	var already *approvals.AlreadyResolvedError
 	switch {
-	case errors.As(err, &already):
+	case errors.Is(err, approvals.ErrDropped), errors.As(err, &already):
 		return "", "", "", codeError{ExitConflict, err}
 	case errors.Is(err, approvals.ErrUnknown):
 		return "", "", "", codeError{ExitNotFound, err}

@@ -340,18 +340,27 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	// Answer every call in flight first (an exec call in its yield window
-	// gets its running result and the command keeps running), so the
-	// handlers return and write their answers before the listeners close;
-	// calls that arrive meanwhile get "conch engine is shutting down.".
+	// From now on every request that arrives, on any listener, is
+	// answered 503 "conch engine is shutting down." while the listeners
+	// stay open until the end, so no client connecting during the
+	// shutdown is refused. Answer every call in flight first (an exec call
+	// in its yield window gets its running result and the command keeps
+	// running), wait for the handlers to write their answers, close the
+	// engine, and only then close the listeners.
+	srv.BeginDrain()
+	hs.SetKeepAlivesEnabled(false)
+	ss.SetKeepAlivesEnabled(false)
 	if err := eng.Stop(sctx); err != nil {
 		log.Warn("calls still in flight at shutdown", "err", err)
 	}
-	hs.Shutdown(sctx)
-	ss.Shutdown(sctx)
+	if err := srv.Drain(sctx); err != nil {
+		log.Warn("requests still in flight at shutdown", "err", err)
+	}
+	closeEngine()
+	hs.Close()
+	ss.Close()
 	ms.Shutdown(sctx)
 	os.Remove(sockPath)
-	closeEngine()
 	return code
 }
 
@@ -401,9 +410,13 @@ func serveEngineSocket(api *httpapi.Server, home string, log *slog.Logger) func(
 	_, sockCap := connCaps()
 	go hs.Serve(limitConns(sock, sockCap))
 	return func() {
+		// As conch serve's listeners: answer 503 to whatever arrives
+		// while the requests in flight finish, then close.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		hs.Shutdown(ctx)
+		hs.SetKeepAlivesEnabled(false)
+		api.Drain(ctx)
+		hs.Close()
 		os.Remove(sockPath)
 	}
 }

@@ -508,6 +508,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	req, err := st.Decide(r.PathValue("id"), d, actor(r))
 	var already *approvals.AlreadyResolvedError
 	switch {
+	case errors.Is(err, approvals.ErrDropped):
+		// Its run can no longer happen: the answer says so, and why.
+		writeError(w, 409, apitype.CodeApprovalDropped, err.Error())
+		return
 	case errors.As(err, &already):
 		writeError(w, 409, "already_resolved", err.Error())
 		return

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -94,6 +95,74 @@ type Server struct {
 	proxies proxyCalls // calls of proxying conch mcp processes (engine socket)
 
 	approvals approvalsStore // the approvals store, opened once
+
+	drain drainState // shutdown: new requests answered 503, in-flight ones counted
+}
+
+// drainState counts the requests in flight and, once draining, refuses
+// new ones.
+type drainState struct {
+	mu       sync.Mutex // guards the fields below
+	draining bool
+	inflight int
+	idle     chan struct{} // closed when inflight reaches 0 while draining
+}
+
+// enter admits a request unless the server is draining; a counted one
+// must call leave when it returns.
+func (d *drainState) enter(counted bool) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining {
+		return false
+	}
+	if counted {
+		d.inflight++
+	}
+	return true
+}
+
+func (d *drainState) leave() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.inflight--
+	if d.draining && d.inflight == 0 && d.idle != nil {
+		close(d.idle)
+		d.idle = nil
+	}
+}
+
+// BeginDrain makes the server answer every request that arrives from now
+// on, on any listener, with 503 unavailable "conch engine is shutting
+// down." (and Connection: close), while the listeners stay open: a client
+// that connects while the gateway shuts down gets that answer, not a
+// refused connection. Call it when shutdown starts; it does not wait.
+func (s *Server) BeginDrain() {
+	s.drain.mu.Lock()
+	s.drain.draining = true
+	s.drain.mu.Unlock()
+}
+
+// Drain is BeginDrain that then waits until the requests in flight have
+// returned (their answers written), or ctx is done.
+func (s *Server) Drain(ctx context.Context) error {
+	s.drain.mu.Lock()
+	s.drain.draining = true
+	if s.drain.inflight == 0 {
+		s.drain.mu.Unlock()
+		return nil
+	}
+	if s.drain.idle == nil {
+		s.drain.idle = make(chan struct{})
+	}
+	idle := s.drain.idle
+	s.drain.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("drain requests: %w", context.Cause(ctx))
+	}
 }
 
 // New returns a server for opt.Engine.
@@ -182,6 +251,17 @@ func (s *Server) wrap(socket bool) http.Handler {
 		}()
 		rid := newRequestID()
 		w.Header().Set("X-Request-Id", rid)
+		// A node's WebSocket lives as long as its link (the hub ends it
+		// at shutdown): it is refused while draining, but not waited for.
+		counted := r.URL.Path != "/v1/nodes/connect"
+		if !s.drain.enter(counted) {
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusServiceUnavailable, apitype.CodeUnavailable, "conch engine is shutting down.")
+			return
+		}
+		if counted {
+			defer s.drain.leave()
+		}
 		if r.URL.Path == "/v1/nodes/connect" && !socket {
 			// Nodes authenticate with their own tokens and may dial any
 			// name of the gateway.

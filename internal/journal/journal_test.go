@@ -225,7 +225,9 @@ func TestSegmentFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ents) < 7 || ents[0].Name() != "000001.seg" {
+	// Each segment has its line index next to it (the first one's is
+	// written once it is full).
+	if len(ents) < 14 || ents[0].Name() != "000001.idx" || ents[1].Name() != "000001.seg" {
 		t.Fatalf("files: %v", ents)
 	}
 	for _, e := range ents {

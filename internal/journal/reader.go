@@ -46,6 +46,14 @@ func Read(dir string, since int64, fn func(Chunk) error) (end int64, err error) 
 	return end, err
 }
 
+// ReadRange is [Read] that stops at cursor until: it delivers the bytes at
+// positions in [since, until) and returns an end of at most until. until <
+// 0 means no bound.
+func ReadRange(dir string, since, until int64, fn func(Chunk) error) (end int64, err error) {
+	_, end, err = read(dir, since, until, false, fn)
+	return end, err
+}
+
 // ReadAll is [Read] that also delivers input records, as chunks with Stream
 // Input, in the order they were written relative to the output. It
 // delivers the input records with Cursor >= since; an input written at the

@@ -37,6 +37,19 @@ type Writer struct {
 	lastSync time.Time
 	err      error // sticky: the current segment may end in a torn record
 	closed   bool
+
+	// The line index (lineindex.go): ls is the state at the cursor, ixOff
+	// the offset of the current segment's last checkpoint; noIndex says
+	// the state is unknown (a resumed journal whose index could not be
+	// established), so no more entries are written.
+	ls      lineState
+	ixOff   int64
+	noIndex bool
+	// ixFirst is the first entry of segment 1, written with its first
+	// checkpoint or its seal: a command that prints less than indexEvery
+	// costs no index file (readers rebuild so short a segment's index by
+	// scanning it), and a foreground call no second inode.
+	ixFirst *lineState
 }
 
 // segInfo is what the writer knows of one segment.
@@ -130,16 +143,20 @@ func (w *Writer) recover(fresh bool) error {
 				if err := os.Truncate(path, c.info.size); err != nil {
 					return err
 				}
+				// Its index may describe the records cut off.
+				if err := os.Remove(filepath.Join(w.dir, idxName(seq))); err != nil && !isNotExist(err) {
+					return err
+				}
 			}
 			w.segs = append(w.segs, c.info)
 			w.meta = c.meta
 			w.cursor.Store(c.end)
-		} else if err := os.Remove(path); err != nil {
+		} else if err := removeSegment(w.dir, seq); err != nil {
 			return err
 		}
 		if !c.valid || c.torn {
 			for _, later := range seqs[i+1:] {
-				if err := os.Remove(filepath.Join(w.dir, segName(later))); err != nil && !isNotExist(err) {
+				if err := removeSegment(w.dir, later); err != nil {
 					return err
 				}
 			}
@@ -162,7 +179,7 @@ func (w *Writer) recover(fresh bool) error {
 		var kept []segInfo
 		for _, s := range w.segs[:len(w.segs)-1] {
 			if s.start >= w.meta.headLimit && s.start < tailStart {
-				if err := os.Remove(filepath.Join(w.dir, segName(s.seq))); err != nil && !isNotExist(err) {
+				if err := removeSegment(w.dir, s.seq); err != nil {
 					return err
 				}
 				changed = true
@@ -179,11 +196,58 @@ func (w *Writer) recover(fresh bool) error {
 		return err
 	}
 	w.f = f
+	w.resumeIndex()
 	if changed {
 		w.dirty, w.dirDirty = true, true
 		return w.syncLocked()
 	}
 	return nil
+}
+
+// resumeIndex establishes the line index of a resumed journal, rewriting
+// the index files that had to be rebuilt, and the state to go on from.
+// If it cannot, the writer stops indexing: readers then find no index for
+// the new records and read the journal.
+func (w *Writer) resumeIndex() {
+	seqs := make([]int, len(w.segs))
+	for i, s := range w.segs {
+		seqs[i] = s.seq
+	}
+	segs, err := loadIndexes(w.dir, seqs)
+	if err != nil {
+		w.noIndex = true
+		return
+	}
+	last := segs[len(segs)-1]
+	for _, si := range segs {
+		if !si.built {
+			continue
+		}
+		if si == last {
+			si.seal = nil // still open
+		}
+		writeIndex(w.dir, si)
+	}
+	m := last.marks[len(last.marks)-1]
+	end, err := scanIndex(w.dir, last.seq, m, -1, nil)
+	if err != nil || end.cursor != w.cursor.Load() {
+		w.noIndex = true
+		return
+	}
+	w.ls, w.ixOff = end, m.off
+}
+
+// removeSegment deletes segment seq and its index; a file already gone is
+// not an error.
+func removeSegment(dir string, seq int) error {
+	err := os.Remove(filepath.Join(dir, segName(seq)))
+	if isNotExist(err) {
+		err = nil
+	}
+	if ierr := os.Remove(filepath.Join(dir, idxName(seq))); ierr != nil && !isNotExist(ierr) && err == nil {
+		err = ierr
+	}
+	return err
 }
 
 // checked is what checkSegment found in a segment.
@@ -235,7 +299,49 @@ func (w *Writer) createSegment(seq int, m segMeta) (*os.File, error) {
 		os.Remove(path)
 		return nil, err
 	}
+	os.Remove(filepath.Join(w.dir, idxName(seq))) // a stale one
+	w.ixOff = 0
+	s := w.ls
+	s.off, s.cursor = 0, m.start
+	if seq == 1 {
+		w.ixFirst = &s
+	} else {
+		w.index(seq, ixCheck, s)
+	}
 	return f, nil
+}
+
+// index appends an entry to segment seq's index file. The index is a cache
+// that readers check and rebuild: a failed write costs only speed.
+func (w *Writer) index(seq int, kind uint8, s lineState) {
+	if w.noIndex {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(w.dir, idxName(seq)), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	var b [2 * ixLen]byte
+	e := b[:0]
+	if w.ixFirst != nil && seq == 1 {
+		e = encodeEntry(e, ixCheck, *w.ixFirst)
+		w.ixFirst = nil
+	}
+	f.Write(encodeEntry(e, kind, s))
+	f.Close()
+}
+
+// checkpoint writes a checkpoint before the record about to be written,
+// if the last one is indexEvery bytes back.
+func (w *Writer) checkpoint() {
+	seg := &w.segs[len(w.segs)-1]
+	if seg.size-w.ixOff < indexEvery {
+		return
+	}
+	w.ixOff = seg.size
+	s := w.ls
+	s.off, s.cursor = seg.size, w.cursor.Load()
+	w.index(seg.seq, ixCheck, s)
 }
 
 // Append records p as output of stream s (Stdout or Stderr) and returns the
@@ -263,9 +369,11 @@ func (w *Writer) Append(s Stream, p []byte) (end int64, err error) {
 		if rest := w.meta.headLimit - pos; rest > 0 && rest < int64(n) {
 			n = int(rest) // the head ends exactly at headLimit
 		}
+		w.checkpoint()
 		if err := w.writeRecord(uint8(s), pos, ts, p[:n]); err != nil {
 			return pos, fmt.Errorf("append journal: %w", err)
 		}
+		w.ls.feed(p[:n])
 		if seg := &w.segs[len(w.segs)-1]; seg.start >= w.meta.headLimit {
 			seg.lines += int64(bytes.Count(p[:n], []byte{'\n'}))
 		}
@@ -294,6 +402,7 @@ func (w *Writer) AppendInput(p []byte) error {
 			return fmt.Errorf("append journal input: %w", err)
 		}
 		n := min(len(p), room)
+		w.checkpoint()
 		if err := w.writeRecord(recInput, w.cursor.Load(), ts, p[:n]); err != nil {
 			return fmt.Errorf("append journal input: %w", err)
 		}
@@ -507,6 +616,8 @@ func (w *Writer) roll() error {
 	}
 
 	cur := w.segs[len(w.segs)-1]
+	seal := w.ls
+	seal.off, seal.cursor = cur.size, pos
 	f, err := w.createSegment(cur.seq+1, m)
 	if err != nil {
 		return err
@@ -514,6 +625,7 @@ func (w *Writer) roll() error {
 	if w.dirty {
 		w.unsynced = append(w.unsynced, cur.seq)
 	}
+	w.index(cur.seq, ixSeal, seal)
 	closeErr := w.f.Close()
 	w.f, w.meta = f, m
 	w.dirty, w.dirDirty = true, true
@@ -521,7 +633,7 @@ func (w *Writer) roll() error {
 
 	var rmErr error
 	for _, s := range w.segs[tail : tail+ndrop] {
-		if err := os.Remove(filepath.Join(w.dir, segName(s.seq))); err != nil && !isNotExist(err) && rmErr == nil {
+		if err := removeSegment(w.dir, s.seq); err != nil && rmErr == nil {
 			rmErr = err
 		}
 	}

@@ -44,7 +44,7 @@ type Request struct {
 // Decision is the Fields of a TypeDecision record: an approval was resolved.
 type Decision struct {
 	ApprovalID string   `json:"approvalId"`
-	Decision   string   `json:"decision"` // "allow-once", "allow-always", "deny" or "timeout"
+	Decision   string   `json:"decision"` // "allow-once", "allow-always", "deny", "timeout" or "dropped" (its run can no longer happen)
 	DecidedBy  string   `json:"decidedBy"`
 	Fallback   string   `json:"fallback,omitempty"` // askFallback applied on timeout
 	Persisted  []string `json:"persisted"`          // patterns allow-always added
@@ -85,6 +85,11 @@ type End struct {
 	OutputBytes       int64  `json:"outputBytes"`
 	OutputSHA256      string `json:"outputSha256"`
 	DescendantsKilled int    `json:"descendantsKilled"`
+	// Observed marks an end recorded after the fact by an engine that
+	// found the session ended (it ended while no engine ran): the state
+	// is the supervisor's record (exit.json), EndedAtMs when it ended.
+	Observed  bool  `json:"observed,omitempty"`
+	EndedAtMs int64 `json:"endedAtMs,omitempty"`
 }
 
 // Policy is the Fields of a TypePolicy record: a policy file changed.

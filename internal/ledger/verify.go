@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Report is the result of [Verify]. It encodes to the JSON of `POST /v1/ledger/verify`.
@@ -45,7 +47,25 @@ type Report struct {
 	// sum of their counts.
 	Gaps    []GapAt `json:"gaps,omitempty"`
 	Dropped int64   `json:"dropped,omitempty"`
+
+	// Open lists the sessions whose exec record has no end record after
+	// it, oldest first (at most maxOpenListed; OpenCount counts them
+	// all): sessions still running, or whose end no engine has recorded
+	// yet (the next engine that finds them ended does, marked observed).
+	// An open session does not make the ledger fail.
+	Open      []OpenSession `json:"open,omitempty"`
+	OpenCount int           `json:"openCount,omitempty"`
 }
+
+// OpenSession is a session with an exec record and no end record.
+type OpenSession struct {
+	SessionID string `json:"sessionId"`
+	Seq       int64  `json:"seq"` // of its exec record
+	TS        string `json:"ts"`
+}
+
+// maxOpenListed bounds Report.Open.
+const maxOpenListed = 100
 
 // GapAt is a gap record found by [Verify], at seq Seq; or, Pending, records lost after
 // seq Seq-1 that HEAD notes and the next append will record.
@@ -86,6 +106,15 @@ func (r Report) Details() []string {
 	if r.Unsigned > 0 {
 		lines = append(lines, fmt.Sprintf("%d records after the checkpoint are unsigned", r.Unsigned))
 	}
+	if r.OpenCount > 0 {
+		lines = append(lines, fmt.Sprintf("%d sessions open (an exec record without an end record: running, or ended unrecorded):", r.OpenCount))
+		for _, o := range r.Open {
+			lines = append(lines, fmt.Sprintf("  open %s (exec at seq %d, %s)", o.SessionID, o.Seq, o.TS))
+		}
+		if r.OpenCount > len(r.Open) {
+			lines = append(lines, fmt.Sprintf("  … and %d more", r.OpenCount-len(r.Open)))
+		}
+	}
 	return lines
 }
 
@@ -113,6 +142,9 @@ func (r Report) String() string {
 		}
 		return fmt.Sprintf("gaps: %s dropped in %d gaps (first at seq %d, %s to %s: %s); %d records in %d files; head %s",
 			dropped, len(r.Gaps), g.Seq, g.FirstTS, g.LastTS, g.Reason, r.Records, r.Files, r.Head)
+	}
+	if r.OK && r.OpenCount > 0 {
+		return fmt.Sprintf("ok: %d records in %d files; head %s; %d sessions open", r.Records, r.Files, r.Head, r.OpenCount)
 	}
 	if r.OK {
 		return fmt.Sprintf("ok: %d records in %d files; head %s", r.Records, r.Files, r.Head)
@@ -196,6 +228,7 @@ func VerifyWith(home string, o VerifyOptions) (Report, error) {
 		prev     = ZeroHash
 		lastFile string
 		lastLine int
+		open     = map[string]OpenSession{}
 		// the first gap record of unknown size (a HEAD rebuilt from the log)
 		rebuilt                  GapAt
 		rebuiltFile, rebuiltLine = "", 0
@@ -243,6 +276,13 @@ func VerifyWith(home string, o VerifyOptions) (Report, error) {
 					return rep, nil
 				}
 				rep.Checkpoints++
+			}
+			switch id, _ := m["sessionId"].(string); m["type"] {
+			case TypeExec:
+				ts, _ := m["ts"].(string)
+				open[id] = OpenSession{SessionID: id, Seq: seq, TS: ts}
+			case TypeEnd:
+				delete(open, id)
 			}
 			if m["type"] == TypeGap {
 				g := GapAt{Seq: seq}
@@ -324,5 +364,13 @@ func VerifyWith(home string, o VerifyOptions) (Report, error) {
 		}
 	}
 	rep.OK = true
+	rep.OpenCount = len(open)
+	for _, o := range open {
+		rep.Open = append(rep.Open, o)
+	}
+	slices.SortFunc(rep.Open, func(a, b OpenSession) int { return cmp.Compare(a.Seq, b.Seq) })
+	if len(rep.Open) > maxOpenListed {
+		rep.Open = rep.Open[:maxOpenListed]
+	}
 	return rep, nil
 }

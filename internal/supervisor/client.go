@@ -135,6 +135,17 @@ func writeSpec(specW *os.File, b []byte) <-chan error {
 	return wrote
 }
 
+// ErrReportTimeout marks a start whose supervisor did not report within
+// the ready timeout (a single supervisor is then killed; a host is
+// retired and will not start the command: Spec.StartBy).
+var ErrReportTimeout = errors.New("no start report in time")
+
+// reportTimeout is the error of a start whose report did not come.
+type reportTimeout struct{ d time.Duration }
+
+func (e reportTimeout) Error() string        { return fmt.Sprintf("supervisor did not report within %v", e.d) }
+func (e reportTimeout) Is(target error) bool { return target == ErrReportTimeout }
+
 // commit reads the ready report on readyR, which then carries the
 // session's events. wrote reports how sending the spec went. kill is
 // called when no report comes within readyTimeout.
@@ -147,7 +158,7 @@ func commit(readyR *os.File, wrote <-chan error, readyTimeout time.Duration, kil
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		kill()
 		readyR.Close()
-		return nil, fmt.Errorf("supervisor did not report within %v", readyTimeout)
+		return nil, reportTimeout{readyTimeout}
 	}
 	readyR.SetReadDeadline(time.Time{})
 	var r ready

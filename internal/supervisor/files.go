@@ -33,8 +33,14 @@ const ProtocolVersion = 1
 // Spec is what the engine asks a supervisor to run. It travels on fd 3 of
 // the supervisor as JSON, so secrets in Env never reach argv or disk.
 type Spec struct {
-	V          int      `json:"v"`
-	ID         string   `json:"id"`
+	V  int    `json:"v"`
+	ID string `json:"id"`
+	// StartBy, if set, is when (unix ms) the engine stops waiting for
+	// this start: a supervisor (a host frozen or starved meanwhile) that
+	// gets to the spec later does not start the command, since the
+	// engine has already answered the call as not started. Host.Commit
+	// sets it.
+	StartBy    int64    `json:"startBy,omitempty"`
 	Agent      string   `json:"agent"`
 	Name       string   `json:"name"`
 	Command    string   `json:"command"`

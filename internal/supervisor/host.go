@@ -230,6 +230,10 @@ func (h *Host) Close() {
 // killed (it has other sessions); it kills the command itself once it
 // finds nobody took its report.
 func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
+	// A host that reads the spec after the engine gave up must not start
+	// it: the deadline is the ready timeout less a margin for the start
+	// itself and the report.
+	spec.StartBy = time.Now().Add(readyTimeout - min(2*time.Second, readyTimeout/4)).UnixMilli()
 	b, err := encodeSpec(spec)
 	if err != nil {
 		return nil, err
@@ -301,12 +305,15 @@ func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
 		}
 		if errors.Is(err, syscall.EMFILE) {
 			// The host is out of descriptors (each session holds about
-			// seven): the session did not start; a fresh host can take it.
-			return nil, fmt.Errorf("%w: %v", ErrHostGone, err)
+			// seven): the session did not start; a fresh host may take
+			// it (Pool.Start decides).
+			return nil, fmt.Errorf("%w: %w", ErrResourceExhausted, err)
 		}
-		if errors.Is(err, ErrNoReport) || errors.Is(err, ErrGone) {
-			// A live host always reports, success or not.
-			return nil, fmt.Errorf("%w (pid %d): %v", ErrHostDied, h.PID(), err)
+		if errors.Is(err, ErrNoReport) || errors.Is(err, ErrGone) || errors.Is(err, ErrReportTimeout) {
+			// A live host always reports, success or not: one that did
+			// not within the timeout is stopped (SIGSTOP), starved or
+			// dead. It will not start the command later (StartBy).
+			return nil, fmt.Errorf("%w: the supervisor host (pid %d) gave no start report within %v (stopped, starved or dead), and the command was not started: %w", ErrHostDied, h.PID(), readyTimeout, err)
 		}
 		return nil, err
 	}

@@ -2,14 +2,38 @@ package supervisor
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
 // ErrPoolClosed is returned by Pool.Start's host path once the pool is
 // closed; Start then falls back to a supervisor of the session's own.
 var ErrPoolClosed = errors.New("conch engine is shutting down")
+
+// ErrResourceExhausted marks a start that failed for want of file
+// descriptors (EMFILE, ENFILE) in the engine, a supervisor host or a
+// supervisor: the session did not start. Pool.Start then backs off
+// instead of starting a new host for every call.
+var ErrResourceExhausted = errors.New("out of file descriptors")
+
+// IsResourceExhausted reports whether err is a start that failed for want
+// of file descriptors.
+func IsResourceExhausted(err error) bool {
+	return errors.Is(err, ErrResourceExhausted) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// exhaustedBackoff bounds how often the pool starts a new supervisor host
+// after a start failed for want of file descriptors: 1 s after the first
+// failure, doubling to 30 s while they go on; a start that succeeds ends
+// it.
+const (
+	exhaustedBackoffMin = time.Second
+	exhaustedBackoffMax = 30 * time.Second
+)
 
 // hostRetireAfter is how many sessions a supervisor host takes before the
 // pool retires it for a fresh one: a host that dies takes the supervision
@@ -21,7 +45,7 @@ const hostRetireAfter = 1000
 // and is generous because a new supervisor is a fresh process of a large
 // binary, which a machine under heavy load (a load average of 15 on two
 // cores) was seen to start in more than 5 s.
-const commitTimeout = 15 * time.Second
+var commitTimeout = 15 * time.Second // a variable for tests
 
 // PoolConfig is what a Pool starts supervisors with.
 type PoolConfig struct {
@@ -68,6 +92,44 @@ type Pool struct {
 	host      *Host   // taking new sessions
 	retired   []*Host // finishing theirs
 	closing   []*Host // the hosts Close closed, for WaitHosts
+
+	// After a start failed for want of descriptors, no new host is
+	// started before exhaustedUntil; exhaustedBackoff is the next wait.
+	exhaustedUntil   time.Time
+	exhaustedBackoff time.Duration
+
+	hostsStarted atomic.Int64 // supervisor hosts started, for HostsStarted
+}
+
+// HostsStarted returns how many supervisor hosts the pool has started.
+func (p *Pool) HostsStarted() int64 { return p.hostsStarted.Load() }
+
+// exhausted records a start that failed for want of descriptors and
+// returns it as an error wrapping ErrResourceExhausted.
+func (p *Pool) exhausted(err error) error {
+	p.mu.Lock()
+	p.exhaustedBackoff = min(max(2*p.exhaustedBackoff, exhaustedBackoffMin), exhaustedBackoffMax)
+	p.exhaustedUntil = time.Now().Add(p.exhaustedBackoff)
+	p.mu.Unlock()
+	if errors.Is(err, ErrResourceExhausted) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrResourceExhausted, err)
+}
+
+// backingOff reports whether a start failed for want of descriptors
+// less than the backoff ago.
+func (p *Pool) backingOff() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return time.Now().Before(p.exhaustedUntil)
+}
+
+// started ends a backoff: descriptors are available again.
+func (p *Pool) started() {
+	p.mu.Lock()
+	p.exhaustedBackoff, p.exhaustedUntil = 0, time.Time{}
+	p.mu.Unlock()
 }
 
 // DefaultShared reports whether sessions should run in supervisor hosts:
@@ -132,6 +194,9 @@ func (p *Pool) Start(spec Spec) (*Handle, error) {
 	if p.cfg.Shared && !spec.NoCgroup {
 		for attempt := 0; attempt < 2; attempt++ {
 			h, err := p.currentHost()
+			if IsResourceExhausted(err) {
+				return nil, p.exhausted(err)
+			}
 			if err != nil {
 				p.warn("start supervisor host", "err", err)
 				break
@@ -139,10 +204,23 @@ func (p *Pool) Start(spec Spec) (*Handle, error) {
 			hd, err := h.Commit(spec, commitTimeout)
 			switch {
 			case err == nil:
+				p.started()
 				if h.Started() >= p.cfg.RetireAfter {
 					p.retireHost(h)
 				}
 				return hd, nil
+			case IsResourceExhausted(err):
+				// Out of descriptors: a host that holds sessions may
+				// have reached its own limit, and a fresh one can take
+				// this one; a fresh host that cannot, or a second
+				// failure within the backoff, means the limit is not
+				// the host's: report it and start no more hosts.
+				if h.Started() <= 1 || p.backingOff() || attempt > 0 {
+					return nil, p.exhausted(err)
+				}
+				p.warn("supervisor host out of file descriptors; starting a new one", "pid", h.PID(), "err", err)
+				p.retireHost(h)
+				continue
 			case errors.Is(err, ErrHostGone):
 				p.warn("supervisor host gone; starting a new one", "pid", h.PID(), "err", err)
 				p.retireHost(h)
@@ -176,11 +254,22 @@ func (p *Pool) Start(spec Spec) (*Handle, error) {
 	if sp != nil {
 		h, err := sp.Commit(spec, commitTimeout)
 		if err == nil || !errors.Is(err, ErrGone) && !errors.Is(err, ErrNoReport) {
-			return h, err
+			return p.result(h, err)
 		}
 		p.warn("spare supervisor unusable; starting a new one", "err", err)
 	}
-	return Launch(p.argv(), p.cfg.Home, spec, p.cfg.Env, commitTimeout)
+	return p.result(Launch(p.argv(), p.cfg.Home, spec, p.cfg.Env, commitTimeout))
+}
+
+// result is what Start returns for a single supervisor's start.
+func (p *Pool) result(h *Handle, err error) (*Handle, error) {
+	switch {
+	case err == nil:
+		p.started()
+	case IsResourceExhausted(err):
+		err = p.exhausted(err)
+	}
+	return h, err
 }
 
 // currentHost returns the supervisor host taking new sessions, starting
@@ -192,10 +281,17 @@ func (p *Pool) currentHost() (*Host, error) {
 		return nil, ErrPoolClosed
 	}
 	if p.host == nil {
+		if time.Now().Before(p.exhaustedUntil) {
+			// A fresh host (or the engine) ran out of descriptors a
+			// moment ago: a new one would too. Starts wait out the
+			// backoff.
+			return nil, fmt.Errorf("%w: a supervisor host ran out of file descriptors less than %v ago", ErrResourceExhausted, p.exhaustedBackoff)
+		}
 		h, err := StartHost(p.argv(), p.cfg.Home, p.cfg.Env)
 		if err != nil {
 			return nil, err
 		}
+		p.hostsStarted.Add(1)
 		p.host = h
 		if p.cfg.HostExited != nil {
 			go func() {

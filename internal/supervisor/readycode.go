@@ -23,6 +23,7 @@ var readyCodes = map[string]error{
 	"needs_cgroup":   ErrNeedsCgroup,
 	"open_pty":       ErrOpenPTY,
 	"emfile":         syscall.EMFILE,
+	"enfile":         syscall.ENFILE,
 	"no_space":       syscall.ENOSPC,
 	CodeProtocolSkew: shim.ErrSkew,
 }
@@ -36,6 +37,8 @@ func readyCode(err error) string {
 		return "open_pty"
 	case errors.Is(err, syscall.EMFILE):
 		return "emfile"
+	case errors.Is(err, syscall.ENFILE):
+		return "enfile"
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return "no_space"
 	case errors.Is(err, shim.ErrSkew):

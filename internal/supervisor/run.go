@@ -71,6 +71,9 @@ func Main(args []string) int {
 	return runSession(*home, *id, specIn, nil, readyOut, false)
 }
 
+// errStartExpired is the start failure of a spec read after its StartBy.
+var errStartExpired = errors.New("the engine stopped waiting for this start before the supervisor could run it: not started")
+
 // runSession reads one spec from specIn, starts its command, reports on
 // readyOut and supervises the session to its end. In a host (shared) the
 // session must get its own cgroup: without one its processes could not be
@@ -100,6 +103,11 @@ func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os
 	}
 	if err == nil && shared && spec.NoCgroup {
 		err = ErrNeedsCgroup
+	}
+	if err == nil && spec.StartBy > 0 && time.Now().UnixMilli() > spec.StartBy {
+		// The engine has given up on this start and answered its call:
+		// starting the command now would run it unknown to anyone.
+		err = errStartExpired
 	}
 	if err != nil {
 		json.NewEncoder(readyOut).Encode(ready{Error: "read spec: " + err.Error(), Code: readyCode(err)})
