@@ -236,7 +236,7 @@ func (e *Engine) list(agent string) apitype.Result {
 }
 
 func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) apitype.SessionEntry {
-	tail, _ := e.tail(s, 2000)
+	tail, _, _ := e.viewTail(s, 2000)
 	s.mu.Lock()
 	pid := s.pid
 	req := s.approval

@@ -70,6 +70,9 @@ type session struct {
 	approvalID string             // approval of a gated run
 	release    func()             // tells its supervisor host the directory goes (nil: none)
 	trimmed    bool               // the journal quota trimmed its journal (the agent was told)
+	// drawsScreen: the running PTY session was seen drawing a full
+	// screen; its results show the screen from then on.
+	drawsScreen bool
 
 	ended chan struct{} // closed once exit is set
 }
