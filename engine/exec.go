@@ -36,6 +36,7 @@ func (e *Engine) Exec(ctx context.Context, agent string, p apitype.ExecParams) (
 	} else {
 		res = e.exec(ctx, agent, p)
 	}
+	res = withNotes(res, p.Notes)
 	e.countExec(agent, res, time.Since(start))
 	if isOperator(ctx) {
 		return res

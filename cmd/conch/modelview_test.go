@@ -140,3 +140,40 @@ func TestRunningTextNamesNextActions(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitSendsData: submit with data sends the line and then Enter
+// (it used to drop the data and answer "sent CR"), for a PTY and a pipe.
+func TestSubmitSendsData(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	for _, pty := range []bool{true, false} {
+		r := c.exec(map[string]any{"command": "read -r line; echo got:$line", "pty": pty, "background": true})
+		id := r.str("sessionId")
+		if id == "" {
+			t.Fatalf("exec: %s", r.Text)
+		}
+		s := c.process(map[string]any{"action": "submit", "sessionId": id, "data": "hello"})
+		if s.IsError || !strings.Contains(s.Text, "sent 5 bytes, then") {
+			t.Errorf("pty %v: submit: %q", pty, s.Text)
+		}
+		end := c.waitEnd(id, 30*time.Second)
+		if !strings.Contains(end.Text, "got:hello") {
+			t.Errorf("pty %v: the command did not read the line: %q", pty, end.Text)
+		}
+	}
+}
+
+// TestExecTimeoutUnitWarning: a timeout implausible as seconds (a model
+// sending milliseconds) runs as sent, with a warning naming the unit.
+func TestExecTimeoutUnitWarning(t *testing.T) {
+	c := startConch(t, newHome(t, ""))
+	r := c.exec(map[string]any{"command": "echo ok", "timeout": 30000})
+	if r.IsError || !strings.Contains(r.Text, "timeout 30000 is in seconds (8 h 20 min)") {
+		t.Errorf("timeout 30000: %q", r.Text)
+	}
+	if w, _ := r.D["warnings"].([]any); len(w) == 0 {
+		t.Errorf("timeout 30000: no warnings in details: %v", r.D)
+	}
+	if r := c.exec(map[string]any{"command": "echo ok", "timeout": 600}); r.Text != "ok" {
+		t.Errorf("timeout 600: %q", r.Text)
+	}
+}
