@@ -81,7 +81,8 @@ func TestCLIExecInProcess(t *testing.T) {
 		{"no command", nil, "", "no command", 125},
 		{"bad flag", []string{"--no-such-flag", "--", "true"}, "", "unknown flag: --no-such-flag", 125},
 		{"invalid argument", []string{"--host", "moon", "--", "true"}, "", "Invalid host", 125},
-		{"timeout out of range", []string{"-t", "-1", "--", "true"}, "", `Invalid parameter "timeout": expected a number in [0, 31536000] (s), got -1.`, 125},
+		{"timeout clamped", []string{"-t", "-1", "--", "true"}, "", `Warning: timeout -1 is outside [0, 31536000]; used 0 seconds.`, 0},
+		{"timeout overflows", []string{"-t", "1e300", "--", "true"}, "", `Invalid parameter "timeout": expected a number (values outside [0, 31536000] are clamped to it), got 1e+300.`, 125},
 		{"yield not finite", []string{"--yield", "NaN", "--", "true"}, "", "not a finite number", 125},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -352,7 +353,8 @@ func (f *fakeGateway) serve(w http.ResponseWriter, r *http.Request) {
 		f.streamed <- struct{}{}
 		<-r.Context().Done()
 	case "GET /v1/sessions":
-		reply(200, map[string]any{"text": "calm-gulf running   2s :: sleep 5", "details": map[string]any{"status": "completed", "sessions": []any{}}})
+		reply(200, map[string]any{"text": "calm-gulf running   2s :: sleep 5", "details": map[string]any{"status": "completed", "sessions": []any{
+			map[string]any{"sessionId": "calm-gulf", "status": "running", "runtimeMs": 2000, "command": "sleep 5", "name": "sleep 5"}}}})
 	default:
 		reply(404, map[string]any{"error": map[string]string{"code": "not_found", "message": "no route for " + r.Method + " " + r.URL.Path}})
 	}
@@ -379,7 +381,7 @@ func TestCLIGateway(t *testing.T) {
 		{"followed", nil, []string{"exec", "--", "long"}, "a\nb\n", "", 5, "GET /v1/sessions/long/stream Bearer cop_operator main"},
 		{"killed by timeout", nil, []string{"exec", "--", "slow"}, "", "timed out", exitTimeout, "POST /v1/process Bearer cop_operator main"},
 		{"detach", nil, []string{"exec", "-d", "--", "long"}, "long\n", "detached; session long keeps running", 0, "POST /v1/exec Bearer cop_operator main"},
-		{"ps", nil, []string{"ps"}, "calm-gulf running   2s :: sleep 5\n", "", 0, "GET /v1/sessions Bearer cop_operator main"},
+		{"ps", nil, []string{"ps"}, "SESSION   STATUS    TIME NAME\ncalm-gulf running   2s   sleep 5\n", "", 0, "GET /v1/sessions Bearer cop_operator main"},
 		{"not found", nil, []string{"kill", "nope"}, "", "No session found for nope", exitNotFound, "POST /v1/process Bearer cop_operator main"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
