@@ -69,7 +69,7 @@ func TestNumbersOutOfRangeRejected(t *testing.T) {
 		{"command": "echo a", "yieldMs": -5},
 		{"command": "echo a", "timeout": -1},
 	} {
-		r := c.exec(args)
+		r := c.Exec(args)
 		if r.IsError || !strings.Contains(r.Text, "is outside") || len(r.D["warnings"].([]any)) == 0 {
 			t.Errorf("%v: %q %v", args, r.Text, r.D)
 		}
@@ -111,12 +111,12 @@ func TestNumbersOutOfRangeRejected(t *testing.T) {
 		{"action": "poll", "sessionId": id, "timeout": 120001},
 		{"action": "poll", "sessionId": id, "since": -1},
 	} {
-		if p := c.process(args); p.IsError || !strings.Contains(p.Text, "\n\nNote: ") {
+		if p := c.Process(args); p.IsError || !strings.Contains(p.Text, "\n\nNote: ") {
 			t.Errorf("%v: %q, want a clamped value and its note", args, p.Text)
 		}
 	}
 	// A numeric string is a timeout, as in OpenClaw.
-	if p := c.process(map[string]any{"action": "poll", "sessionId": id, "timeout": "50"}); p.IsError {
+	if p := c.Process(map[string]any{"action": "poll", "sessionId": id, "timeout": "50"}); p.IsError {
 		t.Errorf("poll timeout \"50\": %q", p.Text)
 	}
 	for _, tc := range []struct {

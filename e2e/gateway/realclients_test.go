@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/conchsh/conch/internal/e2etest"
 )
 
 // realClients are the MCP clients installed from npm for
@@ -83,7 +85,7 @@ func TestRealClientsConnect(t *testing.T) {
 	// One namespace for the clients and the gateway they talk to:
 	// `unshare -n` runs a shell that starts conch serve, then the
 	// client commands, so 127.0.0.1 is the namespace's own loopback.
-	home := newHome(t, "")
+	home := e2etest.NewHome(t, "")
 	project := t.TempDir()
 	clientHome := t.TempDir()
 	trusted, _ := json.Marshal(map[string]string{project: "TRUST_FOLDER"})
@@ -108,10 +110,10 @@ echo "== claude"; "$BIN/claude" mcp list
 "$BIN/gemini" mcp add --transport http --header "Authorization: Bearer $token" conch-http http://127.0.0.1:17878/mcp >/dev/null
 echo "== gemini"; "$BIN/gemini" mcp list
 `
-	ctx, cancel := context.WithTimeout(context.Background(), slow(3*time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), e2etest.Slow(3*time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", "-n", "bash", "-c", script)
-	cmd.Env = append(os.Environ(), "HOME="+clientHome, "CONCH="+conchBin, "CONCH_HOME_DIR="+home,
+	cmd.Env = append(os.Environ(), "HOME="+clientHome, "CONCH="+e2etest.ConchBin, "CONCH_HOME_DIR="+home,
 		"WORK="+t.TempDir(), "PROJECT="+project, "BIN="+bin, "CONCH_HOME=", "CONCH_GATEWAY=", "CONCH_TOKEN=")
 	cmd.Dir = project
 	out, err := cmd.CombinedOutput()
