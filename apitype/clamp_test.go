@@ -1,6 +1,7 @@
 package apitype
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -78,5 +79,71 @@ func TestSubmitTakesData(t *testing.T) {
 	_, e = ParseProcessParams([]byte(`{"action":"kill","sessionId":"s","data":"ls"}`))
 	if e == nil || !strings.Contains(e.Message, `"data"`) || !strings.Contains(e.Message, "kill") {
 		t.Errorf("kill with data: %v, want refused naming data and kill", e)
+	}
+}
+
+// TestActionFieldsDocumented: the "used by" column of docs/tools.md's
+// process input table is ProcessActionFields, field by field.
+func TestActionFieldsDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/tools.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, "| field | type | used by | notes |")
+	if i < 0 {
+		t.Fatal("docs/tools.md: no process input table")
+	}
+	documented := map[string]map[string]bool{}
+	for _, line := range strings.Split(doc[i:], "\n")[2:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(strings.ReplaceAll(line, `\|`, "/"), "|")
+		if len(cells) < 5 {
+			continue
+		}
+		users := map[string]bool{}
+		switch u := strings.TrimSpace(cells[3]); u {
+		case "all":
+			continue // action itself
+		case "all but `list`":
+			for _, a := range ProcessActions[1:] {
+				users[a] = true
+			}
+		default:
+			for _, a := range strings.Split(u, ",") {
+				users[strings.TrimSpace(a)] = true
+			}
+		}
+		for _, f := range strings.Split(cells[1], ",") {
+			documented[strings.Trim(strings.TrimSpace(f), "`")] = users
+		}
+	}
+	for f := range processFields {
+		if f == "action" {
+			continue
+		}
+		want := map[string]bool{}
+		for _, a := range ProcessActions {
+			if actionUses(a, f) {
+				want[a] = true
+			}
+		}
+		got, ok := documented[f]
+		if !ok {
+			t.Errorf("docs/tools.md: no row for process field %q", f)
+			continue
+		}
+		for a := range want {
+			if !got[a] {
+				t.Errorf("docs/tools.md: %q used by %s is not documented", f, a)
+			}
+		}
+		for a := range got {
+			if !want[a] {
+				t.Errorf("docs/tools.md: %q documented for %s, which does not read it", f, a)
+			}
+		}
 	}
 }
