@@ -140,11 +140,11 @@ func TestCLISessions(t *testing.T) {
 		t.Fatalf("exec -b: exit %d, %q", code, out)
 	}
 	out, _, code = cli("ps")
-	if code != 0 || !strings.Contains(out, id+" running") {
+	if code != 0 || !psRow(out, "", id, "running") {
 		t.Fatalf("ps: exit %d\n%s", code, out)
 	}
 	out, _, code = cli("ps", "--all-agents")
-	if code != 0 || !strings.Contains(out, "main  "+id+" running") {
+	if code != 0 || !psRow(out, "main", id, "running") {
 		t.Fatalf("ps --all-agents: exit %d\n%s", code, out)
 	}
 	out, _, code = cli("kill", id)
@@ -439,7 +439,7 @@ func TestCLIRealGateway(t *testing.T) {
 	if code != 0 || id == "" {
 		t.Fatalf("exec over HTTP: exit %d, %q %q", code, out, errOut)
 	}
-	if out, _, code := e2etest.RunCLI(t, nil, "ps", "--home", home); code != 0 || !strings.Contains(out, id+" running") {
+	if out, _, code := e2etest.RunCLI(t, nil, "ps", "--home", home); code != 0 || !psRow(out, "", id, "running") {
 		t.Fatalf("ps: exit %d\n%s", code, out)
 	}
 	if out, _, code := e2etest.RunCLI(t, nil, "kill", id, "--home", home, "--gateway", g.Base); code != 0 || !strings.Contains(out, "Killed session "+id) {
@@ -772,4 +772,25 @@ func TestMCPOutlivesTheEngineItProxiesTo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// psRow reports whether the table conch ps printed has a row for session
+// id in status (and, when agent is set, of that agent in front), under
+// its header line.
+func psRow(out, agent, id, status string) bool {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 || !strings.Contains(lines[0], "SESSION") || !strings.Contains(lines[0], "STATUS") {
+		return false
+	}
+	want := []string{id, status}
+	if agent != "" {
+		want = []string{agent, id, status}
+	}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) >= len(want) && strings.Join(f[:len(want)], " ") == strings.Join(want, " ") {
+			return true
+		}
+	}
+	return false
 }
