@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/visible"
 	"github.com/spf13/cobra"
 )
 
@@ -70,7 +71,8 @@ func formatSessions(list []client.Session, defaultAgent string, agents bool) str
 		if s.AwaitingInput != nil {
 			label += " [awaiting input]"
 		}
-		rows = append(rows, row{agent, s.SessionID, s.Status, compactDuration(time.Duration(s.RuntimeMs) * time.Millisecond), label})
+		l := visible.Line // a name or a command stays on its row
+		rows = append(rows, row{l(agent), l(s.SessionID), l(s.Status), compactDuration(time.Duration(s.RuntimeMs) * time.Millisecond), l(label)})
 	}
 	wa, wi, wt := 5, 0, 0
 	for _, r := range rows {
