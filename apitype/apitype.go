@@ -232,6 +232,13 @@ func decodeNumber(m map[string]json.RawMessage, name string, strs bool, rng *Ran
 		}
 		v, ok := numericString(s)
 		if !ok {
+			if rng != nil {
+				want := "a number in " + rng.String()
+				if rng.Unit != "" {
+					want += " (" + unitWord(rng.Unit) + ")"
+				}
+				return Errorf(CodeInvalidArgument, "Invalid parameter %q: expected %s, or a numeric string such as \"%s\" (got %q).", name, want, fmtNum(rng.Max), s)
+			}
 			return typeErr(name, "a number")
 		}
 		f = v

@@ -2,6 +2,7 @@ package apitype
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 )
 
@@ -10,19 +11,23 @@ import (
 // defaults and clamps. An `enum` tag lists a string's values (matched
 // case-insensitively and lower-cased by CheckEnums).
 type ExecParams struct {
-	Command        string            `json:"command"`
-	Workdir        string            `json:"workdir,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	YieldMs        *float64          `json:"yieldMs,omitempty" range:"0,120000,unit=ms"`
-	Background     *bool             `json:"background,omitempty"`
-	Timeout        *float64          `json:"timeout,omitempty" range:"0,31536000,unit=s"` // 0: none
-	PTY            *bool             `json:"pty,omitempty"`
-	Host           string            `json:"host,omitempty" enum:"sandbox,gateway,node"`
-	Security       string            `json:"security,omitempty" enum:"deny,allowlist,full"`
-	Ask            string            `json:"ask,omitempty" enum:"off,on-miss,always"`
-	Node           string            `json:"node,omitempty"`
-	Elevated       *bool             `json:"elevated,omitempty"`
-	IdempotencyKey string            `json:"idempotencyKey,omitempty"`
+	Command    string            `json:"command"`
+	Workdir    string            `json:"workdir,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	YieldMs    *float64          `json:"yieldMs,omitempty" range:"0,120000,clamp,str,unit=ms"`
+	Background *bool             `json:"background,omitempty"`
+	Timeout    *float64          `json:"timeout,omitempty" range:"0,31536000,clamp,str,unit=s"` // 0: none
+	// Notes say how the arguments were read where that differs from what
+	// was sent: a number clamped into its range, a timeout implausible as
+	// seconds. The engine adds them to the result's warnings.
+	Notes          []string `json:"-"`
+	PTY            *bool    `json:"pty,omitempty"`
+	Host           string   `json:"host,omitempty" enum:"sandbox,gateway,node"`
+	Security       string   `json:"security,omitempty" enum:"deny,allowlist,full"`
+	Ask            string   `json:"ask,omitempty" enum:"off,on-miss,always"`
+	Node           string   `json:"node,omitempty"`
+	Elevated       *bool    `json:"elevated,omitempty"`
+	IdempotencyKey string   `json:"idempotencyKey,omitempty"`
 }
 
 // MaxCommandBytes is the longest command exec takes: the shell gets the
@@ -89,7 +94,8 @@ func ParseExecParams(raw []byte) (ExecParams, *Error) {
 	if e := decodeNumber(m, "timeoutSeconds", true, nil, &t2); e != nil {
 		return p, e
 	}
-	// Both names share timeout's range; an error names the one sent.
+	// Both names share timeout's range; an error or a note names the
+	// one sent.
 	tr := timeoutRange()
 	for _, t := range []struct {
 		name string
@@ -98,8 +104,16 @@ func ParseExecParams(raw []byte) (ExecParams, *Error) {
 		if t.v != nil {
 			r := tr
 			r.Field = t.name
-			if e := r.Check(*t.v); e != nil {
+			w, note, e := r.Admit(*t.v)
+			if e != nil {
 				return p, e
+			}
+			if note != "" {
+				*t.v = w
+				p.Notes = append(p.Notes, note)
+			}
+			if w > ImplausibleTimeoutSec {
+				p.Notes = append(p.Notes, fmt.Sprintf("%s %s is in seconds (%s); if milliseconds were meant, send %s.", t.name, fmtNum(w), spanText(w), fmtNum(w/1000)))
 			}
 		}
 	}
@@ -117,6 +131,11 @@ func ParseExecParams(raw []byte) (ExecParams, *Error) {
 	if r, ok := m["idempotencyKey"]; ok && !isNull(r) && !idempotencyKeyRE().MatchString(p.IdempotencyKey) {
 		return p, Errorf(CodeInvalidArgument, "Invalid idempotencyKey: use 1-128 characters of [A-Za-z0-9._:-].")
 	}
+	notes, e := AdmitRanges(&p, "")
+	if e != nil {
+		return p, e
+	}
+	p.Notes = append(notes, p.Notes...)
 	if e := CheckRanges(&p, ""); e != nil {
 		return p, e
 	}
@@ -124,6 +143,23 @@ func ParseExecParams(raw []byte) (ExecParams, *Error) {
 		return p, e
 	}
 	return p, nil
+}
+
+// ImplausibleTimeoutSec is the exec timeout (3 hours) above which a value
+// is more likely milliseconds sent for seconds than a real limit: it is
+// still used, and the result says so.
+const ImplausibleTimeoutSec = 3 * 3600
+
+// spanText writes a number of seconds as hours and minutes ("8 h 20 min").
+func spanText(sec float64) string {
+	m := int64(sec) / 60
+	switch {
+	case m >= 60*24*2:
+		return fmt.Sprintf("%d days", m/(60*24))
+	case m%60 == 0:
+		return fmt.Sprintf("%d h", m/60)
+	}
+	return fmt.Sprintf("%d h %d min", m/60, m%60)
 }
 
 // ExecDetails is the details object of completed, failed and running exec

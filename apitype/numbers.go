@@ -19,18 +19,28 @@ const MaxSafe = 1 << 53
 // frame) is declared with its range in the struct that carries it, in a
 // `range` tag:
 //
-//	range:"MIN,MAX[,int][,unit=UNIT][;ACTION=MIN,MAX...]"
+//	range:"MIN,MAX[,int][,clamp][,str][,unit=UNIT][;ACTION=MIN,MAX...]"
 //
 // int requires an integer; ACTION=MIN,MAX narrows the range for one
 // process action (poll's timeout). CheckRanges enforces the tags, so a
 // field without one cannot reach the engine unchecked (a test walks the
 // structs and fails on a numeric field without a tag).
+//
+// clamp marks a tool argument whose reference (OpenClaw's tools) clamps
+// instead of refusing: AdmitRanges moves a value outside the range to its
+// nearest end, and floors a fraction where an integer is needed, and says
+// so in a note for the result. Only what is not a number to clamp is
+// still refused: NaN, an infinity, and a magnitude beyond MaxSafe (it
+// overflows the engine's arithmetic and is exact in no client). str
+// accepts a numeric string ("300") as the number.
 
 // Range is the parsed range of one numeric field.
 type Range struct {
 	Field    string // JSON name
 	Min, Max float64
 	Int      bool
+	Clamp    bool // clamped and floored, not refused (AdmitRanges)
+	Str      bool // a numeric string is accepted
 	Unit     string
 	Actions  map[string][2]float64 // per process action
 }
@@ -69,6 +79,10 @@ func ParseRange(field, tag string) (Range, error) {
 		switch {
 		case o == "int":
 			r.Int = true
+		case o == "clamp":
+			r.Clamp = true
+		case o == "str":
+			r.Str = true
 		case strings.HasPrefix(o, "unit="):
 			r.Unit = strings.TrimPrefix(o, "unit=")
 		default:
@@ -121,6 +135,73 @@ func (r Range) Check(v float64) *Error {
 		return Errorf(CodeInvalidArgument, "Invalid parameter %q: expected %s in %s%s, got %s.", r.Field, kind, r, unit, fmtNum(v))
 	}
 	return nil
+}
+
+// Admit checks v against a clamp range and returns the value to use: v
+// itself when it is in range, else the nearest end of the range, floored
+// when the range needs an integer; note says what was changed ("" when
+// nothing). A value that is not a finite number within ±MaxSafe is
+// refused as Check refuses it. A range without clamp only checks.
+func (r Range) Admit(v float64) (float64, string, *Error) {
+	if !r.Clamp {
+		return v, "", r.Check(v)
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > MaxSafe {
+		kind := "a number"
+		if r.Int {
+			kind = "an integer"
+		}
+		return v, "", Errorf(CodeInvalidArgument, "Invalid parameter %q: expected %s (values outside %s are clamped to it), got %s.", r.Field, kind, r, fmtNum(v))
+	}
+	w := v
+	var why []string
+	if r.Int && w != math.Trunc(w) {
+		w = math.Floor(w)
+		why = append(why, "not an integer")
+	}
+	if w < r.Min || w > r.Max {
+		w = min(max(w, r.Min), r.Max)
+		why = append(why, "outside "+r.String())
+	}
+	if len(why) == 0 {
+		return v, "", nil
+	}
+	unit := ""
+	if r.Unit != "" {
+		unit = " " + unitWord(r.Unit)
+	}
+	return w, fmt.Sprintf("%s %s is %s; used %s%s.", r.Field, fmtNum(v), strings.Join(why, " and "), fmtNum(w), unit), nil
+}
+
+// AdmitRanges applies the clamp ranges of the struct v points to (for
+// action): each clamp field outside its range is set to the value Admit
+// returns, and its note collected; a value Admit refuses is the error.
+// Fields without clamp are left to CheckRanges.
+func AdmitRanges(v any, action string) ([]string, *Error) {
+	var notes []string
+	for f, fv := range structFields(v) {
+		tag, ok := f.Tag.Lookup("range")
+		if !ok || fv.Kind() != reflect.Pointer || fv.IsNil() || fv.Elem().Kind() != reflect.Float64 {
+			continue
+		}
+		r, err := ParseRange(jsonName(f), tag)
+		if err != nil {
+			return nil, Errorf(CodeInternal, "%v", err)
+		}
+		if !r.Clamp {
+			continue
+		}
+		w, note, e := r.For(action).Admit(fv.Elem().Float())
+		if e != nil {
+			return nil, e
+		}
+		if note != "" {
+			x := w
+			fv.Set(reflect.ValueOf(&x))
+			notes = append(notes, note)
+		}
+	}
+	return notes, nil
 }
 
 // Ranges lists the numeric fields of a parameter struct (ExecParams,
@@ -296,7 +377,7 @@ func ParseQuery(name, s string) (int64, *Error) {
 }
 
 // DocRow is the row of the numeric-ranges table in docs/tools.md for a
-// field of tool: `| tool | `field` | unit | range | integer |`.
+// field of tool: `| tool | `field` | unit | range | integer | outside |`.
 func DocRow(tool string, r Range) string {
 	rng := r.String()
 	var acts []string
@@ -315,5 +396,12 @@ func DocRow(tool string, r Range) string {
 	if r.Int {
 		integer = "yes"
 	}
-	return fmt.Sprintf("| %s | `%s` | %s | %s | %s |", tool, r.Field, unit, rng, integer)
+	outside := "refused"
+	if r.Clamp {
+		outside = "clamped"
+		if r.Int {
+			outside += ", fractions floored"
+		}
+	}
+	return fmt.Sprintf("| %s | `%s` | %s | %s | %s | %s |", tool, r.Field, unit, rng, integer, outside)
 }

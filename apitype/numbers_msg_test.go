@@ -9,6 +9,7 @@ import (
 // that refuses it stays short (a huge number is written with an exponent).
 func TestRangeMessageBounded(t *testing.T) {
 	for _, n := range []string{"1e308", "-1e308", "1e21", "123456789012345678901234567890", "1.7976931348623157e308"} {
+		// Beyond ±2^53 a number is refused even where the range clamps.
 		_, e := ParseExecParams([]byte(`{"command":"true","yieldMs":` + n + `}`))
 		if e == nil {
 			t.Fatalf("yieldMs %s accepted", n)

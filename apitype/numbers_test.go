@@ -115,6 +115,9 @@ func TestToolNumbersGenerated(t *testing.T) {
 		}
 		for _, action := range tl.actions {
 			for _, r0 := range ranges {
+				if action != "" && !actionUses(action, r0.Field) {
+					continue // TestProcessActionFieldsGenerated
+				}
 				r := r0.For(action)
 				for _, v := range boundary(r) {
 					args := map[string]any{}
@@ -132,7 +135,7 @@ func TestToolNumbersGenerated(t *testing.T) {
 					f, isNum := numberOf(v)
 					str, isStr := v.(string)
 					switch {
-					case isStr && !tl.strs:
+					case isStr && !tl.strs && !r.Str:
 						// process: numbers only; the message names the
 						// range and the unit, and quotes the string.
 						wantRejected(t, what, r, e)
@@ -144,14 +147,18 @@ func TestToolNumbersGenerated(t *testing.T) {
 						if e != nil {
 							t.Errorf("%s: null should be absent: %v", what, e)
 						}
-					case isNum && inRange(r, f):
+					case isNum && admissible(r, f):
 						if e != nil {
-							t.Errorf("%s: in range but rejected: %v", what, e)
+							t.Errorf("%s: in range (or clamped into it) but rejected: %v", what, e)
 							continue
 						}
+						want, note, _ := r.Admit(f)
 						gv := fieldValue(got, r.Field)
-						if gv == nil || *gv != f {
-							t.Errorf("%s: decoded as %v", what, gv)
+						if gv == nil || *gv != want {
+							t.Errorf("%s: decoded as %v, want %v", what, gv, want)
+						}
+						if notes := notesOf(got); (note != "") != containsStr(notes, note) || note == "" && len(notes) > 0 && r.Field != "timeout" && r.Field != "timeoutSeconds" {
+							t.Errorf("%s: notes %q, want %q", what, notes, note)
 						}
 					default:
 						wantRejected(t, what, r, e)
@@ -163,12 +170,43 @@ func TestToolNumbersGenerated(t *testing.T) {
 			}
 		}
 	}
-	if checked < 500 {
+	if checked < 300 {
 		t.Fatalf("only %d cases generated", checked)
 	}
 }
 
 func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// admissible reports whether v is accepted in r: in range, or a finite
+// number within ±MaxSafe for a clamp range.
+func admissible(r Range, v float64) bool {
+	return inRange(r, v) || r.Clamp && !math.IsNaN(v) && !math.IsInf(v, 0) && math.Abs(v) <= MaxSafe
+}
+
+// actionUses reports whether process action reads field.
+func actionUses(action, field string) bool {
+	return containsStr(ProcessActionFields[action], field)
+}
+
+func containsStr(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// notesOf returns the notes of decoded parameters.
+func notesOf(p any) []string {
+	switch x := p.(type) {
+	case ExecParams:
+		return x.Notes
+	case ProcessParams:
+		return x.Notes
+	}
+	return nil
+}
 
 // fieldValue returns the decoded *float64 of the field with JSON name
 // name (timeoutSeconds folds into timeout).

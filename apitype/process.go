@@ -2,6 +2,7 @@ package apitype
 
 import (
 	"encoding/json"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -19,15 +20,15 @@ type ProcessParams struct {
 	Keys       []string `json:"keys,omitempty"`
 	Hex        []string `json:"hex,omitempty"`
 	Literal    string   `json:"literal,omitempty" nul:"ok"`
-	DelayMs    *float64 `json:"delayMs,omitempty" range:"0,1000,unit=ms"`
+	DelayMs    *float64 `json:"delayMs,omitempty" range:"0,1000,clamp,unit=ms"`
 	Text       string   `json:"text,omitempty" nul:"ok"`
 	Bracketed  *bool    `json:"bracketed,omitempty"`
-	Offset     *float64 `json:"offset,omitempty" range:"0,9007199254740992,int,unit=lines"`
-	Limit      *float64 `json:"limit,omitempty" range:"0,9007199254740992,int,unit=lines"`
-	Since      *float64 `json:"since,omitempty" range:"0,9007199254740992,int,unit=bytes"`
+	Offset     *float64 `json:"offset,omitempty" range:"0,9007199254740992,int,clamp,unit=lines"`
+	Limit      *float64 `json:"limit,omitempty" range:"0,9007199254740992,int,clamp,unit=lines"`
+	Since      *float64 `json:"since,omitempty" range:"0,9007199254740992,int,clamp,unit=bytes"`
 	Raw        *bool    `json:"raw,omitempty"`
 	Stream     string   `json:"stream,omitempty" enum:"both,stdout,stderr"`
-	Timeout    *float64 `json:"timeout,omitempty" range:"0,600000,unit=ms;poll=0,120000"`
+	Timeout    *float64 `json:"timeout,omitempty" range:"0,600000,clamp,str,unit=ms;poll=0,120000"`
 	Until      []string `json:"until,omitempty"`
 	UntilArray bool     `json:"-"` // until was given as an array
 	Pattern    string   `json:"pattern,omitempty" nul:"ok"`
@@ -36,9 +37,13 @@ type ProcessParams struct {
 	Port       *float64 `json:"port,omitempty" range:"1,65535,int"`
 	URL        string   `json:"url,omitempty"`
 	Path       string   `json:"path,omitempty"`
-	IdleMs     *float64 `json:"idleMs,omitempty" range:"100,3600000,unit=ms"`
-	Context    *float64 `json:"context,omitempty" range:"0,20,int,unit=lines"`
-	Max        *float64 `json:"max,omitempty" range:"1,1000,int,unit=matches"`
+	IdleMs     *float64 `json:"idleMs,omitempty" range:"100,3600000,clamp,unit=ms"`
+	Context    *float64 `json:"context,omitempty" range:"0,20,int,clamp,unit=lines"`
+	Max        *float64 `json:"max,omitempty" range:"1,1000,int,clamp,unit=matches"`
+
+	// Notes say how numbers were clamped into their ranges; the engine
+	// adds them to the result's text.
+	Notes []string `json:"-"`
 }
 
 var processFields = map[string]bool{
@@ -99,9 +104,12 @@ func ParseProcessParams(raw []byte) (ProcessParams, *Error) {
 			return p, e
 		}
 	}
-	// Numbers only: no numeric strings (unlike exec), so that a model
-	// confusing process's milliseconds with exec's seconds ("30s") is
-	// told the unit instead of guessed at.
+	if e := checkActionFields(m, p.Action); e != nil {
+		return p, e
+	}
+	// Numbers only, except where the reference takes a numeric string
+	// (timeout, tagged str): a model confusing process's milliseconds
+	// with exec's seconds ("30s") is told the unit instead of guessed at.
 	ranges := processRanges()
 	for _, n := range []struct {
 		name string
@@ -109,7 +117,7 @@ func ParseProcessParams(raw []byte) (ProcessParams, *Error) {
 	}{{"delayMs", &p.DelayMs}, {"offset", &p.Offset}, {"limit", &p.Limit}, {"since", &p.Since},
 		{"timeout", &p.Timeout}, {"port", &p.Port}, {"idleMs", &p.IdleMs}, {"context", &p.Context}, {"max", &p.Max}} {
 		r := ranges[n.name].For(p.Action)
-		if e := decodeNumber(m, n.name, false, &r, n.dst); e != nil {
+		if e := decodeNumber(m, n.name, r.Str, &r, n.dst); e != nil {
 			return p, e
 		}
 	}
@@ -132,6 +140,11 @@ func ParseProcessParams(raw []byte) (ProcessParams, *Error) {
 	if e := CheckEnums(&p); e != nil {
 		return p, e
 	}
+	notes, e := AdmitRanges(&p, p.Action)
+	if e != nil {
+		return p, e
+	}
+	p.Notes = notes
 	if e := CheckRanges(&p, p.Action); e != nil {
 		return p, e
 	}
@@ -275,4 +288,69 @@ type ListDetails struct {
 type Awaiting struct {
 	Prompt string `json:"prompt"`
 	IdleMs int64  `json:"idleMs"`
+}
+
+// ProcessActionFields lists, for each process action, the fields it
+// reads besides action: the one table behind the "used by" column of the
+// docs, the refusal of a field an action would ignore, and the tests
+// that generate each action × field pair.
+var ProcessActionFields = map[string][]string{
+	"list":      {},
+	"poll":      {"sessionId", "since", "raw", "stream", "timeout"},
+	"log":       {"sessionId", "offset", "limit", "since", "raw", "stream"},
+	"wait":      {"sessionId", "since", "timeout", "until", "pattern", "ignoreCase", "host", "port", "url", "path", "idleMs"},
+	"search":    {"sessionId", "since", "stream", "pattern", "ignoreCase", "context", "max"},
+	"screen":    {"sessionId"},
+	"write":     {"sessionId", "data", "eof"},
+	"send-keys": {"sessionId", "keys", "hex", "literal", "delayMs"},
+	"submit":    {"sessionId", "data"},
+	"paste":     {"sessionId", "text", "bracketed"},
+	"kill":      {"sessionId"},
+	"clear":     {"sessionId"},
+	"remove":    {"sessionId"},
+}
+
+// checkActionFields refuses a field that action does not read, so that
+// nothing a caller sends is dropped without a word. A field holding its
+// zero value (null, false, "", 0, [] or {}) changes nothing and passes:
+// clients that send every field of the schema with its default work.
+func checkActionFields(m map[string]json.RawMessage, action string) *Error {
+	uses := map[string]bool{"action": true}
+	for _, f := range ProcessActionFields[action] {
+		uses[f] = true
+	}
+	var bad []string
+	for k, r := range m {
+		if !uses[k] && !zeroJSON(r) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	takes := strings.Join(ProcessActionFields[action], ", ")
+	if takes == "" {
+		takes = "no other field"
+	}
+	var users []string
+	for _, a := range ProcessActions {
+		for _, f := range ProcessActionFields[a] {
+			if f == bad[0] {
+				users = append(users, a)
+			}
+		}
+	}
+	return Errorf(CodeInvalidArgument, "Parameter %q does not apply to action %s, which would ignore it (%s takes: %s; %q is for: %s).",
+		bad[0], action, action, takes, bad[0], strings.Join(users, ", "))
+}
+
+// zeroJSON reports whether r is null or the zero value of its type.
+func zeroJSON(r json.RawMessage) bool {
+	switch strings.TrimSpace(string(r)) {
+	case "", "null", "false", `""`, "[]", "{}":
+		return true
+	}
+	var f float64
+	return json.Unmarshal(r, &f) == nil && f == 0
 }

@@ -36,6 +36,7 @@ func (e *Engine) Exec(ctx context.Context, agent string, p apitype.ExecParams) (
 	} else {
 		res = e.exec(ctx, agent, p)
 	}
+	res = withNotes(res, p.Notes)
 	e.countExec(agent, res, time.Since(start))
 	if isOperator(ctx) {
 		return res
@@ -549,7 +550,7 @@ func (e *Engine) background(s *session, pl *plan) apitype.Result {
 		e.queueExitNotice(s, *ex)
 		e.retainLater(s.agent)
 	}
-	tail, cursor := e.tail(s, 2000)
+	tail, cursor, screen := e.viewTail(s, 2000)
 	pid := s.pid
 	st, _, _ := s.snapshot()
 	d := &apitype.ExecDetails{
@@ -557,10 +558,7 @@ func (e *Engine) background(s *session, pl *plan) apitype.Result {
 		Tail: &tail, Cursor: cursor, Name: st.Name, PTY: &pl.PTY, Host: pl.Host, HostReason: pl.HostReason,
 		Stdin: pl.Stdin, Warnings: pl.Warnings, Sandbox: pl.SbInfo, NodeID: nodeIDOf(pl),
 	}
-	text := fmt.Sprintf("Command still running (session %s, pid %d). Use process (list/poll/log/wait/write/kill/clear/remove) for follow-up.", s.id, pid)
-	if tail != "" {
-		text += fmt.Sprintf("\n\nOutput so far (last %d chars):\n%s", len([]rune(tail)), tail)
-	}
+	text := runningText(s.id, pid, pl.Stdin, tail, screen)
 	return apitype.Result{Text: withWarnings(pl.Warnings, text), Details: d}
 }
 

@@ -87,15 +87,13 @@ func (e *Engine) replay(agent string, en *registry.IdemEntry) apitype.Result {
 // runningResult is the `running` result of a session.
 func (e *Engine) runningResult(s *session) apitype.Result {
 	st, _, cursor := s.snapshot()
-	tail, _ := e.tail(s, 2000)
+	tail, _, screen := e.viewTail(s, 2000)
 	s.mu.Lock()
 	pid := s.pid
+	stdin := s.meta.Stdin
 	s.mu.Unlock()
 	pty := st.PTY
-	text := "Command still running (session " + s.id + ", pid " + itoa(pid) + "). Use process (list/poll/log/wait/write/kill/clear/remove) for follow-up."
-	if tail != "" {
-		text += "\n\nOutput so far (last " + itoa(len([]rune(tail))) + " chars):\n" + tail
-	}
+	text := runningText(s.id, pid, stdin, tail, screen)
 	return apitype.Result{Text: text, Details: &apitype.ExecDetails{
 		Status: "running", SessionID: s.id, PID: &pid, StartedAt: s.start.UnixMilli(), Cwd: st.Cwd,
 		Tail: &tail, Cursor: cursor, Name: st.Name, PTY: &pty, Host: st.Host,

@@ -13,10 +13,13 @@ import (
 // host uses it: a sandbox has its own PATH, and a node's PATH is its
 // service's. The probe starts with the engine when a gateway run is
 // possible (else with the first gateway run), and its result is cached in
-// the home (state/login-path.json) for the next engine.
+// the home (state/login-path.json) and in the user's cache directory
+// (hostenv.UserLoginCache), keyed by the shell set-up, for the next engine
+// and for the user's other homes.
 //
-// A call never waits for the probe past half its yield window: a run that
-// arrives first proceeds with conch's own PATH and says so. The PATH is
+// A call waits for the probe within its yield window (loginWait): a run
+// that arrives before the probe ends proceeds with conch's own PATH and
+// says so. The PATH is
 // fixed in the plan, so the policy gate resolves executables with exactly
 // the PATH the command then runs with.
 
@@ -25,22 +28,21 @@ func loginCachePath(home string) string { return filepath.Join(home, "state", "l
 
 // loginProbe returns the engine's probe, starting it on first use.
 func (e *Engine) loginProbe() *hostenv.LoginProbe {
-	e.loginOnce.Do(func() { e.login.Store(hostenv.StartLoginProbe(loginCachePath(e.home))) })
+	e.loginOnce.Do(func() {
+		e.login.Store(hostenv.StartLoginProbe(loginCachePath(e.home), hostenv.UserLoginCache()))
+	})
 	return e.login.Load()
 }
 
 // loginPATH returns the login-shell PATH for a gateway run with yield
-// window window (< 0: synchronous), waiting for the probe up to half the
-// window (a synchronous run waits until the probe ends, itself bounded by
+// window window (< 0: synchronous), waiting for the probe as loginWait
+// says (a synchronous run waits until the probe ends, itself bounded by
 // CONCH_SHELL_ENV_TIMEOUT_MS; a background run does not wait). known is
 // false when the probe had not finished; path is "" then and when the
 // probe failed. waited is the time spent waiting.
 func (e *Engine) loginPATH(window time.Duration) (path string, known bool, waited time.Duration) {
 	start := time.Now()
-	wait := window / 2
-	if window < 0 {
-		wait = -1
-	}
+	wait := loginWait(window)
 	lp, ok, err := e.loginProbe().Wait(wait)
 	if err != nil {
 		lp = ""
@@ -70,4 +72,17 @@ func gatewayLikely(cfg *config.Config) bool {
 		}
 	}
 	return false
+}
+
+// loginWait is how long a run with yield window window waits for a
+// login-shell probe still running: all of the window but the last second
+// (at least half of it), so that the command finds the same programs as
+// the calls after it whenever the probe ends within the window, and still
+// has time of its own to finish in it. A synchronous run (< 0) waits for
+// the probe's end.
+func loginWait(window time.Duration) time.Duration {
+	if window < 0 {
+		return -1
+	}
+	return max(window/2, window-time.Second)
 }

@@ -63,7 +63,7 @@ func (e *Engine) nodeGate(ctx context.Context, agent string, p apitype.ExecParam
 	}
 	g := gateResult{requestID: newUUID(), eff: eff}
 	if eff.Security == policy.SecurityDeny {
-		g.result = execError(apitype.Errorf("denied", "exec denied: host=node security=deny"))
+		g.result = execError(apitype.Errorf("denied", "exec denied: host=node security=deny (denied by the gateway's policy, before the node was asked: %s)", eff.SecuritySources))
 		return g
 	}
 	var pp apitype.NodePrepareParams
@@ -156,12 +156,16 @@ func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareRe
 	if eff.FileErr != nil {
 		return rep, nodeErr(apitype.NodeRunDenied, "exec approvals file unusable: "+eff.FileErr.Error())
 	}
+	// own is this node's policy alone, without the gateway's settings:
+	// a denial says which of the two layers denied.
+	own := e.EffectivePolicy(p.AgentID, "", "", p.RawCommand, canon, envValue(env, "PATH"))
 	if eff.Security == policy.SecurityDeny {
-		return rep, nodeErr(apitype.NodeRunDisabled, "security=deny")
+		return rep, nodeErr(apitype.NodeRunDisabled, "security=deny"+denyLayer(own, p.Tool.Security, p.Tool.Ask, own.Security == policy.SecurityDeny))
 	}
 	// The plan is prepared before the run says whether it has a PTY:
 	// judge it as if it had one (nohup then writes nohup.out).
 	eff.Request.Terminal = true
+	own.Request.Terminal = true
 	d := policy.Evaluate(eff.Request)
 	plan := apitype.NodePlan{
 		PlanID: newUUID(), Argv: p.Command, RawCommand: p.RawCommand, Cwd: canon,
@@ -187,7 +191,8 @@ func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareRe
 		if reason == "" || strings.Contains(reason, "allowlist miss") {
 			reason = "allowlist miss"
 		}
-		return rep, nodeErr(apitype.NodeRunDenied, strings.TrimPrefix(reason, "exec denied: "))
+		alone := policy.Evaluate(own.Request).Outcome == policy.OutcomeDeny
+		return rep, nodeErr(apitype.NodeRunDenied, strings.TrimPrefix(reason, "exec denied: ")+denyLayer(own, p.Tool.Security, p.Tool.Ask, alone))
 	case policy.OutcomeRun:
 	default:
 		verdict.RequiresApproval = true
@@ -219,6 +224,19 @@ func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareRe
 	b, _ := json.Marshal(plan)
 	sum := sha256.Sum256(b)
 	return apitype.NodePrepareReply{PlanID: plan.PlanID, CmdText: p.RawCommand, Plan: plan, PlanHash: hex.EncodeToString(sum[:]), Verdict: verdict}, nil
+}
+
+// denyLayer names the layer that denied a node run, for the end of its
+// message: the node's own policy (own; ownDenies: it denies the run
+// alone, whatever the gateway sent), or the gateway's settings
+// (gwSecurity, gwAsk: what the gateway's policy resolved, which only
+// tightens) combined with the node's policy, which allows or asks alone.
+func denyLayer(own Policy, gwSecurity, gwAsk string, ownDenies bool) string {
+	node := fmt.Sprintf("security=%s ask=%s (%s)", own.Security, own.Ask, own.SecuritySources)
+	if ownDenies {
+		return " (denied by the node's policy: " + node + ")"
+	}
+	return fmt.Sprintf(" (denied by the gateway's policy combined with the node's: the gateway sent security=%s ask=%s, stricter than the node's own %s)", gwSecurity, gwAsk, node)
 }
 
 // shellScript returns the inline script of a shell-wrapper argv.

@@ -121,26 +121,15 @@ func (e *Engine) withNotices(agent string, r apitype.Result) apitype.Result {
 	return r
 }
 
-// deriveName is the session label of process.md §4.1: verb and first
-// target.
+// deriveName is a session's name: the command's words, flags and their
+// values kept (a verb and one target named `vim -u NONE -N f` "vim
+// NONE"), middle-truncated.
 func deriveName(command string) string {
-	toks := splitWords(command)
-	if len(toks) == 0 {
-		return ""
-	}
-	verb := toks[0]
-	if len(toks) == 1 {
-		return verb
-	}
-	target := toks[1]
-	for _, t := range toks[1:] {
-		if !strings.HasPrefix(t, "-") {
-			target = t
-			break
-		}
-	}
-	return verb + " " + render.MiddleTruncate(target, 48)
+	return render.MiddleTruncate(strings.Join(splitWords(command), " "), nameMax)
 }
+
+// nameMax is the longest session name, in code points.
+const nameMax = 64
 
 // splitWords splits on whitespace honouring "…" and '…', dropping the
 // quotes.

@@ -19,12 +19,33 @@ import (
 
 // Process runs the process tool for agent (process.md).
 func (e *Engine) Process(ctx context.Context, agent string, p apitype.ProcessParams) apitype.Result {
+	res := withNotes(e.process(ctx, agent, p), p.Notes)
 	if isOperator(ctx) {
 		// The agent's queued events are for the agent's model, not for
 		// an operator acting for it.
-		return e.process(ctx, agent, p)
+		return res
 	}
-	return e.withNotices(agent, e.process(ctx, agent, p))
+	return e.withNotices(agent, res)
+}
+
+// withNotes adds the notes of the arguments' parsing (numbers clamped
+// into range) to a result: the warnings of an exec result, which lead
+// its text, or a last paragraph of any other.
+func withNotes(res apitype.Result, notes []string) apitype.Result {
+	if len(notes) == 0 {
+		return res
+	}
+	if d, ok := res.Details.(*apitype.ExecDetails); ok {
+		var ws []string
+		for _, n := range notes {
+			ws = append(ws, "Warning: "+n)
+		}
+		d.Warnings = append(ws, d.Warnings...)
+		res.Text = withWarnings(ws, res.Text)
+		return res
+	}
+	res.Text += "\n\nNote: " + strings.Join(notes, "\nNote: ")
+	return res
 }
 
 // Read runs a process action without delivering the agent's queued
@@ -239,7 +260,7 @@ func (e *Engine) list(agent string) apitype.Result {
 }
 
 func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) apitype.SessionEntry {
-	tail, _ := e.tail(s, 2000)
+	tail, _, _ := e.viewTail(s, 2000)
 	s.mu.Lock()
 	pid := s.pid
 	req := s.approval
@@ -637,12 +658,16 @@ func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
 		}
 		text = fmt.Sprintf("Sent %d bytes to session %s.", n, s.id)
 	case "submit":
+		// data first, then the line end: the line the model meant.
+		end, name := byte('\n'), "LF"
 		if pty {
-			parts = [][]byte{{'\r'}}
-			text = fmt.Sprintf("Submitted session %s (sent CR).", s.id)
+			end, name = '\r', "CR"
+		}
+		parts = [][]byte{append([]byte(p.Data), end)}
+		if p.Data != "" {
+			text = fmt.Sprintf("Submitted session %s (sent %d bytes, then %s).", s.id, len(p.Data), name)
 		} else {
-			parts = [][]byte{{'\n'}}
-			text = fmt.Sprintf("Submitted session %s (sent LF).", s.id)
+			text = fmt.Sprintf("Submitted session %s (sent %s).", s.id, name)
 		}
 	case "paste":
 		if p.Text == "" {

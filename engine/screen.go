@@ -75,8 +75,9 @@ func (e *Engine) screenSnapshot(s *session, socket string, cols, rows int) (snap
 // what a full-screen program writes and a line program does not: entering
 // the alternate screen (DECSET 1049, 1047 or 47: ESC[?1049h) scores
 // screenThreshold at once; cursor addressing to a row and column (CUP/HVP
-// with both parameters, ESC[<r>;<c>H or f) or to a row (VPA, ESC[<r>d)
-// scores 1. Everything else scores 0.
+// with both parameters, ESC[<r>;<c>H or f), to the home position with
+// none (ESC[H: what top repaints from, off the alternate screen) or to a
+// row (VPA, ESC[<r>d) scores 1. Everything else scores 0.
 func screenDrawing(q keys.Seq) int {
 	if !q.CSI || q.Intermediate != 0 || q.Sub {
 		return 0
@@ -99,7 +100,7 @@ func screenDrawing(q keys.Seq) int {
 				return screenThreshold
 			}
 		}
-	case q.Prefix == 0 && (q.Final == 'H' || q.Final == 'f') && given(2),
+	case q.Prefix == 0 && (q.Final == 'H' || q.Final == 'f') && (given(2) || len(q.Params) == 0),
 		q.Prefix == 0 && q.Final == 'd' && given(1):
 		return 1
 	}
@@ -108,7 +109,7 @@ func screenDrawing(q keys.Seq) int {
 
 // screenThreshold is how many screenDrawing matches make a read a screen
 // view: one alternate-screen switch is enough, cursor addressing must be
-// seen twice (a lone ESC[1;1H from `clear` is not a full-screen program).
+// seen twice (a lone ESC[H from `clear` is not a full-screen program).
 const screenThreshold = 2
 
 // screenView decides whether a read from since of a PTY session is shown
@@ -117,12 +118,17 @@ const screenThreshold = 2
 // It returns the text of the view (screenText) and the journal end.
 func (e *Engine) screenView(s *session, since int64) (text string, end int64, ok bool) {
 	s.mu.Lock()
-	meta, socket := s.meta, s.socket
+	meta, socket, draws := s.meta, s.socket, s.drawsScreen
 	s.mu.Unlock()
 	if !meta.PTY && meta.Stdin != "pty" {
 		return "", 0, false
 	}
 	score := 0
+	if draws && s.running() {
+		// Seen drawing a screen before: a read of its newest output
+		// (one row updated) is still a screen.
+		score = screenThreshold
+	}
 	sc := keys.Scanner{Handle: func(q keys.Seq) { score += screenDrawing(q) }}
 	end, err := journal.Read(s.journal(), max(since, 0), func(c journal.Chunk) error {
 		if score < screenThreshold {
@@ -136,6 +142,11 @@ func (e *Engine) screenView(s *session, since int64) (text string, end int64, ok
 	snap, _, _, err := e.screenSnapshot(s, socket, meta.Cols, meta.Rows)
 	if err != nil || score < screenThreshold && !snap.AltScreen {
 		return "", 0, false
+	}
+	if score >= screenThreshold && s.running() {
+		s.mu.Lock()
+		s.drawsScreen = true
+		s.mu.Unlock()
 	}
 	return screenText(snap), end, true
 }

@@ -10,7 +10,7 @@ import (
 
 // oldScreenDrawing is the pattern screen views were once decided by; the
 // scanner must agree with it on every well-formed sequence it named.
-var oldScreenDrawing = regexp.MustCompile(`\x1b\[\?(?:1049|1047|47)h|\x1b\[\d+;\d+[Hf]|\x1b\[\d+d`)
+var oldScreenDrawing = regexp.MustCompile(`\x1b\[\?(?:1049|1047|47)h|\x1b\[\d+;\d+[Hf]|\x1b\[[Hf]|\x1b\[\d+d`)
 
 // score feeds out to a scanner in chunks of size n (all at once when 0)
 // and returns the screenDrawing score.

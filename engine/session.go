@@ -81,6 +81,9 @@ type session struct {
 	release    func()             // tells its supervisor host the directory goes (nil: none)
 	trimmed    bool               // the journal quota trimmed its journal (the agent was told)
 	guard      *sandbox.Guard     // the sandbox's protected paths, checked once at the end (memory only; nil: none)
+	// drawsScreen: the running PTY session was seen drawing a full
+	// screen; its results show the screen from then on.
+	drawsScreen bool
 
 	ended chan struct{} // closed once exit is set
 }

@@ -41,6 +41,9 @@ type WaitDetails struct {
 	State        string     `json:"state"`
 	// AwaitingInput is set when the wait ended on a prompt.
 	AwaitingInput *apitype.Awaiting `json:"awaitingInput,omitempty"`
+	// View is "screen" when the output in the text is the terminal's
+	// screen (see apitype.PollDetails.View).
+	View string `json:"view,omitempty"`
 }
 
 // LineMatch is a matched line: 1-based line number, 0-based offset for
@@ -161,7 +164,7 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 			e.settleOutput(ctx, s)
 		}
 		st, ex, cursor := s.snapshot()
-		tail, _ := e.tail(s, 2000)
+		tail, _, _ := e.viewTail(s, 2000)
 		out := e.waitOutput(ctx, s, p.Since)
 		if out.end > cursor {
 			cursor = out.end
@@ -169,6 +172,9 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 		d := &WaitDetails{Status: runStatus(ex), Outcome: outcome, Until: echo, Fired: fired, SessionID: s.id,
 			ElapsedMs: elapsed.Milliseconds(), Cursor: cursor, Since: out.since, SkippedChars: out.skippedChars,
 			SkippedBytes: out.skippedBytes, Tail: tail, Match: m, State: "running"}
+		if out.screen {
+			d.View = "screen"
+		}
 		if s.pending() {
 			d.Status, d.State = "pending", "pending"
 		}
@@ -312,6 +318,7 @@ type waitOut struct {
 	since, end   int64
 	skippedChars int
 	skippedBytes int64
+	screen       bool // text is the terminal's screen
 }
 
 // waitOutput reads the output after since (the argument), or after the
@@ -329,13 +336,18 @@ func (e *Engine) waitOutput(ctx context.Context, s *session, sinceArg *float64) 
 	if s.pending() {
 		return w
 	}
-	out, res, skipped, err := readNewOutput(s, readOpts{since: since}, e.conf().Exec(s.agent).PendingMaxOutputChars)
-	if err != nil {
-		w.text = fmt.Sprintf("(output unreadable: %v)", err)
-		return w
+	if text, end, ok := e.screenView(s, since); ok {
+		// A full-screen program: its screen, as poll shows it.
+		w.end, w.text, w.screen = end, text, true
+	} else {
+		out, res, skipped, err := readNewOutput(s, readOpts{since: since}, e.conf().Exec(s.agent).PendingMaxOutputChars)
+		if err != nil {
+			w.text = fmt.Sprintf("(output unreadable: %v)", err)
+			return w
+		}
+		w.end, w.skippedBytes, w.skippedChars = res.end, res.skippedBytes, skipped
+		w.text = out
 	}
-	w.end, w.skippedBytes, w.skippedChars = res.end, res.skippedBytes, skipped
-	w.text = out
 	if ctx.Err() != nil {
 		return w
 	}
@@ -343,8 +355,8 @@ func (e *Engine) waitOutput(ctx context.Context, s *session, sinceArg *float64) 
 		if st.DrainCursors == nil {
 			st.DrainCursors = map[string]int64{}
 		}
-		if res.end > st.DrainCursors[s.agent] {
-			st.DrainCursors[s.agent] = res.end
+		if w.end > st.DrainCursors[s.agent] {
+			st.DrainCursors[s.agent] = w.end
 		}
 	})
 	return w

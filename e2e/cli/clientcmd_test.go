@@ -47,7 +47,8 @@ func TestCLIExecInProcess(t *testing.T) {
 		{"no command", nil, "", "no command", 125},
 		{"bad flag", []string{"--no-such-flag", "--", "true"}, "", "unknown flag: --no-such-flag", 125},
 		{"invalid argument", []string{"--host", "moon", "--", "true"}, "", "Invalid host", 125},
-		{"timeout out of range", []string{"-t", "-1", "--", "true"}, "", `Invalid parameter "timeout": expected a number in [0, 31536000] (s), got -1.`, 125},
+		{"timeout clamped", []string{"-t", "-1", "--", "true"}, "", `Warning: timeout -1 is outside [0, 31536000]; used 0 seconds.`, 0},
+		{"timeout overflows", []string{"-t", "1e300", "--", "true"}, "", `Invalid parameter "timeout": expected a number (values outside [0, 31536000] are clamped to it), got 1e+300.`, 125},
 		{"yield not finite", []string{"--yield", "NaN", "--", "true"}, "", "not a finite number", 125},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -139,11 +140,11 @@ func TestCLISessions(t *testing.T) {
 		t.Fatalf("exec -b: exit %d, %q", code, out)
 	}
 	out, _, code = cli("ps")
-	if code != 0 || !strings.Contains(out, id+" running") {
+	if code != 0 || !psRow(out, "", id, "running") {
 		t.Fatalf("ps: exit %d\n%s", code, out)
 	}
 	out, _, code = cli("ps", "--all-agents")
-	if code != 0 || !strings.Contains(out, "main  "+id+" running") {
+	if code != 0 || !psRow(out, "main", id, "running") {
 		t.Fatalf("ps --all-agents: exit %d\n%s", code, out)
 	}
 	out, _, code = cli("kill", id)
@@ -318,7 +319,8 @@ func (f *fakeGateway) serve(w http.ResponseWriter, r *http.Request) {
 		f.streamed <- struct{}{}
 		<-r.Context().Done()
 	case "GET /v1/sessions":
-		reply(200, map[string]any{"text": "calm-gulf running   2s :: sleep 5", "details": map[string]any{"status": "completed", "sessions": []any{}}})
+		reply(200, map[string]any{"text": "calm-gulf running   2s :: sleep 5", "details": map[string]any{"status": "completed", "sessions": []any{
+			map[string]any{"sessionId": "calm-gulf", "status": "running", "runtimeMs": 2000, "command": "sleep 5", "name": "sleep 5"}}}})
 	default:
 		reply(404, map[string]any{"error": map[string]string{"code": "not_found", "message": "no route for " + r.Method + " " + r.URL.Path}})
 	}
@@ -345,7 +347,7 @@ func TestCLIGateway(t *testing.T) {
 		{"followed", nil, []string{"exec", "--", "long"}, "a\nb\n", "", 5, "GET /v1/sessions/long/stream Bearer cop_operator main"},
 		{"killed by timeout", nil, []string{"exec", "--", "slow"}, "", "timed out", e2etest.ExitTimeout, "POST /v1/process Bearer cop_operator main"},
 		{"detach", nil, []string{"exec", "-d", "--", "long"}, "long\n", "detached; session long keeps running", 0, "POST /v1/exec Bearer cop_operator main"},
-		{"ps", nil, []string{"ps"}, "calm-gulf running   2s :: sleep 5\n", "", 0, "GET /v1/sessions Bearer cop_operator main"},
+		{"ps", nil, []string{"ps"}, "SESSION   STATUS    TIME NAME\ncalm-gulf running   2s   sleep 5\n", "", 0, "GET /v1/sessions Bearer cop_operator main"},
 		{"not found", nil, []string{"kill", "nope"}, "", "No session found for nope", e2etest.ExitNotFound, "POST /v1/process Bearer cop_operator main"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -437,7 +439,7 @@ func TestCLIRealGateway(t *testing.T) {
 	if code != 0 || id == "" {
 		t.Fatalf("exec over HTTP: exit %d, %q %q", code, out, errOut)
 	}
-	if out, _, code := e2etest.RunCLI(t, nil, "ps", "--home", home); code != 0 || !strings.Contains(out, id+" running") {
+	if out, _, code := e2etest.RunCLI(t, nil, "ps", "--home", home); code != 0 || !psRow(out, "", id, "running") {
 		t.Fatalf("ps: exit %d\n%s", code, out)
 	}
 	if out, _, code := e2etest.RunCLI(t, nil, "kill", id, "--home", home, "--gateway", g.Base); code != 0 || !strings.Contains(out, "Killed session "+id) {
@@ -770,4 +772,25 @@ func TestMCPOutlivesTheEngineItProxiesTo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// psRow reports whether the table conch ps printed has a row for session
+// id in status (and, when agent is set, of that agent in front), under
+// its header line.
+func psRow(out, agent, id, status string) bool {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 || !strings.Contains(lines[0], "SESSION") || !strings.Contains(lines[0], "STATUS") {
+		return false
+	}
+	want := []string{id, status}
+	if agent != "" {
+		want = []string{agent, id, status}
+	}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) >= len(want) && strings.Join(f[:len(want)], " ") == strings.Join(want, " ") {
+			return true
+		}
+	}
+	return false
 }

@@ -50,7 +50,8 @@ func TestBadInput(t *testing.T) {
 }
 
 // TestNumbersOutOfRangeRejected: numbers outside a field's range are
-// rejected naming the field, never clamped; the edges are accepted.
+// clamped with a note where OpenClaw clamps them, and refused naming the
+// field where they overflow or are not numbers; the edges are accepted.
 func TestNumbersOutOfRangeRejected(t *testing.T) {
 	c := e2etest.StartConch(t, e2etest.NewHome(t, ""))
 	for _, args := range []map[string]any{
@@ -63,14 +64,22 @@ func TestNumbersOutOfRangeRejected(t *testing.T) {
 			t.Errorf("%v: %q", args, r.Text)
 		}
 	}
+	// What OpenClaw clamps is clamped, and the result says so.
+	for _, args := range []map[string]any{
+		{"command": "echo a", "yieldMs": -5},
+		{"command": "echo a", "timeout": -1},
+	} {
+		r := c.Exec(args)
+		if r.IsError || !strings.Contains(r.Text, "is outside") || len(r.D["warnings"].([]any)) == 0 {
+			t.Errorf("%v: %q %v", args, r.Text, r.D)
+		}
+	}
 	for _, tc := range []struct {
 		args  map[string]any
 		field string
 	}{
-		{map[string]any{"command": "echo a", "yieldMs": -5}, "yieldMs"},
 		{map[string]any{"command": "echo a", "yieldMs": 1e300}, "yieldMs"},
 		{map[string]any{"command": "echo a", "yieldMs": "NaN"}, "yieldMs"},
-		{map[string]any{"command": "echo a", "timeout": -1}, "timeout"},
 		{map[string]any{"command": "echo a", "timeout": 1e300}, "timeout"},
 		{map[string]any{"command": "echo a", "timeoutSeconds": 1e300}, "timeoutSeconds"},
 	} {
@@ -94,19 +103,29 @@ func TestNumbersOutOfRangeRejected(t *testing.T) {
 			t.Errorf("%v: %q", args, p.Text)
 		}
 	}
+	for _, args := range []map[string]any{
+		{"action": "log", "sessionId": id, "offset": -3},
+		{"action": "log", "sessionId": id, "limit": -1},
+		{"action": "log", "sessionId": id, "limit": 2.5},
+		{"action": "poll", "sessionId": id, "timeout": -10},
+		{"action": "poll", "sessionId": id, "timeout": 120001},
+		{"action": "poll", "sessionId": id, "since": -1},
+	} {
+		if p := c.Process(args); p.IsError || !strings.Contains(p.Text, "\n\nNote: ") {
+			t.Errorf("%v: %q, want a clamped value and its note", args, p.Text)
+		}
+	}
+	// A numeric string is a timeout, as in OpenClaw.
+	if p := c.Process(map[string]any{"action": "poll", "sessionId": id, "timeout": "50"}); p.IsError {
+		t.Errorf("poll timeout \"50\": %q", p.Text)
+	}
 	for _, tc := range []struct {
 		args  map[string]any
 		field string
 	}{
-		{map[string]any{"action": "log", "sessionId": id, "offset": -3}, "offset"},
-		{map[string]any{"action": "log", "sessionId": id, "limit": -1}, "limit"},
 		{map[string]any{"action": "log", "sessionId": id, "offset": 1e18}, "offset"},
-		{map[string]any{"action": "log", "sessionId": id, "limit": 2.5}, "limit"},
-		{map[string]any{"action": "poll", "sessionId": id, "timeout": -10}, "timeout"},
-		{map[string]any{"action": "poll", "sessionId": id, "timeout": 120001}, "timeout"},
-		{map[string]any{"action": "poll", "sessionId": id, "since": -1}, "since"},
-		// process takes JSON numbers only (exec also numeric strings).
-		{map[string]any{"action": "poll", "sessionId": id, "timeout": "50"}, "timeout"},
+		// process takes JSON numbers only but for timeout (exec also
+		// numeric strings).
 		{map[string]any{"action": "wait", "sessionId": id, "timeout": "30s"}, "timeout"},
 		{map[string]any{"action": "log", "sessionId": id, "limit": "5"}, "limit"},
 	} {

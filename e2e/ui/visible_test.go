@@ -69,8 +69,8 @@ func TestOperatorSeesEscapes(t *testing.T) {
 		t.Fatalf("exec: %q %v", r.Text, r.D)
 	}
 
-	// A second request whose derived session name (the verb and its first
-	// operand) holds the C0 controls, DEL and the bidi and zero-width
+	// A second request whose derived session name (the command's words)
+	// holds the C0 controls, DEL and the bidi and zero-width
 	// characters: ps shows names.
 	var named strings.Builder
 	named.WriteString("touch 'A")
@@ -108,8 +108,8 @@ func TestOperatorSeesEscapes(t *testing.T) {
 	checkText("approvals pending", run("approvals", "pending"),
 		"\n  command: "+visible.Line(command)+"\n", "\n  cwd: "+visible.Line(cwd)+"\n", "\n  command: "+visible.Line(named.String())+"\n")
 	checkText("ledger tail", run("ledger", "tail", "-n", "50"), visible.Line(command))
-	checkText("ps", run("ps"), id, id2, ":: touch A")
-	checkText("ps --all-agents", run("ps", "--all-agents"), id, id2, ":: touch A")
+	checkText("ps", run("ps"), id, id2, " touch A")
+	checkText("ps --all-agents", run("ps", "--all-agents"), id, id2, " touch A")
 
 	// --json: exact values, no hidden character raw on the terminal.
 	out := run("approvals", "pending", "--json")

@@ -38,38 +38,28 @@ func (a *app) psCmd() *cobra.Command {
 			printJSON(stdout, res)
 			return ExitOK
 		}
-		if !*all {
-			_, text := splitEvents(res.Text)
-			printText(stdout, text)
-			return ExitOK
-		}
 		var list client.SessionList
 		if err := res.Decode(&list); err != nil {
 			fmt.Fprintf(stderr, "conch ps: %v\n", err)
 			return ExitFailed
 		}
-		printText(stdout, formatSessions(list.Sessions, g.agent))
+		printText(stdout, formatSessions(list.Sessions, g.agent, *all))
 		return ExitOK
 	})
 	return cmd
 }
 
-// formatSessions renders sessions of several agents, one line each, in
-// the layout of process list with the agent in front.
-// Entries without an agent belong to defaultAgent.
-func formatSessions(list []client.Session, defaultAgent string) string {
+// formatSessions renders sessions as a table under a header line:
+// session, status, runtime and name (process list's label), with the
+// owning agent in front when agents is set. Entries without an agent
+// belong to defaultAgent.
+func formatSessions(list []client.Session, defaultAgent string, agents bool) string {
 	if len(list) == 0 {
 		return "No running or recent sessions."
 	}
-	width := 5
+	type row struct{ agent, id, status, time, label string }
+	rows := []row{{"AGENT", "SESSION", "STATUS", "TIME", "NAME"}}
 	for _, s := range list {
-		width = max(width, len(s.Agent))
-	}
-	var b strings.Builder
-	for i, s := range list {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
 		agent := s.Agent
 		if agent == "" {
 			agent = defaultAgent
@@ -78,8 +68,25 @@ func formatSessions(list []client.Session, defaultAgent string) string {
 		if s.Name != "" {
 			label = middleTruncate(s.Name, 80)
 		}
-		l := visible.Line
-		fmt.Fprintf(&b, "%-*s %s %-9s %s :: %s", width, l(agent), l(s.SessionID), l(s.Status), compactDuration(time.Duration(s.RuntimeMs)*time.Millisecond), l(label))
+		if s.AwaitingInput != nil {
+			label += " [awaiting input]"
+		}
+		l := visible.Line // a name or a command stays on its row
+		rows = append(rows, row{l(agent), l(s.SessionID), l(s.Status), compactDuration(time.Duration(s.RuntimeMs) * time.Millisecond), l(label)})
+	}
+	wa, wi, wt := 5, 0, 0
+	for _, r := range rows {
+		wa, wi, wt = max(wa, len(r.agent)), max(wi, len(r.id)), max(wt, len(r.time))
+	}
+	var b strings.Builder
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if agents {
+			fmt.Fprintf(&b, "%-*s ", wa, r.agent)
+		}
+		fmt.Fprintf(&b, "%-*s %-9s %-*s %s", wi, r.id, r.status, wt, r.time, r.label)
 	}
 	return b.String()
 }

@@ -23,13 +23,13 @@ import (
 var sessionDocs = map[string][3]string{
 	"poll":   {"poll ID [--since C] [--timeout MS] [--raw]", "Print a session's new output and state (process poll)", "  conch poll calm-gulf\n  conch poll calm-gulf --timeout 5000"},
 	"log":    {"log ID [--offset N] [--limit N] [--since C] [-f] [--raw] [--stream S] [--format text|asciicast]", "Print a session's output (process log); -f follows it", "  conch log calm-gulf -f\n  conch log calm-gulf --offset 0 --limit 50\n  conch log calm-gulf --format asciicast > s.cast"},
-	"wait":   {"wait ID [--until U[,U...]] [--pattern RE] [-i] [--since C] [--host H] [--port P] [--url U] [--path P] [--idle MS] [--timeout MS]", "Wait for a session's end, a pattern, a port, a URL, a file or idleness", "  conch wait calm-gulf\n  conch wait calm-gulf --until port --port 8080 --timeout 60000\n  conch wait calm-gulf --until regex --pattern 'listening on'"},
-	"search": {"search ID PATTERN [-i] [-C N] [--max N] [--since C]", "Search a session's output for a regular expression", "  conch search calm-gulf 'error|FAIL' -i -C 2"},
-	"screen": {"screen ID", "Print what a PTY session's terminal shows", "  conch screen calm-gulf"},
-	"send":   {"send ID [--data S] [--eof] [--keys K,K] [--hex H,H] [--literal S] [--paste S] [--no-bracket] [--submit] [--delay MS]", "Send input, keys or a paste to a session", "  conch send calm-gulf --keys C-c\n  conch send calm-gulf --data 'yes' --submit"},
-	"kill":   {"kill ID", "Kill a session's process tree", "  conch kill calm-gulf"},
-	"clear":  {"clear ID", "Forget a finished session's unread output", "  conch clear calm-gulf"},
-	"rm":     {"rm ID", "Remove a finished session (kills a running one first)", "  conch rm calm-gulf"},
+	"wait":   {"wait ID [--until U[,U...]] [--pattern RE] [-i] [--since C] [--host H] [--port P] [--url U] [--path P] [--idle MS] [--timeout MS]", "Wait for a session's end, a pattern, a port, a URL, a file or idleness (process wait)", "  conch wait calm-gulf\n  conch wait calm-gulf --until port --port 8080 --timeout 60000\n  conch wait calm-gulf --until regex --pattern 'listening on'"},
+	"search": {"search ID PATTERN [-i] [-C N] [--max N] [--since C]", "Search a session's output for a regular expression (process search)", "  conch search calm-gulf 'error|FAIL' -i -C 2"},
+	"screen": {"screen ID", "Print what a PTY session's terminal shows (process screen)", "  conch screen calm-gulf"},
+	"send":   {"send ID [--data S] [--eof] [--keys K,K] [--hex H,H] [--literal S] [--paste S] [--no-bracket] [--submit] [--delay MS]", "Send input, keys or a paste to a session (process write, send-keys, paste, submit)", "  conch send calm-gulf --keys C-c\n  conch send calm-gulf --data 'yes' --submit"},
+	"kill":   {"kill ID", "Kill a session's process tree; the session and its log stay (process kill)", "  conch kill calm-gulf"},
+	"clear":  {"clear ID", "Delete a finished session: its record and its output log (process clear)", "  conch clear calm-gulf"},
+	"rm":     {"rm ID", "Delete a session and its output log, killing it first if it runs (process remove)", "  conch rm calm-gulf"},
 }
 
 // optNum is a number flag that remembers whether it was given.

@@ -119,8 +119,9 @@ type Deps struct {
 	InitExe func() string
 	// Log receives diagnostics.
 	Log *slog.Logger
-	// LoginPATH returns the login-shell PATH of gateway runs, waiting at
-	// most half of window for it (window < 0: as long as it takes).
+	// LoginPATH returns the login-shell PATH of gateway runs, waiting for
+	// it within window, the run's yield window (< 0: as long as it
+	// takes).
 	LoginPATH func(window time.Duration) (path string, known bool, waited time.Duration)
 	// Launch starts a spec under a local supervisor (the engine's
 	// supervisor.Pool: its spare or its supervisor hosts).

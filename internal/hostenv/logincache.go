@@ -105,14 +105,30 @@ func readLoginCache(file, key string, now time.Time) (loginCache, bool) {
 	return c, age >= 0 && age < ttl
 }
 
+// UserLoginCache is the login-probe cache file this user's homes share
+// (conch/login-path.json under the user's cache directory, e.g.
+// ~/.cache), or "" when the user has no cache directory.
+func UserLoginCache() string {
+	dir, err := os.UserCacheDir()
+	if err != nil || !filepath.IsAbs(dir) {
+		return ""
+	}
+	return filepath.Join(dir, "conch", "login-path.json")
+}
+
 // writeLoginCache replaces file with the result (mode 0600).
 func writeLoginCache(file, key, path string, perr error, now time.Time) {
-	if file == "" {
-		return
-	}
 	c := loginCache{V: loginCacheVersion, Key: key, Path: path, ProbedAt: now.UnixMilli()}
 	if perr != nil {
 		c.Error = perr.Error()
+	}
+	writeLoginCacheEntry(file, c)
+}
+
+// writeLoginCacheEntry replaces file with c (mode 0600); "" is no file.
+func writeLoginCacheEntry(file string, c loginCache) {
+	if file == "" {
+		return
 	}
 	b, err := json.Marshal(c)
 	if err != nil {

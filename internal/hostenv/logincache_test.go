@@ -198,3 +198,37 @@ sleep 919.4 & wait
 		t.Fatal("the profile's TERM trap did not run: its lock file is left")
 	}
 }
+
+// TestLoginProbeSharedAcrossHomes: a result probed for one home's cache
+// and the user's cache answers a fresh home at once (its first call then
+// resolves commands as later ones do), and is copied into the fresh
+// home's file; a changed profile is probed again.
+func TestLoginProbeSharedAcrossHomes(t *testing.T) {
+	home, marker, dir := fakeHome(t)
+	user := filepath.Join(t.TempDir(), "conch", "login-path.json")
+	first := filepath.Join(t.TempDir(), "state", "login-path.json")
+	if path, ok, err := StartLoginProbe(first, user).Wait(-1); !ok || err != nil || !strings.HasPrefix(path, dir+":") {
+		t.Fatalf("first home: %q %v %v", path, ok, err)
+	}
+	fresh := filepath.Join(t.TempDir(), "state", "login-path.json")
+	p := StartLoginProbe(fresh, user)
+	path, ok, err := p.Result()
+	if !ok || err != nil || !p.Cached() || !strings.HasPrefix(path, dir+":") {
+		t.Fatalf("fresh home: %q ok=%v err=%v cached=%v, want the shared result at once", path, ok, err, p.Cached())
+	}
+	if n := probes(t, marker); n != 1 {
+		t.Errorf("the login shell ran %d times for two homes", n)
+	}
+	if b, err := os.ReadFile(fresh); err != nil || !strings.Contains(string(b), dir) {
+		t.Errorf("the fresh home's cache: %q %v", b, err)
+	}
+	// A change to the profile is noticed: probed again.
+	time.Sleep(10 * time.Millisecond)
+	writeProfile(t, home, marker, dir+"2", "")
+	if path, _, _ := StartLoginProbe(fresh, user).Wait(-1); !strings.HasPrefix(path, dir+"2:") {
+		t.Errorf("after the profile changed: %q", path)
+	}
+	if n := probes(t, marker); n != 2 {
+		t.Errorf("the login shell ran %d times, want 2", n)
+	}
+}

@@ -48,15 +48,30 @@ const (
 )
 
 // StartLoginProbe returns the probe of this process's login shell. A
-// result in cacheFile whose key matches is used at once; otherwise the
-// probe starts in the background and its result is written to cacheFile
-// (mode 0600, replaced atomically) when it is known. cacheFile "" means no
-// cache. Errors writing the cache are ignored: the probe's result stands.
-func StartLoginProbe(cacheFile string) *LoginProbe {
+// result in one of cacheFiles (the first that has one) whose key matches
+// is used at once, and copied to the files that lack it; otherwise the
+// probe starts in the background and its result is written to every
+// cache file (mode 0600, replaced atomically) when it is known. A ""
+// file is skipped; no files means no cache. Errors writing a cache are
+// ignored: the probe's result stands.
+//
+// The key (loginKey) holds what the result depends on, so one file can
+// serve several homes of one user (UserLoginCache): a fresh home then
+// resolves commands the way the user's other homes do from its first
+// call, and a changed profile, shell or PATH is noticed and probed again.
+func StartLoginProbe(cacheFiles ...string) *LoginProbe {
 	p := &LoginProbe{done: make(chan struct{})}
 	shell := loginShell()
 	key := loginKey(shell)
-	if c, ok := readLoginCache(cacheFile, key, time.Now()); ok {
+	now := time.Now()
+	for i, f := range cacheFiles {
+		c, ok := readLoginCache(f, key, now)
+		if !ok {
+			continue
+		}
+		for _, g := range cacheFiles[:i] {
+			writeLoginCacheEntry(g, c)
+		}
 		p.path, p.cached = c.Path, true
 		if c.Error != "" {
 			p.err = errors.New(c.Error)
@@ -73,7 +88,9 @@ func StartLoginProbe(cacheFile string) *LoginProbe {
 			// Stopped: not a result worth keeping.
 			path, err = "", errors.New("login-shell probe stopped")
 		} else {
-			writeLoginCache(cacheFile, key, path, err, time.Now())
+			for _, f := range cacheFiles {
+				writeLoginCache(f, key, path, err, time.Now())
+			}
 		}
 		p.path, p.err = path, err
 		close(p.done)

@@ -34,8 +34,10 @@ import (
 type Manager struct {
 	hub  *nodehub.Hub
 	home string
-	gw   string
 	log  *slog.Logger
+
+	gwMu sync.Mutex // guards gw; held over the file write of gatewayID only
+	gw   string     // this home's gateway id ("" until the first pod)
 
 	mu     sync.Mutex
 	scopes map[string]*scope // by namespace/scope
@@ -77,11 +79,10 @@ func New(home string, hub *nodehub.Hub, log *slog.Logger) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	gw, err := GatewayID(home)
-	if err != nil {
-		return nil, err
-	}
-	m := &Manager{hub: hub, home: home, gw: gw, log: log, scopes: map[string]*scope{}, pods: map[string]*cluster{},
+	// The gateway id is written when the first pod is made, not here: a
+	// home that never configures kubernetes never writes a kubernetes file
+	// (and a full disk at start is not reported as a kubernetes failure).
+	m := &Manager{hub: hub, home: home, log: log, scopes: map[string]*scope{}, pods: map[string]*cluster{},
 		pools: map[string]*pool{}, stop: make(chan struct{}), done: make(chan struct{}), pdone: make(chan struct{}), fill: make(chan struct{}, 1)}
 	hub.SetPodVerifier(m.verify)
 	go m.reaper()
@@ -129,6 +130,21 @@ func GatewayID(home string) (string, error) {
 		return GatewayID(home) // another process made it first
 	}
 	return id, err
+}
+
+// gatewayID returns this home's gateway id (GatewayID), made on first
+// use; a failure is retried at the next use.
+func (m *Manager) gatewayID() (string, error) {
+	m.gwMu.Lock()
+	defer m.gwMu.Unlock()
+	if m.gw == "" {
+		gw, err := GatewayID(m.home)
+		if err != nil {
+			return "", fmt.Errorf("write this gateway's id for its sandbox pods (sandboxes/kube-gateway-id): %w", err)
+		}
+		m.gw = gw
+	}
+	return m.gw, nil
 }
 
 func (m *Manager) scopeOf(key string) *scope {
@@ -271,6 +287,10 @@ func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent s
 		sa = "default"
 	}
 	k.ServiceAccountName = sa
+	gw, err := m.gatewayID()
+	if err != nil {
+		return nodeport.Ref{}, err
+	}
 	progress(fmt.Sprintf("Waiting for sandbox pod %s/%s (%s, image %s) to start and connect, up to %s…", ns, name, strings.ToLower(kind), k.Image, k.StartupTimeout))
 	tok, hash, err := m.hub.CreatePodInvite(nodehub.PodBinding{Namespace: ns, Name: name, ServiceAccount: sa, Scope: sb.Scope,
 		Kind: kind, Kubeconfig: k.Kubeconfig, Context: k.Context, Pool: pool}, k.StartupTimeout+time.Minute)
@@ -283,14 +303,14 @@ func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent s
 		return nodeport.Ref{}, err
 	}
 	if len(k.NetworkPolicy) > 0 {
-		if err := cl.applyNetworkPolicy(ctx, ns, m.gw, k.NetworkPolicy); err != nil {
+		if err := cl.applyNetworkPolicy(ctx, ns, gw, k.NetworkPolicy); err != nil {
 			m.hub.DropPod("", hash, "")
 			return nodeport.Ref{}, err
 		}
 	}
 	now := time.Now()
 	meta := metav1.ObjectMeta{Name: name, Namespace: ns,
-		Labels: map[string]string{LabelManaged: "conch", LabelGateway: m.gw, LabelScope: labelValue(sb.Scope), "conch.sh/kind": kind},
+		Labels: map[string]string{LabelManaged: "conch", LabelGateway: gw, LabelScope: labelValue(sb.Scope), "conch.sh/kind": kind},
 		Annotations: map[string]string{AnnoLastUsed: now.UTC().Format(time.RFC3339), AnnoIdle: sb.IdleTimeout.String(),
 			"conch.sh/agent": agent, "conch.sh/scope": sb.Scope}}
 	if pool != "" {

@@ -260,9 +260,10 @@ func TestSchemaRangesMatch(t *testing.T) {
 	}{{execSchema, apitype.Ranges(apitype.ExecParams{})}, {processSchema, apitype.Ranges(apitype.ProcessParams{})}} {
 		var s struct {
 			Properties map[string]struct {
-				Type    any      `json:"type"`
-				Minimum *float64 `json:"minimum"`
-				Maximum *float64 `json:"maximum"`
+				Type        any      `json:"type"`
+				Minimum     *float64 `json:"minimum"`
+				Maximum     *float64 `json:"maximum"`
+				Description string   `json:"description"`
 			} `json:"properties"`
 		}
 		if err := json.Unmarshal([]byte(c.schema), &s); err != nil {
@@ -270,6 +271,18 @@ func TestSchemaRangesMatch(t *testing.T) {
 		}
 		for _, r := range c.ranges {
 			p, ok := s.Properties[r.Field]
+			if ok && r.Clamp {
+				// A clamped number is accepted outside its range, and a
+				// fraction where an integer is needed is floored: the
+				// schema must not refuse either.
+				if p.Minimum != nil || p.Maximum != nil || p.Type != "number" {
+					t.Errorf("schema of %s (clamped): %+v, want a number without minimum or maximum", r.Field, p)
+				}
+				if !strings.Contains(p.Description, "clamp") && !strings.Contains(p.Description, "floored") {
+					t.Errorf("schema of %s (clamped): the description does not say it clamps: %q", r.Field, p.Description)
+				}
+				continue
+			}
 			if !ok || p.Minimum == nil || p.Maximum == nil || *p.Minimum != r.Min || *p.Maximum != r.Max {
 				t.Errorf("schema of %s: %+v, want [%v, %v]", r.Field, p, r.Min, r.Max)
 				continue
