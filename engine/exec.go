@@ -181,7 +181,7 @@ func (e *Engine) plan(ctx context.Context, agent string, p apitype.ExecParams, w
 	if !ok {
 		return nil, apitype.Errorf(apitype.CodeHostNotAllowed, "exec host %s is not available in this build.", name)
 	}
-	pl.Host, pl.HostReason = name, reason
+	pl.Host, pl.HostReason, pl.Runner = name, reason, runsOn
 
 	// Background allowed? (exec.md §2 step 3)
 	pl.Window = set.Yield
@@ -435,9 +435,12 @@ func (e *Engine) start(spec supervisor.Spec, pl *plan, requestID, approvalID str
 	if pl.Local {
 		return e.commit(spec)
 	}
-	h, ok := e.hosts.Lookup(pl.Host)
+	// The host that planned the run starts it: a kubernetes sandbox run
+	// reports host sandbox, but only the pod host may start it (the
+	// sandbox host would start it here, on the gateway, unsandboxed).
+	h, ok := e.hosts.Lookup(pl.Runner)
 	if !ok {
-		return nil, fmt.Errorf("exec host %s is not available in this build", pl.Host)
+		return nil, fmt.Errorf("exec host %s is not available in this build", pl.Runner)
 	}
 	return h.Start(context.Background(), pl, spec, host.Run{RequestID: requestID, ApprovalID: approvalID})
 }

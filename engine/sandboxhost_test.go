@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/conchsh/conch/apitype"
@@ -39,5 +40,18 @@ func TestRemoteBackendPlannedByItsHost(t *testing.T) {
 	}
 	if r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "echo hi", Host: podName}); errorCode(r) != apitype.CodeHostNotAllowed || f.planned != 1 {
 		t.Fatalf("exec host=%s: code %q, planned %d; want %s and no plan", podName, errorCode(r), f.planned, apitype.CodeHostNotAllowed)
+	}
+}
+
+// A run planned by the pod host is started by it, never by the sandbox
+// host it reports (which would run it on the gateway, unsandboxed: the
+// real-pod test caught this as "spawn /bin/sh" in the gateway's cwd).
+func TestRemoteBackendStartedByItsHost(t *testing.T) {
+	podName := host.SandboxHost("kubernetes")
+	f := &fakeHost{startErr: []error{errors.New("started by the pod host")}}
+	e := fakeEngine(t, `{"tools":{"exec":{"security":"full","ask":"off"}},"sandbox":{"mode":"all","backend":"kubernetes","kubernetes":{"gatewayUrl":"http://127.0.0.1:9","image":"conch:test"}}}`, renamed{f, podName})
+	r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "echo hi"})
+	if f.planned != 1 || f.startCount() != 1 || !strings.Contains(r.Text, "started by the pod host") {
+		t.Fatalf("planned %d, started %d by the pod host: %q", f.planned, f.startCount(), r.Text)
 	}
 }

@@ -86,8 +86,12 @@ type Plan struct {
 	Env        []string
 	EnvKeys    []string
 	Cwd        string
-	Host       string
+	Host       string // the host results report (sandbox for a pod run)
 	HostReason string
+	// Runner is the registered host that planned the run and must start
+	// it: Host, or the host of a sandbox backend whose sandboxes live
+	// elsewhere (pod for kubernetes). Never start a plan on another.
+	Runner string
 	Gate       Gate
 	PTY        bool
 	Stdin      string
