@@ -13,7 +13,6 @@ import (
 	"os"
 
 	conchcli "github.com/conchsh/conch/internal/cli"
-	"github.com/conchsh/conch/internal/sandbox/initproc"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -27,8 +26,9 @@ func run(args []string) int {
 		switch args[0] {
 		case "supervise":
 			return supervisor.Main(args[1:])
-		case "sandbox-init":
-			return initproc.InitMain(args[1:])
+		}
+		if entry, ok := osEntries[args[0]]; ok {
+			return entry(args[1:])
 		}
 	}
 	return conchcli.Main(args, os.Stdin, os.Stdout, os.Stderr)
