@@ -18,6 +18,7 @@ import (
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/supervisor"
@@ -135,7 +136,7 @@ func Doctor(home string) []Finding {
 		}
 		var p engine.Policy
 		if ferr == nil {
-			p = v.EffectivePolicy(agent, "true", home, os.Getenv("PATH"))
+			p = v.EffectivePolicy(agent, "true", home, hostenv.DaemonPATH())
 		}
 		// Ungated: the agent's commands run on this machine with nothing
 		// judging them (the same status `policy explain` prints first).

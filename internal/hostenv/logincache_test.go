@@ -1,3 +1,5 @@
+//go:build unix
+
 package hostenv
 
 import (
@@ -196,5 +198,15 @@ sleep 919.4 & wait
 	}
 	if _, err := os.Stat(lock); err == nil {
 		t.Fatal("the profile's TERM trap did not run: its lock file is left")
+	}
+}
+
+func TestLoginPATH(t *testing.T) {
+	p, _, err := StartLoginProbe("").Wait(-1)
+	if err != nil {
+		t.Skipf("no login shell here: %v", err)
+	}
+	if !strings.Contains(p, "/usr/bin") {
+		t.Fatalf("login PATH %q lacks /usr/bin", p)
 	}
 }
