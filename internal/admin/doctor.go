@@ -196,7 +196,7 @@ func Doctor(home string) []Finding {
 		}
 	}
 	if !supervisor.CgroupAvailable() {
-		add("containment.no_cgroup", "info", "no writable cgroup: sessions are contained by process groups and the supervisor as subreaper")
+		add(noCgroup.name, noCgroup.level, "%s", noCgroup.text)
 	}
 	entries, _ := os.ReadDir(filepath.Join(home, "sessions"))
 	lost := 0
