@@ -29,9 +29,16 @@ var adapters = []string{
 	mod + "/client",
 }
 
+// e2eHarness is the end-to-end tests' harness: non-test files (so that
+// every end-to-end package under e2e/ can import it), imported only by
+// tests (TestTestHelpersOnlyInTests: its name ends in "test").
+const e2eHarness = mod + "/internal/e2etest"
+
 // protocolExceptions are packages outside adapters that still speak a
-// protocol, each with the reason (none now).
-var protocolExceptions = map[string]string{}
+// protocol, each with the reason.
+var protocolExceptions = map[string]string{
+	e2eHarness: "a client of the conch processes the tests start: MCP, HTTP and the node WebSocket, as a real client speaks them",
+}
 
 // protocols are the imports only adapters may have.
 var protocols = []string{"net/http", "github.com/coder/websocket", "github.com/modelcontextprotocol/"}
@@ -42,6 +49,9 @@ var protocols = []string{"net/http", "github.com/coder/websocket", "github.com/m
 var aboveEngine = append([]string{
 	mod + "/engine",
 	mod + "/e2e",
+	// The harness drives the whole binary and runs the CLI's exit-code
+	// table (internal/cli) in process.
+	e2eHarness,
 	mod + "/internal/admin",
 	mod + "/internal/archtest",
 }, adapters...)

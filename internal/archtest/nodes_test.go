@@ -19,8 +19,10 @@ import (
 var nodePackages = []string{mod + "/internal/nodehub", mod + "/internal/nodehost", mod + "/internal/nodelink", mod + "/internal/nodeport"}
 
 // websocketImporters are the only packages that may import the WebSocket
-// library: the node transport and the HTTP adapters.
-var websocketImporters = []string{mod + "/internal/nodelink", mod + "/internal/httpapi", mod + "/internal/ui", mod + "/internal/mcpserver"}
+// library: the node transport and the HTTP adapters, and the end-to-end
+// harness, which speaks the node protocol to a gateway as a node would
+// (and as a hostile one does).
+var websocketImporters = []string{mod + "/internal/nodelink", mod + "/internal/httpapi", mod + "/internal/ui", mod + "/internal/mcpserver", e2eHarness}
 
 func TestNodePackagesBelowEngine(t *testing.T) {
 	seen := 0

@@ -29,6 +29,8 @@ var writesInPlace = map[string]string{
 	"internal/sandbox/git.go:placeholder":           "an empty placeholder file git expects, nothing is read from it",
 	"internal/sandbox/git.go:placeholders":          "an empty placeholder file git expects, nothing is read from it",
 	"internal/sandbox/bwrap/runas.go:stageMounts":   "empty mount targets on a private tmpfs",
+	"internal/e2etest/harness.go:NewHome":           "a test's fresh home in its temp dir, written before any conch process starts",
+	"internal/e2etest/policy.go:GatedHome":          "a test's fresh home in its temp dir, written before any conch process starts",
 }
 
 // TestTrustedFilesWrittenAtomically finds every call that creates or

@@ -1,0 +1,9 @@
+package policy
+
+import (
+	"testing"
+
+	"github.com/conchsh/conch/internal/e2etest"
+)
+
+func TestMain(m *testing.M) { e2etest.Main(m) }

@@ -1,0 +1,3 @@
+// Package sandbox holds the end-to-end tests of host=sandbox (bubblewrap,
+// Landlock) and its escapes. The harness is internal/e2etest.
+package sandbox
