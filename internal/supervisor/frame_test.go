@@ -125,3 +125,16 @@ func TestFrameDamage(t *testing.T) {
 		t.Errorf("oversized write: %v", err)
 	}
 }
+
+// TestPeerUID: the per-OS peer-credential call (SO_PEERCRED here,
+// LOCAL_PEERCRED on macOS) names this process's uid for both ends of a
+// unix socket pair.
+func TestPeerUID(t *testing.T) {
+	a, b := streamPair(t)
+	for _, c := range []*net.UnixConn{a, b} {
+		uid, err := PeerUID(c)
+		if err != nil || uid != os.Getuid() {
+			t.Fatalf("PeerUID = %d, %v; want %d", uid, err, os.Getuid())
+		}
+	}
+}
