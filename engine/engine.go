@@ -36,6 +36,7 @@ import (
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/registry"
+	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -583,6 +584,7 @@ func (e *Engine) markLost(s *session) {
 // ended handles a session's end: it wakes waiters, deletes a foreground
 // session nobody will read, and queues the exit notice.
 func (e *Engine) ended(s *session, ex supervisor.Exit) {
+	e.checkGuard(s)
 	if !s.finish(ex) {
 		return
 	}
@@ -612,6 +614,29 @@ func (e *Engine) ended(s *session, ex supervisor.Exit) {
 		return
 	}
 	e.queueExitNotice(s, ex)
+}
+
+// checkGuard compares, once, the paths a sandboxed run's backend
+// mounted read-only with their record from before the run; what changed
+// is put back (sandbox.Guard) and the session's result and the log say
+// so. The sandbox's processes are gone by now (its namespaces die with
+// its init).
+func (e *Engine) checkGuard(s *session) {
+	s.mu.Lock()
+	g := s.guard
+	s.guard = nil
+	s.mu.Unlock()
+	if g == nil {
+		return
+	}
+	q := filepath.Join(e.home, "sandboxes", "quarantine", s.id)
+	cs := g.Check(q)
+	if len(cs) == 0 {
+		return
+	}
+	note := sandbox.ChangesNote(cs, q)
+	e.log.Warn("sandbox: the command changed protected paths; conch put them back", "session", s.id, "agent", s.agent, "changes", len(cs), "note", note)
+	s.update(func(st *state) { st.Restored = note })
 }
 
 // sweep deletes finished sessions past their TTL.

@@ -386,6 +386,7 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 	s.mu.Lock()
 	s.pid, s.socket, s.start = h.PID, socket, time.Now()
 	s.release = h.Release
+	s.guard = pl.Guard
 	if h.Meta != nil {
 		s.meta = *h.Meta
 		s.start = time.UnixMilli(s.meta.StartedAt)
@@ -600,6 +601,9 @@ func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSe
 		UnreadableBytes: out.unreadable,
 	}
 	lost := lostNote(ex)
+	if st.Restored != "" {
+		lost += "\n\n" + st.Restored
+	}
 	reason := failureReason(ex, st.TimeoutSec)
 	if reason == "" {
 		d.Status = "completed"

@@ -13,6 +13,7 @@ import (
 	"github.com/conchsh/conch/internal/keys"
 	"github.com/conchsh/conch/internal/render"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/visible"
 )
 
 // Process runs the process tool for agent (process.md).
@@ -216,7 +217,8 @@ func (e *Engine) list(agent string) apitype.Result {
 		if en.AwaitingInput != nil {
 			label += " [awaiting input]"
 		}
-		line := fmt.Sprintf("%s %-9s %s :: %s", en.SessionID, en.Status, compactDuration(time.Duration(en.RuntimeMs)*time.Millisecond), label)
+		// One line per session, whatever the command or name holds.
+		line := fmt.Sprintf("%s %-9s %s :: %s", en.SessionID, en.Status, compactDuration(time.Duration(en.RuntimeMs)*time.Millisecond), visible.Line(label))
 		k := utf8.RuneCountInString(line) + 1
 		if i > 0 && chars+k > budget {
 			fmt.Fprintf(&b, "\n[… %d more sessions not shown (output budget %d chars); details.sessions lists them all]", len(entries)-i, budget)
@@ -407,6 +409,9 @@ func (e *Engine) pollResult(s *session, st state, ex *supervisor.Exit, agent str
 			end += "\n" + n
 		}
 		end += lostNote(*ex)
+		if st.Restored != "" {
+			end += "\n" + st.Restored
+		}
 	}
 	if a := e.awaiting(s); a != nil {
 		end = "Process is awaiting input: " + a.Prompt

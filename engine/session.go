@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -35,6 +36,9 @@ type state struct {
 	Gated       bool        `json:"gated,omitempty"`
 	Notice      noticeState `json:"notice"`
 	PollBackoff int         `json:"pollBackoff"`
+	// Restored says what the run changed of the paths the sandbox
+	// protects and what conch did about it ("" for nothing).
+	Restored string `json:"restored,omitempty"`
 }
 
 type noticeState struct {
@@ -70,6 +74,7 @@ type session struct {
 	approvalID string             // approval of a gated run
 	release    func()             // tells its supervisor host the directory goes (nil: none)
 	trimmed    bool               // the journal quota trimmed its journal (the agent was told)
+	guard      *sandbox.Guard     // the sandbox's protected paths, checked once at the end (memory only; nil: none)
 
 	ended chan struct{} // closed once exit is set
 }

@@ -180,7 +180,7 @@ func precheck(src string) *failure {
 		// The parser recurses once per nesting level: a bound on the
 		// length bounds its stack (a few megabytes of nested $( would
 		// overflow it, which no recover catches).
-		return &failure{reason: reasonTooLong, off: -1}
+		return &failure{reason: reasonTooLong + " (it is " + strconv.Itoa(len(src)) + ")", off: -1}
 	}
 	if i := strings.IndexByte(src, 0); i >= 0 {
 		return &failure{reason: reasonInvalidChar, off: i}

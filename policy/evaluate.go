@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 )
@@ -94,7 +95,15 @@ func Evaluate(req Request) Decision {
 	case all && !heredoc:
 		d.Outcome = OutcomeRun
 		d.Pinned = pinned.String()
-		if check := analyze(d.Pinned); !check.OK {
+		// The command as sent is within the cap (else the analysis failed
+		// on it); its pinned form, the executables' absolute paths in
+		// place of their names, may not be, and a longer one could not
+		// be started (one argument of a process holds MaxCommandBytes).
+		// Say so in the agent's terms rather than re-analysing it.
+		if len(d.Pinned) > MaxCommandBytes {
+			d.Outcome, d.Reason = OutcomeDeny, pinnedTooLong(len(req.Command), len(d.Pinned))
+			d.Pinned = ""
+		} else if check := analyze(d.Pinned); !check.OK {
 			d.Outcome, d.Reason, d.Pinned = OutcomeDeny, deniedPlanPrefix+check.Reason+")", ""
 		}
 	case ask == AskOff:
@@ -106,6 +115,13 @@ func Evaluate(req Request) Decision {
 		d.Persist = persist(d.Analysis.Parts)
 	}
 	return d
+}
+
+// pinnedTooLong is the reason for a command of sent bytes whose pinned form
+// of pinned bytes is over MaxCommandBytes.
+func pinnedTooLong(sent, pinned int) string {
+	return fmt.Sprintf("exec denied: the command is %d bytes; with its executables pinned to their absolute paths it is %d, more than the %d bytes one argument of a process holds: shorten it by %d bytes",
+		sent, pinned, MaxCommandBytes, pinned-MaxCommandBytes)
 }
 
 // promptReason says why an approval is needed in allowlist mode.

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -182,5 +183,38 @@ func TestAllowlistCaseSensitive(t *testing.T) {
 	req.Env.FoldCase = true
 	if d := Evaluate(req); d.Outcome != OutcomeRun {
 		t.Errorf("FoldCase: /x/*/tool did not match /x/BIN/TOOL: %s", d.Reason)
+	}
+}
+
+// TestLengthCapOnTheSentCommand: the length cap is checked on the command
+// as the agent sent it, and reported with its length; a command within the
+// cap whose pinned form (absolute paths in place of names) is not, is
+// refused with both lengths and by how much to shorten it, never with
+// "longer than 131071 bytes" for a shorter command. Generated at every
+// length around the cap, plain, piped and under bash -c.
+func TestLengthCapOnTheSentCommand(t *testing.T) {
+	for _, shape := range []struct{ pre, post string }{{"echo ", ""}, {"echo hi | echo ", ""}, {"bash -c 'echo ", "'"}} {
+		for _, n := range []int{MaxCommandBytes - 40, MaxCommandBytes - 10, MaxCommandBytes - 1, MaxCommandBytes, MaxCommandBytes + 1, MaxCommandBytes + 30} {
+			cmd := shape.pre + strings.Repeat("a", n-len(shape.pre)-len(shape.post)) + shape.post
+			req := stdRequest(cmd)
+			req.Ask = AskOff
+			req.Allowlist = append(req.Allowlist, AllowEntry{Pattern: "/usr/bin/bash"})
+			d := Evaluate(req)
+			switch {
+			case len(cmd) > MaxCommandBytes:
+				if d.Outcome == OutcomeRun || !strings.Contains(d.Analysis.Reason, "longer than 131071 bytes (it is "+strconv.Itoa(len(cmd))+")") {
+					t.Errorf("%q… of %d bytes: %s %q / %q", shape.pre, len(cmd), d.Outcome, d.Reason, d.Analysis.Reason)
+				}
+			case d.Outcome == OutcomeRun:
+				if len(d.Pinned) > MaxCommandBytes {
+					t.Errorf("%q… of %d bytes: runs a pinned form of %d bytes", shape.pre, len(cmd), len(d.Pinned))
+				}
+			default:
+				if strings.Contains(d.Reason+d.Analysis.Reason, "longer than") ||
+					!strings.Contains(d.Reason, "the command is "+strconv.Itoa(len(cmd))+" bytes") || !strings.Contains(d.Reason, "shorten it by ") {
+					t.Errorf("%q… of %d bytes, within the cap: %s %q", shape.pre, len(cmd), d.Outcome, d.Reason)
+				}
+			}
+		}
 	}
 }

@@ -23,15 +23,59 @@ import (
 
 // The kubernetes sandbox backend end to end: a real conch serve, a real
 // kube-apiserver with etcd (kubeharness_test.go), and the real `conch
-// node` of each sandbox pod, run by the kubelet stand-in, dialling the
-// real gateway with its pod-bound join token.
+// node` of each sandbox pod dialling the real gateway with its pod-bound
+// join token. The pods run on a real node (realnode_test.go: containerd,
+// runc, the kubelet, CNI) where one can run; elsewhere on the kubelet
+// stand-in, which runs each pod's command as a local process. The test
+// log says which (set CONCH_KUBE_REAL_NODE=0 to force the stand-in).
+
+// podNode is what runs the pods: the real node or the kubelet stand-in.
+type podNode interface {
+	// workspace is pod name's /workspace on this machine.
+	workspace(name string) string
+	// workdir is what pwd prints in pod name's /workspace.
+	workdir(name string) string
+	// evict has the node evict pod name; evictReason is a phrase of
+	// the eviction message.
+	evict(name string)
+	evictReason() string
+	// nodeNotReady has the pod's node stop reporting, its pod marked
+	// not Ready; darken then kills what runs in the pod.
+	nodeNotReady(name string)
+	darken(name string)
+	// nodeBack has the node report again.
+	nodeBack()
+	nodeName() string
+}
+
+// kubeSettings are the settings that differ between the real node and
+// the stand-in.
+type kubeSettings struct {
+	real         bool
+	listenHost   string // where the gateway listens: the pods dial it there
+	conchPath    string // conch in the sandbox image
+	runtimeClass string
+	handler      string
+	pullFail     string // an image whose pull fails at once
+	pullFailWhy  string // what the pull error says
+	hold         string // template settings whose pod stays Pending
+	evictLimits  string // the "resources" of agent evict
+}
+
+var standInSettings = kubeSettings{listenHost: "127.0.0.1", conchPath: "", runtimeClass: "gvisor", handler: "runsc",
+	pullFail: "registry.invalid/nope:1", pullFailWhy: "no such host", hold: `"image": "conch-test/hold:1"`, evictLimits: `{}`}
+
+var realSettings = kubeSettings{real: true, listenHost: bridgeAddr, conchPath: "/conch", runtimeClass: "conch-runc", handler: "runc",
+	pullFail: refusedRegistry + "/nope:1", pullFailWhy: "connection refused", hold: `"nodeSelector": {"pool": "nowhere"}`,
+	evictLimits: `{"limits": {"ephemeral-storage": "16Mi"}}`}
 
 // kubeEnv is one cluster, namespace, kubelet stand-in and gateway shared
 // by the subtests of TestKubeSandbox.
 type kubeEnv struct {
 	c       *testCluster
 	ns      string
-	kubelet *kubeletStandIn
+	kubelet podNode
+	set     kubeSettings
 	g       *e2etest.Gateway
 	home    string
 	tokens  map[string]string // agent -> token
@@ -39,12 +83,16 @@ type kubeEnv struct {
 
 const kubeNS = "conch-test"
 
-func kubeConfig(t *testing.T, c *testCluster, listen string) string {
+func kubeConfig(t *testing.T, c *testCluster, listen string, set kubeSettings) string {
 	t.Helper()
 	agent := func(idle, kube string) string {
 		return fmt.Sprintf(`{"sandbox": {"idleTimeout": %q, "kubernetes": {%s}}}`, idle, kube)
 	}
 	closed := e2etest.FreePort(t)
+	conchPath := set.conchPath
+	if conchPath == "" {
+		conchPath = e2etest.ConchBin
+	}
 	return fmt.Sprintf(`{
   "tools": {"exec": {"applyPatch": {"enabled": true}}},
   "sandbox": {"mode": "all", "backend": "kubernetes", "idleTimeout": "0", "kubernetes": {
@@ -68,18 +116,18 @@ func kubeConfig(t *testing.T, c *testCluster, listen string) string {
     "sh2": {"sandbox": {"scope": "shared"}},
     "nodehost": {"sandbox": {"mode": "off"}, "tools": {"exec": {"host": "node", "security": "full", "ask": "off"}}}
   }
-}`, c.kubeconfig("conch-gateway", ""), kubeNS, listen, e2etest.ConchBin,
-		agent("0", `"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "1Gi"}}, "runtimeClassName": "gvisor", "nodeSelector": {"pool": "sandboxes"}, "tolerations": [{"key": "sandbox", "operator": "Exists", "effect": "NoSchedule"}], "networkPolicy": {"policyTypes": ["Egress"], "egress": [{"to": [{"ipBlock": {"cidr": "127.0.0.0/8"}}]}]}`),
+}`, c.kubeconfig("conch-gateway", ""), kubeNS, listen, conchPath,
+		agent("0", `"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "1Gi"}}, "runtimeClassName": "`+set.runtimeClass+`", "nodeSelector": {"pool": "sandboxes"}, "tolerations": [{"key": "sandbox", "operator": "Exists", "effect": "NoSchedule"}], "networkPolicy": {"policyTypes": ["Egress"], "egress": [{"to": [{"ipBlock": {"cidr": "127.0.0.0/8"}}]}]}`),
 		agent("4s", ""),
-		agent("0", `"image": "registry.invalid/nope:1"`),
+		agent("0", `"image": "`+set.pullFail+`"`),
 		agent("0", fmt.Sprintf(`"kubeconfig": %q`, c.kubeconfig("nobody", ""))),
 		agent("0", fmt.Sprintf(`"kubeconfig": %q`, c.kubeconfig("conch-gateway", fmt.Sprintf("https://127.0.0.1:%d", closed)))),
-		agent("0", `"image": "conch-test/hold:1"`),
-		agent("0", ""),
+		agent("0", set.hold),
+		agent("0", `"resources": `+set.evictLimits),
 		agent("0", ""),
 		agent("30m", `"sandboxCrd": "always"`),
 		agent("4s", ""),
-		agent("0", `"image": "conch-test/hold:1", "startupTimeout": "2s"`),
+		agent("0", set.hold+`, "startupTimeout": "2s"`),
 		agent("0", `"nodeLostGrace": "2s"`),
 		agent("4s", `"warmPool": 1`))
 }
@@ -88,17 +136,25 @@ func TestKubeSandbox(t *testing.T) {
 	c := startCluster(t)
 	c.setupNamespace(kubeNS)
 	c.installSandboxCRD()
+	env := &kubeEnv{c: c, ns: kubeNS, tokens: map[string]string{}, set: standInSettings}
+	apiserver, _ := apiserverBinary()
+	if kubelet, why := realNodeMissing(apiserver); why == "" {
+		t.Log("pods run on a real node: containerd, runc and the kubelet (" + kubelet + ")")
+		env.set = realSettings
+		env.kubelet = startRealNode(t, c, kubeNS, kubelet)
+	} else {
+		t.Log("pods run on the kubelet stand-in, not a real kubelet: " + why)
+		env.kubelet = startKubelet(t, c, kubeNS)
+	}
 	// The RuntimeClass admission plugin refuses a pod whose RuntimeClass
 	// does not exist.
-	if _, err := c.admin.NodeV1().RuntimeClasses().Create(context.Background(), &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}, metav1.CreateOptions{}); err != nil {
+	if _, err := c.admin.NodeV1().RuntimeClasses().Create(context.Background(), &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: env.set.runtimeClass}, Handler: env.set.handler}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	env := &kubeEnv{c: c, ns: kubeNS, tokens: map[string]string{}}
-	env.kubelet = startKubelet(t, c, kubeNS)
 	startSandboxController(t, c, kubeNS)
-	listen := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
-	env.home = e2etest.NewHome(t, kubeConfig(t, c, listen))
-	env.g = e2etest.StartNodeGateway(t, env.home, listen)
+	listen := fmt.Sprintf("%s:%d", env.set.listenHost, e2etest.FreePort(t))
+	env.home = e2etest.NewHome(t, kubeConfig(t, c, listen, env.set))
+	env.g = e2etest.StartNodeGateway(t, env.home, listen, env.serveFlags()...)
 	env.tokens["main"] = env.g.Token
 	for _, a := range []string{"idle", "pullfail", "norbac", "unreach", "hold", "evict", "gone", "crd", "stale", "nodehost", "slow", "sh1", "sh2", "nodelost", "warm"} {
 		out, err := exec.Command(e2etest.ConchBin, "agents", "add", a, "--home", env.home, "--workspace", t.TempDir()).Output()
@@ -125,6 +181,24 @@ func TestKubeSandbox(t *testing.T) {
 	t.Run("WarmPool", env.testWarmPool)
 	t.Run("Recreate", env.testRecreate)
 	t.Run("PruneAfterGatewayStop", env.testPrune)
+}
+
+// serveFlags are the gateway's flags beyond its address: on the real
+// node it listens on the pods' bridge, not on loopback.
+func (e *kubeEnv) serveFlags() []string {
+	if e.set.real {
+		return []string{"--insecure-listen"}
+	}
+	return nil
+}
+
+// restartGateway stops the gateway and starts it again on listen.
+// The new gateway belongs to the old one's test (it outlives a subtest).
+func (e *kubeEnv) restartGateway(listen string) *e2etest.Gateway {
+	e.g.Stop()
+	g := e2etest.StartNodeGateway(e.g.T, e.home, listen, e.serveFlags()...)
+	g.Token = e.g.Token
+	return g
 }
 
 // exec runs exec as agent and returns the HTTP status and answer.
@@ -192,9 +266,9 @@ func (e *kubeEnv) testCreateReuse(t *testing.T) {
 	m := e.execOK(t, "main", map[string]any{"command": "pwd; echo made > f; echo hi from $HOSTNAME"})
 	pod := e.onePod(t, "agent-main")
 	out := text(m)
-	// The command ran in "the pod": its /workspace (the stand-in's
+	// The command ran in the pod: its /workspace (on the stand-in, its
 	// directory for it), its hostname.
-	if !strings.Contains(out, e.kubelet.workspace(pod.Name)) || !strings.Contains(out, "hi from "+pod.Name) {
+	if !strings.Contains(out, e.kubelet.workdir(pod.Name)) || !strings.Contains(out, "hi from "+pod.Name) {
 		t.Fatalf("first exec did not run in pod %s: %v", pod.Name, m)
 	}
 	if !strings.Contains(out, "Waiting for sandbox pod "+kubeNS+"/"+pod.Name) {
@@ -210,7 +284,7 @@ func (e *kubeEnv) testCreateReuse(t *testing.T) {
 	for _, tl := range spec.Tolerations {
 		tolerated = tolerated || tl.Key == "sandbox" && tl.Operator == corev1.TolerationOpExists && tl.Effect == corev1.TaintEffectNoSchedule
 	}
-	if spec.RuntimeClassName == nil || *spec.RuntimeClassName != "gvisor" || spec.NodeSelector["pool"] != "sandboxes" ||
+	if spec.RuntimeClassName == nil || *spec.RuntimeClassName != e.set.runtimeClass || spec.NodeSelector["pool"] != "sandboxes" ||
 		!tolerated || spec.Containers[0].Resources.Requests.Cpu().String() != "100m" ||
 		*spec.AutomountServiceAccountToken || spec.ServiceAccountName != "conch-sandbox" {
 		t.Fatalf("pod spec: %+v", spec)
@@ -376,7 +450,7 @@ func (e *kubeEnv) testStartupTimeout(t *testing.T) {
 
 func (e *kubeEnv) testImagePull(t *testing.T) {
 	_, m := e.exec(t, "pullfail", map[string]any{"command": "true"})
-	if e2etest.ErrCode(m) != "sandbox_unavailable" || !strings.Contains(e2etest.ErrText(m), "ErrImagePull") || !strings.Contains(e2etest.ErrText(m), "no such host") {
+	if e2etest.ErrCode(m) != "sandbox_unavailable" || !strings.Contains(e2etest.ErrText(m), "ErrImagePull") || !strings.Contains(e2etest.ErrText(m), e.set.pullFailWhy) {
 		t.Fatalf("image pull failure: %v", m)
 	}
 	e.noPod(t, "agent-pullfail")
@@ -399,7 +473,7 @@ func (e *kubeEnv) testUnreachable(t *testing.T) {
 // lostWith runs a background session as agent, lets f remove its pod,
 // and checks that the session ends lost with want in its reason, that the
 // next call reports it once, and that the one after gets a new pod.
-func (e *kubeEnv) lostWith(t *testing.T, agent string, f func(pod string), want string) {
+func (e *kubeEnv) lostWith(t *testing.T, agent string, f func(pod string), want string, afterLoss ...func()) {
 	m := e.execOK(t, agent, map[string]any{"command": "echo started; exec sleep 977", "background": true})
 	sid, _ := e2etest.Details(m)["sessionId"].(string)
 	pod := e.onePod(t, "agent-"+agent)
@@ -420,6 +494,9 @@ func (e *kubeEnv) lostWith(t *testing.T, agent string, f func(pod string), want 
 		}
 		return ""
 	})
+	for _, f := range afterLoss {
+		f()
+	}
 	e.noPod(t, "agent-"+agent)
 	_, m = e.exec(t, agent, map[string]any{"command": "true"})
 	if e2etest.ErrCode(m) != "sandbox_unavailable" || !strings.Contains(e2etest.ErrText(m), want) {
@@ -432,9 +509,7 @@ func (e *kubeEnv) lostWith(t *testing.T, agent string, f func(pod string), want 
 }
 
 func (e *kubeEnv) testEvicted(t *testing.T) {
-	e.lostWith(t, "evict", func(pod string) {
-		e.kubelet.evict(pod, "The node was low on resource: memory. Threshold quantity: 100Mi, available: 20Mi.")
-	}, "low on resource: memory")
+	e.lostWith(t, "evict", e.kubelet.evict, e.kubelet.evictReason())
 }
 
 func (e *kubeEnv) testDeleted(t *testing.T) {
@@ -458,16 +533,21 @@ func (e *kubeEnv) testNodeLost(t *testing.T) {
 		// session goes on and the pod takes new commands.
 		e2etest.Eventually(t, 30*time.Second, func() string {
 			p, err := e.c.admin.CoreV1().Pods(e.ns).Get(context.Background(), pod, metav1.GetOptions{})
-			if err != nil || len(p.Status.Conditions) == 0 || p.Status.Conditions[0].Status != corev1.ConditionFalse {
-				return fmt.Sprintf("pod still ready: %v", err)
+			if err != nil {
+				return err.Error()
 			}
-			return ""
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionFalse {
+					return ""
+				}
+			}
+			return fmt.Sprintf("pod still ready: %v", p.Status.Conditions)
 		})
 		time.Sleep(3 * time.Second) // more than the grace: nothing may happen
 		m := e.execOK(t, "nodelost", map[string]any{"command": "echo still on $HOSTNAME"})
 		still = text(m)
 		e.kubelet.darken(pod)
-	}, "lost its node: pod Ready=False on node standin-node")
+	}, "lost its node: pod Ready=False on node "+e.kubelet.nodeName(), e.kubelet.nodeBack)
 	if !strings.Contains(still, "still on conch-agent-nodelost") {
 		t.Fatalf("a not-ready pod with its link up refused a command: %q", still)
 	}
@@ -537,7 +617,7 @@ func (e *kubeEnv) testGatewayRestart(t *testing.T) {
 	pod := e.onePod(t, "agent-main")
 	m := e.execOK(t, "main", map[string]any{"command": "echo before; read x; echo got $x", "background": true})
 	sid, _ := e2etest.Details(m)["sessionId"].(string)
-	e.g = e.g.RestartOn(strings.TrimPrefix(e.g.Base, "http://"))
+	e.g = e.restartGateway(strings.TrimPrefix(e.g.Base, "http://"))
 	e.tokens["main"] = e.g.Token
 	// The pod's node reconnects with its node token; the session is
 	// still there, and takes input.
@@ -586,7 +666,7 @@ func (e *kubeEnv) testGoneWhileDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.noPod(t, "agent-gone")
-	e.g = e2etest.StartNodeGateway(parent, e.home, listen)
+	e.g = e2etest.StartNodeGateway(parent, e.home, listen, e.serveFlags()...)
 	e.g.Token = tok
 	_, pm := e.g.Do("POST", "/v1/process", e.tokens["gone"], map[string]any{"action": "poll", "sessionId": sid}, nil)
 	if e2etest.Details(pm)["state"] != "lost" || !strings.Contains(fmt.Sprint(pm), "sandbox pod "+kubeNS+"/"+pod.Name+" was deleted") {

@@ -97,7 +97,8 @@ func startCluster(t *testing.T) *testCluster {
 		t.Skip("etcd not installed (apt-get install etcd-server; .ci/run does)")
 	}
 	dir := t.TempDir()
-	c := &testCluster{t: t, dir: dir, tokens: map[string]string{"admin": "admin-" + randHex(8), "conch-gateway": "gw-" + randHex(8), "nobody": "nobody-" + randHex(8)}}
+	c := &testCluster{t: t, dir: dir, tokens: map[string]string{"admin": "admin-" + randHex(8), "conch-gateway": "gw-" + randHex(8), "nobody": "nobody-" + randHex(8),
+		"kubelet": "kubelet-" + randHex(8)}}
 	cp, pp, ap := e2etest.FreePort(t), e2etest.FreePort(t), e2etest.FreePort(t)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", cp)
 	peer := fmt.Sprintf("http://127.0.0.1:%d", pp)
@@ -111,8 +112,11 @@ func startCluster(t *testing.T) *testCluster {
 	var csv strings.Builder
 	for user, tok := range c.tokens {
 		group := ""
-		if user == "admin" {
+		switch user {
+		case "admin":
 			group = `,"system:masters"`
+		case "kubelet": // a real node's kubelet (realnode_test.go)
+			group = `,"system:masters,system:nodes"`
 		}
 		fmt.Fprintf(&csv, "%s,%s,%s-uid%s\n", tok, user, user, group)
 	}
@@ -533,10 +537,21 @@ func lastN(s string, n int) string {
 	return s
 }
 
+const standInEviction = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 20Mi."
+
+func (k *kubeletStandIn) evictReason() string { return "low on resource: memory" }
+
+func (k *kubeletStandIn) nodeName() string { return k.node }
+
+func (k *kubeletStandIn) nodeBack() {}
+
+func (k *kubeletStandIn) workdir(name string) string { return k.workspace(name) }
+
 // evict does what a kubelet under node pressure does: it kills the pod's
 // container, marks the pod Failed with reason Evicted and records an
 // Evicted event.
-func (k *kubeletStandIn) evict(name, msg string) {
+func (k *kubeletStandIn) evict(name string) {
+	msg := standInEviction
 	ctx := context.Background()
 	pod, err := k.cs.CoreV1().Pods(k.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -585,9 +600,16 @@ func (k *kubeletStandIn) nodeNotReady(name string) {
 	if p == nil {
 		k.t.Fatalf("kubelet stand-in does not run pod %s", name)
 	}
+	markNotReady(k.t, k.cs, k.ns, pod)
+}
+
+// markNotReady plays the node lifecycle controller for a node that
+// stopped reporting: pod is marked not Ready, with a NodeNotReady event.
+func markNotReady(t *testing.T, cs kubernetes.Interface, ns string, pod *corev1.Pod) {
+	ctx := context.Background()
 	now := metav1.Now()
-	k.cs.CoreV1().Events(k.ns).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-", Namespace: k.ns},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: k.ns, Name: name, UID: pod.UID},
+	cs.CoreV1().Events(ns).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: pod.Name + "-", Namespace: ns},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID},
 		Reason:         "NodeNotReady", Message: "Node is not ready", Type: corev1.EventTypeWarning, FirstTimestamp: now, LastTimestamp: now, Count: 1,
 		Source: corev1.EventSource{Component: "node-controller"}}, metav1.CreateOptions{})
 	for i := range pod.Status.Conditions {
@@ -595,8 +617,8 @@ func (k *kubeletStandIn) nodeNotReady(name string) {
 			pod.Status.Conditions[i].Status, pod.Status.Conditions[i].LastTransitionTime = corev1.ConditionFalse, now
 		}
 	}
-	if _, err := k.cs.CoreV1().Pods(k.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		k.t.Fatal(err)
+	if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -260,6 +260,9 @@ func doctorSandbox(add func(id, level, format string, args ...any), home, agent,
 	add("sandbox.layers", "info", "agent %s: sandbox backend %s, layers %s, workspace access %s, network %s", agent, b.Name(), strings.Join(b.Layers(r), ","), sb.WorkspaceAccess, sb.Network)
 	if b.Name() == "landlock" {
 		add("sandbox.weaker", "warn", "agent %s: the landlock backend has no PID, UTS or mount namespace: host processes stay visible in /proc, the workspace's git directories stay writable, and as root the command stays root (install bubblewrap for the full boundary)", agent)
+		if sb.WorkspaceAccess == "rw" {
+			add("sandbox.landlock_git", "warn", "agent %s: the landlock backend does not protect repositories: a sandboxed command can write the workspace's .git (config, hooks) and every file your git configuration names there (a core.hooksPath directory, an included file, a core.fsmonitor or filter program), and the host's git runs what it wrote if it runs while the command does. conch puts these paths back when each run ends; use the bwrap backend (or workspaceAccess ro/none) for repositories you run git in on the host", agent)
+		}
 	}
 	if workspace != "" && sb.WorkspaceAccess != "none" {
 		if err := sandbox.WorkspaceSafe(home, workspace); err != nil {

@@ -45,6 +45,7 @@ var forbidden = map[string][]string{
 	mod + "/internal/render":    {mod + "/", "github.com/", "golang.org/"},
 	mod + "/internal/keys":      {mod + "/", "github.com/", "golang.org/"},
 	mod + "/internal/slug":      {mod + "/", "github.com/", "golang.org/"},
+	mod + "/internal/visible":   {mod + "/", "github.com/", "golang.org/"},
 	mod + "/internal/hostenv":   {mod + "/", "github.com/", "golang.org/", "net/"},
 	mod + "/internal/config":    {mod + "/", "github.com/", "golang.org/"},
 	mod + "/internal/approvals": {mod + "/", "github.com/", "golang.org/"},

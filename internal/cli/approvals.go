@@ -14,6 +14,7 @@ import (
 
 	"github.com/conchsh/conch/internal/admin"
 	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/visible"
 )
 
 func (a *app) approvalsCmd() *cobra.Command {
@@ -117,7 +118,7 @@ func (a *app) approvalsGetCmd() *cobra.Command {
 		fmt.Fprintf(a.stderr, "conch approvals get: %v\n", err)
 		return exitForOp(err, ExitUnavailable)
 	})
-	return cmd
+	return annotate(cmd, annStdout, "json")
 }
 
 func (a *app) approvalsSetCmd() *cobra.Command {
@@ -199,17 +200,29 @@ func importApprovals(home string, pos []string, replace bool, stdout, stderr io.
 	return ExitOK
 }
 
-// printPending prints pending approval requests for people.
+// printPending prints pending approval requests for people. Every field
+// an agent or a node chose is shown on its own line with its hidden
+// characters escaped (visible.Line): a newline, a carriage return or an
+// escape sequence in a command cannot paint a request that is not there.
 func printPending(w io.Writer, list []*approvals.Request) {
 	if len(list) == 0 {
 		fmt.Fprintln(w, "No pending approvals.")
 		return
 	}
+	l := visible.Line
 	for _, r := range list {
 		left := time.Until(time.UnixMilli(r.ExpiresAtMs)).Round(time.Second)
-		fmt.Fprintf(w, "%s  agent %s  session %s  expires in %v\n  command: %s\n  cwd: %s\n  reason: %s\n", r.Slug, r.Agent, r.SessionID, left, r.Command, r.Cwd, r.Reason)
+		fmt.Fprintf(w, "%s  agent %s  session %s  expires in %v\n", l(r.Slug), l(r.Agent), l(r.SessionID), left)
+		if r.NodeID != "" {
+			fmt.Fprintf(w, "  node: %s\n", l(r.NodeID))
+		}
+		fmt.Fprintf(w, "  command: %s\n  cwd: %s\n", l(r.Command), l(r.Cwd))
+		if len(r.EnvKeys) > 0 {
+			fmt.Fprintf(w, "  env: %s\n", l(strings.Join(r.EnvKeys, " ")))
+		}
+		fmt.Fprintf(w, "  reason: %s\n", l(r.Reason))
 		for _, s := range r.Segments {
-			fmt.Fprintf(w, "    %-9s %s (%s)\n", s.Verdict, s.Text, s.Exe)
+			fmt.Fprintf(w, "    %-9s %s (%s)\n", l(s.Verdict), l(s.Text), l(s.Exe))
 		}
 	}
 }

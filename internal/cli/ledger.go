@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/visible"
 	"github.com/spf13/cobra"
 )
 
@@ -36,7 +37,7 @@ commands, decisions and policy changes.`,
 	vjson := verify.Flags().Bool("json", false, "print JSON")
 	pubkey := verify.Flags().String("pubkey", "", "the public key (ed25519:... or a file holding it) that must have signed HEAD")
 	checkpoints := verify.Flags().StringArray("checkpoint", nil, "a checkpoint seen earlier (SEQ:HASH[:MS:SIG]) the ledger must still hold; repeatable")
-	allowGaps := verify.Flags().Bool("allow-gaps", false, "exit 0 for an intact ledger with gap records")
+	allowGaps := verify.Flags().Bool("allow-gaps", false, "exit 0 for an intact ledger with gap records (a HEAD rebuilt from the log still fails against --pubkey)")
 	verify.RunE = a.runs(func(*cobra.Command, []string) int {
 		var opts ledger.VerifyOptions
 		if *pubkey != "" {
@@ -126,7 +127,8 @@ func ledgerTail(fetch func(n int, f ledger.Filter) ([]ledger.Record, error), n i
 				b, _ := json.Marshal(r)
 				fmt.Fprintln(stdout, string(b))
 			} else {
-				fmt.Fprintln(stdout, r.String())
+				// A record is one line, whatever its fields hold.
+				fmt.Fprintln(stdout, visible.Line(r.String()))
 			}
 			f.Since = max(f.Since, r.Seq)
 		}

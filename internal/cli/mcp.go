@@ -41,7 +41,8 @@ engine socket. Logs go to stderr.`,
 	cmd.RunE = a.runs(func(*cobra.Command, []string) int {
 		return runMCP(*home, *agent, *workdir, *logLevel, a.stdin, a.stdout, a.stderr)
 	})
-	return cmd
+	// Standard output is the MCP stream: JSON-RPC, written as it is.
+	return annotate(cmd, annStdout, "raw")
 }
 
 // runMCP is `conch mcp`.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/nodehub"
+	"github.com/conchsh/conch/internal/visible"
 	"github.com/spf13/cobra"
 )
 
@@ -93,7 +94,8 @@ func runNodes(sub string, pos []string, home *string, ttl *time.Duration, once, 
 			return ExitOK
 		}
 		for _, n := range res.Nodes {
-			fmt.Fprintf(stdout, "%s  %-9s  %-16s  %s/%s  %s\n", n.NodeID, n.Status, n.Name, n.Platform, n.Arch, n.RemoteIP)
+			l := visible.Line // a node chose its name, platform and arch
+			fmt.Fprintf(stdout, "%s  %-9s  %-16s  %s/%s  %s\n", l(n.NodeID), l(n.Status), l(n.Name), l(n.Platform), l(n.Arch), l(n.RemoteIP))
 		}
 	case "invite":
 		b, err := api.invite(*ttl, *once)

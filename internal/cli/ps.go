@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/visible"
 	"github.com/spf13/cobra"
 )
 
@@ -77,7 +78,8 @@ func formatSessions(list []client.Session, defaultAgent string) string {
 		if s.Name != "" {
 			label = middleTruncate(s.Name, 80)
 		}
-		fmt.Fprintf(&b, "%-*s %s %-9s %s :: %s", width, agent, s.SessionID, s.Status, compactDuration(time.Duration(s.RuntimeMs)*time.Millisecond), label)
+		l := visible.Line
+		fmt.Fprintf(&b, "%-*s %s %-9s %s :: %s", width, l(agent), l(s.SessionID), l(s.Status), compactDuration(time.Duration(s.RuntimeMs)*time.Millisecond), l(label))
 	}
 	return b.String()
 }

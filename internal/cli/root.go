@@ -21,20 +21,36 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/conchsh/conch/internal/visible"
 )
 
 // app carries the streams of one run of the command line and the exit
 // code its command chose.
+//
+// stdout and stderr are the one place where the command line's output is
+// made safe to show: every character a terminal would act on or not
+// show is escaped (internal/visible), whatever printer wrote it. runs
+// sets stdout's mode for the command before it starts: JSON for --json
+// and the commands that print JSON (values kept exactly), raw for a
+// protocol stream or --raw.
 type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	out, errOut    *visible.Writer // stdout (whose mode runs sets) and stderr
 	code           int
+}
+
+// newApp returns the app of one run on the given streams.
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
+	out, errOut := &visible.Writer{W: stdout}, &visible.Writer{W: stderr}
+	return &app{stdin: stdin, stdout: out, stderr: errOut, out: out, errOut: errOut}
 }
 
 // Main runs the conch command line on args (without the program name) and
 // returns the process's exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	a := newApp(stdin, stdout, stderr)
 	root := a.newRoot()
 	if len(args) == 0 {
 		root.SetOut(stderr)
@@ -52,8 +68,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // NewRoot returns the command tree (for tests and documentation tools);
 // its commands write to stdout and stderr.
 func NewRoot() *cobra.Command {
-	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
-	return a.newRoot()
+	return newApp(os.Stdin, os.Stdout, os.Stderr).newRoot()
 }
 
 // usageError reports a bad command line in two lines, the error and where
@@ -137,9 +152,48 @@ CONCH_GATEWAY and CONCH_TOKEN (client commands).`,
 // runs adapts a command body that returns an exit code to cobra.
 func (a *app) runs(f func(cmd *cobra.Command, args []string) int) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
+		a.out.Mode = stdoutMode(cmd)
 		a.code = f(cmd, args)
+		a.out.Flush()
+		a.errOut.Flush()
 		return nil
 	}
+}
+
+// annStdout marks a command whose standard output is not text for people:
+// "json" (a JSON document: hidden characters become JSON escapes, the
+// values stay exact) or "raw" (a protocol stream, written as it is).
+const annStdout = "conch/stdout"
+
+// stdoutMode is how cmd's standard output is escaped: by its annotation,
+// else JSON with --json or --format asciicast (JSON lines), raw with
+// --raw (the program's own bytes, terminal escapes included, which the
+// operator asked for), else text.
+func stdoutMode(cmd *cobra.Command) visible.Mode {
+	flag := func(name string) string {
+		if f := cmd.Flags().Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	switch {
+	case cmd.Annotations[annStdout] == "raw":
+		return visible.ModeRaw
+	case cmd.Annotations[annStdout] == "json", flag("json") == "true", flag("format") == "asciicast":
+		return visible.ModeJSON
+	case flag("raw") == "true":
+		return visible.ModeRaw
+	}
+	return visible.ModeText
+}
+
+// annotate sets cmd's annotation key to value.
+func annotate(cmd *cobra.Command, key, value string) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[key] = value
+	return cmd
 }
 
 // group makes cmd a command that only holds subcommands: alone it is a

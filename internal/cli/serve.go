@@ -27,6 +27,7 @@ import (
 	"github.com/conchsh/conch/internal/kube"
 	"github.com/conchsh/conch/internal/nodehub"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/visible"
 	"github.com/conchsh/conch/internal/waitprobe"
 	"github.com/spf13/cobra"
 )
@@ -82,7 +83,10 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 	}
 	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})
 	if *logFormat == "json" {
-		h = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: lvl})
+		// encoding/json escapes C0 but writes C1, bidi and other
+		// format characters as they are: a JSON writer escapes them too,
+		// so a log line read in a terminal shows what an agent sent.
+		h = slog.NewJSONHandler(&visible.Writer{W: stderr, Mode: visible.ModeJSON}, &slog.HandlerOptions{Level: lvl})
 	}
 	log := slog.New(h)
 

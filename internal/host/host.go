@@ -96,7 +96,10 @@ type Plan struct {
 	EnvHash    string // of the request's env overrides
 	Sandbox    *supervisor.SandboxSpec
 	SbInfo     *apitype.SandboxInfo
-	Node       *NodeTarget // host=node only
+	// Guard records the paths the sandbox protects, to be checked when
+	// the run ends (nil: none).
+	Guard *sandbox.Guard
+	Node  *NodeTarget // host=node only
 	// Local: start under a local supervisor whatever Host says (a node
 	// host running a gateway's request: Host is "node" in its records).
 	Local bool

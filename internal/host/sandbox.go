@@ -109,6 +109,9 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 		return SandboxUnavailable(err)
 	}
 	pl.Argv, pl.Env = argv, cmdEnv
+	if len(run.Protected) > 0 {
+		pl.Guard = sandbox.NewGuard(ws, run.Protected)
+	}
 	layers := backend.Layers(run)
 	pl.Sandbox = &supervisor.SandboxSpec{
 		Backend: backend.Name(), Scope: sb.Scope, Layers: layers,

@@ -296,9 +296,20 @@ func eventTime(e corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
-// withEvents appends the pod's warning events to reason.
+// withEvents appends the pod's warning events to reason. An eviction is
+// said first: a kubelet that evicts a pod whose container exits 0 on
+// SIGTERM (conch node does) leaves it in phase Succeeded with no reason
+// and no condition (kubelet 1.37, a pod past its ephemeral-storage
+// limit), and its Evicted event is the only record of why it stopped.
 func (c *cluster) withEvents(ctx context.Context, ns, name, reason string) string {
-	if evs := c.warningEvents(ctx, ns, name); len(evs) > 0 {
+	evs := c.warningEvents(ctx, ns, name)
+	for _, e := range evs {
+		if msg, ok := strings.CutPrefix(e, "Evicted: "); ok && !strings.Contains(reason, "Evicted") {
+			reason += "; evicted by its node: " + msg
+			break
+		}
+	}
+	if len(evs) > 0 {
 		return reason + " (events: " + strings.Join(evs, "; ") + ")"
 	}
 	return reason

@@ -268,6 +268,20 @@ type Gap struct {
 	FirstTS string `json:"firstTs"` // when the first was lost (TimeFormat)
 	LastTS  string `json:"lastTs"`  // when the last was lost
 	Reason  string `json:"reason"`  // why the first was lost
+	// Unknown: how many records were lost is not known (Dropped is then 0). Set on the
+	// gap record an append writes when HEAD did not vouch for the end of the log: the
+	// records after the position rebuilt from the log may have been cut off.
+	Unknown bool `json:"unknown,omitempty"`
+}
+
+// unknownSize reports whether a gap record's fields say its size is unknown: its
+// unknown member, or, in a record written before that member existed, a count of 0
+// with a reason about HEAD (the only gap record written with 0).
+func unknownSize(m map[string]any, g Gap) bool {
+	if u, _ := m["unknown"].(bool); u {
+		return true
+	}
+	return g.Dropped == 0 && strings.HasPrefix(g.Reason, "HEAD")
 }
 
 // Dropped returns the records lost and not yet accounted for in a gap record: those
@@ -434,7 +448,9 @@ func (l *Ledger) appendLocked(ms []map[string]any) ([]Record, error) {
 	// that HEAD does not vouch for (see findTip), and one for the records lost.
 	var prefix []map[string]any
 	if tip.distrust != "" {
-		g, _ := fieldsMap(newGap(0, errors.New(tip.distrust)))
+		unknown := newGap(0, errors.New(tip.distrust))
+		unknown.Unknown = true
+		g, _ := fieldsMap(unknown)
 		g["type"], g["agent"] = TypeGap, ""
 		prefix = append(prefix, g)
 	}

@@ -204,6 +204,9 @@ func summary(typ string, m map[string]any) string {
 		add("name", "name")
 		add("by", "by")
 	case TypeGap:
+		if u, _ := m["unknown"].(bool); u {
+			m["dropped"] = "unknown"
+		}
 		add("dropped", "dropped")
 		add("from", "firstTs")
 		add("to", "lastTs")

@@ -95,13 +95,24 @@ func (r Report) Complete() bool { return r.OK && len(r.Gaps) == 0 }
 // String returns the line `conch ledger verify` prints first:
 // "ok: <N> records in <F> files; head <hash>" or
 // "broken at seq <n> (<file>:<line>): <reason>". A verified ledger with gaps reads
-// "gaps: <D> records dropped in <G> gaps (first at seq <s>, <from> to <to>: <reason>);
+// "gaps: <D> records (or: an unknown number of records, <D> records and an unknown
+// number) dropped in <G> gaps (first at seq <s>, <from> to <to>: <reason>);
 // <N> records in <F> files; head <hash>" instead.
 func (r Report) String() string {
 	if r.OK && len(r.Gaps) > 0 {
 		g := r.Gaps[0]
-		return fmt.Sprintf("gaps: %d records dropped in %d gaps (first at seq %d, %s to %s: %s); %d records in %d files; head %s",
-			r.Dropped, len(r.Gaps), g.Seq, g.FirstTS, g.LastTS, g.Reason, r.Records, r.Files, r.Head)
+		dropped := fmt.Sprintf("%d records", r.Dropped)
+		for _, x := range r.Gaps {
+			if x.Unknown {
+				dropped = "an unknown number of records"
+				if r.Dropped > 0 {
+					dropped = fmt.Sprintf("%d records and an unknown number", r.Dropped)
+				}
+				break
+			}
+		}
+		return fmt.Sprintf("gaps: %s dropped in %d gaps (first at seq %d, %s to %s: %s); %d records in %d files; head %s",
+			dropped, len(r.Gaps), g.Seq, g.FirstTS, g.LastTS, g.Reason, r.Records, r.Files, r.Head)
 	}
 	if r.OK {
 		return fmt.Sprintf("ok: %d records in %d files; head %s", r.Records, r.Files, r.Head)
@@ -185,6 +196,9 @@ func VerifyWith(home string, o VerifyOptions) (Report, error) {
 		prev     = ZeroHash
 		lastFile string
 		lastLine int
+		// the first gap record of unknown size (a HEAD rebuilt from the log)
+		rebuilt                  GapAt
+		rebuiltFile, rebuiltLine = "", 0
 	)
 	broken := func(file string, line int, reason string) (Report, error) {
 		rep.BrokenAt, rep.File, rep.Line, rep.Reason = seq+1, file, line, reason
@@ -237,8 +251,12 @@ func VerifyWith(home string, o VerifyOptions) (Report, error) {
 				g.FirstTS, _ = m["firstTs"].(string)
 				g.LastTS, _ = m["lastTs"].(string)
 				g.Reason, _ = m["reason"].(string)
+				g.Unknown = unknownSize(m, g.Gap)
 				rep.Gaps = append(rep.Gaps, g)
 				rep.Dropped += g.Dropped
+				if g.Unknown && rebuilt.Seq == 0 {
+					rebuilt, rebuiltFile, rebuiltLine = g, name, lineNo
+				}
 			}
 			rep.Records, rep.Head = seq, prev
 			lastFile, lastLine = name, lineNo
@@ -272,6 +290,16 @@ func VerifyWith(home string, o VerifyOptions) (Report, error) {
 			lastFile = fileName(1)
 		}
 		return broken(lastFile, lastLine+1, fmt.Sprintf("truncated: a given checkpoint names seq %d, the last record is seq %d", maxCkpt.Seq, seq))
+	}
+	// Against a saved key, a HEAD rebuilt from the log is a truncation whatever the
+	// gap record says: the key signed the end the append found, not the end that was
+	// there. A checkpoint given at or after the gap record's seq vouches for the log
+	// from there (the operator saw it after the rebuild).
+	if o.PublicKey != nil && rebuilt.Seq > 0 && maxCkpt.Seq < rebuilt.Seq {
+		rep.BrokenAt, rep.File, rep.Line = rebuilt.Seq, rebuiltFile, rebuiltLine
+		rep.Reason = fmt.Sprintf("truncated: an unknown number of records may have been removed before seq %d (%s); a checkpoint seen at or after seq %d vouches for the log from there",
+			rebuilt.Seq, rebuilt.Reason, rebuilt.Seq)
+		return rep, nil
 	}
 	if hasHead {
 		ck := h.checkpoint()

@@ -25,6 +25,7 @@ import (
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/guard"
+	"github.com/conchsh/conch/internal/visible"
 )
 
 // Tool descriptions (exec.md §1, process.md §1).
@@ -191,8 +192,12 @@ func (s *Server) approvalQuestion(d *engine.ApprovalDetails) *mcp.ElicitParams {
 	if d.NodeName != "" {
 		host += " node " + d.NodeName
 	}
+	// A client shows this to the person who decides: every field an agent
+	// or a node chose stays on its line with its hidden characters
+	// escaped, so the command read is the command that runs.
+	l := visible.Line
 	msg := fmt.Sprintf("Approve command for agent %s on %s?\nCommand: %s\nDirectory: %s\nReason: %s\nExpires in %ds (id %s)",
-		s.opt.Agent, host, d.Command, d.Cwd, d.Reason, int(left.Seconds()), d.ApprovalSlug)
+		l(s.opt.Agent), l(host), l(d.Command), l(d.Cwd), l(d.Reason), int(left.Seconds()), l(d.ApprovalSlug))
 	schema := map[string]any{
 		"type": "object", "required": []string{"decision"},
 		"properties": map[string]any{"decision": map[string]any{

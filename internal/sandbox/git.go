@@ -42,7 +42,12 @@ var gitSearchDirs = 5000 // a variable for the tests
 // against the host's git: every .git directory (access "ro") or its
 // GitMembers (access "rw", submodule and worktree directories inside it
 // included), every .git file, and a git directory a .git file inside the
-// workspace points to (by its real path, with symbolic links resolved).
+// workspace points to (by its real path, with symbolic links resolved),
+// and, for each repository found and one the workspace lies in, what
+// the host's git reads as its configuration and what that configuration
+// names in the workspace as a program or as code (gitconfig.go: asked of
+// git itself, missing ones made empty first). It runs git, and may
+// create files and directories in the workspace.
 // A .git that is a symbolic link fails the run (the command could have
 // made it, and a bind would follow it); so does any other path returned
 // here that is or lies below a symbolic link (Bwrap.Command checks).
@@ -87,50 +92,51 @@ func GitProtected(home, ws, access string) ([]string, error) {
 	if _, err := os.ReadDir(ws); err != nil {
 		return nil, err
 	}
-	// named protects what the configuration that applies to the
-	// worktree rel (git directory gd) names in the workspace: the
-	// directory core.hooksPath names (git runs the hooks there: husky's
-	// .husky/_) and the files include.path and includeIf.*.path name (git
-	// reads them as configuration). A missing one is made empty first,
-	// so it can be mounted (the command could make it otherwise).
-	named := func(rel, gd string) error {
-		hp, includes := configRefs(gd)
-		type ref struct {
-			p   string
-			dir bool
+	// named protects what the host's git reads as configuration for the
+	// worktree rel (git directory gd), and what that configuration names
+	// in the workspace as a program or as code (gitconfig.go): the
+	// directory core.hooksPath names (husky's .husky/_), the files
+	// include.path and includeIf.*.path name (whatever their condition
+	// says now), a core.fsmonitor or filter driver of the workspace, ….
+	// A missing one is made empty first, so it can be mounted (the
+	// command could make it otherwise).
+	asked := map[string]bool{}
+	// namedAt is named for the worktree top (absolute).
+	namedAt := func(top, gd string) error {
+		if asked[gd] {
+			return nil
 		}
-		var refs []ref
-		if hp != "" {
-			if strings.HasPrefix(hp, "~/") {
-				h, _ := os.UserHomeDir()
-				hp = filepath.Join(h, hp[2:])
-			}
-			if !filepath.IsAbs(hp) {
-				hp = filepath.Join(ws, rel, hp)
-			}
-			refs = append(refs, ref{hp, true})
+		asked[gd] = true
+		if !gitDirValid(gd) {
+			gd = "" // not a repository git uses: the rest of the configuration still applies
 		}
-		for _, inc := range includes {
-			refs = append(refs, ref{inc, false})
+		refs, err := gitConfigRefs(top, gd)
+		if err != nil {
+			return fmt.Errorf("ask git for the configuration of %s: %w", top, err)
 		}
 		for _, r := range refs {
-			prel, inside := Within(ws, filepath.Clean(r.p))
-			if real, err := filepath.EvalSymlinks(r.p); err == nil {
-				if prel, inside = Within(wsReal, real); inside && prel != "." {
-					add(prel)
-				}
+			prel, inside, err := resolveIn(wsReal, r.path)
+			if err != nil {
+				return fmt.Errorf("the git configuration of %s (%s) names %w", top, r.key, err)
+			}
+			if !inside {
 				continue
 			}
-			if !inside || prel == "." {
+			if _, err := os.Lstat(filepath.Join(wsReal, prel)); err == nil {
+				add(prel)
 				continue
 			}
-			if err := placeholder(ws, prel, r.dir); err != nil {
-				return fmt.Errorf("the git configuration of %s names %s: %w", filepath.Join(ws, rel), r.p, err)
+			if !r.make {
+				continue
+			}
+			if err := placeholder(wsReal, prel, r.dir); err != nil {
+				return fmt.Errorf("the git configuration of %s (%s) names %s: %w", top, r.key, r.path, err)
 			}
 			add(prel)
 		}
 		return nil
 	}
+	named := func(rel, gd string) error { return namedAt(filepath.Join(ws, rel), gd) }
 	var found []string // the .git entries, workspace-relative
 	visited := map[string]bool{}
 	// visit looks at the .git entry of the directory rel.
@@ -170,6 +176,16 @@ func GitProtected(home, ws, access string) ([]string, error) {
 			}
 		}
 		return nil
+	}
+	// The workspace may lie inside a repository of the host's (a
+	// subdirectory of a checkout): git run there reads that repository's
+	// configuration, which can name paths of the workspace.
+	if top, gd, ok := enclosingRepo(ws); ok {
+		if _, inside := Within(wsReal, gd); !inside {
+			if err := namedAt(top, gd); err != nil {
+				return nil, err
+			}
+		}
 	}
 	level, dirs := []string{"."}, 0
 	for depth := 0; len(level) > 0; depth++ {
@@ -348,96 +364,6 @@ func readNoFollow(p string) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, 1<<20))
-}
-
-// configRefs returns the core.hooksPath that applies to the git
-// directory gd (from the system's, the user's and the repository's
-// configuration: config, config.worktree, the common directory's config;
-// the last one set) and the files their include.path and
-// includeIf.*.path name, as absolute paths. Includes are not read in
-// turn.
-func configRefs(gd string) (string, []string) {
-	files := []string{"/etc/gitconfig"}
-	home, _ := os.UserHomeDir()
-	if home != "" {
-		x := os.Getenv("XDG_CONFIG_HOME")
-		if x == "" {
-			x = filepath.Join(home, ".config")
-		}
-		files = append(files, filepath.Join(x, "git", "config"), filepath.Join(home, ".gitconfig"))
-	}
-	if b, err := readNoFollow(filepath.Join(gd, "commondir")); err == nil {
-		c := strings.TrimSpace(string(b))
-		if !filepath.IsAbs(c) {
-			c = filepath.Join(gd, c)
-		}
-		files = append(files, filepath.Join(c, "config"))
-	}
-	files = append(files, filepath.Join(gd, "config"), filepath.Join(gd, "config.worktree"))
-	var hp string
-	var includes []string
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil || len(b) > 1<<20 {
-			continue
-		}
-		if v := configValues(b, func(s string) bool { return s == "core" }, "hookspath"); len(v) > 0 {
-			hp = v[len(v)-1]
-		}
-		for _, v := range configValues(b, func(s string) bool { return s == "include" || strings.HasPrefix(s, "includeif") }, "path") {
-			switch {
-			case v == "":
-				continue
-			case strings.HasPrefix(v, "~/") && home != "":
-				v = filepath.Join(home, v[2:])
-			case !filepath.IsAbs(v):
-				v = filepath.Join(filepath.Dir(f), v)
-			}
-			includes = append(includes, filepath.Clean(v))
-		}
-	}
-	return hp, includes
-}
-
-// configValues returns the values of key in the sections of a git
-// config file that match (section names lowercased, with any subsection:
-// `includeif "gitdir:~/x/"`). No continuation lines or includes; enough
-// for core.hooksPath and include paths.
-func configValues(b []byte, section func(string) bool, key string) []string {
-	var cur string
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "[") {
-			end := strings.Index(line, "]")
-			if end < 0 {
-				continue
-			}
-			name, sub, _ := strings.Cut(strings.TrimSpace(line[1:end]), " ")
-			cur = strings.ToLower(name)
-			if sub != "" {
-				cur += " " + sub
-			}
-			line = strings.TrimSpace(line[end+1:])
-		}
-		if !section(cur) || line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		k, v, _ := strings.Cut(line, "=")
-		if strings.ToLower(strings.TrimSpace(k)) != key {
-			continue
-		}
-		v = strings.TrimSpace(v)
-		if strings.HasPrefix(v, "\"") {
-			if end := strings.Index(v[1:], "\""); end >= 0 {
-				v = v[1 : end+1]
-			}
-		} else if i := strings.IndexAny(v, "#;"); i >= 0 {
-			v = strings.TrimSpace(v[:i])
-		}
-		out = append(out, v)
-	}
-	return out
 }
 
 // placeholder makes the missing workspace-relative directory (dir) or

@@ -49,6 +49,10 @@ type Run struct {
 	// Files, set by Command, are opened by the supervisor and passed to
 	// the command from fd 4 on (bwrap: the --seccomp program).
 	Files []string
+	// Protected, set by Command, are the workspace-relative paths the
+	// backend mounts read-only (git protection, protectPaths): a Guard
+	// records them before the run and checks them after it.
+	Protected []string
 }
 
 // Backend is one way of isolating a run.

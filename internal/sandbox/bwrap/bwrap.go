@@ -212,6 +212,7 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 	for _, p := range ro {
 		a = append(a, "--ro-bind", filepath.Join(src, p), filepath.Join(view.Inside, p))
 	}
+	r.Protected = ro
 	for _, x := range s.Binds {
 		src, dst := sandbox.SplitBind(x)
 		if err := sandbox.CheckBind(r.Home, src); err != nil {

@@ -106,6 +106,7 @@ func (l *Landlock) Command(r *sandbox.Run) ([]string, []string, error) {
 		p.RO = append(p.RO, r.Workspace)
 	} else {
 		p.RW = append(p.RW, r.Workspace)
+		r.Protected = guarded(r)
 	}
 	p.RW = append(p.RW, filepath.Join(scope, "home"), filepath.Join(scope, "tmp"))
 	for _, x := range s.Binds {
@@ -125,6 +126,26 @@ func (l *Landlock) Command(r *sandbox.Run) ([]string, []string, error) {
 	env = setEnv(env, "TMPDIR", filepath.Join(scope, "tmp"))
 	argv := []string{r.Exe, "sandbox-init", "--landlock", base64.StdEncoding.EncodeToString(b), "--block-fd", "3", "--", "/bin/sh", "-lc", r.Command}
 	return argv, env, nil
+}
+
+// guarded returns what a run checks and puts back when it ends
+// (sandbox.Guard): Landlock grants rights on a whole directory tree, so
+// it cannot keep the workspace's repositories (or sandbox.protectPaths)
+// read-only inside a writable workspace the way bwrap's mounts do; the
+// check after the run is all it has. A repository search that fails (a
+// .git that is a symbolic link) leaves the repositories unchecked.
+func guarded(r *sandbox.Run) []string {
+	var out []string
+	for _, p := range r.Settings.ProtectPaths {
+		if _, err := os.Lstat(filepath.Join(r.Workspace, p)); err == nil && sandbox.RealBelow(r.Workspace, p) == nil {
+			out = append(out, filepath.Clean(p))
+		}
+	}
+	g, err := sandbox.GitProtected(r.Home, r.Workspace, r.Settings.GitAccess)
+	if err == nil {
+		out = append(out, g...)
+	}
+	return out
 }
 
 func setEnv(env []string, k, v string) []string {

@@ -7,6 +7,29 @@
   const main = document.getElementById("main");
   const state = { csrf: "", events: null, page: null, pending: 0 };
 
+  // ---------- what an agent wrote, shown ----------
+  // Commands, directories, names, reasons and notices come from agents
+  // and nodes. Every character a browser would draw as nothing or as
+  // something else (controls, bidi overrides and isolates, zero-width and
+  // other format characters, fillers, every space but U+0020) is shown as
+  // an escape (\x1b, \u202e), the classes and the form of the CLI's
+  // internal/visible, so what the operator reads is what runs. h() and
+  // setText() are the one place text reaches the page; a pre or a .cmd
+  // block keeps its tabs and newlines, everything else stays on its line.
+  const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\p{Zs}\p{Bidi_Control}\p{Join_Control}\p{Default_Ignorable_Code_Point}\p{Variation_Selector}\p{Noncharacter_Code_Point}]/gu;
+  const SHORT = { "\n": "\\n", "\t": "\\t", "\r": "\\r" };
+  function visible(s, keepLines) {
+    return String(s).replace(HIDDEN, c => {
+      if (c === " " || keepLines && (c === "\n" || c === "\t")) return c;
+      if (SHORT[c]) return SHORT[c];
+      const cp = c.codePointAt(0);
+      const hex = (n) => cp.toString(16).padStart(n, "0");
+      return cp <= 0x7f ? "\\x" + hex(2) : cp <= 0xffff ? "\\u" + hex(4) : "\\U" + hex(8);
+    });
+  }
+  function multiline(el) { return el.tagName === "PRE" || el.classList.contains("cmd"); }
+  function setText(el, s) { el.textContent = visible(s, multiline(el)); }
+
   // ---------- helpers ----------
   function h(tag, attrs, ...kids) {
     const el = document.createElement(tag);
@@ -14,12 +37,13 @@
       if (v === undefined || v === null || v === false) continue;
       if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
       else if (k === "class") el.className = v;
-      else if (k === "text") el.textContent = v;
+      else if (k === "text") setText(el, v);
+      else if (k === "title" || k === "aria-label" || k === "placeholder") el.setAttribute(k, visible(v, false));
       else el.setAttribute(k, v === true ? "" : v);
     }
     for (const kid of kids.flat()) {
       if (kid === undefined || kid === null || kid === false) continue;
-      el.append(kid instanceof Node ? kid : String(kid));
+      el.append(kid instanceof Node ? kid : visible(kid, multiline(el)));
     }
     return el;
   }
@@ -122,7 +146,7 @@
     const form = h("form", { class: "card login", onsubmit: async (e) => {
       e.preventDefault();
       try { await signIn({ token: tok.value.trim() }); } catch (ex) {
-        err.className = "error"; err.setAttribute("role", "alert"); err.textContent = ex.message;
+        err.className = "error"; err.setAttribute("role", "alert"); setText(err, ex.message);
       }
     } },
     h("h1", {}, "Sign in to conch"),
@@ -186,9 +210,9 @@
     const es = new EventSource("/v1/events");
     state.events = es;
     const live = document.getElementById("live");
-    es.onopen = () => { live.textContent = "live"; live.classList.add("on"); };
+    es.onopen = () => { setText(live, "live"); live.classList.add("on"); };
     es.onerror = async () => {
-      live.textContent = "reconnecting"; live.classList.remove("on");
+      setText(live, "reconnecting"); live.classList.remove("on");
       if (es.readyState !== EventSource.CLOSED) return; // the browser retries by itself
       // The gateway refused the stream (a restart ended the UI session,
       // or it answered an error): check the session, then reconnect.
@@ -216,7 +240,7 @@
       const r = await api("GET", "/v1/approvals?state=pending");
       const n = (r.approvals || []).length;
       const b = document.getElementById("pending-count");
-      b.textContent = n; b.hidden = n === 0;
+      setText(b, n); b.hidden = n === 0;
       document.title = n ? "(" + n + ") conch" : "conch";
     } catch (_) { /* shown elsewhere */ }
   }
@@ -365,7 +389,7 @@
       const left = h("span", { class: "timeleft" });
       const tick = () => {
         const ms = a.expiresAtMs - Date.now();
-        left.textContent = ms > 0 ? fmtDur(ms) + " left" : "expiring…";
+        setText(left, ms > 0 ? fmtDur(ms) + " left" : "expiring…");
         left.classList.toggle("low", ms < 20000);
       };
       tick();
@@ -389,8 +413,8 @@
         btns);
       page.timers.push(setInterval(tick, 1000));
       api("POST", "/v1/policy/explain", { agent: a.agent, host: a.host, node: a.nodeId || "", cwd: a.cwd, command: a.command })
-        .then(x => { explain.textContent = x.text || JSON.stringify(x, null, 2); })
-        .catch(ex => { explain.textContent = "explain failed: " + ex.message; });
+        .then(x => { setText(explain, x.text || JSON.stringify(x, null, 2)); })
+        .catch(ex => { setText(explain, "explain failed: " + ex.message); });
       return el;
     }
     function render(all) {
@@ -649,8 +673,8 @@
       es.addEventListener("end", async (e) => {
         es.close(); es = null;
         const d = JSON.parse(e.data);
-        endNote.textContent = "Session ended: " + d.state + (d.exitCode !== null && d.exitCode !== undefined ? ", exit " + d.exitCode : "") +
-          (d.signal ? ", " + d.signal : "") + (d.killedBy ? ", killed by " + d.killedBy : "") + ".";
+        setText(endNote, "Session ended: " + d.state + (d.exitCode !== null && d.exitCode !== undefined ? ", exit " + d.exitCode : "") +
+          (d.signal ? ", " + d.signal : "") + (d.killedBy ? ", killed by " + d.killedBy : "") + ".");
         await refresh();
       });
       es.onerror = () => { if (es && es.readyState === EventSource.CLOSED) { es = null; refresh(); } };
@@ -673,7 +697,7 @@
       term.reset();
       if (hdr.width && hdr.height) term.resize(hdr.width, hdr.height);
       let i = 0, timer = null, at = 0;
-      const done = () => { clearTimeout(timer); playing = null; replayBtn.textContent = "Replay"; };
+      const done = () => { clearTimeout(timer); playing = null; setText(replayBtn, "Replay"); };
       const step = () => {
         while (i < events.length && events[i][0] <= at + 1e-3) term.write(events[i++][2]);
         if (i >= events.length) { done(); return; }
@@ -682,7 +706,7 @@
         timer = setTimeout(step, wait * 1000);
       };
       playing = { stop: () => { while (i < events.length) term.write(events[i++][2]); done(); }, cancel: done };
-      replayBtn.textContent = "Stop replay";
+      setText(replayBtn, "Stop replay");
       step();
     }
     async function post(suffix, body, okMsg) {
@@ -728,10 +752,10 @@
       let last = 0, m;
       while ((m = re.exec(text)) !== null) {
         if (!m[0]) { re.lastIndex++; continue; }
-        frag.append(text.slice(last, m.index), h("mark", { class: "hit" }, m[0]));
+        frag.append(visible(text.slice(last, m.index), false), h("mark", { class: "hit" }, m[0]));
         last = m.index + m[0].length;
       }
-      frag.append(text.slice(last));
+      frag.append(visible(text.slice(last), false));
       return frag;
     }
     listeners.add((type, d) => {
@@ -885,8 +909,8 @@
           e.preventDefault();
           try {
             const r = await api("POST", "/v1/policy/explain", { agent: exAgent.value || "main", cwd: exCwd.value, command: exCmd.value, host: "gateway" });
-            exOut.textContent = r.text; exOut.hidden = false;
-          } catch (ex) { exOut.textContent = ex.message; exOut.hidden = false; }
+            setText(exOut, r.text); exOut.hidden = false;
+          } catch (ex) { setText(exOut, ex.message); exOut.hidden = false; }
         } }, h("label", {}, "Command", exCmd), h("label", {}, "Agent", exAgent), h("label", {}, "Directory", exCwd), h("button", { type: "submit" }, "Explain")),
         exOut));
     exCmd.style.minWidth = "min(360px, 80vw)";
@@ -903,10 +927,10 @@
         hash = r.hash || "";
         loaded = JSON.stringify(r.file || { version: 1 }, null, 2);
         ta.value = loaded;
-        meta.textContent = r.path + (r.exists ? "" : " (does not exist yet)") + " · hash " + (hash ? hash.slice(0, 12) + "…" : "—");
+        setText(meta, r.path + (r.exists ? "" : " (does not exist yet)") + " · hash " + (hash ? hash.slice(0, 12) + "…" : "—"));
         banner.replaceChildren();
         validate();
-      } catch (ex) { meta.textContent = ex.message; }
+      } catch (ex) { setText(meta, ex.message); }
     }
     async function save(force) {
       if (!validate() && !force) return;
@@ -951,11 +975,11 @@
     let armed = false, t = null;
     const b = h("button", { type: "button", class: "bad", onclick: async () => {
       if (!armed) {
-        armed = true; b.textContent = confirmLabel;
-        t = setTimeout(() => { armed = false; b.textContent = label; }, 4000);
+        armed = true; setText(b, confirmLabel);
+        t = setTimeout(() => { armed = false; setText(b, label); }, 4000);
         return;
       }
-      clearTimeout(t); armed = false; b.textContent = label;
+      clearTimeout(t); armed = false; setText(b, label);
       await fn();
     } }, label);
     return b;
