@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -242,8 +241,8 @@ func decodeNumber(m map[string]json.RawMessage, name string, strs bool, rng *Ran
 }
 
 var (
-	decimalRE   = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
-	nonFiniteRE = regexp.MustCompile(`^(?i)[+-]?(nan|inf|infinity)$`)
+	decimalRE   = lazyRE(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+	nonFiniteRE = lazyRE(`^(?i)[+-]?(nan|inf|infinity)$`)
 )
 
 // numericString reads a number sent as text (exec's numeric strings, an
@@ -253,7 +252,7 @@ var (
 // rest of ParseFloat's syntax ("1_000", "0x1p4") is not a number here.
 func numericString(s string) (float64, bool) {
 	s = strings.TrimSpace(s)
-	if !decimalRE.MatchString(s) && !nonFiniteRE.MatchString(s) {
+	if !decimalRE().MatchString(s) && !nonFiniteRE().MatchString(s) {
 		return 0, false
 	}
 	v, err := strconv.ParseFloat(s, 64)

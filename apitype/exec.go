@@ -2,7 +2,6 @@ package apitype
 
 import (
 	"encoding/json"
-	"regexp"
 	"strings"
 )
 
@@ -38,7 +37,7 @@ var execFields = map[string]bool{
 	"ask": true, "node": true, "elevated": true, "idempotencyKey": true,
 }
 
-var idempotencyKeyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+var idempotencyKeyRE = lazyRE(`^[A-Za-z0-9._:-]{1,128}$`)
 
 // ParseExecParams decodes and validates exec arguments. timeoutSeconds is
 // folded into Timeout; both given and different is an error.
@@ -115,7 +114,7 @@ func ParseExecParams(raw []byte) (ExecParams, *Error) {
 	if e := CheckEnums(&p); e != nil {
 		return p, e
 	}
-	if r, ok := m["idempotencyKey"]; ok && !isNull(r) && !idempotencyKeyRE.MatchString(p.IdempotencyKey) {
+	if r, ok := m["idempotencyKey"]; ok && !isNull(r) && !idempotencyKeyRE().MatchString(p.IdempotencyKey) {
 		return p, Errorf(CodeInvalidArgument, "Invalid idempotencyKey: use 1-128 characters of [A-Za-z0-9._:-].")
 	}
 	if e := CheckRanges(&p, ""); e != nil {

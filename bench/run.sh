@@ -17,8 +17,11 @@ trap 'rm -rf "$tmp"' EXIT
 
 cd "$root"
 echo "bench/run.sh: building conch and conchbench in $tmp" >&2
-go build -o "$tmp/conch" ./cmd/conch
+# conch-shim beside conch, as go install puts it (conch starts every
+# command under it); hello is step start's baseline.
+go build -o "$tmp/" ./cmd/conch ./cmd/conch-shim
 go build -o "$tmp/conchbench" ./bench/cmd/conchbench
+go build -o "$tmp/hello" ./bench/cmd/hello
 
 args=()
 if [ "${BENCH_QUICK:-0}" != 1 ]; then
@@ -26,4 +29,4 @@ if [ "${BENCH_QUICK:-0}" != 1 ]; then
 fi
 # Run from the temporary directory so nothing lands in the work tree.
 cd "$tmp"
-"$tmp/conchbench" -conch "$tmp/conch" ${args[@]+"${args[@]}"} "$@"
+"$tmp/conchbench" -conch "$tmp/conch" -hello "$tmp/hello" ${args[@]+"${args[@]}"} "$@"

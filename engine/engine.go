@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,7 @@ import (
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/registry"
 	"github.com/conchsh/conch/internal/sandbox"
+	"github.com/conchsh/conch/internal/shim"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
@@ -53,8 +55,9 @@ type Options struct {
 	// SupervisorArgv is the command that runs a supervisor, to which
 	// "--home H --session ID" is appended. Default: the words of
 	// $CONCH_SUPERVISOR_LAUNCHER (a command that runs its arguments in the
-	// same process, such as systemd-run --scope), then this executable
-	// with the argument "supervise".
+	// same process, such as systemd-run --scope), then conch-shim
+	// supervise (shim.Locate: the shim, else this executable). Set, it
+	// also leaves sandbox-init to this executable.
 	SupervisorArgv []string
 	// Mode names the kind of process holding the engine ("mcp", "serve"),
 	// shown to a second engine that finds the home locked.
@@ -145,6 +148,7 @@ type Engine struct {
 	dirs    *registry.DirPool // session ids and reusable directories
 	damage  damageLog
 	supArgv []string
+	shim    shim.Program // what runs supervise and sandbox-init
 
 	// sessions is the session table (its own lock, a leaf: taken under
 	// mu, never the other way round).
@@ -231,21 +235,26 @@ func New(opt Options) (*Engine, error) {
 		cwd, _ = os.Getwd()
 	}
 	argv := opt.SupervisorArgv
+	var prog shim.Program
+	var argvFunc func() []string
+	initExe := func() string { return prog.Path }
 	if len(argv) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			lock.Close()
-			return nil, fmt.Errorf("find own executable: %w", err)
-		}
-		argv = append(strings.Fields(os.Getenv("CONCH_SUPERVISOR_LAUNCHER")), exe, "supervise")
+		prog = shim.Locate()
+		launcher := strings.Fields(os.Getenv("CONCH_SUPERVISOR_LAUNCHER"))
+		argv = append(launcher, prog.SuperviseArgv()...)
+		// shim.Current: a shim built in the background takes over.
+		argvFunc = func() []string { return append(slices.Clone(launcher), shim.Current().SuperviseArgv()...) }
+		initExe = func() string { return shim.Current().Path }
+	} else if exe, err := os.Executable(); err == nil {
+		prog = shim.Program{Path: exe, From: shim.FromSelf}
 	}
 	e := &Engine{
-		opt: opt, home: home, log: log, lock: lock, cwd: cwd, supArgv: argv, dirs: registry.NewDirPool(home),
+		opt: opt, home: home, log: log, lock: lock, cwd: cwd, supArgv: argv, shim: prog, dirs: registry.NewDirPool(home),
 		sessions: registry.NewTable[*session](), notices: map[string][]queuedNotice{}, stop: make(chan struct{}),
 	}
 	e.calls.init()
 	e.cfgp.Store(cfg)
-	e.hosts = host.NewRegistry(host.Deps{Home: home, Log: log, LoginPATH: e.loginPATH, Launch: e.commit,
+	e.hosts = host.NewRegistry(host.Deps{Home: home, Log: log, InitExe: initExe, LoginPATH: e.loginPATH, Launch: e.commit,
 		Nodes: opt.Nodes, NodeBinding: e.NodeBinding, Pods: opt.Pods}, opt.Hosts...)
 	if opt.Mode != "node" && gatewayLikely(cfg) {
 		// Probe the login-shell PATH now, off the first exec's path.
@@ -262,7 +271,7 @@ func New(opt Options) (*Engine, error) {
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.cleanRun() }()
 	e.pool = supervisor.NewPool(supervisor.PoolConfig{
-		Argv: e.supArgv, Home: home, Env: supervisorEnv(), Shared: supervisor.DefaultShared(),
+		Argv: e.supArgv, ArgvFunc: argvFunc, Home: home, Env: append(supervisorEnv(), shim.SuperviseEnv()), Shared: supervisor.DefaultShared(),
 		MaxStarting: 2 * runtime.NumCPU(), HostExited: e.hostGone, Warn: e.log.Warn,
 	})
 	e.wg.Add(1)
@@ -347,6 +356,16 @@ func (e *Engine) Reload() error {
 
 // Home returns the engine's home directory.
 func (e *Engine) Home() string { return e.home }
+
+// Shim is the program that runs this engine's supervisors and sandbox
+// inits (conch-shim, or this executable when none was found: its Note
+// says why and the fix).
+func (e *Engine) Shim() shim.Program {
+	if len(e.opt.SupervisorArgv) == 0 {
+		return shim.Current()
+	}
+	return e.shim
+}
 
 // Close stops the engine. It runs Stop first (for up to 5 s), so every
 // call in flight has its answer. Sessions keep running under their

@@ -152,7 +152,8 @@ func (e *Engine) plan(ctx context.Context, agent string, p apitype.ExecParams, w
 	sb := e.conf().SandboxFor(agent)
 	var backend sandbox.Backend
 	var sbErr error
-	if sb.On && (configured == "" || configured == "sandbox") && sb.Backend != "kubernetes" {
+	sbHost := host.SandboxHost(sb.Backend) // "sandbox", or the host of a backend whose sandboxes live elsewhere
+	if sb.On && (configured == "" || configured == "sandbox") && sbHost == "sandbox" {
 		backend, sbErr = sandbox.For(ctx, sb)
 	}
 	// Elevated: only with sandboxing on; it forces the
@@ -171,7 +172,11 @@ func (e *Engine) plan(ctx context.Context, agent string, p apitype.ExecParams, w
 		}
 		return nil, aerr
 	}
-	h, ok := e.hosts.Lookup(name)
+	runsOn := name
+	if name == "sandbox" {
+		runsOn = sbHost
+	}
+	h, ok := e.hosts.Lookup(runsOn)
 	if !ok {
 		return nil, apitype.Errorf(apitype.CodeHostNotAllowed, "exec host %s is not available in this build.", name)
 	}
@@ -362,6 +367,7 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		spec.State, _ = json.Marshal(s.st)
 		s.mu.Unlock()
 	}
+	spec.Limits = e.sessionLimits(pl)
 	h, err := e.start(spec, pl, requestID, approvalID)
 	if err != nil && pl.PTY && errors.Is(err, supervisor.ErrOpenPTY) {
 		pl.Warnings = append(pl.Warnings, fmt.Sprintf("Warning: PTY spawn failed (%v); retrying without PTY for `%s`.", err, pl.Command))
@@ -670,6 +676,9 @@ func failureReason(ex supervisor.Exit, timeoutSec float64) string {
 		if ex.TimedOut {
 			return fmt.Sprintf("Command timed out after %s seconds. If this command is expected to take longer, re-run with a higher timeout (e.g., exec timeout=300).", strconv.FormatFloat(timeoutSec, 'f', -1, 64))
 		}
+		if deref(ex.KilledBy) == string(supervisor.KilledByOOM) && ex.Reason != "" {
+			return ex.Reason // out of memory, with the limit
+		}
 		sig := "SIGTERM"
 		if ex.Signal != nil {
 			sig = *ex.Signal
@@ -714,4 +723,20 @@ func WithWorkdir(ctx context.Context, dir string) context.Context {
 func workdirFrom(ctx context.Context) string {
 	s, _ := ctx.Value(workdirKey{}).(string)
 	return s
+}
+
+// sessionLimits are the resource limits (quotas.session) of a session
+// that runs on this machine under its supervisor's cgroups: the gateway
+// and the bwrap and landlock sandboxes. A docker sandbox's processes are
+// in the container (its limits are the container's), and a node's
+// session runs on the node.
+func (e *Engine) sessionLimits(pl *plan) *supervisor.Limits {
+	if pl.Node != nil || pl.Sandbox != nil && len(pl.Sandbox.KillArgv) > 0 {
+		return nil
+	}
+	l := e.conf().Quota(pl.Agent).Session
+	if l.MemoryBytes == 0 && l.Pids == 0 && l.CPUWeight == 0 {
+		return nil
+	}
+	return &supervisor.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUWeight: l.CPUWeight}
 }

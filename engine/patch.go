@@ -89,16 +89,8 @@ func (e *Engine) applyPatch(ctx context.Context, agent string, p apitype.PatchPa
 		}
 		return np.Result
 	case "sandbox", "":
-		if sb := cfg.SandboxFor(agent); sb.On && sb.Backend == "kubernetes" && e.opt.Pods != nil {
-			// The agent's sandbox pod, through its node.
-			np, err := e.opt.Pods.Patch(ctx, agent, sb, p.Input)
-			if err != nil {
-				return patchError(err)
-			}
-			if _, ok := np.Result.Details.(*apitype.PatchDetails); ok {
-				e.ledgerPatch(agent, "sandbox", np.NodeID, p.Input, np.Files)
-			}
-			return np.Result
+		if res, ok := e.sandboxHostPatch(ctx, agent, cfg.SandboxFor(agent), p.Input); ok {
+			return res
 		}
 		var target PatchTarget
 		ok := false

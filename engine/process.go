@@ -289,6 +289,9 @@ func endLine(ex *supervisor.Exit) string {
 	case supervisor.StateSignaled:
 		return fmt.Sprintf("Process exited with signal %s.", deref(ex.Signal))
 	case supervisor.StateKilled:
+		if r, ok := strings.CutPrefix(ex.Reason, "Command killed: "); ok && deref(ex.KilledBy) == string(supervisor.KilledByOOM) {
+			return "Process was killed: " + r + "." // out of memory, with the limit
+		}
 		sig := "SIGTERM"
 		if ex.Signal != nil {
 			sig = *ex.Signal

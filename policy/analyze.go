@@ -244,10 +244,11 @@ type span struct{ start, end int }
 
 // walker turns accepted statements into parts.
 type walker struct {
-	src       string
-	a         *analysis
-	words     []span // byte ranges of every word, heredoc bodies included
-	hdocStart []int  // offsets where heredoc bodies begin
+	src          string
+	a            *analysis
+	words        []span // byte ranges of every word, heredoc bodies included
+	hdocStart    []int  // offsets where heredoc bodies begin
+	braceScanned int    // characters scanned by braceExpansion
 }
 
 func (w *walker) addPart(op string) {
@@ -617,6 +618,19 @@ func (w *walker) word(wd *syntax.Word) (word, *failure) {
 	if tilde {
 		x.tilde = x.lit
 		x.lit = false
+	}
+	e := expansion{words: 1, bytes: uint64(len(x.src)) + 1}
+	if brace {
+		e = braceExpansion(w.src, wd, &w.braceScanned)
+		if e.punct {
+			return x, unsupported("brace sequence through [ \\ ] ^ _ ` ({Z..a})", wd.Pos())
+		}
+	}
+	total := &w.a.Expanded
+	total.Words = satAdd(total.Words, e.words)
+	total.Bytes = satAdd(total.Bytes, e.bytes)
+	if e.unbounded || total.Words > MaxExpandedWords || total.Bytes > MaxExpandedBytes {
+		return x, &failure{reason: tooLarge(e.unbounded, *total), pos: wd.Pos(), off: -1}
 	}
 	return x, nil
 }

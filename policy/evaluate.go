@@ -108,6 +108,11 @@ func Evaluate(req Request) Decision {
 		}
 	case ask == AskOff:
 		d.Outcome, d.Reason = OutcomeDeny, deniedAllowlistMiss
+		if !a.OK && boundReason(a.Reason) {
+			// A bound, not a shape: say which, so the agent can split
+			// the command instead of asking for an allowlist entry.
+			d.Reason += " (" + a.Reason + ")"
+		}
 	default:
 		d.Outcome, d.Reason = OutcomePrompt, promptReason(d.Analysis, heredoc)
 	}
@@ -115,6 +120,13 @@ func Evaluate(req Request) Decision {
 		d.Persist = persist(d.Analysis.Parts)
 	}
 	return d
+}
+
+// boundReason reports whether an analysis failed on one of its bounds
+// (MaxSegments, MaxExpandedWords, MaxExpandedBytes, the scan budget of
+// brace expansion) rather than on a shape it does not accept.
+func boundReason(r string) bool {
+	return strings.HasPrefix(r, "too many segments: ") || strings.HasPrefix(r, "brace expansion too ")
 }
 
 // pinnedTooLong is the reason for a command of sent bytes whose pinned form

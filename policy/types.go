@@ -230,6 +230,18 @@ type Analysis struct {
 	Parts []Part
 	// Heredoc is true when a segment has a heredoc.
 	Heredoc bool
+	// Expanded is what the words analysed so far expand to by brace
+	// expansion (all of them when OK): the analysis fails beyond
+	// MaxExpandedWords or MaxExpandedBytes.
+	Expanded Expansion
+}
+
+// Expansion is the size of a command's words after brace expansion:
+// Words counts them as bash does (a word without braces is one), Bytes
+// bounds their total length, one separator per word included. Both
+// saturate at the largest uint64.
+type Expansion struct {
+	Words, Bytes uint64
 }
 
 // The decision outcomes.

@@ -3,17 +3,19 @@
 // keep running, over MCP. Its commands live in internal/cli; `conch help`
 // lists them.
 //
-// `conch supervise` and `conch sandbox-init` are internal entry points the
-// engine re-executes this binary with (a session's supervisor, a sandbox's
-// init): they are dispatched here, before the command line is parsed, and
-// take their own arguments.
+// `conch supervise` and `conch sandbox-init` are internal entry points (a
+// session's supervisor, a sandbox's init), the jobs of the small
+// conch-shim program (cmd/conch-shim); the engine re-executes this binary
+// for them only when it finds no shim (internal/shim). They are
+// dispatched here, before the command line is parsed, and take their own
+// arguments.
 package main
 
 import (
 	"os"
 
 	conchcli "github.com/conchsh/conch/internal/cli"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/shim/entry"
 )
 
 func main() {
@@ -22,14 +24,8 @@ func main() {
 
 // run returns the exit code of one invocation (the table is conchcli.ExitCodes).
 func run(args []string) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "supervise":
-			return supervisor.Main(args[1:])
-		}
-		if entry, ok := osEntries[args[0]]; ok {
-			return entry(args[1:])
-		}
+	if code, ok := entry.Main(args); ok {
+		return code
 	}
 	return conchcli.Main(args, os.Stdin, os.Stdout, os.Stderr)
 }

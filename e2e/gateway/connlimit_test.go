@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -27,7 +26,8 @@ func TestStalledConnectionsLeaveTheEngineRunning(t *testing.T) {
 	home := e2etest.NewHome(t, "")
 	cmd := exec.Command(prlimit, fmt.Sprintf("--nofile=%d:%d", nofile, nofile), e2etest.ConchBin, "serve", "--home", home, "--listen", "127.0.0.1:0", "--log-level", "warn")
 	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
+	_, stderrFile := e2etest.NewLog(t, "conch serve")
+	cmd.Stderr = stderrFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/conchsh/conch/internal/e2etest"
 )
 
-// runCLIIn is runCLI with the CLI started in dir and stdin from in.
+// runCLIIn is e2etest.RunCLI with the CLI started in dir and stdin from in.
 func runCLIIn(t *testing.T, dir, in string, args ...string) (string, string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -108,7 +108,8 @@ func TestSupervisorLauncherSurvivesUnitKill(t *testing.T) {
 			e2etest.ConchBin, "serve", "--home", home, "--listen", "127.0.0.1:0", "--log-level", "warn")
 		cmd.Env = append(os.Environ(), "CONCH_SUPERVISOR_LAUNCHER="+launcher)
 		out, _ := cmd.StdoutPipe()
-		cmd.Stderr = os.Stderr
+		_, stderrFile := e2etest.NewLog(t, "conch serve")
+		cmd.Stderr = stderrFile
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +143,7 @@ func TestSupervisorLauncherSurvivesUnitKill(t *testing.T) {
 	if got, want := cgroupOf(sup), "/"+filepath.Base(scope); got != want {
 		t.Fatalf("supervisor %d is in cgroup %q, want the launcher's %q", sup, got, want)
 	}
-	if b, _ := os.ReadFile(used); !strings.Contains(string(b), e2etest.ConchBin+" supervise --home "+home) {
+	if b, _ := os.ReadFile(used); !strings.Contains(string(b), e2etest.ShimBin+" supervise --home "+home) {
 		t.Fatalf("the launcher ran %q", b)
 	}
 

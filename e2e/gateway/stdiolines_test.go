@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -31,7 +30,8 @@ func startRawMCP(t *testing.T, home string) *rawMCP {
 	cmd.Dir = t.TempDir()
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
+	_, stderrFile := e2etest.NewLog(t, "conch mcp")
+	cmd.Stderr = stderrFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -418,7 +418,8 @@ func TestSIGHUPDuringStartup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd.Stderr = os.Stderr
+		_, stderrFile := e2etest.NewLog(t, "conch serve")
+		cmd.Stderr = stderrFile
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -465,7 +466,8 @@ func TestSIGHUPDuringStartup(t *testing.T) {
 		cmd := exec.Command(e2etest.ConchBin, "mcp", "--home", home)
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
-		cmd.Stderr = os.Stderr
+		_, stderrFile := e2etest.NewLog(t, "conch mcp")
+		cmd.Stderr = stderrFile
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -189,6 +189,10 @@ func TestLedgerGapFullDisk(t *testing.T) {
 		}
 		return ""
 	})
+	// The failed appends are logged: checked here, not printed.
+	if recs := c.Stderr.Records("ledger append"); len(recs) == 0 || !strings.Contains(recs[0], "no space left on device") {
+		t.Errorf("no \"ledger append\" error in conch's stderr:\n%s", c.Stderr)
+	}
 	if out, code := e2etest.CLI(t, "ledger", "verify", "--home", home, "--allow-gaps"); code != 0 {
 		t.Fatalf("verify --allow-gaps: %d\n%s", code, out)
 	}

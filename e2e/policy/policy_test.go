@@ -370,7 +370,8 @@ func TestApprovalByElicitation(t *testing.T) {
 			},
 		})
 		cmd := exec.Command(e2etest.ConchBin, "mcp", "--home", home)
-		cmd.Stderr = os.Stderr
+		_, stderrFile := e2etest.NewLog(t, "conch mcp")
+		cmd.Stderr = stderrFile
 		cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -265,7 +265,7 @@ PATH="$HOME/login-bin:$PATH"; export PATH
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// (newHome put a cache for the test's own environment there; the
+	// (e2etest.NewHome put a cache for the test's own environment there; the
 	// probe replaces it.)
 	cache := filepath.Join(home, "state", "login-path.json")
 	e2etest.Eventually(t, 30*time.Second, func() string {

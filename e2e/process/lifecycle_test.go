@@ -522,7 +522,7 @@ func TestHostCrashAfterEnd(t *testing.T) {
 	if p := c.WaitEnd(id, 10*time.Second); p.Num("exitCode") != 3 {
 		t.Fatalf("end: %q %v", p.Text, p.D)
 	}
-	hosts := e2etest.Pgrep("conch supervise --home " + home + " --host")
+	hosts := e2etest.Pgrep("supervise --home " + home + " --host")
 	if len(hosts) == 0 {
 		t.Fatal("no supervisor host runs")
 	}

@@ -63,6 +63,22 @@ func damageFile(t *testing.T, path string, fn func([]byte) []byte) {
 	}
 }
 
+// wantDamage waits until conch's stderr (log) holds the one "damaged state
+// file" warning for path, of kind: the warnings a damage test provokes are
+// checked, not printed.
+func wantDamage(t *testing.T, log *e2etest.Log, kind, path string) {
+	t.Helper()
+	e2etest.Eventually(t, 10*time.Second, func() string {
+		if got, ok := log.DamageRecords()[path]; !ok || got != kind {
+			return fmt.Sprintf("no %s warning for %s (kind %q) in conch's stderr:\n%s", kind, path, got, log)
+		}
+		return ""
+	})
+	if n := strings.Count(log.String(), "path="+path+" "); n != 1 {
+		t.Errorf("%d warnings for %s, want 1:\n%s", n, path, log)
+	}
+}
+
 // TestDamageStateFiles generates its cases: each state file of a finished
 // session (exit.json, meta.json, state.json) and of a running one
 // (meta.json, state.json), damaged each way in damages. After one restart
@@ -133,6 +149,15 @@ func TestDamageStateFiles(t *testing.T) {
 			}
 		}
 	}
+	// Every damaged file is reported once, with its kind, and nothing
+	// else is.
+	kinds := map[string]string{"exit.json": "exit", "meta.json": "meta", "state.json": "state"}
+	for _, m := range ms {
+		wantDamage(t, c.Stderr, kinds[m.file], filepath.Join(home, "sessions", m.id, m.file))
+	}
+	if got := c.Stderr.DamageRecords(); len(got) != len(ms) {
+		t.Errorf("%d damaged files reported, want %d: %v", len(got), len(ms), got)
+	}
 	for i, m := range ms {
 		if !m.running {
 			continue
@@ -188,6 +213,7 @@ func TestDamageJournalFlip(t *testing.T) {
 	if strings.Contains(l.Text, "line-25\n") {
 		t.Fatalf("the damaged line is shown: %q", l.Text)
 	}
+	wantDamage(t, c.Stderr, "journal", filepath.Join(home, "sessions", id))
 }
 
 // TestDamageJournalCut cuts half of a finished session's journal off: log
@@ -201,6 +227,7 @@ func TestDamageJournalCut(t *testing.T) {
 	if !strings.HasPrefix(l.Text, "line-1\nline-2\n") || unreadable.FindString(l.Text) == "" || l.D["truncated"] != true {
 		t.Fatalf("log of the cut journal: %q %v", l.Text, l.D)
 	}
+	wantDamage(t, c.Stderr, "journal", filepath.Join(home, "sessions", id))
 }
 
 // TestDamageMetrics: a damaged exit.json found at start is counted in
@@ -233,6 +260,7 @@ func TestDamageMetrics(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, b)
 		}
 	}
+	wantDamage(t, g.Stderr, "exit", exitPath)
 }
 
 // TestRetainBurstUnread: more background sessions than maxRetained end
@@ -373,6 +401,7 @@ func TestDamageMetaSingleSupervisor(t *testing.T) {
 	if p := c.WaitEnd(id, 30*time.Second); p.Num("exitCode") != 7 || !strings.Contains(p.Text, "got-go") {
 		t.Fatalf("end: %q %v", p.Text, p.D)
 	}
+	wantDamage(t, c.Stderr, "meta", filepath.Join(home, "sessions", id, "meta.json"))
 }
 
 // TestDamageMetaSupervisorGone: meta.json is damaged and the supervisor is
@@ -383,7 +412,7 @@ func TestDamageMetaSupervisorGone(t *testing.T) {
 	home := e2etest.NewHome(t, "")
 	c := e2etest.StartConch(t, home)
 	// The command is found by a marker in its command line: once its
-	// supervisor is gone, pgrepHome no longer sees it.
+	// supervisor is gone, e2etest.PgrepHome no longer sees it.
 	script := filepath.Join(t.TempDir(), e2etest.Marker(t)+".sh")
 	os.WriteFile(script, []byte("sleep 932.3\n"), 0o600)
 	id := c.Exec(map[string]any{"command": "echo started; sh " + script, "background": true}).Str("sessionId")
@@ -415,6 +444,7 @@ func TestDamageMetaSupervisorGone(t *testing.T) {
 		}
 		return ""
 	})
+	wantDamage(t, c.Stderr, "meta", filepath.Join(home, "sessions", id, "meta.json"))
 }
 
 // TestRetainedBelowRunningRejected: a configuration that keeps fewer

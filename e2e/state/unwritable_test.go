@@ -137,6 +137,15 @@ func homeUnwritableScenario(t *testing.T, env []string) {
 	if _, err := os.Stat(exitPath); err == nil {
 		t.Fatal("exit.json written on a read-only home: the test does not exercise the in-memory end state")
 	}
+	// The ledger's failed appends are logged: checked here, not printed.
+	e2etest.Eventually(t, 10*time.Second, func() string {
+		for _, r := range g.Stderr.Records("ledger append") {
+			if strings.Contains(r, "read-only file system") {
+				return ""
+			}
+		}
+		return "no \"ledger append\" error naming the read-only file system in conch's stderr:\n" + g.Stderr.String()
+	})
 
 	// The home becomes writable again: its contents move to a fresh
 	// filesystem mounted at the same path.
@@ -185,7 +194,7 @@ func jsonText(v any) string {
 }
 
 // seedHome makes the home directory with the login-shell probe's cache,
-// as newHome does: a refused exec would otherwise first wait up to half
+// as e2etest.NewHome does: a refused exec would otherwise first wait up to half
 // its yield window for the probe of a slow login shell.
 func seedHome(home string) {
 	os.MkdirAll(filepath.Join(home, "state"), 0o700)

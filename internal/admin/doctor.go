@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -9,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/sandbox"
+	"github.com/conchsh/conch/internal/shim"
 	"github.com/conchsh/conch/internal/supervisor"
 	"github.com/conchsh/conch/policy"
 )
@@ -60,6 +62,7 @@ func Doctor(home string) []Finding {
 		}
 	}
 	doctorModes(add, home)
+	doctorShim(add)
 	homeInfo, _ := os.Stat(home)
 	homeUID := -1
 	if homeInfo != nil {
@@ -180,9 +183,17 @@ func Doctor(home string) []Finding {
 	} else {
 		add("sandbox.landlock", "info", "the kernel offers no Landlock: the landlock backend is unavailable")
 	}
+	doctorSessionLimits(add, cfg, agents)
 	if sandboxed {
 		l := limitAgent
-		enforced, warns := supervisor.ProbeLimits(l.MemoryBytes, l.Pids, l.CPUs)
+		var want []supervisor.Limit
+		for _, x := range []supervisor.Limit{{Key: "memoryBytes", Setting: "sandbox.limits.memoryBytes", Value: float64(l.MemoryBytes)},
+			{Key: "pids", Setting: "sandbox.limits.pids", Value: float64(l.Pids)}, {Key: "cpus", Setting: "sandbox.limits.cpus", Value: l.CPUs}} {
+			if x.Value > 0 {
+				want = append(want, x)
+			}
+		}
+		enforced, warns := supervisor.ProbeLimits(want)
 		if len(enforced) > 0 {
 			keys := make([]string, 0, len(enforced))
 			for k := range enforced {
@@ -244,11 +255,21 @@ func Doctor(home string) []Finding {
 	return out
 }
 
+// doctorShim says which program runs under every command: conch-shim, or
+// conch itself (slower to start), with the fix.
+func doctorShim(add func(id, level, format string, args ...any)) {
+	if p := shim.Locate(); p.Fast() {
+		add("shim", "info", "commands start under %s (%s, protocol %s)", p.Path, p.From, shim.Protocol())
+	} else {
+		add("shim.missing", "info", "%s", p.Note)
+	}
+}
+
 // doctorSandbox reports an agent's sandbox: backend and layers, or why it
 // is unusable, and an unsafe workspace.
 func doctorSandbox(add func(id, level, format string, args ...any), home, agent, workspace string, sb config.SandboxSettings) {
-	if sb.Backend == "kubernetes" {
-		add("sandbox.layers", "info", "agent %s: sandbox backend kubernetes: pods in the cluster of %s (conch sandbox list shows them)", agent, cmp.Or(sb.Kube.Kubeconfig, "the in-cluster configuration"))
+	if r, ok := sandbox.RemoteOf(sb.Backend); ok {
+		add("sandbox.layers", "info", "agent %s: %s", agent, r.Describe(sb))
 		return
 	}
 	b, err := sandbox.For(context.Background(), sb)
@@ -257,9 +278,14 @@ func doctorSandbox(add func(id, level, format string, args ...any), home, agent,
 		return
 	}
 	r := &sandbox.Run{Settings: sb}
-	add("sandbox.layers", "info", "agent %s: sandbox backend %s, layers %s, workspace access %s, network %s", agent, b.Name(), strings.Join(b.Layers(r), ","), sb.WorkspaceAccess, sb.Network)
+	layers := b.Layers(r)
+	add("sandbox.layers", "info", "agent %s: sandbox backend %s, layers %s, workspace access %s, network %s", agent, b.Name(), strings.Join(layers, ","), sb.WorkspaceAccess, sb.Network)
 	if b.Name() == "landlock" {
-		add("sandbox.weaker", "warn", "agent %s: the landlock backend has no PID, UTS or mount namespace: host processes stay visible in /proc, the workspace's git directories stay writable, and as root the command stays root (install bubblewrap for the full boundary)", agent)
+		ipc := "System V IPC and POSIX message queues are refused"
+		if !slices.Contains(layers, "ipcns") {
+			ipc += " but /proc/sysvipc lists the host's objects (no IPC namespace without root)"
+		}
+		add("sandbox.weaker", "warn", "agent %s: the landlock backend has no PID, UTS or mount namespace: host processes stay visible in /proc, the workspace's git directories stay writable, %s, and as root the command stays root (install bubblewrap for the full boundary)", agent, ipc)
 		if sb.WorkspaceAccess == "rw" {
 			add("sandbox.landlock_git", "warn", "agent %s: the landlock backend does not protect repositories: a sandboxed command can write the workspace's .git (config, hooks) and every file your git configuration names there (a core.hooksPath directory, an included file, a core.fsmonitor or filter program), and the host's git runs what it wrote if it runs while the command does. conch puts these paths back when each run ends; use the bwrap backend (or workspaceAccess ro/none) for repositories you run git in on the host", agent)
 		}
@@ -278,4 +304,49 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// doctorSessionLimits says which of the session limits (quotas.session)
+// this machine enforces, for each distinct setting among the agents, by
+// setting them on a throw-away session cgroup: one info finding with the
+// limits in force and the cgroup hierarchy that holds them, and a warning
+// per limit the machine cannot enforce.
+func doctorSessionLimits(add func(id, level, format string, args ...any), cfg *config.Config, agents []string) {
+	seen := map[config.SessionLimitSettings][]string{}
+	var order []config.SessionLimitSettings
+	for _, a := range agents {
+		l := cfg.Quota(a).Session
+		if _, ok := seen[l]; !ok {
+			order = append(order, l)
+		}
+		seen[l] = append(seen[l], a)
+	}
+	for _, l := range order {
+		who := "agent " + strings.Join(seen[l], ", ")
+		var want []supervisor.Limit
+		for _, x := range []supervisor.Limit{{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: float64(l.MemoryBytes)},
+			{Key: "pids", Setting: "quotas.session.pids", Value: float64(l.Pids)},
+			{Key: "cpuWeight", Setting: "quotas.session.cpuWeight", Value: float64(l.CPUWeight)}} {
+			if x.Value > 0 {
+				want = append(want, x)
+			}
+		}
+		if len(want) == 0 {
+			add("containment.session_limits", "warn", "%s: no session limits (quotas.session turns them all off): one command can use all of this machine's memory and processes", who)
+			continue
+		}
+		enforced, warns := supervisor.ProbeLimits(want)
+		if len(enforced) > 0 {
+			var parts []string
+			for _, x := range want {
+				if v, ok := enforced[x.Key]; ok {
+					parts = append(parts, fmt.Sprintf("%s=%s", x.Key, strconv.FormatFloat(v, 'f', -1, 64)))
+				}
+			}
+			add("containment.session_limits", "info", "%s: session limits are enforced through cgroup %s: %s", who, supervisor.LimitHierarchy(), strings.Join(parts, ", "))
+		}
+		for _, w := range warns {
+			add("containment.session_limits", "warn", "%s: %s", who, strings.TrimSuffix(strings.TrimPrefix(w, "Warning: "), "."))
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/nodehub"
 )
 
@@ -45,7 +46,7 @@ func SetExecDefaults(home, agent string, d engine.ExecDefaults) (engine.ExecDefa
 	for _, c := range []struct {
 		v       string
 		allowed []string
-	}{{d.Host, []string{"", "sandbox", "gateway", "node"}}, {d.Security, []string{"", "deny", "allowlist", "full"}}, {d.Ask, []string{"", "off", "on-miss", "always"}}} {
+	}{{d.Host, append([]string{""}, config.HostValues()...)}, {d.Security, []string{"", "deny", "allowlist", "full"}}, {d.Ask, []string{"", "off", "on-miss", "always"}}} {
 		if !slices.Contains(c.allowed, strings.ToLower(c.v)) {
 			return d, invalid(fmt.Sprintf("invalid exec default %q", c.v))
 		}

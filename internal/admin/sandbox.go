@@ -66,8 +66,8 @@ func SandboxStatusOf(ctx context.Context, home string) (SandboxStatus, error) {
 	for _, a := range sandboxAgents(cfg) {
 		sb := cfg.SandboxFor(a)
 		row := SandboxAgent{Agent: a, Mode: sb.Mode, On: sb.On, Scope: sb.Scope, WorkspaceAccess: sb.WorkspaceAccess, Network: sb.Network}
-		if sb.On && sb.Backend == "kubernetes" {
-			row.Backend, row.Layers = "kubernetes", []string{"pod"}
+		if r, ok := sandbox.RemoteOf(sb.Backend); sb.On && ok {
+			row.Backend, row.Layers = sb.Backend, r.Layers(sb)
 		} else if sb.On {
 			if b, err := sandbox.For(ctx, sb); err != nil {
 				row.Error = err.Error()

@@ -22,6 +22,7 @@ var writesInPlace = map[string]string{
 	"engine/engine.go:prepareHome":                  "an empty probe file, removed at once",
 	"engine/engine.go:lockHome":                     "the lock file: its content is informational",
 	"internal/supervisor/contain_linux.go:*":        "cgroup control files",
+	"internal/supervisor/limits_linux.go:*":         "cgroup control files",
 	"internal/supervisor/sys_linux.go:startOutside": "cgroup.procs",
 	"internal/supervisor/files.go:writeFile":        "CreateJSON: a first record created exclusively (nobody reads it before it is complete), removed on failure",
 	"internal/fsutil/lock.go:LockFile":              "lock files: their content is never read",

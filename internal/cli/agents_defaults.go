@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/nodehub"
 	"github.com/conchsh/conch/policy"
 	"github.com/spf13/cobra"
@@ -64,8 +65,8 @@ func execDefaults(home, name string, kvs []string, clear bool, stdout, stderr io
 		lv := strings.ToLower(v)
 		switch k {
 		case "host":
-			if !policyOneOf(lv, "sandbox", "gateway", "node") {
-				fmt.Fprintf(stderr, "Unrecognized exec host %q. Valid hosts: sandbox, gateway, node.\n", v)
+			if !policyOneOf(lv, config.HostValues()...) {
+				fmt.Fprintf(stderr, "Unrecognized exec host %q. Valid hosts: %s.\n", v, strings.Join(config.HostValues(), ", "))
 				return ExitUsage
 			}
 			cur.Host = lv

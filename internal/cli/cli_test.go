@@ -299,7 +299,7 @@ func TestExitCodesProduced(t *testing.T) {
 		seen[c.code] = true
 	}
 	// Not produced here: 130 needs a Ctrl-C before a session exists (see
-	// cmd/conch TestCLIInterruptDetaches for Ctrl-C while following).
+	// e2e/cli TestCLIInterruptDetaches for Ctrl-C while following).
 	for _, e := range ExitCodes {
 		if !seen[e.Code] && e.Code != ExitInterrupted {
 			t.Errorf("exit code %d (%s) has no case here", e.Code, e.Name)

@@ -313,6 +313,9 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 	if !ui {
 		uiNote = "control UI off"
 	}
+	if p := eng.Shim(); !p.Fast() && p.Note != "" {
+		fmt.Fprintf(stdout, "conch serve: %s\n", p.Note)
+	}
 	fmt.Fprintf(stdout, "conch serve: listening on %s (MCP %s/mcp, API %s/v1, engine socket %s, %s%s)\n", base, base, base, sockPath, uiNote, metricsNote)
 	log.Info("serving", "listen", *listen, "home", eng.Home())
 

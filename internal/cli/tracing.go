@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/conchsh/conch/internal/telemetry"
+	"github.com/conchsh/conch/internal/telemetry/otlp"
 )
 
 // startTracing installs the OpenTelemetry trace exporter when the
@@ -14,7 +14,7 @@ import (
 // A bad setting is reported on stderr and ok is false. stop flushes the
 // spans still buffered (at most 5 s).
 func startTracing(cmd string, stderr io.Writer) (stop func(), ok bool) {
-	shutdown, err := telemetry.Setup(context.Background(), version())
+	shutdown, err := otlp.Setup(context.Background(), version())
 	if err != nil {
 		fmt.Fprintf(stderr, "conch %s: tracing: %v\n", cmd, err)
 		return func() {}, false

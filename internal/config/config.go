@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,6 +87,69 @@ type Quotas struct {
 	// MinRetainAgeMs is how long a finished session whose result nobody
 	// read is kept even past maxRetained.
 	MinRetainAgeMs *int64 `json:"minRetainAgeMs,omitempty"`
+	// Session holds the resource limits of each of the agent's sessions.
+	Session *SessionLimits `json:"session,omitempty"`
+}
+
+// SessionLimits is quotas.session: the resource limits each session
+// gets through its cgroups; nil fields keep the default, 0 turns a limit
+// off. agents.<id>.quotas.session overrides it key by key.
+type SessionLimits struct {
+	MemoryBytes *int64 `json:"memoryBytes,omitempty"`
+	Pids        *int64 `json:"pids,omitempty"`
+	CPUWeight   *int64 `json:"cpuWeight,omitempty"`
+}
+
+// SessionLimitSettings are an agent's resolved session limits (0: none).
+type SessionLimitSettings struct {
+	MemoryBytes int64 // bytes of memory for the whole tree
+	Pids        int64 // tasks (processes and threads) alive at once
+	CPUWeight   int64 // share of CPU under contention, 1 to 10000
+}
+
+// The defaults of quotas.session. A session may use half of the
+// machine's memory (RAM/2, at least 256 MiB; no default where the memory
+// cannot be read): one runaway command cannot take the machine down,
+// and builds that need gigabytes still fit on an ordinary machine. 4096
+// tasks hold a parallel build's compilers and their threads, and stop a
+// fork bomb long before the kernel's pid limit. No CPU weight by default:
+// a v1 cpu cgroup per session made every exec round trip 1.6 to 2.1 times
+// slower where this was measured (BenchmarkExecSessionLimits), and a
+// weight of 100 is what the kernel gives anyway; an operator who wants
+// agents' commands to yield to the rest of the machine sets a lower one.
+const (
+	DefaultSessionPids      = 4096
+	DefaultSessionCPUWeight = 0
+	minSessionMemory        = 256 << 20
+	maxCPUWeight            = 10000
+)
+
+// DefaultSessionMemoryBytes is quotas.session.memoryBytes' default: half
+// of the machine's memory, at least 256 MiB, or 0 (none) when it cannot
+// be read.
+func DefaultSessionMemoryBytes() int64 {
+	ram := totalRAM()
+	if ram <= 0 {
+		return 0
+	}
+	return max(ram/2, minSessionMemory)
+}
+
+func (l *SessionLimits) validate(prefix string) error {
+	if l == nil {
+		return nil
+	}
+	var errs []error
+	if l.MemoryBytes != nil && *l.MemoryBytes != 0 && *l.MemoryBytes < minMemoryBytes {
+		errs = append(errs, fmt.Errorf("%s.memoryBytes: %d is below 1 MiB (0 means no limit)", prefix, *l.MemoryBytes))
+	}
+	if l.Pids != nil && *l.Pids < 0 {
+		errs = append(errs, fmt.Errorf("%s.pids: %d is negative (0 means no limit)", prefix, *l.Pids))
+	}
+	if l.CPUWeight != nil && (*l.CPUWeight < 0 || *l.CPUWeight > maxCPUWeight) {
+		errs = append(errs, fmt.Errorf("%s.cpuWeight: %d is out of range (1 to 10000; 0 means the kernel's default)", prefix, *l.CPUWeight))
+	}
+	return errors.Join(errs...)
 }
 
 // QuotaSettings are an agent's resolved quotas.
@@ -100,6 +162,8 @@ type QuotaSettings struct {
 	// MinRetainAge: a finished session is evicted by maxRetained only
 	// once its result was read or it ended this long ago.
 	MinRetainAge time.Duration
+	// Session are the resource limits of each session.
+	Session SessionLimitSettings
 }
 
 // DefaultMinRetainAge is quotas.minRetainAgeMs when unset.
@@ -109,7 +173,8 @@ const DefaultMinRetainAge = time.Hour
 // global section over the defaults (256 running, 512 retained, 50 exec/s,
 // burst 200, unread results kept at least 1 h).
 func (c *Config) Quota(agent string) QuotaSettings {
-	q := QuotaSettings{MaxRunning: 256, MaxRetained: 512, JournalBytes: 1 << 30, ExecPerSecond: 50, ExecBurst: 200, MinRetainAge: DefaultMinRetainAge}
+	q := QuotaSettings{MaxRunning: 256, MaxRetained: 512, JournalBytes: 1 << 30, ExecPerSecond: 50, ExecBurst: 200, MinRetainAge: DefaultMinRetainAge,
+		Session: SessionLimitSettings{MemoryBytes: DefaultSessionMemoryBytes(), Pids: DefaultSessionPids, CPUWeight: DefaultSessionCPUWeight}}
 	apply := func(s *Quotas) {
 		if s == nil {
 			return
@@ -131,6 +196,17 @@ func (c *Config) Quota(agent string) QuotaSettings {
 		}
 		if s.MinRetainAgeMs != nil {
 			q.MinRetainAge = time.Duration(max(*s.MinRetainAgeMs, 0)) * time.Millisecond
+		}
+		if l := s.Session; l != nil {
+			if l.MemoryBytes != nil {
+				q.Session.MemoryBytes = max(*l.MemoryBytes, 0)
+			}
+			if l.Pids != nil {
+				q.Session.Pids = max(*l.Pids, 0)
+			}
+			if l.CPUWeight != nil {
+				q.Session.CPUWeight = min(max(*l.CPUWeight, 0), maxCPUWeight)
+			}
 		}
 	}
 	apply(&c.Quotas)
@@ -264,10 +340,10 @@ func Parse(b []byte) (*Config, error) {
 	return &c, nil
 }
 
-var agentID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+var agentID = lazyRE(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // ValidAgent reports whether id is a valid agent id.
-func ValidAgent(id string) bool { return agentID.MatchString(id) }
+func ValidAgent(id string) bool { return agentID().MatchString(id) }
 
 func oneOf(key, v string, allowed ...string) error {
 	if v == "" || slices.Contains(allowed, strings.ToLower(v)) {
@@ -275,6 +351,18 @@ func oneOf(key, v string, allowed ...string) error {
 	}
 	return fmt.Errorf("%s: invalid value %q (want one of %s)", key, v, strings.Join(allowed, ", "))
 }
+
+// HostValues are the host names tools.exec.host and exec's host accept,
+// in the order the docs list them. config is a leaf and cannot ask the
+// host registry (internal/host), so this list is kept here and checked
+// against the registry by internal/host's tests (TestHostListsMatchRegistry);
+// every other list of host names is derived from it.
+func HostValues() []string { return slices.Clone(hostValues) }
+
+// SandboxBackends are the values sandbox.backend accepts: "auto" and
+// every registered backend (checked against internal/sandbox's registry
+// by internal/host's tests).
+func SandboxBackends() []string { return slices.Clone(sandboxBackends) }
 
 // The allowed values of the enumerated keys: validate checks them and
 // Schema lists them.
@@ -333,13 +421,13 @@ func (c *Config) validate() (err error) {
 		}
 		errs = append(errs, oneOf("tools.deny", strings.TrimSpace(d), toolNames...))
 	}
-	errs = append(errs, c.validateRetained("quotas", ""))
+	errs = append(errs, c.validateRetained("quotas", ""), c.Quotas.Session.validate("quotas.session"))
 	for id, a := range c.Agents {
 		if !ValidAgent(id) {
 			errs = append(errs, fmt.Errorf("agents: invalid agent id %q", id))
 		}
 		if a.Quotas != nil {
-			errs = append(errs, c.validateRetained("agents."+id+".quotas", id))
+			errs = append(errs, c.validateRetained("agents."+id+".quotas", id), a.Quotas.Session.validate("agents."+id+".quotas.session"))
 		}
 		if a.Sandbox != nil {
 			errs = append(errs, a.Sandbox.validate("agents."+id+".sandbox"))

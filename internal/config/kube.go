@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/url"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -132,7 +131,7 @@ func (k *SandboxKubernetes) validate(prefix string) error {
 		errs = append(errs, fmt.Errorf("%s.%s: %s", prefix, key, fmt.Sprintf(format, a...)))
 	}
 	if k.Namespace != "" {
-		if !dns1123Label.MatchString(k.Namespace) {
+		if !dns1123Label().MatchString(k.Namespace) {
 			bad("namespace", "%q is not a namespace name (lower-case letters, digits and '-', at most 63)", k.Namespace)
 		}
 	}
@@ -165,11 +164,11 @@ func (k *SandboxKubernetes) validate(prefix string) error {
 		}{{"requests", r.Requests}, {"limits", r.Limits}} {
 			for name, v := range part.m {
 				key := "resources." + part.name + "." + name
-				if !slices.Contains(standardResourceKeys, name) && !extendedResource.MatchString(name) {
+				if !slices.Contains(standardResourceKeys, name) && !extendedResource().MatchString(name) {
 					bad(key, "unknown resource (want cpu, memory, ephemeral-storage or an extended resource such as nvidia.com/gpu)")
 					continue
 				}
-				if !quantityRE.MatchString(v) {
+				if !quantityRE().MatchString(v) {
 					bad(key, "%q is not a quantity (such as 500m, 2, 1Gi)", v)
 				}
 			}
@@ -179,7 +178,7 @@ func (k *SandboxKubernetes) validate(prefix string) error {
 		if !qualifiedName(lk) {
 			bad("nodeSelector", "label key %q is not a valid label key ([prefix/]name)", lk)
 		}
-		if lv != "" && (len(lv) > 63 || !labelValueRE.MatchString(lv)) {
+		if lv != "" && (len(lv) > 63 || !labelValueRE().MatchString(lv)) {
 			bad("nodeSelector", "label value %q is not a valid label value", lv)
 		}
 	}
@@ -267,12 +266,12 @@ func checkNetworkPolicy(raw json.RawMessage) error {
 // Name rules of Kubernetes (without importing it: this package stays a
 // standard-library leaf).
 var (
-	dns1123Label     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	dns1123Part      = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	qualifiedNameRE  = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
-	labelValueRE     = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-	extendedResource = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-	quantityRE       = regexp.MustCompile(quantityPattern)
+	dns1123Label     = lazyRE(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	dns1123Part      = lazyRE(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	qualifiedNameRE  = lazyRE(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	labelValueRE     = lazyRE(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	extendedResource = lazyRE(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	quantityRE       = lazyRE(quantityPattern)
 )
 
 func dns1123Subdomain(s string) bool {
@@ -280,7 +279,7 @@ func dns1123Subdomain(s string) bool {
 		return false
 	}
 	for _, p := range strings.Split(s, ".") {
-		if !dns1123Part.MatchString(p) {
+		if !dns1123Part().MatchString(p) {
 			return false
 		}
 	}
@@ -294,7 +293,7 @@ func qualifiedName(s string) bool {
 	} else if !dns1123Subdomain(prefix) {
 		return false
 	}
-	return qualifiedNameRE.MatchString(name)
+	return qualifiedNameRE().MatchString(name)
 }
 
 // validateIdle checks sandbox.idleTimeout.

@@ -64,6 +64,12 @@ func Schema() (*jsonschema.Schema, error) {
 				"enabled": {Type: "boolean", Description: "false: elevated runs are not available (default true)"},
 			}
 		}},
+		{reflect.TypeFor[SessionLimits](), func(s *jsonschema.Schema) {
+			s.Properties["memoryBytes"].AnyOf = []*jsonschema.Schema{{Const: jsonschema.Ptr[any](0.0)}, {Minimum: jsonschema.Ptr(float64(minMemoryBytes))}}
+			s.Properties["pids"].Minimum = jsonschema.Ptr(0.0)
+			s.Properties["cpuWeight"].Minimum = jsonschema.Ptr(0.0)
+			s.Properties["cpuWeight"].Maximum = jsonschema.Ptr(float64(maxCPUWeight))
+		}},
 		{reflect.TypeFor[SandboxLimits](), func(s *jsonschema.Schema) {
 			s.Properties["memoryBytes"].Minimum = jsonschema.Ptr(float64(minMemoryBytes))
 			s.Properties["pids"].Minimum = jsonschema.Ptr(0.0)
@@ -117,7 +123,7 @@ func Schema() (*jsonschema.Schema, error) {
 			}
 		}},
 		{reflect.TypeFor[Config](), func(s *jsonschema.Schema) {
-			s.Properties["agents"].PropertyNames = &jsonschema.Schema{Pattern: agentID.String()}
+			s.Properties["agents"].PropertyNames = &jsonschema.Schema{Pattern: agentID().String()}
 			s.Properties["server"].Properties = map[string]*jsonschema.Schema{
 				"allowedHosts":   {Type: "array", Items: &jsonschema.Schema{Type: "string"}, Description: "more Host names conch serve accepts"},
 				"allowedOrigins": {Type: "array", Items: &jsonschema.Schema{Type: "string"}, Description: "more Origins conch serve accepts"},

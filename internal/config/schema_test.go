@@ -57,13 +57,13 @@ const fullConfig = `{
       "tools": {"exec": {"pty": true, "security": "FULL"}, "deny": ["process"]},
       "elevated": {"allow": true, "default": "ask"},
       "sandbox": {"mode": "all"},
-      "quotas": {"maxRunning": 8, "maxRetained": 16},
+      "quotas": {"maxRunning": 8, "maxRetained": 16, "session": {"memoryBytes": 2147483648}},
       "approvals": {"elicitation": false}
     }
   },
   "sessions": {"survive": true, "diskReserveBytes": 8388608},
   "quotas": {"maxRunning": 256, "maxRetained": 512, "journalBytes": 1073741824, "execPerSecond": 50,
-    "execBurst": 200, "minRetainAgeMs": 3600000},
+    "execBurst": 200, "minRetainAgeMs": 3600000, "session": {"memoryBytes": 0, "pids": 4096, "cpuWeight": 100}},
   "server": {"allowedHosts": ["conch.internal"], "allowedOrigins": ["https://conch.internal"], "ui": true},
   "sandbox": {
     "mode": "non-main", "backend": "bwrap", "scope": "agent", "workspaceAccess": "rw",

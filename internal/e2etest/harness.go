@@ -18,8 +18,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// ConchBin is the conch binary built once for the end-to-end tests.
-var ConchBin string
+// ConchBin is the conch binary built once for the end-to-end tests;
+// ShimBin is the conch-shim beside it, which runs every supervisor and
+// sandbox init of the conch processes the tests start.
+var ConchBin, ShimBin string
 
 // LoginCache is the login-shell probe's cache file for this test process's
 // environment (HOME, SHELL, PATH), probed once and written into every new
@@ -36,6 +38,8 @@ type Conch struct {
 	Home string
 	Cmd  *exec.Cmd
 	CS   *mcp.ClientSession
+	// Stderr is the conch process's stderr (NewLog).
+	Stderr *Log
 
 	Mu     sync.Mutex
 	Logs   []*mcp.LoggingMessageParams
@@ -88,7 +92,7 @@ func StartConch(t testing.TB, home string, args ...string) *Conch {
 	return StartConchEnv(t, home, nil, args...)
 }
 
-// StartConchEnv is startConch with extra environment variables (K=V) for
+// StartConchEnv is StartConch with extra environment variables (K=V) for
 // the conch process.
 func StartConchEnv(t testing.TB, home string, env []string, args ...string) *Conch {
 	t.Helper()
@@ -97,7 +101,9 @@ func StartConchEnv(t testing.TB, home string, env []string, args ...string) *Con
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
-	cmd.Stderr = os.Stderr
+	var stderr *os.File
+	c.Stderr, stderr = NewLog(t, "conch mcp")
+	cmd.Stderr = stderr
 	cmd.Dir = t.TempDir()
 	c.Cmd = cmd
 	client := mcp.NewClient(&mcp.Implementation{Name: "conch-e2e", Version: "1"}, &mcp.ClientOptions{
@@ -119,6 +125,7 @@ func StartConchEnv(t testing.TB, home string, env []string, args ...string) *Con
 	return c
 }
 
+// Close ends the MCP session, and with it the conch process.
 func (c *Conch) Close() {
 	if c.CS != nil {
 		c.CS.Close()
@@ -150,11 +157,13 @@ type Result struct {
 	IsError bool
 }
 
+// Str is the structured result's string field k ("" if absent).
 func (r Result) Str(k string) string {
 	v, _ := r.D[k].(string)
 	return v
 }
 
+// Num is the structured result's number field k (-1 if absent).
 func (r Result) Num(k string) float64 {
 	v, ok := r.D[k].(float64)
 	if !ok {
@@ -179,6 +188,8 @@ func (c *Conch) Call(tool string, args map[string]any) Result {
 	return r
 }
 
+// RawCall is Call without moving the inline exec events out of the text;
+// every result is checked against its tool's output schema.
 func (c *Conch) RawCall(tool string, args map[string]any) Result {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Slow(60*time.Second))
@@ -200,11 +211,13 @@ func (c *Conch) RawCall(tool string, args map[string]any) Result {
 	return r
 }
 
+// Exec calls the exec tool.
 func (c *Conch) Exec(args map[string]any) Result {
 	c.t.Helper()
 	return c.Call("exec", args)
 }
 
+// Process calls the process tool.
 func (c *Conch) Process(args map[string]any) Result {
 	c.t.Helper()
 	return c.Call("process", args)

@@ -35,7 +35,7 @@ func Main(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	ConchBin = bin
+	ConchBin, ShimBin = bin, filepath.Join(filepath.Dir(bin), "conch-shim")
 	cache := filepath.Join(dir, "login-path.json")
 	hostenv.StartLoginProbe(cache).Wait(-1)
 	LoginCache, _ = os.ReadFile(cache)
@@ -44,9 +44,13 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-const conchPkg = "github.com/conchsh/conch/cmd/conch"
+const (
+	conchPkg = "github.com/conchsh/conch/cmd/conch"
+	shimPkg  = "github.com/conchsh/conch/cmd/conch-shim"
+)
 
-// buildConch returns the path of a conch binary built from the sources
+// buildConch returns the path of a conch binary (with conch-shim beside
+// it) built from the sources
 // this test binary was built from. `go test ./...` runs the end-to-end
 // packages' test binaries in parallel, and each would otherwise link its
 // own copy of conch (a large binary: seconds of CPU per link on a busy
@@ -89,7 +93,9 @@ func buildConch() (string, error) {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o700); err != nil {
 		return "", err
 	}
-	build := exec.Command("go", "build", "-o", bin, conchPkg)
+	// conch-shim beside conch, as go install puts them: the engine runs
+	// every supervisor and sandbox init under it.
+	build := exec.Command("go", "build", "-o", filepath.Dir(bin)+string(filepath.Separator), conchPkg, shimPkg)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return "", fmt.Errorf("go build %s: %w", conchPkg, err)
@@ -106,7 +112,7 @@ func buildConch() (string, error) {
 func sourceKey() (string, error) {
 	list := exec.Command("go", "list", "-deps", "-f",
 		`{{if not .Standard}}{{.Dir}}{{range .GoFiles}}|{{.}}{{end}}{{range .CgoFiles}}|{{.}}{{end}}{{range .SFiles}}|{{.}}{{end}}{{range .EmbedFiles}}|{{.}}{{end}}{{end}}`,
-		conchPkg)
+		conchPkg, shimPkg)
 	list.Stderr = os.Stderr
 	out, err := list.Output()
 	if err != nil {

@@ -29,7 +29,7 @@ func StartNodeGateway(t testing.TB, home, listen string, extra ...string) *Gatew
 	return StartNodeGatewayPing(t, home, listen, nodeTestPing, extra...)
 }
 
-// StartNodeGatewayPing is startNodeGateway with a keepalive of ping ms.
+// StartNodeGatewayPing is StartNodeGateway with a keepalive of ping ms.
 func StartNodeGatewayPing(t testing.TB, home, listen, ping string, extra ...string) *Gateway {
 	t.Helper()
 	return StartServe(t, home, []string{"CONCH_NODE_PING_MS=" + ping}, append([]string{"--listen", listen}, extra...)...)
@@ -146,6 +146,7 @@ func (g *Gateway) NodeStatus(name string) (string, string) {
 	return "", ""
 }
 
+// WaitNode waits until the node name has status and returns its id.
 func (g *Gateway) WaitNode(name, status string) string {
 	g.T.Helper()
 	var id string
@@ -185,25 +186,30 @@ func (g *Gateway) Tool(name string, args map[string]any) (int, map[string]any) {
 	return g.Do("POST", "/v1/"+name, g.Token, args, nil)
 }
 
+// Details is the "details" object of an HTTP API answer.
 func Details(m map[string]any) map[string]any {
 	d, _ := m["details"].(map[string]any)
 	return d
 }
 
+// ErrCode is the error code of an HTTP API answer ("" if none).
 func ErrCode(m map[string]any) string {
 	e, _ := m["error"].(map[string]any)
 	c, _ := e["code"].(string)
 	return c
 }
 
+// ErrText is the error message of an HTTP API answer ("" if none).
 func ErrText(m map[string]any) string {
 	e, _ := m["error"].(map[string]any)
 	c, _ := e["message"].(string)
 	return c
 }
 
+// NodeGatewayConfig is a gateway config that runs exec on a node, ungated.
 const NodeGatewayConfig = `{"tools":{"exec":{"host":"node","security":"full","ask":"off"}}}`
 
+// NodeFullConfig is a node host config that runs what it is sent, ungated.
 const NodeFullConfig = `{"tools":{"exec":{"security":"full","ask":"off"}}}`
 
 // ExecOK runs exec through the API and fails the test on an error.

@@ -20,6 +20,8 @@ func GatedHome(t testing.TB, execCfg string, approvalsFile string) string {
 	return home
 }
 
+// CLI runs the conch binary with args and returns its combined output and
+// exit code.
 func CLI(t testing.TB, args ...string) (string, int) {
 	t.Helper()
 	out, err := exec.Command(ConchBin, args...).CombinedOutput()

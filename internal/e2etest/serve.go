@@ -28,10 +28,15 @@ type Gateway struct {
 	Token    string // agent main
 	Operator string
 	Banner   string // the "listening on" line
+	// Stderr is the conch process's stderr (NewLog).
+	Stderr *Log
 }
 
+// ListenRE matches the "listening on" line of `conch serve` and captures
+// its base URL.
 var ListenRE = regexp.MustCompile(`listening on (https?://[0-9.]+:\d+)`)
 
+// StartGateway runs `conch serve` on home on a free loopback port.
 func StartGateway(t testing.TB, home string) *Gateway {
 	t.Helper()
 	return StartServe(t, home, nil, "--listen", "127.0.0.1:0")
@@ -51,7 +56,9 @@ func StartServe(t testing.TB, home string, env []string, args ...string) *Gatewa
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
+	var stderr *os.File
+	g.Stderr, stderr = NewLog(t, "conch serve")
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +90,7 @@ func StartServe(t testing.TB, home string, env []string, args ...string) *Gatewa
 	return g
 }
 
+// Stop ends the gateway politely (SIGTERM), then firmly.
 func (g *Gateway) Stop() {
 	if g.Cmd != nil && g.Cmd.ProcessState == nil {
 		g.Cmd.Process.Signal(syscall.SIGTERM)
@@ -163,12 +171,14 @@ func (g *Gateway) MCPClient(token string) *Conch {
 // sseReader reads server-sent events.
 type SSEEvent struct{ ID, Event, Data string }
 
+// ReadSSE reads the event stream at url until want accepts an event or
+// within passes, and returns the events read.
 func ReadSSE(t testing.TB, url, token string, hdr map[string]string, want func(SSEEvent) bool, within time.Duration) []SSEEvent {
 	t.Helper()
 	return ReadSSEOpen(t, url, token, hdr, nil, want, within)
 }
 
-// ReadSSEOpen is readSSE that calls opened, if not nil, once the stream's
+// ReadSSEOpen is ReadSSE that calls opened, if not nil, once the stream's
 // headers have arrived: the server has subscribed the stream by then, so
 // what opened causes is on it.
 func ReadSSEOpen(t testing.TB, url, token string, hdr map[string]string, opened func(), want func(SSEEvent) bool, within time.Duration) []SSEEvent {

@@ -5,6 +5,7 @@ import (
 	"testing"
 )
 
+// FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -1,5 +1,6 @@
 // Package host plans and starts a command on one kind of host: the
-// gateway itself, a sandbox on the gateway, or a paired node host.
+// gateway itself, a sandbox on the gateway, a paired node host, or a
+// sandbox pod (the kubernetes backend's sandboxes, over a node link).
 //
 // The engine decides what a call may do (policy, approvals, quotas); a
 // Host decides where and how it runs: its working directory, its
@@ -22,6 +23,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -29,7 +31,8 @@ import (
 // Host plans and starts runs of one kind.
 type Host interface {
 	// Name is the host's name in tools.exec.host and in results
-	// ("gateway", "sandbox", "node").
+	// ("gateway", "sandbox", "node"; "pod", which runs the sandboxes of
+	// the kubernetes backend and shows as "sandbox").
 	Name() string
 	// Plan fills in the host's part of pl: working directory,
 	// environment, argv and whatever Start needs. The engine has already
@@ -110,6 +113,10 @@ type Plan struct {
 type Deps struct {
 	// Home is the conch home.
 	Home string
+	// InitExe returns the program that runs `sandbox-init` in a sandbox
+	// (conch-shim, or conch itself), asked at each plan; nil or "" means
+	// this executable.
+	InitExe func() string
 	// Log receives diagnostics.
 	Log *slog.Logger
 	// LoginPATH returns the login-shell PATH of gateway runs, waiting at
@@ -124,6 +131,43 @@ type Deps struct {
 	NodeBinding func(agent string) string
 	// Pods is the kubernetes sandbox backend (pod.go); nil: none.
 	Pods PodSandboxes
+}
+
+// Patcher is a host that applies apply_patch itself rather than on the
+// gateway's file system (the pod host: in the pod, through its node).
+// ok is false when it declines, and the caller goes on as for any host.
+type Patcher interface {
+	Patch(ctx context.Context, agent string, sb config.SandboxSettings, input string) (np nodeport.Patch, err *apitype.Error, ok bool)
+}
+
+// SandboxHost is the name of the host that runs the sandboxes of backend:
+// the host a backend whose sandboxes live elsewhere registered
+// (sandbox.RemoteOf), else "sandbox", the gateway's own sandboxes.
+func SandboxHost(backend string) string {
+	if r, ok := sandbox.RemoteOf(backend); ok {
+		return r.Host
+	}
+	return "sandbox"
+}
+
+// Selectable returns the host names an agent's configuration and an
+// exec call may name (tools.exec.host, exec's host): every registered
+// host but those that run a remote backend's sandboxes, which the
+// sandbox host's name selects. Sorted.
+func Selectable() []string {
+	var out []string
+	for _, n := range Names() {
+		remote := false
+		for _, b := range sandbox.Names() {
+			if r, ok := sandbox.RemoteOf(b); ok && r.Host == n {
+				remote = true
+			}
+		}
+		if !remote {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Factory makes a host from the engine's dependencies.

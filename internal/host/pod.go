@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -9,14 +10,48 @@ import (
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/nodeport"
+	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
-// The kubernetes sandbox backend (docs/kubernetes.md): an agent's sandbox
-// is a pod running `conch node`, paired with the gateway without an
-// operator; its runs go over that pod's node link like a node run
-// (journal, PTY, wait/search/screen, the node-side policy) and show as
-// host=sandbox with backend kubernetes. internal/kube makes the pods.
+// The pod host runs the sandboxes of the kubernetes backend
+// (docs/kubernetes.md): an agent's sandbox is a pod running `conch node`,
+// paired with the gateway without an operator; its runs go over that
+// pod's node link like a node run (journal, PTY, wait/search/screen, the
+// node-side policy) and show as host=sandbox with backend kubernetes.
+// internal/kube makes the pods (PodSandboxes); this file is the only one
+// outside it and internal/config that names the backend.
+
+// podBackend is the sandbox backend whose sandboxes the pod host runs.
+const podBackend = "kubernetes"
+
+func init() {
+	Register("pod", func(d Deps) Host { return &podHost{d: d} })
+	sandbox.RegisterRemote(podBackend, sandbox.Remote{
+		Host:   "pod",
+		Layers: podLayers,
+		Describe: func(sb config.SandboxSettings) string {
+			return "sandbox backend " + podBackend + ": pods in the cluster of " + cmp.Or(sb.Kube.Kubeconfig, "the in-cluster configuration") + " (conch sandbox list shows them)"
+		},
+		NoLocal: "sandbox backend " + podBackend + " runs exec and process in the agent's pod through conch serve (docs/kubernetes.md); it offers no local sandbox (apply_patch, conch mcp)",
+	})
+}
+
+// podHost plans and starts the runs of agents whose sandbox is a pod.
+type podHost struct{ d Deps }
+
+var _ Patcher = (*podHost)(nil)
+
+func (h *podHost) Name() string { return "pod" }
+
+// podLayers are the layers a pod run reports.
+func podLayers(sb config.SandboxSettings) []string {
+	layers := []string{"pod"}
+	if sb.Kube.RuntimeClassName != "" {
+		layers = append(layers, "runtimeClass="+sb.Kube.RuntimeClassName)
+	}
+	return layers
+}
 
 // PodSandboxes is the kubernetes backend as the sandbox host uses it.
 type PodSandboxes interface {
@@ -33,18 +68,18 @@ type PodSandboxes interface {
 // PodWorkspace is the working directory of a sandbox pod's container.
 const PodWorkspace = "/workspace"
 
-// planPod plans a sandboxed run on the agent's sandbox pod. Like every
+// Plan plans a sandboxed run on the agent's sandbox pod. Like every
 // sandboxed run it passes no policy gate on the gateway (the pod is the
 // boundary); the prepare step of the node link still runs (GateNode with
 // the sandbox's settings, see the engine's node gate), and the node in the
 // pod judges it under its own configuration.
-func (h *sandboxHost) planPod(ctx context.Context, req Request, pl *Plan) *apitype.Error {
+func (h *podHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Error {
 	p, sb := req.Params, req.Sandbox
 	if h.d.Pods == nil || h.d.Nodes == nil {
-		return SandboxUnavailable(errors.New("sandbox.backend kubernetes needs conch serve: its pods dial back to the gateway, and this process is none"))
+		return SandboxUnavailable(errors.New("sandbox.backend " + podBackend + " needs conch serve: its pods dial back to the gateway, and this process is none"))
 	}
 	if m := sb.KubeMissing(); m != "" {
-		return SandboxUnavailable(errors.New("sandbox.backend is kubernetes, but " + m + " is not set"))
+		return SandboxUnavailable(errors.New("sandbox.backend is " + podBackend + ", but " + m + " is not set"))
 	}
 	ref, err := h.d.Pods.Ensure(ctx, pl.Agent, sb, func(line string) {
 		if h.d.Log != nil {
@@ -54,7 +89,7 @@ func (h *sandboxHost) planPod(ctx context.Context, req Request, pl *Plan) *apity
 	})
 	if err != nil {
 		if h.d.Log != nil {
-			h.d.Log.Warn("sandbox unavailable", "agent", pl.Agent, "backend", "kubernetes", "err", err)
+			h.d.Log.Warn("sandbox unavailable", "agent", pl.Agent, "backend", podBackend, "err", err)
 		}
 		return SandboxUnavailable(err)
 	}
@@ -75,15 +110,21 @@ func (h *sandboxHost) planPod(ctx context.Context, req Request, pl *Plan) *apity
 	pl.EnvKeys = SortedKeys(p.Env)
 	pl.EnvHash = EnvHash(p.Env)
 	pl.Argv = []string{"/bin/sh", "-lc", p.Command}
-	layers := []string{"pod"}
-	if sb.Kube.RuntimeClassName != "" {
-		layers = append(layers, "runtimeClass="+sb.Kube.RuntimeClassName)
-	}
-	pl.SbInfo = &apitype.SandboxInfo{Backend: "kubernetes", Scope: sb.Scope, Layers: layers, Workspace: PodWorkspace, Cwd: p.Workdir}
+	pl.SbInfo = &apitype.SandboxInfo{Backend: podBackend, Scope: sb.Scope, Layers: podLayers(sb), Workspace: PodWorkspace, Cwd: p.Workdir}
 	return nil
 }
 
-// startPod starts a planned pod run through the hub, as a node run.
-func (h *sandboxHost) startPod(ctx context.Context, pl *Plan, spec supervisor.Spec, r Run) (*supervisor.Handle, error) {
+// Start starts a planned pod run through the hub, as a node run.
+func (h *podHost) Start(ctx context.Context, pl *Plan, spec supervisor.Spec, r Run) (*supervisor.Handle, error) {
 	return (&nodeHost{d: h.d}).Start(ctx, pl, spec, r)
+}
+
+// Patch applies apply_patch in the pod's /workspace through its node; it
+// declines (ok false) when this process has no pods (not conch serve).
+func (h *podHost) Patch(ctx context.Context, agent string, sb config.SandboxSettings, input string) (np nodeport.Patch, err *apitype.Error, ok bool) {
+	if h.d.Pods == nil {
+		return nodeport.Patch{}, nil, false
+	}
+	np, err = h.d.Pods.Patch(ctx, agent, sb, input)
+	return np, err, true
 }

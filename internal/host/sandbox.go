@@ -26,9 +26,6 @@ func (h *sandboxHost) Name() string { return "sandbox" }
 // Plan fills in the workdir, environment and argv of a sandboxed run. It
 // prepares the backend (a docker container may be created) under ctx.
 func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Error {
-	if req.Sandbox.Backend == "kubernetes" {
-		return h.planPod(ctx, req, pl) // pod.go
-	}
 	p, sb, backend := req.Params, req.Sandbox, req.Backend
 	pl.Gate = GateNone
 	if backend == nil {
@@ -96,9 +93,15 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 	}
 	envList := spec.Build()
 
-	exe, err := os.Executable()
-	if err != nil {
-		return SandboxUnavailable(fmt.Errorf("locate the conch executable: %v", err))
+	exe := ""
+	if h.d.InitExe != nil {
+		exe = h.d.InitExe()
+	}
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return SandboxUnavailable(fmt.Errorf("locate the conch executable: %v", err))
+		}
 	}
 	run := &sandbox.Run{Home: h.d.Home, Exe: exe, Settings: sb, Workspace: ws, Cwd: pl.Cwd, Command: command, Env: envList, PTY: pl.PTY}
 	if err := backend.Prepare(ctx, run); err != nil {
@@ -133,8 +136,5 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 }
 
 func (h *sandboxHost) Start(ctx context.Context, pl *Plan, spec supervisor.Spec, run Run) (*supervisor.Handle, error) {
-	if pl.Node != nil {
-		return h.startPod(ctx, pl, spec, run) // pod.go
-	}
 	return h.d.Launch(spec)
 }

@@ -98,6 +98,7 @@ import (
 	"hash/crc32"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -254,7 +255,9 @@ const (
 	maxRecordBytes = overhead + MaxRecordPayload
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is the CRC table, made on first use: conch-shim's
+// sandbox-init links this package and never checksums anything.
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // record is a decoded record; payload aliases the buffer it was decoded from.
 type record struct {
@@ -299,7 +302,7 @@ func appendRecord(b []byte, typ uint8, cursor, ts int64, payload []byte) []byte 
 	b = binary.LittleEndian.AppendUint64(b, uint64(cursor))
 	b = binary.LittleEndian.AppendUint64(b, uint64(ts))
 	b = append(b, payload...)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli()))
 }
 
 func encodeSegMeta(m segMeta) []byte {
@@ -340,7 +343,7 @@ func recordLen(b []byte) int {
 // recordLen bytes. ok is false if the CRC does not match.
 func decodeRecord(b []byte) (r record, ok bool) {
 	n := len(b) - crcLen
-	if crc32.Checksum(b[:n], castagnoli) != binary.LittleEndian.Uint32(b[n:]) {
+	if crc32.Checksum(b[:n], castagnoli()) != binary.LittleEndian.Uint32(b[n:]) {
 		return r, false
 	}
 	r = record{

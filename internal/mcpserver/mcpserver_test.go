@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -277,5 +278,24 @@ func TestSchemaRangesMatch(t *testing.T) {
 				t.Errorf("schema of %s: type %v, want integer", r.Field, p.Type)
 			}
 		}
+	}
+}
+
+// TestExecHostEnumMatchesConfig: exec's host enum lists the host names
+// config accepts (which internal/host checks against its registry).
+func TestExecHostEnumMatchesConfig(t *testing.T) {
+	var s struct {
+		Properties map[string]struct {
+			Enum []string `json:"enum"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(execSchema), &s); err != nil {
+		t.Fatal(err)
+	}
+	got, want := s.Properties["host"].Enum, config.HostValues()
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("exec's host enum %v, config.HostValues %v", got, want)
 	}
 }

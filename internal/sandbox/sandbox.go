@@ -234,6 +234,9 @@ func Register(name string, f Factory) {
 	if _, dup := factories[name]; dup {
 		panic("sandbox: backend " + name + " registered twice")
 	}
+	if _, dup := remotes[name]; dup {
+		panic("sandbox: backend " + name + " registered twice")
+	}
 	factories[name] = f
 }
 
@@ -287,8 +290,8 @@ func For(ctx context.Context, s config.SandboxSettings) (Backend, error) {
 		backends[key] = b
 		return b
 	}
-	if s.Backend == "kubernetes" {
-		return nil, errors.New("sandbox backend kubernetes runs exec and process in the agent's pod through conch serve (docs/kubernetes.md); it offers no local sandbox (apply_patch, conch mcp)")
+	if r, ok := RemoteOf(s.Backend); ok {
+		return nil, errors.New(r.NoLocal)
 	}
 	if s.Backend != "auto" {
 		b := get(s.Backend)

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -30,6 +31,37 @@ var DeniedSyscalls = []string{
 	"io_uring_setup", "io_uring_enter", "io_uring_register",
 }
 
+// IPCSyscalls are the System V IPC calls (shared memory, message queues,
+// semaphores), the ipc(2) multiplexer of the architectures that have one,
+// and the POSIX message queue calls. Objects of both kinds belong to an
+// IPC namespace, not to a path: bwrap gives each sandbox an IPC namespace
+// of its own, so they stay allowed there, but a landlock sandbox that has
+// none would reach the host's segments, queues and semaphore sets, so its
+// filter refuses them (FilterProgram's extra names). Names the build's
+// architecture does not have are left out (ipc on amd64 and arm64).
+var IPCSyscalls = []string{
+	"shmget", "shmat", "shmdt", "shmctl",
+	"msgget", "msgsnd", "msgrcv", "msgctl",
+	"semget", "semop", "semtimedop", "semctl",
+	"ipc",
+	"mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+}
+
+// NativeSyscalls keeps the names this build's architecture has.
+func NativeSyscalls(names []string) []string {
+	info, err := arch.GetInfo("")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, n := range names {
+		if _, ok := info.SyscallNames[n]; ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // namespaceFlags are the clone(2) flags that make new namespaces; clone
 // with any of them fails with EPERM. clone3 passes its flags in memory a
 // filter cannot read, so it fails with ENOSYS, and the C library falls
@@ -38,11 +70,14 @@ const namespaceFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID
 	unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
 
 // FilterProgram assembles the sandbox's seccomp program. denyFamilies are
-// socket(2) address families that fail with EPERM. System calls of
+// socket(2) address families that fail with EPERM; extra names system
+// calls refused with EPERM on top of DeniedSyscalls (those the
+// architecture lacks are skipped). System calls of
 // another architecture (the 32-bit entry points of a 64-bit kernel,
 // int 0x80) fail with ENOSYS: the numbers below are the native ones.
-func FilterProgram(denyFamilies []uint64) ([]bpf.RawInstruction, error) {
-	groups := []seccomp.SyscallGroup{{Action: seccomp.ActionErrno, Names: DeniedSyscalls},
+func FilterProgram(denyFamilies []uint64, extra ...string) ([]bpf.RawInstruction, error) {
+	denied := append(slices.Clone(DeniedSyscalls), NativeSyscalls(extra)...)
+	groups := []seccomp.SyscallGroup{{Action: seccomp.ActionErrno, Names: denied},
 		{Action: seccomp.ActionErrno, NamesWithCondtions: []seccomp.NameWithConditions{{Name: "clone",
 			Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: namespaceFlags}}}}},
 		// Marked ActionLog here, rewritten to ERRNO(ENOSYS) below.
@@ -123,6 +158,14 @@ func ProbeSyscall(name string) string {
 		a[0] = 1 // UFFD_USER_MODE_ONLY
 	case "acct", "swapon", "swapoff", "umount2", "delete_module", "pivot_root", "init_module":
 		a[0] = 1 // a pointer that faults
+	}
+	if slices.Contains(IPCSyscalls, name) {
+		// Key or id -1 with no flags: the *get calls find no object
+		// (ENOENT) and create none, the others refuse the id (EINVAL),
+		// the descriptor (EBADF) or the name's pointer (EFAULT). An id
+		// of 0 could be a real segment, and shmctl(0, IPC_RMID) would
+		// remove it.
+		a[0] = ^uintptr(0)
 	}
 	_, _, errno := unix.Syscall6(uintptr(nr), a[0], a[1], a[2], a[3], a[4], a[5])
 	if errno == 0 {

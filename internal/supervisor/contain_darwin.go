@@ -3,6 +3,8 @@ package supervisor
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +20,9 @@ const trackEvery = 500 * time.Millisecond
 // see). Not yet run on macOS.
 type containment struct {
 	pgid int
+	// born is never set on macOS: the command is not started inside
+	// cgroups, so spawn adopts it.
+	born bool
 
 	t        *tracker // set by adopt
 	stop     chan struct{}
@@ -92,19 +97,42 @@ func (c *containment) remove() {
 }
 
 // setLimits enforces nothing: the limits need cgroups. Each limit asked
-// for gets a warning.
-func (c *containment) setLimits(name string, memoryBytes, pids int64, cpus float64) (map[string]float64, []string) {
+// for gets a warning naming its setting.
+func (c *containment) setLimits(name string, want []Limit) (map[string]float64, []string) {
 	var warns []string
-	for _, l := range []struct {
-		key string
-		set bool
-	}{{"memoryBytes", memoryBytes > 0}, {"pids", pids > 0}, {"cpus", cpus > 0}} {
-		if l.set {
-			warns = append(warns, fmt.Sprintf("Warning: sandbox.limits.%s is not enforced (macOS has no cgroups).", l.key))
-		}
+	for _, l := range want {
+		warns = append(warns, fmt.Sprintf("Warning: %s is not enforced (macOS has no cgroups).", l.Setting))
 	}
 	return map[string]float64{}, warns
 }
+
+// start starts cmd: there are no cgroups to start it in.
+func (c *containment) start(cmd *exec.Cmd) error {
+	return cmd.Start() // the one place conch starts a command
+}
+
+// oomKills is 0: no memory limit is enforced, so no OOM kill is ours.
+func (c *containment) oomKills() uint64 { return 0 }
+
+// applyLimits records the spec's limits as not enforced (nil when none
+// were asked for); a sandbox limit is also a warning of the result.
+func (s *sup) applyLimits() *LimitsMeta {
+	want := s.spec.limitList()
+	if len(want) == 0 {
+		return nil
+	}
+	m := &LimitsMeta{}
+	_, m.Unenforced = s.cont.setLimits("", want)
+	for _, w := range m.Unenforced {
+		if strings.HasPrefix(w, "Warning: sandbox.") {
+			s.warnings = append(s.warnings, w)
+		}
+	}
+	return m
+}
+
+// LimitHierarchy is "none": macOS has no cgroups.
+func LimitHierarchy() string { return "none" }
 
 // place does nothing: there are no limit cgroups.
 func (c *containment) place(pids []int) error { return nil }
@@ -189,9 +217,9 @@ func SweepSession(id string) int { return 0 }
 // CgroupAvailable is false: macOS has no cgroups.
 func CgroupAvailable() bool { return false }
 
-// ProbeLimits reports that no sandbox limit can be enforced here.
-func ProbeLimits(memoryBytes, pids int64, cpus float64) (map[string]float64, []string) {
-	return (&containment{}).setLimits("", memoryBytes, pids, cpus)
+// ProbeLimits reports that no limit can be enforced here.
+func ProbeLimits(want []Limit) (map[string]float64, []string) {
+	return (&containment{}).setLimits("", want)
 }
 
 // CgroupPids is nil: there are no session cgroups.

@@ -26,9 +26,12 @@ type containment struct {
 	// v1 is the session's cgroup v1 directory in the pids (or freezer)
 	// hierarchy, or "", and v1ctl names that controller.
 	v1, v1ctl string
-	// limits are the v1 cgroups created only to enforce sandbox limits
+	// limits are the v1 cgroups created only to enforce limits
 	// (controller → directory).
 	limits map[string]string
+	// born: the main process was started inside every v1 cgroup of the
+	// session (start), so nothing needs moving there.
+	born bool
 }
 
 // newCgroup creates the session cgroup conch-<name> under the supervisor's
@@ -494,56 +497,61 @@ func CgroupAvailable() bool {
 	return ok
 }
 
-// setLimits prepares the sandbox limits of hosts.md §7.3 for the session
-// cgroup name: in the v2 session cgroup when it has the controller, else
-// in a conch-<name> cgroup of the v1 hierarchy holding it. It returns the
-// limits in force and a warning for each that cannot be enforced. The
-// processes are placed later, by place.
-func (c *containment) setLimits(name string, memoryBytes, pids int64, cpus float64) (map[string]float64, []string) {
-	type lim struct {
-		key, ctl      string
-		set           bool
-		v2file, v2val string
-		v1files       []string
-		v1vals        []string
-		value         float64
-	}
-	const period = 100000
-	quota := int64(cpus * period)
-	all := []lim{
-		{"memoryBytes", "memory", memoryBytes > 0, "memory.max", strconv.FormatInt(memoryBytes, 10),
-			[]string{"memory.limit_in_bytes"}, []string{strconv.FormatInt(memoryBytes, 10)}, float64(memoryBytes)},
-		{"pids", "pids", pids > 0, "pids.max", strconv.FormatInt(pids, 10),
-			[]string{"pids.max"}, []string{strconv.FormatInt(pids, 10)}, float64(pids)},
-		{"cpus", "cpu", cpus > 0, "cpu.max", fmt.Sprintf("%d %d", quota, period),
-			[]string{"cpu.cfs_period_us", "cpu.cfs_quota_us"}, []string{strconv.Itoa(period), strconv.FormatInt(quota, 10)}, cpus},
-	}
+// setLimits prepares the limits want for the session cgroup name: in the
+// v2 session cgroup when it has the controller, else in a conch-<name>
+// cgroup of the v1 hierarchy holding it. It returns the limits in force
+// (Key → value) and a warning naming the setting of each that cannot be
+// enforced. The processes are placed by start (born in the v1 cgroups)
+// and place.
+func (c *containment) setLimits(name string, want []Limit) (map[string]float64, []string) {
+	type file = cgFile
 	enforced := map[string]float64{}
 	var warns []string
 	var mounts, own map[string]string
-	for _, l := range all {
-		if !l.set {
+	for _, l := range want {
+		var ctl string
+		var v2, v1 []file
+		switch l.Key {
+		case "memoryBytes":
+			n := strconv.FormatInt(int64(l.Value), 10)
+			ctl, v2, v1 = "memory", []file{{"memory.max", n}}, []file{{"memory.limit_in_bytes", n}}
+		case "pids":
+			n := strconv.FormatInt(int64(l.Value), 10)
+			ctl, v2, v1 = "pids", []file{{"pids.max", n}}, []file{{"pids.max", n}}
+		case "cpus":
+			const period = 100000
+			quota := int64(l.Value * period)
+			ctl = "cpu"
+			v2 = []file{{"cpu.max", fmt.Sprintf("%d %d", quota, period)}}
+			v1 = []file{{"cpu.cfs_period_us", strconv.Itoa(period)}, {"cpu.cfs_quota_us", strconv.FormatInt(quota, 10)}}
+		case "cpuWeight":
+			w := min(max(int64(l.Value), 1), 10000)
+			ctl = "cpu"
+			v2 = []file{{"cpu.weight", strconv.FormatInt(w, 10)}}
+			v1 = []file{{"cpu.shares", strconv.FormatInt(max(w*1024/100, 2), 10)}}
+		default:
+			warns = append(warns, fmt.Sprintf("Warning: %s is not enforced (unknown limit %q).", l.Setting, l.Key))
 			continue
 		}
 		if c.v2 != "" {
-			if os.WriteFile(filepath.Join(c.v2, l.v2file), []byte(l.v2val), 0) == nil {
-				enforced[l.key] = l.value
+			if enableV2(c.v2, ctl) && writeAll(c.v2, v2) == nil {
+				enforced[l.Key] = l.Value
 				continue
 			}
 		}
 		if mounts == nil {
 			mounts, own = cgroupMountsOnce(), ownCgroupsOnce()
 		}
-		reason := "no writable cgroup holds the " + l.ctl + " controller"
-		if mnt, ok := mounts[l.ctl]; ok {
-			dir := c.limits[l.ctl]
-			if dir == "" && c.v1 != "" && c.v1ctl == l.ctl {
+		reason := "no writable cgroup holds the " + ctl + " controller"
+		if mnt, ok := mounts[ctl]; ok {
+			dir := c.limits[ctl]
+			if dir == "" && c.v1 != "" && c.v1ctl == ctl {
 				dir = c.v1
 			}
 			if dir == "" {
-				d := filepath.Join(mnt, own[l.ctl], "conch-"+name)
+				d := filepath.Join(mnt, own[ctl], "conch-"+name)
 				if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-					reason = fmt.Sprintf("cannot create a %s cgroup: %v", l.ctl, err)
+					reason = fmt.Sprintf("cannot create a %s cgroup: %v", ctl, err)
 				} else {
 					dir = d
 				}
@@ -552,23 +560,31 @@ func (c *containment) setLimits(name string, memoryBytes, pids int64, cpus float
 				if c.limits == nil {
 					c.limits = map[string]string{}
 				}
-				c.limits[l.ctl] = dir
-				var err error
-				for i, f := range l.v1files {
-					if err = os.WriteFile(filepath.Join(dir, f), []byte(l.v1vals[i]), 0); err != nil {
-						break
-					}
-				}
+				c.limits[ctl] = dir
+				err := writeAll(dir, v1)
 				if err == nil {
-					enforced[l.key] = l.value
+					enforced[l.Key] = l.Value
 					continue
 				}
-				reason = fmt.Sprintf("cannot set %s: %v", l.v1files[0], err)
+				reason = fmt.Sprintf("cannot set %s: %v", v1[0].name, err)
 			}
 		}
-		warns = append(warns, fmt.Sprintf("Warning: sandbox.limits.%s is not enforced (%s).", l.key, reason))
+		warns = append(warns, fmt.Sprintf("Warning: %s is not enforced (%s).", l.Setting, reason))
 	}
 	return enforced, warns
+}
+
+// cgFile is a cgroup control file and the value to write to it.
+type cgFile struct{ name, val string }
+
+// writeAll writes each file of dir in order and stops at the first error.
+func writeAll(dir string, files []cgFile) error {
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.val), 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // place moves pids into every v1 limit cgroup.
@@ -584,13 +600,13 @@ func (c *containment) place(pids []int) error {
 	return errors.Join(errs...)
 }
 
-// ProbeLimits reports which sandbox limits a session could enforce here:
-// it creates a throw-away session cgroup, sets the limits and removes it.
-func ProbeLimits(memoryBytes, pids int64, cpus float64) (map[string]float64, []string) {
+// ProbeLimits reports which of want a session could enforce here: it
+// creates a throw-away session cgroup, sets the limits and removes it.
+func ProbeLimits(want []Limit) (map[string]float64, []string) {
 	name := fmt.Sprintf("probe-%d", os.Getpid())
 	c := newCgroup(name)
 	defer c.remove()
-	return c.setLimits(name, memoryBytes, pids, cpus)
+	return c.setLimits(name, want)
 }
 
 // CgroupPids lists the processes of a session's cgroup (v2, else one of

@@ -173,7 +173,7 @@ func (s *sup) handle(req Request) Reply {
 		if by == "" {
 			by = KilledByAgent
 		}
-		if !by.Valid() {
+		if !by.Valid() || by == KilledByOOM {
 			return Reply{Error: fmt.Sprintf("kill: unknown cause %q", req.By)}
 		}
 		s.kill(by, grace)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -323,6 +324,7 @@ func (s *sup) persist() {
 }
 
 func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
+	ooms := s.cont.oomKills() // read before the lock: a file
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ws := s.mainStatus
@@ -349,6 +351,14 @@ func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
 		by := string(s.killedBy)
 		ex.KilledBy = &by
 		ex.State = StateKilled
+	} else if ooms > 0 && (ws.Signaled() && ws.Signal() == syscall.SIGKILL || ws.Exited() && ws.ExitStatus() == 128+int(syscall.SIGKILL)) {
+		// The kernel's OOM killer ended the main process (or the
+		// child whose status a shell passed on, 128+9) for the
+		// session's memory limit: a kill, and its cause.
+		by := string(KilledByOOM)
+		ex.KilledBy = &by
+		ex.State = StateKilled
+		ex.Reason = oomReason(s.memLimit)
 	}
 	ex.DescendantsKilled = descendants + s.killCount
 	s.jmu.Lock()

@@ -73,6 +73,10 @@ type Spec struct {
 	Fingerprint    string   `json:"fingerprint,omitempty"`
 	EnvKeys        []string `json:"envKeys,omitempty"`
 
+	// Limits are the session's resource limits (nil: none); a sandbox's
+	// own limits replace those of the same kind.
+	Limits *Limits `json:"limits,omitempty"`
+
 	// Sandbox is set for host=sandbox runs: Argv already wraps the
 	// command in the backend (bwrap …, sandbox-init …).
 	Sandbox *SandboxSpec `json:"sandbox,omitempty"`
@@ -152,6 +156,9 @@ type Meta struct {
 	Fingerprint         string       `json:"fingerprint,omitempty"`
 	EnvKeys             []string     `json:"envKeys,omitempty"`
 	Sandbox             *SandboxMeta `json:"sandbox,omitempty"`
+	// Limits are the session's resource limits in force and those that
+	// are not (a sandboxed run's also in Sandbox).
+	Limits *LimitsMeta `json:"limits,omitempty"`
 }
 
 // Cgroup records the cgroups a session uses.

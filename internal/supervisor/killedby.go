@@ -21,10 +21,14 @@ const (
 	// (sessions.survive false, conch serve --stop-sessions), a session
 	// whose engine never took its start report.
 	KilledByShutdown KilledBy = "shutdown"
+	// KilledByOOM: the kernel's OOM killer, for the session's memory
+	// limit (the supervisor reads its cgroup's oom_kill count when the
+	// main process died of SIGKILL). Never the cause of a kill request.
+	KilledByOOM KilledBy = "oom"
 )
 
 // KilledByAll lists every KilledBy, for validation, tests and docs.
-var KilledByAll = []KilledBy{KilledByAgent, KilledByOperator, KilledByTimeout, KilledByShutdown}
+var KilledByAll = []KilledBy{KilledByAgent, KilledByOperator, KilledByTimeout, KilledByShutdown, KilledByOOM}
 
 // Valid reports whether k is one of KilledByAll.
 func (k KilledBy) Valid() bool {

@@ -34,6 +34,10 @@ type PoolConfig struct {
 	// sessions, which needs session cgroups) instead of a supervisor
 	// each with a warm spare kept ready. DefaultShared says which.
 	Shared bool
+	// ArgvFunc, if set, is asked for the supervisor command at each start
+	// instead of Argv (the program may change while the pool runs: a
+	// shim built in the background).
+	ArgvFunc func() []string
 	// MaxStarting bounds concurrent supervisor start-ups (at least 1).
 	MaxStarting int
 	// RetireAfter is how many sessions a host takes before it is retired
@@ -97,6 +101,14 @@ func NewPool(cfg PoolConfig) *Pool {
 
 // Shared reports whether the pool runs sessions in supervisor hosts.
 func (p *Pool) Shared() bool { return p.cfg.Shared }
+
+// argv is the supervisor command of the next start.
+func (p *Pool) argv() []string {
+	if p.cfg.ArgvFunc != nil {
+		return p.cfg.ArgvFunc()
+	}
+	return p.cfg.Argv
+}
 
 func (p *Pool) warn(msg string, args ...any) {
 	if p.cfg.Warn != nil {
@@ -168,7 +180,7 @@ func (p *Pool) Start(spec Spec) (*Handle, error) {
 		}
 		p.warn("spare supervisor unusable; starting a new one", "err", err)
 	}
-	return Launch(p.cfg.Argv, p.cfg.Home, spec, p.cfg.Env, commitTimeout)
+	return Launch(p.argv(), p.cfg.Home, spec, p.cfg.Env, commitTimeout)
 }
 
 // currentHost returns the supervisor host taking new sessions, starting
@@ -180,7 +192,7 @@ func (p *Pool) currentHost() (*Host, error) {
 		return nil, ErrPoolClosed
 	}
 	if p.host == nil {
-		h, err := StartHost(p.cfg.Argv, p.cfg.Home, p.cfg.Env)
+		h, err := StartHost(p.argv(), p.cfg.Home, p.cfg.Env)
 		if err != nil {
 			return nil, err
 		}
@@ -228,7 +240,7 @@ func (p *Pool) refillSpare() {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		sp, err := StartSpare(p.cfg.Argv, p.cfg.Home, p.cfg.Env)
+		sp, err := StartSpare(p.argv(), p.cfg.Home, p.cfg.Env)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.refilling = false

@@ -3,7 +3,13 @@ package supervisor
 import (
 	"errors"
 	"syscall"
+
+	"github.com/conchsh/conch/internal/shim"
 )
+
+// CodeProtocolSkew is the ready code of a supervisor that refused the
+// protocol version it was started with (package shim writes it).
+const CodeProtocolSkew = "protocol_skew"
 
 // ErrOpenPTY is the start error of a session whose PTY could not be
 // opened; the engine retries such a run without one.
@@ -14,10 +20,11 @@ var ErrOpenPTY = errors.New("open pty")
 // happens (readyCode) and travels as a code: the caller never reads the
 // message to learn what went wrong.
 var readyCodes = map[string]error{
-	"needs_cgroup": ErrNeedsCgroup,
-	"open_pty":     ErrOpenPTY,
-	"emfile":       syscall.EMFILE,
-	"no_space":     syscall.ENOSPC,
+	"needs_cgroup":   ErrNeedsCgroup,
+	"open_pty":       ErrOpenPTY,
+	"emfile":         syscall.EMFILE,
+	"no_space":       syscall.ENOSPC,
+	CodeProtocolSkew: shim.ErrSkew,
 }
 
 // readyCode is the code of a start failure, or "" when none applies.
@@ -31,6 +38,8 @@ func readyCode(err error) string {
 		return "emfile"
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return "no_space"
+	case errors.Is(err, shim.ErrSkew):
+		return CodeProtocolSkew
 	}
 	return ""
 }

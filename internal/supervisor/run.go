@@ -139,6 +139,9 @@ type sup struct {
 	started time.Time
 	// warnings are sandbox limits that are not enforced.
 	warnings []string
+	// memLimit is the memory limit in force (bytes, 0: none), named in
+	// the reason of an out-of-memory kill.
+	memLimit float64
 
 	jmu sync.Mutex // guards j and sum
 	j   *journal.Writer

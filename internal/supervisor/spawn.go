@@ -73,12 +73,11 @@ func (s *sup) launch() (retErr error) {
 	}
 	var sbMeta *SandboxMeta
 	var blockW *os.File
+	limMeta := s.applyLimits()
 	if sb := spec.Sandbox; sb != nil {
 		sbMeta = &SandboxMeta{Backend: sb.Backend, Scope: sb.Scope, Layers: sb.Layers}
-		if !spec.NoCgroup {
-			sbMeta.Limits, s.warnings = s.cont.setLimits(fmt.Sprintf("%s-%d", spec.ID, os.Getpid()), sb.MemoryBytes, sb.Pids, sb.CPUs)
-		} else if sb.MemoryBytes > 0 || sb.Pids > 0 || sb.CPUs > 0 {
-			s.warnings = append(s.warnings, "Warning: sandbox.limits are not enforced (cgroups are disabled for this session).")
+		if limMeta != nil {
+			sbMeta.Limits = limMeta.Enforced
 		}
 		sbMeta.Unenforced = s.warnings
 	}
@@ -189,7 +188,7 @@ func (s *sup) launch() (retErr error) {
 	reap.start()
 	reap.startMu.RLock()
 	s.started = time.Now()
-	err = cmd.Start() // the one place conch starts a command
+	err = s.cont.start(cmd) // born in the session's v1 cgroups too
 	if err != nil && startsInside(cmd.SysProcAttr) && !isSpawnError(err) {
 		cmd, err = s.startOutside(cmd, err)
 	}
@@ -210,14 +209,17 @@ func (s *sup) launch() (retErr error) {
 	s.cmd = cmd
 	pid := cmd.Process.Pid
 	s.cont.pgid = pid
-	s.cont.adopt(pid)
+	if !s.cont.born {
+		s.cont.adopt(pid)
+	}
 	if blockW != nil {
 		// The child waits on fd 3: put its whole tree (bwrap may have
 		// forked already) into the limit cgroups, then let it go.
 		// A fork racing with a move can leave the child behind: list
 		// again until a listing holds only processes moved before it.
+		// A tree born in them (containment.start) is there already.
 		moved := map[int]bool{}
-		for i := 0; i < 100; i++ {
+		for i := 0; i < 100 && !s.cont.born; i++ {
 			var fresh []int
 			for _, p := range append(s.cont.members(), pid) {
 				if !moved[p] {
@@ -264,7 +266,7 @@ func (s *sup) launch() (retErr error) {
 		StartedAt: s.started.UnixMilli(), PID: pid, PGID: pid, PIDStartTime: StartTime(pid),
 		Cgroup: s.cont.describe(), SupervisorPID: os.Getpid(), SupervisorStartTime: ownStartTime(),
 		Socket: s.socket, KillGraceMs: spec.KillGraceMs, IdempotencyKey: spec.IdempotencyKey,
-		Fingerprint: spec.Fingerprint, EnvKeys: spec.EnvKeys, Sandbox: sbMeta,
+		Fingerprint: spec.Fingerprint, EnvKeys: spec.EnvKeys, Sandbox: sbMeta, Limits: limMeta,
 	}
 	if spec.TimeoutMs > 0 {
 		meta.TimeoutAt = s.started.UnixMilli() + spec.TimeoutMs

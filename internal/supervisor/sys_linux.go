@@ -86,6 +86,7 @@ func (s *sup) startOutside(cmd *exec.Cmd, err error) (*exec.Cmd, error) {
 	cmd = retry
 	if err = cmd.Start(); err == nil {
 		os.WriteFile(filepath.Join(s.cont.v2, "cgroup.procs"), []byte(fmt.Sprint(cmd.Process.Pid)), 0)
+		s.cont.place([]int{cmd.Process.Pid}) // and its v1 limit cgroups
 	}
 	return cmd, err
 }

@@ -70,6 +70,7 @@ type options struct {
 	lines    int
 	workers  int
 	timeBin  string
+	hello    string
 	steps    map[string]bool
 	json     bool
 }
@@ -90,6 +91,8 @@ type report struct {
 	Big         *bigOutput       `json:"bigOutput,omitempty"`
 	Sessions    *sessions        `json:"sessions,omitempty"`
 	Sandbox     *sandboxOverhead `json:"sandbox,omitempty"`
+	Start       *startCost       `json:"start,omitempty"`
+	Parallel    *parallel        `json:"parallel,omitempty"`
 	Notes       []string         `json:"notes,omitempty"`
 	Warnings    []string         `json:"warnings,omitempty"`
 	Failures    []string         `json:"failures"`
@@ -159,12 +162,13 @@ func main() {
 	flag.IntVar(&o.lines, "lines", 50, "lines each background session prints, 0.1 s apart")
 	flag.StringVar(&o.timeBin, "time", defaultTimeBin, "GNU time used for the -big step (\"\" to skip it)")
 	flag.BoolVar(&o.json, "json", false, "print the report as JSON")
-	steps := flag.String("steps", "roundtrip,capture,big,sessions,sandbox", "comma-separated steps to run (big also needs -big)")
+	flag.StringVar(&o.hello, "hello", "", "a hello-world Go program, the baseline of step start (bench/run.sh builds bench/cmd/hello)")
+	steps := flag.String("steps", "start,roundtrip,capture,big,sessions,sandbox,parallel", "comma-separated steps to run (big also needs -big)")
 	flag.Parse()
 	o.steps = map[string]bool{}
 	for _, st := range strings.Split(*steps, ",") {
 		switch st = strings.TrimSpace(st); st {
-		case "roundtrip", "capture", "big", "sessions", "sandbox":
+		case "start", "roundtrip", "capture", "big", "sessions", "sandbox", "parallel":
 			o.steps[st] = true
 		default:
 			fmt.Fprintf(os.Stderr, "conchbench: unknown step %q in -steps\n", st)
@@ -223,11 +227,13 @@ func measure(ctx context.Context, o options) *report {
 		name string
 		run  func()
 	}{
+		{"start", func() { rep.Start = r.startCost() }},
 		{"roundtrip", func() { rep.RoundTrip = r.roundTrip() }},
 		{"capture", func() { rep.Capture = r.capture() }},
 		{"big", func() { rep.Big = r.bigOutput() }},
 		{"sessions", func() { rep.Sessions = r.sessions() }},
 		{"sandbox", func() { rep.Sandbox = r.sandboxOverhead() }},
+		{"parallel", func() { rep.Parallel = r.parallel() }},
 	}
 	for _, st := range steps {
 		if !o.steps[st.name] || st.name == "big" && !o.big {

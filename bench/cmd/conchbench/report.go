@@ -23,6 +23,10 @@ func printReport(w io.Writer, rep *report, o options) {
 	fmt.Fprintf(w, "  every ratio is conch ÷ a baseline measured in this run (>1: conch slower or larger);\n")
 	fmt.Fprintf(w, "  absolute times are for context only.\n")
 
+	if sc := rep.Start; sc != nil {
+		printStart(w, sc)
+	}
+
 	if rt := rep.RoundTrip; rt != nil {
 		fmt.Fprintf(w, "\n1. Round trip: exec tool call vs os/exec spawning sh -c (N=%d each after %d warm-up, interleaved)\n", rt.N, rt.Warmup)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -74,6 +78,10 @@ func printReport(w io.Writer, rep *report, o options) {
 
 	if so := rep.Sandbox; so != nil {
 		printSandbox(w, so)
+	}
+
+	if pr := rep.Parallel; pr != nil {
+		printParallel(w, pr)
 	}
 
 	if len(rep.Notes) > 0 {

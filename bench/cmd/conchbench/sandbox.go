@@ -12,8 +12,17 @@ import (
 )
 
 // goalSandboxRatio is the sandbox overhead goal: sandboxed exec "true"
-// median ÷ gateway exec "true" median (issue 7).
-const goalSandboxRatio = 3.0
+// median ÷ gateway exec "true" median; goalRawRatio: bwrap-sandboxed exec
+// "true" ÷ os/exec spawning bwrap running the same shell.
+const (
+	goalSandboxRatio = 3.0
+	goalRawRatio     = 1.5
+)
+
+// rawBwrap is the bare bubblewrap run the bwrap sandbox is compared with:
+// the whole file system read-only, /dev and /proc, every namespace, and
+// the login shell conch's sandboxed commands run under.
+var rawBwrap = []string{"bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", "sh", "-lc", "true"}
 
 // sandboxOverhead compares exec "true" on host=sandbox (bwrap, and
 // landlock where the kernel offers it) with exec "true" on the gateway,
@@ -26,9 +35,14 @@ type sandboxOverhead struct {
 	BwrapRatio    float64           `json:"bwrapMedianRatio,omitempty"`
 	Landlock      *benchkit.Latency `json:"landlockTrue,omitempty"`
 	LandlockRatio float64           `json:"landlockMedianRatio,omitempty"`
-	Skipped       []string          `json:"skipped,omitempty"`
-	GoalRatio     float64           `json:"goalRatio"`
-	GoalMet       bool              `json:"goalMet"`
+	// Raw is os/exec spawning bwrap itself (rawBwrap), no conch: what
+	// the bwrap sandbox costs at the least.
+	Raw         *benchkit.Latency `json:"rawBwrap,omitempty"`
+	RawArgv     []string          `json:"rawBwrapArgv,omitempty"`
+	BwrapRawRat float64           `json:"bwrapRawMedianRatio,omitempty"`
+	Skipped     []string          `json:"skipped,omitempty"`
+	GoalRatio   float64           `json:"goalRatio"`
+	GoalMet     bool              `json:"goalMet"`
 }
 
 func (r *run) sandboxOverhead() *sandboxOverhead {
@@ -74,7 +88,24 @@ func (r *run) sandboxOverhead() *sandboxOverhead {
 		}
 		hosts = append(hosts, &host{name: backend, srv: s})
 	}
+	var raw []time.Duration
+	haveBwrap := false
+	for _, h := range hosts {
+		haveBwrap = haveBwrap || h.name == "bwrap"
+	}
 	for i := range o.warmup + o.n {
+		if haveBwrap {
+			t0 := time.Now()
+			out, err := exec.CommandContext(r.ctx, rawBwrap[0], rawBwrap[1:]...).CombinedOutput()
+			d := time.Since(t0)
+			if err != nil {
+				r.fail("sandbox: raw %v: %v %s", rawBwrap, err, out)
+				return nil
+			}
+			if i >= o.warmup {
+				raw = append(raw, d)
+			}
+		}
 		for _, h := range hosts {
 			t0 := time.Now()
 			res, err := h.srv.Call(r.ctx, callLimit, "exec", map[string]any{"command": "true"})
@@ -92,6 +123,10 @@ func (r *run) sandboxOverhead() *sandboxOverhead {
 		}
 	}
 	so.Gateway = benchkit.Summarize(hosts[0].d)
+	if len(raw) > 0 {
+		l := benchkit.Summarize(raw)
+		so.Raw, so.RawArgv = &l, rawBwrap
+	}
 	so.GoalMet = true
 	for _, h := range hosts[1:] {
 		l := benchkit.Summarize(h.d)
@@ -102,6 +137,12 @@ func (r *run) sandboxOverhead() *sandboxOverhead {
 		switch h.name {
 		case "bwrap":
 			so.Bwrap, so.BwrapRatio = &l, ratio
+			if so.Raw != nil {
+				so.BwrapRawRat = benchkit.Ratio(l.MedianMs, so.Raw.MedianMs)
+				if so.BwrapRawRat > goalRawRatio {
+					so.GoalMet = false
+				}
+			}
 		case "landlock":
 			so.Landlock, so.LandlockRatio = &l, ratio
 		}
@@ -123,12 +164,18 @@ func printSandbox(w io.Writer, so *sandboxOverhead) {
 	if so.Landlock != nil {
 		row("   host=sandbox, landlock", *so.Landlock)
 	}
+	if so.Raw != nil {
+		row("   bwrap … sh -lc true (os/exec, no conch)", *so.Raw)
+	}
 	tw.Flush()
 	if so.Bwrap != nil {
 		fmt.Fprintf(w, "   median ratio, bwrap ÷ gateway:    %.2fx  (goal ≤ %.0fx)\n", so.BwrapRatio, so.GoalRatio)
 	}
 	if so.Landlock != nil {
 		fmt.Fprintf(w, "   median ratio, landlock ÷ gateway: %.2fx  (goal ≤ %.0fx)\n", so.LandlockRatio, so.GoalRatio)
+	}
+	if so.Raw != nil {
+		fmt.Fprintf(w, "   median ratio, bwrap ÷ raw bwrap:  %.2fx  (goal ≤ %.1fx)\n", so.BwrapRawRat, goalRawRatio)
 	}
 	for _, s := range so.Skipped {
 		fmt.Fprintf(w, "   skipped %s\n", s)

@@ -99,11 +99,17 @@ func (f Filter) processes() []Proc {
 func (f Filter) Procs(sub string) []Proc {
 	var out []Proc
 	for _, p := range f.processes() {
-		if len(p.Argv) >= 2 && (f.Bin == "" || p.Argv[0] == f.Bin) && p.Argv[1] == sub && p.FlagValue("--home") == f.Home {
+		if len(p.Argv) >= 2 && f.binary(p.Argv[0]) && p.Argv[1] == sub && p.FlagValue("--home") == f.Home {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// binary reports whether argv0 is f.Bin or the conch-shim beside it
+// (conch starts its supervisors with the shim when there is one).
+func (f Filter) binary(argv0 string) bool {
+	return f.Bin == "" || argv0 == f.Bin || argv0 == filepath.Join(filepath.Dir(f.Bin), "conch-shim")
 }
 
 // Supervisors returns the `conch supervise` processes of f.Home: the

@@ -173,6 +173,14 @@ run:
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return sandbox.InitFail("policy: " + err.Error())
 		}
+		if p.IPCNS {
+			// The namespace is this thread's: the exec below (or
+			// runOnPTY's fork) must happen on it.
+			runtime.LockOSThread()
+			if err := landlock.UnshareIPC(); err != nil {
+				return sandbox.InitFail("ipc namespace: " + err.Error())
+			}
+		}
 		if err := landlock.ApplyLandlock(p); err != nil {
 			return sandbox.InitFail("landlock: " + err.Error())
 		}

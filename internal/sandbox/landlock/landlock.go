@@ -15,8 +15,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/sandbox"
@@ -64,9 +66,16 @@ func (l *Landlock) Remove(ctx context.Context, scope string) error { return nil 
 
 // Layers implements Backend.
 func (l *Landlock) Layers(r *sandbox.Run) []string {
-	abi := sandbox.LandlockABI()
+	return LayersFor(sandbox.LandlockABI(), r.Settings.Network, IPCNamespace())
+}
+
+// LayersFor names the layers of a landlock run at Landlock ABI abi with
+// the network setting network, ipcns when the init makes an IPC namespace
+// (IPCNamespace). The table of docs/sandbox.md that sets bwrap's layers
+// against these is checked against it.
+func LayersFor(abi int, network string, ipcns bool) []string {
 	out := []string{fmt.Sprintf("landlock-abi-%d", abi), "landlock-fs"}
-	if r.Settings.Network != "open" {
+	if network != "open" {
 		if abi >= 4 {
 			out = append(out, "landlock-tcp")
 		}
@@ -74,9 +83,30 @@ func (l *Landlock) Layers(r *sandbox.Run) []string {
 	if abi >= 6 {
 		out = append(out, "landlock-scope-signal", "landlock-scope-abstract-unix")
 	}
-	out = append(out, "seccomp", "no-new-privs")
+	if ipcns {
+		out = append(out, "ipcns")
+	}
+	out = append(out, "seccomp", "seccomp-ipc", "no-new-privs")
 	return out
 }
+
+// IPCNamespace reports whether `sandbox-init --landlock`, started by this
+// process, can give the command an IPC namespace of its own: when it may
+// unshare(CLONE_NEWIPC), which takes CAP_SYS_ADMIN (a root gateway
+// outside a restricted container). It is tried once, on a thread of this
+// process that is thrown away afterwards. Without it the seccomp filter
+// still refuses every System V and POSIX message queue call, but
+// /proc/sysvipc lists the host's objects (keys, ids, sizes, owners).
+var IPCNamespace = sync.OnceValue(func() bool {
+	ok := make(chan bool)
+	go func() {
+		// Never unlocked: the goroutine's end ends the thread, with the
+		// namespace it made.
+		runtime.LockOSThread()
+		ok <- unix.Unshare(unix.CLONE_NEWIPC) == nil
+	}()
+	return <-ok
+})
 
 // Policy is what `sandbox-init --landlock` enforces.
 type Policy struct {
@@ -87,13 +117,16 @@ type Policy struct {
 	// (cachedEtcReadable) so each run need not walk it again. Without it
 	// a root init walks /etc itself.
 	Etc *EtcRules `json:"etc,omitempty"`
+	// IPCNS: the init gives the command an IPC namespace of its own
+	// (UnshareIPC) or fails.
+	IPCNS bool `json:"ipcns,omitempty"`
 }
 
 // Command runs the init with the encoded policy.
 func (l *Landlock) Command(r *sandbox.Run) ([]string, []string, error) {
 	s := r.Settings
 	scope := sandbox.ScopeDir(r.Home, s.Scope)
-	p := Policy{Network: s.Network == "open"}
+	p := Policy{Network: s.Network == "open", IPCNS: IPCNamespace()}
 	p.RO = append([]string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix/store", "/proc"}, nil...)
 	for _, x := range s.ROBinds {
 		src, _ := sandbox.SplitBind(x)
@@ -208,7 +241,17 @@ func ownTerminals() []string {
 	return out
 }
 
-// ApplySeccomp loads the filter of hosts.md §3.5.
+// UnshareIPC moves the calling thread into a new IPC namespace: the
+// caller must hold it (runtime.LockOSThread) until it execs or forks the
+// command, which inherit that thread's namespaces.
+func UnshareIPC() error {
+	return unix.Unshare(unix.CLONE_NEWIPC)
+}
+
+// ApplySeccomp loads the sandbox's filter: the common list, the IPC calls
+// (sandbox.IPCSyscalls: with or without an IPC namespace of its own, the
+// command has no use for them that is worth a host object reached by
+// mistake), and the socket families below.
 func ApplySeccomp(network bool) error {
 	var families []uint64
 	if !network {
@@ -220,7 +263,7 @@ func ApplySeccomp(network bool) error {
 		// tmux's would all be reachable. socketpair(2) still works.
 		families = append(families, unix.AF_UNIX)
 	}
-	raw, err := sandbox.FilterProgram(families)
+	raw, err := sandbox.FilterProgram(families, sandbox.IPCSyscalls...)
 	if err != nil {
 		return err
 	}
