@@ -12,7 +12,6 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/supervisor"
-	"golang.org/x/sys/unix"
 )
 
 // The home out of space is a state of its own: exec refuses new sessions
@@ -140,7 +139,7 @@ func homeSpace(home string, cfg *config.Config) DiskStatus {
 		FreeInodes:   int64(st.Ffree),
 	}
 	switch {
-	case st.Flags&unix.ST_RDONLY != 0:
+	case mountedReadOnly(&st):
 		d.set(apitype.CodeHomeUnwritable, fmt.Sprintf("the filesystem of %s is mounted read-only", home))
 	case d.FreeBytes < d.ReserveBytes || d.FreeBytes == 0:
 		d.set(apitype.CodeDiskFull, fmt.Sprintf("%s free on the filesystem of %s, below the reserve of %s", sizeText(d.FreeBytes), home, sizeText(d.ReserveBytes)))

@@ -64,7 +64,7 @@ func TestDiskStateEachCause(t *testing.T) {
 			var st syscall.Statfs_t
 			syscall.Statfs(mnt, &st)
 			p := filepath.Join(mnt, "ballast")
-			os.WriteFile(p, make([]byte, int64(st.Bavail)*st.Bsize-512<<10), 0o600)
+			os.WriteFile(p, make([]byte, int64(st.Bavail)*int64(st.Bsize)-512<<10), 0o600)
 			return func() { os.Remove(p) }
 		}},
 		{"no free inodes", func() func() {

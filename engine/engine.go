@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conchsh/conch/internal/fsutil"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -26,8 +25,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/conchsh/conch/internal/fsutil"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
@@ -334,15 +334,8 @@ func lockHome(home, mode string) (*os.File, error) {
 }
 
 // processAlive reports whether pid runs and is not a zombie (its thread
-// group leader exited).
-func processAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return syscall.Kill(pid, 0) == nil // no /proc: ask the kernel
-	}
-	_, rest, _ := strings.Cut(string(b), ") ")
-	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
-}
+// group leader exited), from the OS's process table (supervisor.Alive).
+func processAlive(pid int) bool { return supervisor.Alive(pid, 0) }
 
 // Config returns the engine's configuration.
 func (e *Engine) Config() *config.Config { return e.conf() }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conchsh/conch/internal/fsutil"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/conchsh/conch/internal/fsutil"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
@@ -410,7 +411,7 @@ func ExplainPolicy(home, agent, cwd, command string) (Explanation, error) {
 	}
 	e := &Engine{home: home}
 	e.cfgp.Store(cfg)
-	path := os.Getenv("PATH")
+	path := hostenv.DaemonPATH()
 	// The engine's login PATH: cached in the home, else probed now.
 	if lp, _, err := hostenv.StartLoginProbe(loginCachePath(home)).Wait(-1); err == nil && lp != "" {
 		path = hostenv.MergePATH(lp, path)

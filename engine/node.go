@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -330,7 +331,9 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 			return rep, nodeErr(apitype.NodeRunDenied, "approval executable changed before execution")
 		}
 	}
-	if msg := hostenv.Validate(p.Env); msg != "" {
+	// A macOS node discards a PATH override (hostenv.NodeOverrides).
+	overrides, _ := hostenv.NodeOverrides(runtime.GOOS, p.Env)
+	if msg := hostenv.Validate(overrides); msg != "" {
 		return rep, nodeErr(apitype.NodeInvalidRequest, msg)
 	}
 	if p.Approved && p.ApprovalDecision == "allow-always" && np.security == policy.SecurityAllowlist && len(np.persist) > 0 {
@@ -352,7 +355,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 	case stdin != "open":
 		stdin = "closed"
 	}
-	env := e.nodeEnv(set, p.Env, p.PTY)
+	env := e.nodeEnv(set, overrides, p.PTY)
 	argv := pl.Argv
 	if np.pinned != "" {
 		argv = []string{argv[0], argv[1], np.pinned}

@@ -449,12 +449,10 @@ func (pl *planner) load(t *target, checkLinks, needRead bool) error {
 		default:
 			t.existed, t.exists = true, true
 			t.mode = fi.Mode()
-			t.uid, t.gid = -1, -1
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				t.uid, t.gid = int(st.Uid), int(st.Gid)
-				if st.Nlink > 1 {
-					t.mode |= modeMultiLink
-				}
+			var links uint64
+			t.uid, t.gid, links = fileOwner(func() (*os.File, error) { return pl.root.Open(t.rel) }, fi)
+			if links > 1 {
+				t.mode |= modeMultiLink
 			}
 			if fi.Size() > MaxFileBytes && needRead {
 				return errorf(CodeInvalidPatch, "File too large to patch: %s (%d bytes, limit %d bytes)", t.display, fi.Size(), MaxFileBytes)

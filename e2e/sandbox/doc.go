@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package sandbox holds the end-to-end tests of host=sandbox (bubblewrap,
 // Landlock) and its escapes. The harness is internal/e2etest.
 package sandbox

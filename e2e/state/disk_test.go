@@ -36,7 +36,7 @@ func TestFullDiskHoldsOutput(t *testing.T) {
 	filler := filepath.Join(dir, "filler")
 	var st syscall.Statfs_t
 	syscall.Statfs(dir, &st)
-	free := int64(st.Bavail) * st.Bsize
+	free := int64(st.Bavail) * int64(st.Bsize)
 	if err := os.WriteFile(filler, make([]byte, free-1<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func fillDisk(t *testing.T, dir string, leave int64) string {
 	if err := syscall.Statfs(dir, &st); err != nil {
 		t.Fatal(err)
 	}
-	free := int64(st.Bavail) * st.Bsize
+	free := int64(st.Bavail) * int64(st.Bsize)
 	p := filepath.Join(dir, "filler")
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/shim"
@@ -138,7 +139,7 @@ func Doctor(home string) []Finding {
 		}
 		var p engine.Policy
 		if ferr == nil {
-			p = v.EffectivePolicy(agent, "true", home, os.Getenv("PATH"))
+			p = v.EffectivePolicy(agent, "true", home, hostenv.DaemonPATH())
 		}
 		// Ungated: the agent's commands run on this machine with nothing
 		// judging them (the same status `policy explain` prints first).
@@ -206,7 +207,7 @@ func Doctor(home string) []Finding {
 		}
 	}
 	if !supervisor.CgroupAvailable() {
-		add("containment.no_cgroup", "info", "no writable cgroup: sessions are contained by process groups and the supervisor as subreaper")
+		add(noCgroup.name, noCgroup.level, "%s", noCgroup.text)
 	}
 	entries, _ := os.ReadDir(filepath.Join(home, "sessions"))
 	lost := 0

@@ -19,19 +19,19 @@ import (
 // real name: a first start on a full disk once left an empty
 // operator.token that every later start used.
 var writesInPlace = map[string]string{
-	"engine/engine.go:prepareHome":                "an empty probe file, removed at once",
-	"engine/engine.go:lockHome":                   "the lock file: its content is informational",
-	"internal/supervisor/contain_linux.go:*":      "cgroup control files",
-	"internal/supervisor/limits_linux.go:*":       "cgroup control files",
-	"internal/supervisor/spawn.go:launch":         "cgroup.procs",
-	"internal/supervisor/files.go:writeFile":      "CreateJSON: a first record created exclusively (nobody reads it before it is complete), removed on failure",
-	"internal/fsutil/lock.go:LockFile":            "lock files: their content is never read",
-	"internal/ledger/ledger.go:openOwn":           "the ledger's own files: its lock, HEAD (rewritten in place at a fixed size; ledger verify reports an empty or torn one) and segments (appended)",
-	"internal/sandbox/git.go:placeholder":         "an empty placeholder file git expects, nothing is read from it",
-	"internal/sandbox/git.go:placeholders":        "an empty placeholder file git expects, nothing is read from it",
-	"internal/sandbox/bwrap/runas.go:stageMounts": "empty mount targets on a private tmpfs",
-	"internal/e2etest/harness.go:NewHome":         "a test's fresh home in its temp dir, written before any conch process starts",
-	"internal/e2etest/policy.go:GatedHome":        "a test's fresh home in its temp dir, written before any conch process starts",
+	"engine/engine.go:prepareHome":                  "an empty probe file, removed at once",
+	"engine/engine.go:lockHome":                     "the lock file: its content is informational",
+	"internal/supervisor/contain_linux.go:*":        "cgroup control files",
+	"internal/supervisor/limits_linux.go:*":         "cgroup control files",
+	"internal/supervisor/sys_linux.go:startOutside": "cgroup.procs",
+	"internal/supervisor/files.go:writeFile":        "CreateJSON: a first record created exclusively (nobody reads it before it is complete), removed on failure",
+	"internal/fsutil/lock.go:LockFile":              "lock files: their content is never read",
+	"internal/ledger/ledger.go:openOwn":             "the ledger's own files: its lock, HEAD (rewritten in place at a fixed size; ledger verify reports an empty or torn one) and segments (appended)",
+	"internal/sandbox/git.go:placeholder":           "an empty placeholder file git expects, nothing is read from it",
+	"internal/sandbox/git.go:placeholders":          "an empty placeholder file git expects, nothing is read from it",
+	"internal/sandbox/bwrap/runas.go:stageMounts":   "empty mount targets on a private tmpfs",
+	"internal/e2etest/harness.go:NewHome":           "a test's fresh home in its temp dir, written before any conch process starts",
+	"internal/e2etest/policy.go:GatedHome":          "a test's fresh home in its temp dir, written before any conch process starts",
 }
 
 // TestTrustedFilesWrittenAtomically finds every call that creates or

@@ -2,28 +2,15 @@ package cli
 
 import (
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"syscall"
 
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 )
 
 // startPPID is the parent process id as early as this process can read
 // it: before main, so that a parent that dies while conch starts is still
 // noticed (exitWithParent compares against it).
 var startPPID = os.Getppid()
-
-// parentIsGoTool reports whether the process that started conch is the
-// go command: `go run ./cmd/conch serve`. go run does not pass SIGTERM on
-// to the program it runs; killed, it leaves the program running.
-func parentIsGoTool() bool {
-	exe, err := os.Readlink("/proc/" + strconv.Itoa(startPPID) + "/exe")
-	return err == nil && filepath.Base(exe) == "go"
-}
 
 // exitWithParentFlag adds --exit-with-parent to fs: on by default when
 // the go command started conch.
@@ -33,23 +20,3 @@ func exitWithParentFlag(fs *pflag.FlagSet) *bool {
 
 // errParentGone: the parent ended before exitWithParent could watch it.
 var errParentGone = errors.New("the process that started conch has already ended (--exit-with-parent)")
-
-// exitWithParent has the kernel send this process SIGTERM when its parent
-// ends (PR_SET_PDEATHSIG), and returns errParentGone when the parent
-// already ended. The kernel sends the signal when the parent thread that
-// forked this process exits; the go command, like any Go program, keeps
-// its threads until the process ends, so for go run that is the process's
-// end. The setting belongs to this process's thread that made the call;
-// Go never ends the threads of goroutines that are not locked to them, so
-// it lasts.
-func exitWithParent() error {
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0, 0, 0); err != nil {
-		return fmt.Errorf("prctl(PR_SET_PDEATHSIG): %w", err)
-	}
-	// A parent that ended before the prctl sent nothing: this process
-	// was reparented already.
-	if os.Getppid() != startPPID {
-		return errParentGone
-	}
-	return nil
-}

@@ -33,13 +33,15 @@ type EnvSpec struct {
 }
 
 // InheritedBase is the daemon's own environment with what a command must
-// not inherit removed (hostenv.Inherit).
+// not inherit removed (hostenv.Inherit), and its PATH raised to the
+// minimal PATH of the OS (hostenv.DaemonPATH).
 func InheritedBase() map[string]string {
 	env := map[string]string{}
 	for _, kv := range hostenv.Inherit(os.Environ()) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
+	env["PATH"] = hostenv.DaemonPATH()
 	return env
 }
 

@@ -3,11 +3,13 @@ package host
 import (
 	"errors"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/hostenv"
 )
 
 // oldChoose is the host switch as the engine had it before the host
@@ -188,4 +190,33 @@ func TestRegistry(t *testing.T) {
 		}
 	}()
 	Register("gateway", func(Deps) Host { return g })
+}
+
+// TestDaemonPathFloor: an engine started with a bare PATH (a service
+// manager's PATH=/usr/bin:/bin) gives its host commands the OS's minimal
+// PATH, on gateway and node runs alike; its own entries keep their
+// order, and one started with none gets the floor whole.
+func TestDaemonPathFloor(t *testing.T) {
+	floor := hostenv.PathFloor(runtime.GOOS)
+	if len(floor) == 0 {
+		t.Skipf("no PATH floor on %s", runtime.GOOS)
+	}
+	t.Setenv("PATH", "/usr/bin:/bin")
+	for name, env := range map[string]map[string]string{
+		"gateway base": InheritedBase(),
+		"node run":     envMap(NodeEnv(nil, nil, false)),
+	} {
+		if got, want := env["PATH"], hostenv.WithFloor(runtime.GOOS, "/usr/bin:/bin"); got != want || !strings.HasPrefix(got, "/usr/bin:/bin:") {
+			t.Errorf("%s: PATH %q, want %q", name, got, want)
+		}
+		for _, f := range floor {
+			if !slices.Contains(strings.Split(env["PATH"], ":"), f) {
+				t.Errorf("%s: PATH %q lacks %s", name, env["PATH"], f)
+			}
+		}
+	}
+	os.Unsetenv("PATH")
+	if got := InheritedBase()["PATH"]; got != strings.Join(floor, ":") {
+		t.Errorf("without a PATH: %q, want the floor", got)
+	}
 }

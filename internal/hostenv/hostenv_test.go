@@ -36,16 +36,6 @@ func TestMergePATH(t *testing.T) {
 	}
 }
 
-func TestLoginPATH(t *testing.T) {
-	p, _, err := StartLoginProbe("").Wait(-1)
-	if err != nil {
-		t.Skipf("no login shell here: %v", err)
-	}
-	if !strings.Contains(p, "/usr/bin") {
-		t.Fatalf("login PATH %q lacks /usr/bin", p)
-	}
-}
-
 // TestInterpreterAndEditorKeys: variables that make an allowlisted
 // interpreter or git run code the command line does not name
 // (PYTHONINSPECT reads a program from the terminal after the script,

@@ -1,3 +1,5 @@
+//go:build unix
+
 package hostenv
 
 import (
@@ -230,5 +232,15 @@ func TestLoginProbeSharedAcrossHomes(t *testing.T) {
 	}
 	if n := probes(t, marker); n != 2 {
 		t.Errorf("the login shell ran %d times, want 2", n)
+	}
+}
+
+func TestLoginPATH(t *testing.T) {
+	p, _, err := StartLoginProbe("").Wait(-1)
+	if err != nil {
+		t.Skipf("no login shell here: %v", err)
+	}
+	if !strings.Contains(p, "/usr/bin") {
+		t.Fatalf("login PATH %q lacks /usr/bin", p)
 	}
 }

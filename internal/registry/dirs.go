@@ -167,7 +167,7 @@ func (p *DirPool) Reserve() (id, dir string, err error) {
 		}
 		d := supervisor.SessionDir(p.home, c)
 		if free := p.take(); free != "" {
-			err := unix.Renameat2(unix.AT_FDCWD, free, unix.AT_FDCWD, d, unix.RENAME_NOREPLACE)
+			err := renameNoReplace(free, d)
 			switch {
 			case err == nil:
 				// A late write by path may have landed while it was

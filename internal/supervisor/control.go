@@ -15,7 +15,6 @@ import (
 	"github.com/conchsh/conch/internal/unixsock"
 
 	"github.com/creack/pty"
-	"golang.org/x/sys/unix"
 )
 
 // listen opens the session's control socket; in a host, the session is
@@ -77,21 +76,21 @@ func listenControl(path string, find func(id string) *sup) (net.Listener, error)
 	return ln, nil
 }
 
-// PeerUID is the uid of the process at the other end of c (SO_PEERCRED).
+// PeerUID is the uid of the process at the other end of c (SO_PEERCRED
+// on Linux, LOCAL_PEERCRED on macOS: see socketPeerUID).
 func PeerUID(c *net.UnixConn) (int, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return -1, err
 	}
-	var cred *unix.Ucred
-	var cerr error
+	uid, cerr := -1, error(nil)
 	raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		uid, cerr = socketPeerUID(int(fd))
 	})
 	if cerr != nil {
 		return -1, cerr
 	}
-	return int(cred.Uid), nil
+	return uid, nil
 }
 
 func serve(c *net.UnixConn, find func(id string) *sup) {

@@ -175,7 +175,7 @@ type Host struct {
 // stdio on /dev/null and env as its environment. The process is reaped in
 // the background.
 func StartHost(argv []string, home string, env []string) (*Host, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	fds, err := hostSocketpair()
 	if err != nil {
 		return nil, fmt.Errorf("socketpair: %w", err)
 	}

@@ -11,13 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/keys"
@@ -58,7 +55,7 @@ func Main(args []string) int {
 	// exec, and commands must get SIGPIPE as in a terminal (`yes | head`).
 	// Go returns EPIPE for writes to a closed pipe other than stdout and
 	// stderr, which here are /dev/null or a log.
-	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	becomeSubreaper()
 	if *host {
 		return hostMain(*home, os.NewFile(3, "host"))
 	}
@@ -136,20 +133,6 @@ func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os
 	}
 	s.run()
 	return 0
-}
-
-// closeOnExecFrom marks every descriptor from lo up close-on-exec.
-func closeOnExecFrom(lo int) {
-	if unix.CloseRange(uint(lo), ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
-		return
-	}
-	// Kernels before 5.11: walk the open descriptors.
-	ents, _ := os.ReadDir("/proc/self/fd")
-	for _, e := range ents {
-		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= lo {
-			syscall.CloseOnExec(fd)
-		}
-	}
 }
 
 // sup is one running supervisor.

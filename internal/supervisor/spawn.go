@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -129,7 +128,7 @@ func (s *sup) launch() (retErr error) {
 			// pump would hold an OS thread in read(2) and Close could
 			// not interrupt it.
 			if rc, err := r.SyscallConn(); err == nil {
-				rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20) })
+				rc.Control(growPipe)
 			}
 			readers = append(readers, r)
 			childEnds = append(childEnds, w)
@@ -180,11 +179,7 @@ func (s *sup) launch() (retErr error) {
 			}
 		}()
 	}
-	if fd := s.cont.cgroupFD(); fd >= 0 {
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = fd
-		defer unix.Close(fd)
-	}
+	defer s.cont.startInside(cmd.SysProcAttr)()
 
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -194,23 +189,8 @@ func (s *sup) launch() (retErr error) {
 	reap.startMu.RLock()
 	s.started = time.Now()
 	err = s.cont.start(cmd) // born in the session's v1 cgroups too
-	if err != nil && cmd.SysProcAttr.UseCgroupFD && !isSpawnError(err) {
-		// Kernels older than 5.7 lack CLONE_INTO_CGROUP: start outside
-		// and move the child right after; the subreaper covers the gap.
-		s.logf("start in cgroup failed (%v); moving the child instead", err)
-		retry := exec.Command(spec.Argv[0], spec.Argv[1:]...)
-		retry.Path, retry.Err = cmd.Path, nil
-		retry.Env, retry.Dir = cmd.Env, cmd.Dir
-		retry.Stdin, retry.Stdout, retry.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
-		retry.ExtraFiles = cmd.ExtraFiles
-		attr := *cmd.SysProcAttr
-		attr.UseCgroupFD = false
-		retry.SysProcAttr = &attr
-		cmd = retry
-		if err = cmd.Start(); err == nil {
-			os.WriteFile(filepath.Join(s.cont.v2, "cgroup.procs"), []byte(fmt.Sprint(cmd.Process.Pid)), 0)
-			s.cont.place([]int{cmd.Process.Pid}) // and its v1 limit cgroups
-		}
+	if err != nil && startsInside(cmd.SysProcAttr) && !isSpawnError(err) {
+		cmd, err = s.startOutside(cmd, err)
 	}
 	if err == nil {
 		reap.watch(cmd.Process.Pid, func(ws syscall.WaitStatus) {

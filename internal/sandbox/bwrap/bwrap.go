@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package bwrap is the bubblewrap sandbox backend: user, pid, ipc, uts,
 // cgroup, mount and (unless network=open) network namespaces, read-only
 // system binds and a seccomp program, no daemon. It holds both halves of

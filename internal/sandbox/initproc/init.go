@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package initproc is `conch sandbox-init`, the first conch process in
 // a sandbox: it parses the options every backend's argv passes it, runs
 // the steps common to all (wait on the block fd, claim the terminal, a

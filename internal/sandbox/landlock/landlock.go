@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package landlock is the daemon-less fallback sandbox backend: `conch
 // sandbox-init --landlock POLICY` applies a Landlock ruleset, drops its
 // capabilities and loads a seccomp filter, then execs the shell. It holds

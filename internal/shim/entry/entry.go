@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/conchsh/conch/internal/sandbox/initproc"
 	"github.com/conchsh/conch/internal/shim"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -28,7 +27,7 @@ import (
 //
 //	supervise ARGS                  a session's supervisor (supervisor.Main); refused
 //	                                when $CONCH_SHIM_PROTOCOL names another protocol
-//	sandbox-init ARGS               a sandbox's init (initproc.InitMain)
+//	sandbox-init ARGS               a sandbox's init (initproc.InitMain; Linux only)
 //	handshake N                     print the protocol; exit 0 when it is N, 3 if not
 func Main(args []string) (code int, ok bool) {
 	if len(args) == 0 {
@@ -43,14 +42,15 @@ func Main(args []string) (code int, ok bool) {
 			}
 		}
 		return supervisor.Main(args[1:]), true
-	case "sandbox-init":
-		return initproc.InitMain(args[1:]), true
 	case "handshake":
 		fmt.Println(shim.Answer())
 		if len(args) != 2 || args[1] != shim.Protocol() {
 			return 3, true
 		}
 		return 0, true
+	}
+	if f, found := osEntries[args[0]]; found {
+		return f(args[1:]), true
 	}
 	return 0, false
 }

@@ -1,3 +1,5 @@
+//go:build unix
+
 package hostenv
 
 import (
@@ -227,18 +229,4 @@ func (c *capped) Write(p []byte) (int, error) {
 		c.buf.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
-}
-
-// MergePATH puts the login PATH's entries first, then the existing ones,
-// de-duplicated by exact string.
-func MergePATH(loginPath, path string) string {
-	seen := map[string]bool{}
-	var out []string
-	for _, p := range append(strings.Split(loginPath, ":"), strings.Split(path, ":")...) {
-		if p != "" && !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, ":")
 }

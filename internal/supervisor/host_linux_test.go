@@ -450,3 +450,23 @@ func TestHostLargeSpec(t *testing.T) {
 		}
 	}
 }
+
+// A host's session whose command merely names a failure class (here in
+// its path) fails as what it is, a spawn failure: not "host out of
+// descriptors" (which retires the host and starts the command again
+// elsewhere), not "needs a cgroup".
+func TestHostStartErrorByCode(t *testing.T) {
+	h, home := startHost(t)
+	for _, name := range []string{syscall.EMFILE.Error(), ErrNeedsCgroup.Error(), "open pty"} {
+		spec := hostSpec(home, Spec{Argv: []string{"/nonexistent/" + name}})
+		_, err := h.Commit(spec, 30*time.Second)
+		if err == nil {
+			t.Fatalf("%q started", name)
+		}
+		for _, class := range []error{ErrHostGone, ErrNeedsCgroup, ErrHostDied, ErrOpenPTY, syscall.EMFILE} {
+			if errors.Is(err, class) {
+				t.Errorf("spawn of %q failed as %v: %v", name, class, err)
+			}
+		}
+	}
+}

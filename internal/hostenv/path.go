@@ -1,0 +1,19 @@
+package hostenv
+
+import (
+	"strings"
+)
+
+// MergePATH puts the login PATH's entries first, then the existing ones,
+// de-duplicated by exact string.
+func MergePATH(loginPath, path string) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range append(strings.Split(loginPath, ":"), strings.Split(path, ":")...) {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ":")
+}

@@ -1,0 +1,61 @@
+package supervisor
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// becomeSubreaper does nothing: macOS has no child subreaper. The
+// supervisor is still the parent of the command and reaps it; orphans go
+// to launchd, and the tracker keeps them as members (see tracker).
+func becomeSubreaper() {}
+
+// closeOnExecFrom marks every descriptor from lo up close-on-exec,
+// walking /dev/fd (macOS has no close_range). It runs at supervisor
+// start, before any goroutine of ours forks. Not yet run on macOS.
+func closeOnExecFrom(lo int) {
+	ents, _ := os.ReadDir("/dev/fd")
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= lo {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
+// socketPeerUID is the uid of the peer of the connected AF_UNIX socket
+// fd (LOCAL_PEERCRED). Not yet run on macOS.
+func socketPeerUID(fd int) (int, error) {
+	cred, err := unix.GetsockoptXucred(fd, unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
+	if err != nil {
+		return -1, err
+	}
+	return int(cred.Uid), nil
+}
+
+// hostSocketpair refuses: a supervisor host tells its sessions'
+// processes apart by their cgroups, which macOS lacks, so on macOS every
+// session has a supervisor of its own (DefaultShared is false there, and
+// Pool never starts a host). The link would also need another framing:
+// macOS has no SOCK_SEQPACKET for AF_UNIX.
+func hostSocketpair() ([2]int, error) {
+	return [2]int{-1, -1}, fmt.Errorf("supervisor hosts on macOS: %w", ErrNeedsCgroup)
+}
+
+// growPipe does nothing: macOS has no F_SETPIPE_SZ (its pipes grow to
+// 64 KiB by themselves).
+func growPipe(fd uintptr) {}
+
+// startInside does nothing: there is no cgroup to start the command in.
+func (c *containment) startInside(attr *syscall.SysProcAttr) func() { return func() {} }
+
+// startsInside is false: commands never start inside a cgroup on macOS.
+func startsInside(attr *syscall.SysProcAttr) bool { return false }
+
+// startOutside is never reached on macOS (startsInside is false): it
+// returns the failed start as it is.
+func (s *sup) startOutside(cmd *exec.Cmd, err error) (*exec.Cmd, error) { return cmd, err }
