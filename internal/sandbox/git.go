@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,10 +10,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/conchsh/conch/internal/fsutil"
 )
@@ -139,8 +142,38 @@ func GitProtected(home, ws, access string) ([]string, error) {
 	named := func(rel, gd string) error { return namedAt(filepath.Join(ws, rel), gd) }
 	var found []string // the .git entries, workspace-relative
 	visited := map[string]bool{}
+	var visit func(rel string) error
+	// submodules protects the submodules the index of the worktree rel
+	// (git directory gd) lists, at any depth: the host's `git status`
+	// there runs `git status` inside each populated one, so its .git is
+	// visited like the workspace's own; one not populated (cloned
+	// without --recurse-submodules) has its directory made read-only
+	// (with "ro"), or the command could make a repository of its own
+	// there and get `git status` to run its fsmonitor.
+	submodules := func(rel, gd string) error {
+		for _, sm := range gitlinks(filepath.Join(ws, rel), gd) {
+			srel := filepath.Join(rel, sm)
+			if _, inside := Within(".", srel); !inside || srel == "." {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(ws, srel, ".git")); err == nil {
+				if err := visit(srel); err != nil {
+					return err
+				}
+				continue
+			}
+			if access == "rw" {
+				continue // registering a submodule is open under "rw" (documented)
+			}
+			if err := placeholder(wsReal, srel, true); err != nil {
+				return fmt.Errorf("the submodule %s of %s: %w", sm, filepath.Join(ws, rel), err)
+			}
+			add(srel)
+		}
+		return nil
+	}
 	// visit looks at the .git entry of the directory rel.
-	visit := func(rel string) error {
+	visit = func(rel string) error {
 		g := filepath.Join(rel, ".git")
 		if visited[g] {
 			return nil
@@ -157,7 +190,10 @@ func GitProtected(home, ws, access string) ([]string, error) {
 		case t.IsDir():
 			found = append(found, g)
 			gitdir(g)
-			return named(rel, p)
+			if err := named(rel, p); err != nil {
+				return err
+			}
+			return submodules(rel, p)
 		case t.IsRegular():
 			found = append(found, g)
 			add(g)
@@ -171,7 +207,10 @@ func GitProtected(home, ws, access string) ([]string, error) {
 							gitdir(trel)
 						}
 					}
-					return named(rel, real)
+					if err := named(rel, real); err != nil {
+						return err
+					}
+					return submodules(rel, real)
 				}
 			}
 		}
@@ -251,6 +290,37 @@ func GitProtected(home, ws, access string) ([]string, error) {
 	// A git directory below another is covered by it.
 	slices.Sort(out)
 	return out, nil
+}
+
+// maxGitlinks bounds the submodules read from one index.
+const maxGitlinks = 1000
+
+// gitlinks returns the paths of the submodules (gitlinks) the index of
+// the worktree top (git directory gd) lists, relative to top; none when
+// git cannot read it.
+func gitlinks(top, gd string) []string {
+	if gitBin() == "" || !gitDirValid(gd) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gitBin(), "-c", "safe.directory=*", "ls-files", "--stage", "-z")
+	cmd.Dir, cmd.Env = top, append(gitEnv(), "GIT_DIR="+gd, "GIT_WORK_TREE="+top)
+	out, err := cmd.Output()
+	if err != nil {
+		return nil
+	}
+	var paths []string
+	for _, rec := range strings.Split(string(out), "\x00") {
+		meta, path, ok := strings.Cut(rec, "\t")
+		if !ok || !strings.HasPrefix(meta, "160000 ") {
+			continue
+		}
+		if paths = append(paths, path); len(paths) == maxGitlinks {
+			break
+		}
+	}
+	return paths
 }
 
 // maxSeen bounds a workspace's record of the .git entries found (a

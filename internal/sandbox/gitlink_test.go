@@ -1,0 +1,72 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// The host's `git status` runs `git status` inside every submodule the
+// index lists, at any depth: each one's .git is protected wherever it
+// is, and one not populated (a clone without --recurse-submodules) has
+// its directory read-only under "ro", so the command cannot make a
+// repository of its own there. A real git makes the repositories.
+func TestGitProtectedSubmodulesOfTheIndex(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	base := t.TempDir()
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.email=a@b", "-c", "user.name=a", "-c", "protocol.file.allow=always"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	src := filepath.Join(base, "src")
+	os.Mkdir(src, 0o755)
+	git(src, "init", "-q")
+	git(src, "commit", "-q", "--allow-empty", "-m", "s")
+	ws := filepath.Join(base, "ws")
+	os.Mkdir(ws, 0o755)
+	git(ws, "init", "-q")
+	git(ws, "commit", "-q", "--allow-empty", "-m", "i")
+	// Populated, deeper than the search goes (its .git is a file).
+	git(ws, "submodule", "-q", "add", src, "a/b/c/d/e/deep")
+	// Listed by the index, not populated, its directory missing.
+	out, err := exec.Command("git", "-C", src, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	git(ws, "update-index", "--add", "--cacheinfo", "160000,"+string(out[:40])+",x/y/empty")
+	for _, tc := range []struct {
+		access string
+		want   []string
+		not    []string
+	}{
+		{"ro", []string{".git", "a/b/c/d/e/deep/.git", "x/y/empty"}, nil},
+		{"rw", []string{"a/b/c/d/e/deep/.git"}, []string{"x/y/empty"}},
+	} {
+		got, err := GitProtected("", ws, tc.access)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("%s: %s missing from %v", tc.access, w, got)
+			}
+		}
+		for _, w := range tc.not {
+			if slices.Contains(got, w) {
+				t.Errorf("%s: %s protected: %v", tc.access, w, got)
+			}
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "x/y/empty")); err != nil || !fi.IsDir() {
+		t.Errorf("the unpopulated submodule's directory was not made: %v", err)
+	}
+}
