@@ -304,7 +304,9 @@ func gitlinks(top, gd string) []string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, gitBin(), "-c", "safe.directory=*", "ls-files", "--stage", "-z")
+	// Reading an index runs core.fsmonitor: a repository the command
+	// made (where a submodule is not populated) would run its code here.
+	cmd := exec.CommandContext(ctx, gitBin(), "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "ls-files", "--stage", "-z")
 	cmd.Dir, cmd.Env = top, append(gitEnv(), "GIT_DIR="+gd, "GIT_WORK_TREE="+top)
 	out, err := cmd.Output()
 	if err != nil {

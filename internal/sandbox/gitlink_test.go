@@ -43,6 +43,16 @@ func TestGitProtectedSubmodulesOfTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	git(ws, "update-index", "--add", "--cacheinfo", "160000,"+string(out[:40])+",x/y/empty")
+	// conch reads the index with git: the fsmonitor a repository names
+	// (one a command made, at a submodule's place) does not run.
+	ran := filepath.Join(base, "fsmonitor-ran")
+	for _, d := range []string{filepath.Join(ws, ".git"), filepath.Join(ws, ".git/modules/a/b/c/d/e/deep")} {
+		cmd := exec.Command("git", "config", "core.fsmonitor", "touch "+ran+"; true #")
+		cmd.Env = append(os.Environ(), "GIT_DIR="+d)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git config: %v: %s", err, out)
+		}
+	}
 	for _, tc := range []struct {
 		access string
 		want   []string
@@ -65,6 +75,9 @@ func TestGitProtectedSubmodulesOfTheIndex(t *testing.T) {
 				t.Errorf("%s: %s protected: %v", tc.access, w, got)
 			}
 		}
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("reading the index ran the repository's core.fsmonitor")
 	}
 	if fi, err := os.Stat(filepath.Join(ws, "x/y/empty")); err != nil || !fi.IsDir() {
 		t.Errorf("the unpopulated submodule's directory was not made: %v", err)
