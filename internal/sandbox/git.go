@@ -150,10 +150,13 @@ func GitProtected(home, ws, access string) ([]string, error) {
 	// without --recurse-submodules) has its directory made read-only
 	// (with "ro"), or the command could make a repository of its own
 	// there and get `git status` to run its fsmonitor.
-	submodules := func(rel, gd string) error {
-		for _, sm := range gitlinks(filepath.Join(ws, rel), gd) {
-			srel := filepath.Join(rel, sm)
-			if _, inside := Within(".", srel); !inside || srel == "." {
+	// submodulesAt is submodules for the worktree top (absolute), which
+	// may lie above the workspace (a checkout the workspace is part of):
+	// its submodules inside the workspace.
+	submodulesAt := func(top, gd string) error {
+		for _, sm := range gitlinks(top, gd) {
+			srel, inside := Within(wsReal, filepath.Join(top, sm))
+			if !inside || srel == "." {
 				continue
 			}
 			if _, err := os.Lstat(filepath.Join(ws, srel, ".git")); err == nil {
@@ -166,12 +169,13 @@ func GitProtected(home, ws, access string) ([]string, error) {
 				continue // registering a submodule is open under "rw" (documented)
 			}
 			if err := placeholder(wsReal, srel, true); err != nil {
-				return fmt.Errorf("the submodule %s of %s: %w", sm, filepath.Join(ws, rel), err)
+				return fmt.Errorf("the submodule %s of %s: %w", sm, top, err)
 			}
 			add(srel)
 		}
 		return nil
 	}
+	submodules := func(rel, gd string) error { return submodulesAt(filepath.Join(wsReal, rel), gd) }
 	// visit looks at the .git entry of the directory rel.
 	visit = func(rel string) error {
 		g := filepath.Join(rel, ".git")
@@ -222,6 +226,9 @@ func GitProtected(home, ws, access string) ([]string, error) {
 	if top, gd, ok := enclosingRepo(ws); ok {
 		if _, inside := Within(wsReal, gd); !inside {
 			if err := namedAt(top, gd); err != nil {
+				return nil, err
+			}
+			if err := submodulesAt(top, gd); err != nil {
 				return nil, err
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -81,5 +82,52 @@ func TestGitProtectedSubmodulesOfTheIndex(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(ws, "x/y/empty")); err != nil || !fi.IsDir() {
 		t.Errorf("the unpopulated submodule's directory was not made: %v", err)
+	}
+}
+
+// TestGitProtectedSubmodulesOfEnclosingRepo: a workspace that is a
+// subdirectory of a checkout: the submodules that checkout's index lists
+// inside the workspace are protected the same way (the host's git status
+// at the checkout's top runs inside them).
+func TestGitProtectedSubmodulesOfEnclosingRepo(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	top, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.email=a@b", "-c", "user.name=a"}, args...)...)
+		cmd.Dir = top
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	git("init", "-q")
+	git("commit", "-q", "--allow-empty", "-m", "i")
+	head := git("rev-parse", "HEAD")[:40]
+	git("update-index", "--add", "--cacheinfo", "160000,"+head+",ws/sub")
+	git("update-index", "--add", "--cacheinfo", "160000,"+head+",elsewhere/sub")
+	ws := filepath.Join(top, "ws")
+	os.Mkdir(ws, 0o755)
+	got, err := GitProtected("", ws, "ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got, "sub") {
+		t.Errorf("the enclosing checkout's submodule in the workspace is not protected: %v", got)
+	}
+	for _, p := range got {
+		if strings.HasPrefix(p, "..") {
+			t.Errorf("a path outside the workspace: %v", got)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(top, "elsewhere")); err == nil {
+		t.Error("a submodule directory outside the workspace was made")
 	}
 }
