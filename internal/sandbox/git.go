@@ -176,6 +176,19 @@ func GitProtected(home, ws, access string) ([]string, error) {
 		return nil
 	}
 	submodules := func(rel, gd string) error { return submodulesAt(filepath.Join(wsReal, rel), gd) }
+	// worktrees visits the linked worktrees of the git directory gd that
+	// lie in the workspace, at any depth: git runs the hooks of a relative
+	// core.hooksPath from each one's top.
+	worktrees := func(gd string) error {
+		for _, top := range linkedWorktrees(gd) {
+			if rel, inside := Within(wsReal, top); inside && rel != "." {
+				if err := visit(rel); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	// visit looks at the .git entry of the directory rel.
 	visit = func(rel string) error {
 		g := filepath.Join(rel, ".git")
@@ -195,6 +208,9 @@ func GitProtected(home, ws, access string) ([]string, error) {
 			found = append(found, g)
 			gitdir(g)
 			if err := named(rel, p); err != nil {
+				return err
+			}
+			if err := worktrees(p); err != nil {
 				return err
 			}
 			return submodules(rel, p)
@@ -297,6 +313,34 @@ func GitProtected(home, ws, access string) ([]string, error) {
 	// A git directory below another is covered by it.
 	slices.Sort(out)
 	return out, nil
+}
+
+// linkedWorktrees returns the tops of the linked worktrees of the git
+// directory gd, as its worktrees/*/gitdir files name them (the path of
+// each one's .git file), resolved; at most maxGitlinks.
+func linkedWorktrees(gd string) []string {
+	ents, err := os.ReadDir(filepath.Join(gd, "worktrees"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if len(out) == maxGitlinks {
+			break
+		}
+		b, err := readNoFollow(filepath.Join(gd, "worktrees", e.Name(), "gitdir"))
+		if err != nil || len(b) > 4096 {
+			continue
+		}
+		p := strings.TrimSpace(string(b))
+		if !filepath.IsAbs(p) || filepath.Base(p) != ".git" {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			out = append(out, real)
+		}
+	}
+	return out
 }
 
 // maxGitlinks bounds the submodules read from one index.

@@ -131,3 +131,42 @@ func TestGitProtectedSubmodulesOfEnclosingRepo(t *testing.T) {
 		t.Error("a submodule directory outside the workspace was made")
 	}
 }
+
+// TestGitProtectedLinkedWorktreesAtAnyDepth: a linked worktree deeper
+// than the search goes is found through its git directory's
+// worktrees/*/gitdir, so its .git file and the hooks directory a relative
+// core.hooksPath names in it are protected (the host's git commit there
+// ran hooks the command wrote).
+func TestGitProtectedLinkedWorktreesAtAnyDepth(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.email=a@b", "-c", "user.name=a"}, args...)...)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	git("commit", "-q", "--allow-empty", "-m", "i")
+	git("config", "core.hooksPath", ".hooks")
+	git("worktree", "add", "-q", "a/b/c/d/e/f/wt")
+	for _, access := range []string{"ro", "rw"} {
+		got, err := GitProtected("", ws, access)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []string{"a/b/c/d/e/f/wt/.git", "a/b/c/d/e/f/wt/.hooks"} {
+			if !slices.Contains(got, w) {
+				t.Errorf("%s: %s missing from %v", access, w, got)
+			}
+		}
+	}
+}
