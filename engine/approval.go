@@ -554,6 +554,11 @@ func (e *Engine) reloadPending(s *session) {
 		why = req.DropReason // maybe by a decision made while no engine ran
 	case approvals.Allowed:
 		why = "the gateway restarted after the decision, before the run started"
+		// Decided while the engine that held the run lived, which died
+		// before it acted (and before it recorded the decision): the
+		// ledger shows who allowed it, then that the run was dropped.
+		e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.st.Agent, Fields: ledger.Decision{
+			ApprovalID: req.ID, Decision: string(req.Decision), DecidedBy: req.DecidedBy, Persisted: []string{}}}, true)
 	}
 	e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.st.Agent, Fields: ledger.Decision{
 		ApprovalID: req.ID, Decision: "dropped", DecidedBy: "engine", Persisted: []string{}}}, true)

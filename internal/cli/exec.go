@@ -267,7 +267,13 @@ func (x *execRun) approval(ctx context.Context, res client.Result, d endDetails)
 		if !x.g.json {
 			printText(x.stderr, text)
 			// The text above is the agent's (it names the process tool).
-			fmt.Fprintf(x.stderr, "Decide: conch approvals approve %s | conch approvals deny %s; then follow it: conch wait %s\n", d.ApprovalSlug, d.ApprovalSlug, id)
+			if x.be.eng != nil {
+				// This command's own engine holds the prepared run, and
+				// it ends with this command: no later decision can run it.
+				fmt.Fprintf(x.stderr, "No gateway serves this home (conch serve or conch mcp): the request is dropped when this command exits and nothing runs; start one, then run the command again to decide it later.\n")
+			} else {
+				fmt.Fprintf(x.stderr, "Decide: conch approvals approve %s | conch approvals deny %s; then follow it: conch wait %s\n", d.ApprovalSlug, d.ApprovalSlug, id)
+			}
 			fmt.Fprintln(x.stdout, id)
 		}
 		return ExitNoWait

@@ -159,6 +159,9 @@ func summary(typ string, m map[string]any) string {
 		}
 		s := fmt.Sprint(v)
 		if arr, ok := v.([]any); ok {
+			if len(arr) == 0 {
+				return
+			}
 			var items []string
 			for _, e := range arr {
 				items = append(items, fmt.Sprint(e))
@@ -194,6 +197,11 @@ func summary(typ string, m map[string]any) string {
 		add("exit", "exitCode")
 		add("signal", "signal")
 		add("killedBy", "killedBy")
+		if o, _ := m["observed"].(bool); o {
+			// Written after the fact by a later engine, from the
+			// supervisor's files: say so, as the record does.
+			parts = append(parts, "(observed after the fact)")
+		}
 	case TypePolicy:
 		add("", "file")
 		add("by", "by")

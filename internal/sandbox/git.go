@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,10 +10,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/conchsh/conch/internal/fsutil"
 )
@@ -139,8 +142,55 @@ func GitProtected(home, ws, access string) ([]string, error) {
 	named := func(rel, gd string) error { return namedAt(filepath.Join(ws, rel), gd) }
 	var found []string // the .git entries, workspace-relative
 	visited := map[string]bool{}
+	var visit func(rel string) error
+	// submodules protects the submodules the index of the worktree rel
+	// (git directory gd) lists, at any depth: the host's `git status`
+	// there runs `git status` inside each populated one, so its .git is
+	// visited like the workspace's own; one not populated (cloned
+	// without --recurse-submodules) has its directory made read-only
+	// (with "ro"), or the command could make a repository of its own
+	// there and get `git status` to run its fsmonitor.
+	// submodulesAt is submodules for the worktree top (absolute), which
+	// may lie above the workspace (a checkout the workspace is part of):
+	// its submodules inside the workspace.
+	submodulesAt := func(top, gd string) error {
+		for _, sm := range gitlinks(top, gd) {
+			srel, inside := Within(wsReal, filepath.Join(top, sm))
+			if !inside || srel == "." {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(ws, srel, ".git")); err == nil {
+				if err := visit(srel); err != nil {
+					return err
+				}
+				continue
+			}
+			if access == "rw" {
+				continue // registering a submodule is open under "rw" (documented)
+			}
+			if err := placeholder(wsReal, srel, true); err != nil {
+				return fmt.Errorf("the submodule %s of %s: %w", sm, top, err)
+			}
+			add(srel)
+		}
+		return nil
+	}
+	submodules := func(rel, gd string) error { return submodulesAt(filepath.Join(wsReal, rel), gd) }
+	// worktrees visits the linked worktrees of the git directory gd that
+	// lie in the workspace, at any depth: git runs the hooks of a relative
+	// core.hooksPath from each one's top.
+	worktrees := func(gd string) error {
+		for _, top := range linkedWorktrees(gd) {
+			if rel, inside := Within(wsReal, top); inside && rel != "." {
+				if err := visit(rel); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	// visit looks at the .git entry of the directory rel.
-	visit := func(rel string) error {
+	visit = func(rel string) error {
 		g := filepath.Join(rel, ".git")
 		if visited[g] {
 			return nil
@@ -157,7 +207,13 @@ func GitProtected(home, ws, access string) ([]string, error) {
 		case t.IsDir():
 			found = append(found, g)
 			gitdir(g)
-			return named(rel, p)
+			if err := named(rel, p); err != nil {
+				return err
+			}
+			if err := worktrees(p); err != nil {
+				return err
+			}
+			return submodules(rel, p)
 		case t.IsRegular():
 			found = append(found, g)
 			add(g)
@@ -171,7 +227,10 @@ func GitProtected(home, ws, access string) ([]string, error) {
 							gitdir(trel)
 						}
 					}
-					return named(rel, real)
+					if err := named(rel, real); err != nil {
+						return err
+					}
+					return submodules(rel, real)
 				}
 			}
 		}
@@ -183,6 +242,9 @@ func GitProtected(home, ws, access string) ([]string, error) {
 	if top, gd, ok := enclosingRepo(ws); ok {
 		if _, inside := Within(wsReal, gd); !inside {
 			if err := namedAt(top, gd); err != nil {
+				return nil, err
+			}
+			if err := submodulesAt(top, gd); err != nil {
 				return nil, err
 			}
 		}
@@ -251,6 +313,67 @@ func GitProtected(home, ws, access string) ([]string, error) {
 	// A git directory below another is covered by it.
 	slices.Sort(out)
 	return out, nil
+}
+
+// linkedWorktrees returns the tops of the linked worktrees of the git
+// directory gd, as its worktrees/*/gitdir files name them (the path of
+// each one's .git file), resolved; at most maxGitlinks.
+func linkedWorktrees(gd string) []string {
+	ents, err := os.ReadDir(filepath.Join(gd, "worktrees"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if len(out) == maxGitlinks {
+			break
+		}
+		b, err := readNoFollow(filepath.Join(gd, "worktrees", e.Name(), "gitdir"))
+		if err != nil || len(b) > 4096 {
+			continue
+		}
+		p := strings.TrimSpace(string(b))
+		if !filepath.IsAbs(p) || filepath.Base(p) != ".git" {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			out = append(out, real)
+		}
+	}
+	return out
+}
+
+// maxGitlinks bounds the submodules read from one index.
+const maxGitlinks = 1000
+
+// gitlinks returns the paths of the submodules (gitlinks) the index of
+// the worktree top (git directory gd) lists, relative to top; none when
+// git cannot read it.
+func gitlinks(top, gd string) []string {
+	if gitBin() == "" || !gitDirValid(gd) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Reading an index runs core.fsmonitor: a repository the command
+	// made (where a submodule is not populated) would run its code here.
+	cmd := exec.CommandContext(ctx, gitBin(), "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "ls-files", "--stage", "-z")
+	cmd.Dir, cmd.Env = top, append(gitEnv(), "GIT_DIR="+gd, "GIT_WORK_TREE="+top)
+	out, err := cmd.Output()
+	if err != nil {
+		return nil
+	}
+	var paths []string
+	for _, rec := range strings.Split(string(out), "\x00") {
+		meta, path, ok := strings.Cut(rec, "\t")
+		if !ok || !strings.HasPrefix(meta, "160000 ") {
+			continue
+		}
+		if paths = append(paths, path); len(paths) == maxGitlinks {
+			break
+		}
+	}
+	return paths
 }
 
 // maxSeen bounds a workspace's record of the .git entries found (a
