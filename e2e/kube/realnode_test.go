@@ -110,15 +110,26 @@ func realNodeMissing(apiserver string) (kubelet, why string) {
 	return kubelet, ""
 }
 
+// leftDirs are where the kubelet and CNI write outside the test's own
+// directory: the kubelet's container log links, CNI's result cache.
+var leftDirs = []string{"/var/log/pods", "/var/log/containers", "/var/lib/cni/results", "/var/lib/cni/networks", "/var/lib/cni/cache"}
+
 // machineState is what the test must leave as it found it.
 type machineState struct {
 	sysctls map[string]string
 	mounts  map[string]bool
 	links   map[string]bool
+	files   map[string]bool // entries of leftDirs
 }
 
 func readMachineState() machineState {
-	s := machineState{sysctls: map[string]string{}, mounts: map[string]bool{}, links: map[string]bool{}}
+	s := machineState{sysctls: map[string]string{}, mounts: map[string]bool{}, links: map[string]bool{}, files: map[string]bool{}}
+	for _, d := range leftDirs {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			s.files[filepath.Join(d, e.Name())] = true
+		}
+	}
 	for _, k := range kubeletSysctls {
 		b, _ := os.ReadFile("/proc/sys/" + k)
 		s.sysctls[k] = strings.TrimSpace(string(b))
@@ -154,6 +165,11 @@ func (s machineState) diff(now machineState) []string {
 			d = append(d, "network link left: "+l)
 		}
 	}
+	for f := range now.files {
+		if !s.files[f] {
+			d = append(d, "file left: "+f)
+		}
+	}
 	sort.Strings(d)
 	return d
 }
@@ -180,12 +196,28 @@ func (s machineState) restore(dir string) {
 			exec.Command("ip", "link", "del", l).Run()
 		}
 	}
+	for f := range now.files {
+		if !s.files[f] {
+			os.RemoveAll(f)
+		}
+	}
 }
 
 // startRealNode starts containerd and the kubelet as node conch-node of
 // c, or returns why it cannot.
 func startRealNode(t *testing.T, c *testCluster, ns, kubelet string) *realNode {
 	t.Helper()
+	// One real node on the machine at a time: the kubelet's sysctls and
+	// the bridge are the machine's, and each run restores and checks
+	// them (go test and go test -race of the same tree may run at once).
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "conch-kube-realnode.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() }) // registered first: released last
 	before := readMachineState()
 	n := &realNode{t: t, c: c, ns: ns}
 	// Short: unix socket paths of containerd's shims and of the node's
