@@ -91,18 +91,18 @@ type Plan struct {
 	// Runner is the registered host that planned the run and must start
 	// it: Host, or the host of a sandbox backend whose sandboxes live
 	// elsewhere (pod for kubernetes). Never start a plan on another.
-	Runner string
-	Gate       Gate
-	PTY        bool
-	Stdin      string
-	Window     time.Duration // <0: none (synchronous)
-	LoginWait  time.Duration // spent in the window waiting for the login PATH
-	Timeout    time.Duration // 0: none
-	Warnings   []string
-	Set        config.ExecSettings
-	EnvHash    string // of the request's env overrides
-	Sandbox    *supervisor.SandboxSpec
-	SbInfo     *apitype.SandboxInfo
+	Runner    string
+	Gate      Gate
+	PTY       bool
+	Stdin     string
+	Window    time.Duration // <0: none (synchronous)
+	LoginWait time.Duration // spent in the window waiting for the login PATH
+	Timeout   time.Duration // 0: none
+	Warnings  []string
+	Set       config.ExecSettings
+	EnvHash   string // of the request's env overrides
+	Sandbox   *supervisor.SandboxSpec
+	SbInfo    *apitype.SandboxInfo
 	// Guard records the paths the sandbox protects, to be checked when
 	// the run ends (nil: none).
 	Guard *sandbox.Guard
