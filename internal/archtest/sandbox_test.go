@@ -20,6 +20,9 @@ const sandboxRoot = mod + "/internal/sandbox"
 var sandboxNonBackends = []string{
 	sandboxRoot + "/backends",
 	sandboxRoot + "/initproc",
+	// The macOS Seatbelt profile generator: pure code with golden tests,
+	// not a registered backend until it has run on a Mac.
+	sandboxRoot + "/seatbelt",
 }
 
 // backendImporters may import a backend package directly: the sandbox
