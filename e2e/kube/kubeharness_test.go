@@ -693,6 +693,51 @@ func (c *testCluster) installSandboxCRD() {
 // Sandbox), marks the Sandbox Ready when the pod runs, and deletes the
 // pod of a Sandbox that is gone (no garbage collector runs here either).
 func startSandboxController(t *testing.T, c *testCluster, ns string) {
+	everyTick(t, func(ctx context.Context) {
+		sl, err := c.dyn.Resource(sandboxGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+		pl, err2 := c.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || err2 != nil {
+			return
+		}
+		want := map[string]bool{}
+		for _, s := range sl.Items {
+			want[s.GetName()] = true
+		}
+		have := map[string]*corev1.Pod{}
+		for i, p := range pl.Items {
+			have[p.Name] = &pl.Items[i]
+			if len(p.OwnerReferences) == 1 && p.OwnerReferences[0].Kind == "Sandbox" && !want[p.Name] && p.DeletionTimestamp == nil {
+				c.admin.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
+			}
+		}
+		for _, s := range sl.Items {
+			p := have[s.GetName()]
+			if p == nil && s.GetDeletionTimestamp() == nil {
+				tmpl, _, _ := unstructured.NestedMap(s.Object, "spec", "podTemplate")
+				var pt corev1.PodTemplateSpec
+				runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &pt)
+				yes := true
+				pod := &corev1.Pod{ObjectMeta: pt.ObjectMeta, Spec: pt.Spec}
+				pod.Name, pod.Namespace = s.GetName(), ns
+				pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1alpha1", Kind: "Sandbox", Name: s.GetName(), UID: s.GetUID(), Controller: &yes}}
+				c.admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+				continue
+			}
+			if p != nil && p.Status.Phase == corev1.PodRunning {
+				conds, _, _ := unstructured.NestedSlice(s.Object, "status", "conditions")
+				if len(conds) == 0 {
+					unstructured.SetNestedSlice(s.Object, []any{map[string]any{"type": "Ready", "status": "True", "reason": "PodRunning",
+						"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}, "status", "conditions")
+					c.dyn.Resource(sandboxGVR).Namespace(ns).UpdateStatus(ctx, &s, metav1.UpdateOptions{})
+				}
+			}
+		}
+	})
+}
+
+// everyTick runs f every 50 ms, each time with a 10 s deadline, until
+// the test ends: the loop of the parts of a cluster the tests play.
+func everyTick(t *testing.T, f func(ctx context.Context)) {
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -705,45 +750,7 @@ func startSandboxController(t *testing.T, c *testCluster, ns string) {
 			case <-tk.C:
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			sl, err := c.dyn.Resource(sandboxGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
-			pl, err2 := c.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil || err2 != nil {
-				cancel()
-				continue
-			}
-			want := map[string]bool{}
-			for _, s := range sl.Items {
-				want[s.GetName()] = true
-			}
-			have := map[string]*corev1.Pod{}
-			for i, p := range pl.Items {
-				have[p.Name] = &pl.Items[i]
-				if len(p.OwnerReferences) == 1 && p.OwnerReferences[0].Kind == "Sandbox" && !want[p.Name] && p.DeletionTimestamp == nil {
-					c.admin.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
-				}
-			}
-			for _, s := range sl.Items {
-				p := have[s.GetName()]
-				if p == nil && s.GetDeletionTimestamp() == nil {
-					tmpl, _, _ := unstructured.NestedMap(s.Object, "spec", "podTemplate")
-					var pt corev1.PodTemplateSpec
-					runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &pt)
-					yes := true
-					pod := &corev1.Pod{ObjectMeta: pt.ObjectMeta, Spec: pt.Spec}
-					pod.Name, pod.Namespace = s.GetName(), ns
-					pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1alpha1", Kind: "Sandbox", Name: s.GetName(), UID: s.GetUID(), Controller: &yes}}
-					c.admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-					continue
-				}
-				if p != nil && p.Status.Phase == corev1.PodRunning {
-					conds, _, _ := unstructured.NestedSlice(s.Object, "status", "conditions")
-					if len(conds) == 0 {
-						unstructured.SetNestedSlice(s.Object, []any{map[string]any{"type": "Ready", "status": "True", "reason": "PodRunning",
-							"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}, "status", "conditions")
-						c.dyn.Resource(sandboxGVR).Namespace(ns).UpdateStatus(ctx, &s, metav1.UpdateOptions{})
-					}
-				}
-			}
+			f(ctx)
 			cancel()
 		}
 	}()

@@ -608,31 +608,18 @@ func writeOCIArchive(t *testing.T, path, ref string, layer []byte, entry []strin
 // node selector the node's labels satisfy is bound to the node; the
 // others stay Pending, as unschedulable.
 func (n *realNode) schedule() {
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tk := time.NewTicker(50 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tk.C:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			l, err := n.c.admin.CoreV1().Pods(n.ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName="})
-			if err == nil {
-				for _, p := range l.Items {
-					if p.DeletionTimestamp == nil && schedulable(p) {
-						n.c.admin.CoreV1().Pods(n.ns).Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: p.UID},
-							Target: corev1.ObjectReference{Kind: "Node", Name: realNodeName}}, metav1.CreateOptions{})
-					}
-				}
-			}
-			cancel()
+	everyTick(n.t, func(ctx context.Context) {
+		l, err := n.c.admin.CoreV1().Pods(n.ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName="})
+		if err != nil {
+			return
 		}
-	}()
-	n.t.Cleanup(func() { close(stop); <-done })
+		for _, p := range l.Items {
+			if p.DeletionTimestamp == nil && schedulable(p) {
+				n.c.admin.CoreV1().Pods(n.ns).Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: p.UID},
+					Target: corev1.ObjectReference{Kind: "Node", Name: realNodeName}}, metav1.CreateOptions{})
+			}
+		}
+	})
 }
 
 func schedulable(p corev1.Pod) bool {
