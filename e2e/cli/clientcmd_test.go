@@ -609,7 +609,7 @@ func TestCLIOutlivesTheEngineItGotThrough(t *testing.T) {
 			defer cancel()
 			b := exec.CommandContext(ctx, e2etest.ConchBin, args...)
 			b.Env = e2etest.CLIEnv()
-			var bout, berr lockedBuffer
+			var bout, berr e2etest.LockedBuffer
 			b.Stdout, b.Stderr = &bout, &berr
 			if err := b.Start(); err != nil {
 				t.Fatal(err)
@@ -674,24 +674,6 @@ func socketServes(path string) bool {
 	}
 	c.Close()
 	return true
-}
-
-// lockedBuffer is a bytes.Buffer a process writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestMCPOutlivesTheEngineItProxiesTo: a `conch mcp` started on a held

@@ -299,30 +299,13 @@ type kubeletStandIn struct {
 type standInPod struct {
 	name      string
 	cmd       *exec.Cmd
-	out       *lockedBuf
+	out       *e2etest.LockedBuffer
 	mounts    map[string]string // mount path -> local directory
 	exited    chan struct{}
 	evicted   string
 	reported  bool
 	pullError bool
 	nodeLost  bool // its node went dark: nothing reports on it any more
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func startKubelet(t *testing.T, c *testCluster, ns string) *kubeletStandIn {
@@ -418,7 +401,7 @@ func (k *kubeletStandIn) sync(pod *corev1.Pod) {
 
 func (k *kubeletStandIn) start(ctx context.Context, pod *corev1.Pod) {
 	c := pod.Spec.Containers[0]
-	p := &standInPod{name: pod.Name, out: &lockedBuf{}, mounts: map[string]string{}, exited: make(chan struct{})}
+	p := &standInPod{name: pod.Name, out: &e2etest.LockedBuffer{}, mounts: map[string]string{}, exited: make(chan struct{})}
 	k.mu.Lock()
 	k.pods[string(pod.UID)] = p
 	k.mu.Unlock()
