@@ -25,6 +25,11 @@ func Main(m *testing.M) {
 	// Every process the tests start inherits the run's marker (see
 	// otherRun).
 	os.Setenv(runMarkerKey, strconv.Itoa(os.Getpid()))
+	// CI runs with SHELL unset (conch then runs commands under sh, dash
+	// on Debian); a developer's SHELL=/bin/bash must not make a test
+	// pass here that fails there. A test that needs a shell names it
+	// (StartConchEnv with SHELL=…).
+	os.Unsetenv("SHELL")
 	dir, err := os.MkdirTemp("", "conch-e2e-")
 	if err != nil {
 		panic(err)
