@@ -265,6 +265,10 @@ func startServer(ctx context.Context, bin, timeBin string) (*benchkit.Server, er
 	return benchkit.StartServer(ctx, bin, benchkit.ServerOptions{Name: "conchbench", Config: `{"quotas":{"execPerSecond":0}}`, TimeBin: timeBin})
 }
 
+// sameShell is the environment that makes the gateway host run the
+// baselines' shell, /bin/sh (it runs $SHELL).
+var sameShell = []string{"SHELL=/bin/sh"}
+
 // loadAverage returns the 1, 5 and 15 minute load averages.
 func loadAverage() string {
 	b, err := os.ReadFile("/proc/loadavg")
@@ -329,13 +333,15 @@ type roundTrip struct {
 func (r *run) roundTrip() *roundTrip {
 	o := r.o
 	progress("round trip: %d warm-up + %d measured calls of each kind", o.warmup, o.n)
-	s, err := startServer(r.ctx, o.conch, "")
+	// conch runs the same shell as the baseline (the gateway runs
+	// $SHELL: bash alone costs 1–3 ms more than dash to start here).
+	s, err := benchkit.StartServer(r.ctx, o.conch, benchkit.ServerOptions{Name: "conchbench", Config: `{"quotas":{"execPerSecond":0}}`, Env: sameShell})
 	if err != nil {
 		r.fail("round trip: %v", err)
 		return nil
 	}
 	defer s.Close()
-	off, err := benchkit.StartServer(r.ctx, o.conch, benchkit.ServerOptions{Name: "conchbench-nolimits", Config: `{"quotas":{"execPerSecond":0,"session":{"memoryBytes":0,"pids":0,"cpuWeight":0}}}`})
+	off, err := benchkit.StartServer(r.ctx, o.conch, benchkit.ServerOptions{Name: "conchbench-nolimits", Config: `{"quotas":{"execPerSecond":0,"session":{"memoryBytes":0,"pids":0,"cpuWeight":0}}}`, Env: sameShell})
 	if err != nil {
 		r.fail("round trip: server without session limits: %v", err)
 		return nil

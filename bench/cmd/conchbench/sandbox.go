@@ -59,7 +59,7 @@ func (r *run) sandboxOverhead() *sandboxOverhead {
 		srv  *benchkit.Server
 		d    []time.Duration
 	}
-	gw, err := benchkit.StartServer(r.ctx, o.conch, benchkit.ServerOptions{Name: "conchbench-gw", Config: `{"quotas":{"execPerSecond":0},"tools":{"exec":{"host":"gateway","security":"full","ask":"off"}}}`})
+	gw, err := benchkit.StartServer(r.ctx, o.conch, benchkit.ServerOptions{Name: "conchbench-gw", Config: `{"quotas":{"execPerSecond":0},"tools":{"exec":{"host":"gateway","security":"full","ask":"off"}}}`, Env: sameShell})
 	if err != nil {
 		r.fail("sandbox: gateway server: %v", err)
 		return nil
