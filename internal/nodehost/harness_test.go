@@ -60,6 +60,9 @@ type gateway struct {
 	// hello decides the answer to a node's hello (nil: paired, and a
 	// node.paired event with token "cnt_test").
 	hello func(h apitype.NodeHello) (reply apitype.Frame, paired bool)
+	// afterHello, if set, is called once the hello is answered, instead
+	// of the pairing; the link then lasts until the node closes it.
+	afterHello func(ctx context.Context, gc *gwConn)
 	// admit refuses tokens (nil: any token is admitted).
 	admit func(tok string) error
 	// challenge replaces the first frame sent (nil: a proper challenge).
@@ -141,7 +144,15 @@ func (g *gateway) serve(ctx context.Context, c *gwConn) {
 		reply, paired = g.hello(h)
 		reply.ID = f.ID
 	}
-	if c.frame(ctx, reply) != nil || !paired {
+	if c.frame(ctx, reply) != nil {
+		return
+	}
+	if g.afterHello != nil {
+		g.afterHello(ctx, c)
+		c.c.Read(ctx) // until the node closes
+		return
+	}
+	if !paired {
 		return
 	}
 	if c.frame(ctx, apitype.Frame{Type: "event", Event: "node.paired", Payload: mustJSON(map[string]string{"nodeToken": "cnt_test"})}) != nil {
