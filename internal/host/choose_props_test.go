@@ -112,4 +112,3 @@ func TestSandboxUnavailableSaysWhy(t *testing.T) {
 		t.Fatalf("no cause, yet %q", e.Message)
 	}
 }
-
