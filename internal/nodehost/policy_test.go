@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/host"
 	"github.com/conchsh/conch/internal/nodehost"
 )
@@ -257,5 +258,41 @@ func TestNodeApprovalsAreTheNodes(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatal("the allowed command did not run")
+	}
+}
+
+// TestNodePersistsAllowAlways: an approved run whose decision is
+// allow-always adds its executable to the node's own allowlist (in the
+// node's home, not the gateway's), so the next prepare of the command
+// needs no approval; an allow-once decision adds nothing.
+func TestNodePersistsAllowAlways(t *testing.T) {
+	ctx := testCtx(t)
+	g := newGateway(t)
+	g.start()
+	n := startNode(t, g, `{"tools":{"exec":{"security":"allowlist","ask":"on-miss"}}}`)
+	gc := g.conn(ctx)
+	wd := t.TempDir()
+	for i, decision := range []string{"allow-once", "allow-always"} {
+		cmd := "touch " + filepath.Join(wd, decision)
+		p := prepared(t, gc.call(t, ctx, "system.run.prepare", prepareParams(cmd, wd, nil, "allowlist", "on-miss")))
+		if !p.Verdict.RequiresApproval {
+			t.Fatalf("%s: the first run of touch needs no approval (%+v)", decision, p.Verdict)
+		}
+		rp := runParams(p, "s-"+decision, nil, true)
+		rp.ApprovalDecision = decision
+		if r := gc.call(t, ctx, "system.run", rp); !r.OK {
+			t.Fatalf("%s: %+v", decision, r.Error)
+		}
+		if _, fin := gc.finished(t, ctx, "s-"+decision); !fin.Success {
+			t.Fatalf("%s: %+v", decision, fin)
+		}
+		again := prepared(t, gc.call(t, ctx, "system.run.prepare", prepareParams(cmd, wd, nil, "allowlist", "on-miss")))
+		if want := i == 0; again.Verdict.RequiresApproval != want {
+			t.Fatalf("after %s the next prepare requires approval: %v, want %v", decision, again.Verdict.RequiresApproval, want)
+		}
+	}
+	b, err := os.ReadFile(approvals.Path(n.home))
+	if err != nil || !strings.Contains(string(b), "touch") {
+		t.Fatalf("the node's approvals file: %v\n%s", err, b)
 	}
 }
