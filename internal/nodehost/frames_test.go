@@ -336,3 +336,20 @@ func TestNodeRequestFaultsStayInTheirRequest(t *testing.T) {
 		t.Fatal("the released request was never answered")
 	}
 }
+
+// TestNodeLeavesASilentGateway: a gateway that stops reading (its link
+// alive, its pongs gone) never holds the node: the keepalive gives up on
+// it within three ping intervals, and the node dials again.
+func TestNodeLeavesASilentGateway(t *testing.T) {
+	ctx := testCtx(t)
+	g := newGateway(t)
+	g.stall.Store(1)
+	g.start()
+	startNode(t, g, `{"tools":{"exec":{"security":"full","ask":"off"}}}`)
+	select {
+	case <-g.stalled:
+	case <-ctx.Done():
+		t.Fatal("the node did not connect")
+	}
+	alive(t, ctx, g.conn(ctx), "a gateway that went silent")
+}

@@ -68,6 +68,10 @@ type gateway struct {
 	// challenge replaces the first frame sent (nil: a proper challenge).
 	challenge func(c *gwConn) bool
 	tokens    chan string // every token seen, in order
+	// stall is how many paired connections are left unread (their
+	// pings unanswered); each is sent on stalled instead of conns.
+	stall   atomic.Int64
+	stalled chan *gwConn
 }
 
 // gwConn is one admitted, paired connection.
@@ -84,7 +88,7 @@ type gwConn struct {
 }
 
 func newGateway(t *testing.T) *gateway {
-	return &gateway{t: t, conns: make(chan *gwConn, 8), tokens: make(chan string, 64)}
+	return &gateway{t: t, conns: make(chan *gwConn, 8), tokens: make(chan string, 64), stalled: make(chan *gwConn, 8)}
 }
 
 // start serves the gateway on a loopback listener.
@@ -159,6 +163,12 @@ func (g *gateway) serve(ctx context.Context, c *gwConn) {
 		return
 	}
 	c.hello = h
+	if g.stall.Add(-1) >= 0 {
+		// Paired, then never reads again: pings go unanswered.
+		g.stalled <- c
+		<-ctx.Done()
+		return
+	}
 	g.conns <- c
 	c.read(ctx)
 }

@@ -279,3 +279,18 @@ func TestLandlockInitAsAnUnprivilegedUser(t *testing.T) {
 		t.Fatalf("an IPC namespace the init cannot make: %v: %s (want exit 125, the reason, and no run)", err, out)
 	}
 }
+
+// TestInitFailsClosedOnAFailedCheck: a check the init runs before the
+// command (the workspace mount of --verify-mounts) that fails ends it
+// with 125 and the reason; the command never runs.
+func TestInitFailsClosedOnAFailedCheck(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	out, err := initCmd(t, "--verify-mounts", filepath.Join(t.TempDir(), "not-a-mount"), "--", "/bin/sh", "-c", "touch "+marker).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(string(out), "conch sandbox-init: sandbox mounts: ") {
+		t.Fatalf("a workspace that is not mounted: %v: %s (want exit 125 and the reason)", err, out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command ran after a failed mount check")
+	}
+}
