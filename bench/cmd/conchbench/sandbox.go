@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -40,9 +44,15 @@ type sandboxOverhead struct {
 	Raw         *benchkit.Latency `json:"rawBwrap,omitempty"`
 	RawArgv     []string          `json:"rawBwrapArgv,omitempty"`
 	BwrapRawRat float64           `json:"bwrapRawMedianRatio,omitempty"`
-	Skipped     []string          `json:"skipped,omitempty"`
-	GoalRatio   float64           `json:"goalRatio"`
-	GoalMet     bool              `json:"goalMet"`
+	// Same is os/exec spawning bwrap with the bwrap sandbox's own
+	// arguments (sameMounts): the mount list and namespaces of conch's
+	// runs, without conch.
+	Same         *benchkit.Latency `json:"sameMountsBwrap,omitempty"`
+	SameArgv     []string          `json:"sameMountsBwrapArgv,omitempty"`
+	BwrapSameRat float64           `json:"bwrapSameMountsMedianRatio,omitempty"`
+	Skipped      []string          `json:"skipped,omitempty"`
+	GoalRatio    float64           `json:"goalRatio"`
+	GoalMet      bool              `json:"goalMet"`
 }
 
 func (r *run) sandboxOverhead() *sandboxOverhead {
@@ -88,22 +98,40 @@ func (r *run) sandboxOverhead() *sandboxOverhead {
 		}
 		hosts = append(hosts, &host{name: backend, srv: s})
 	}
-	var raw []time.Duration
+	var raw, same []time.Duration
+	var sameArgv []string
 	haveBwrap := false
 	for _, h := range hosts {
-		haveBwrap = haveBwrap || h.name == "bwrap"
+		if h.name == "bwrap" {
+			haveBwrap = true
+			if sameArgv, err = sameMounts(r, h.srv, ws); err != nil {
+				so.Skipped = append(so.Skipped, fmt.Sprintf("bwrap with the sandbox's own mounts: %v", err))
+			}
+		}
+	}
+	spawn := func(argv []string, into *[]time.Duration, i int) error {
+		t0 := time.Now()
+		out, err := exec.CommandContext(r.ctx, argv[0], argv[1:]...).CombinedOutput()
+		d := time.Since(t0)
+		if err != nil {
+			return fmt.Errorf("raw %v: %v %s", argv, err, out)
+		}
+		if i >= o.warmup {
+			*into = append(*into, d)
+		}
+		return nil
 	}
 	for i := range o.warmup + o.n {
 		if haveBwrap {
-			t0 := time.Now()
-			out, err := exec.CommandContext(r.ctx, rawBwrap[0], rawBwrap[1:]...).CombinedOutput()
-			d := time.Since(t0)
-			if err != nil {
-				r.fail("sandbox: raw %v: %v %s", rawBwrap, err, out)
+			if err := spawn(rawBwrap, &raw, i); err != nil {
+				r.fail("sandbox: %v", err)
 				return nil
 			}
-			if i >= o.warmup {
-				raw = append(raw, d)
+		}
+		if sameArgv != nil {
+			if err := spawn(sameArgv, &same, i); err != nil {
+				r.fail("sandbox: %v", err)
+				return nil
 			}
 		}
 		for _, h := range hosts {
@@ -127,6 +155,10 @@ func (r *run) sandboxOverhead() *sandboxOverhead {
 		l := benchkit.Summarize(raw)
 		so.Raw, so.RawArgv = &l, rawBwrap
 	}
+	if len(same) > 0 {
+		l := benchkit.Summarize(same)
+		so.Same, so.SameArgv = &l, sameArgv
+	}
 	so.GoalMet = true
 	for _, h := range hosts[1:] {
 		l := benchkit.Summarize(h.d)
@@ -142,6 +174,9 @@ func (r *run) sandboxOverhead() *sandboxOverhead {
 				if so.BwrapRawRat > goalRawRatio {
 					so.GoalMet = false
 				}
+			}
+			if so.Same != nil {
+				so.BwrapSameRat = benchkit.Ratio(l.MedianMs, so.Same.MedianMs)
 			}
 		case "landlock":
 			so.Landlock, so.LandlockRatio = &l, ratio
@@ -167,6 +202,9 @@ func printSandbox(w io.Writer, so *sandboxOverhead) {
 	if so.Raw != nil {
 		row("   bwrap … sh -lc true (os/exec, no conch)", *so.Raw)
 	}
+	if so.Same != nil {
+		row("   bwrap, the sandbox's mounts, sh -lc true (os/exec)", *so.Same)
+	}
 	tw.Flush()
 	if so.Bwrap != nil {
 		fmt.Fprintf(w, "   median ratio, bwrap ÷ gateway:    %.2fx  (goal ≤ %.0fx)\n", so.BwrapRatio, so.GoalRatio)
@@ -177,8 +215,83 @@ func printSandbox(w io.Writer, so *sandboxOverhead) {
 	if so.Raw != nil {
 		fmt.Fprintf(w, "   median ratio, bwrap ÷ raw bwrap:  %.2fx  (goal ≤ %.1fx)\n", so.BwrapRawRat, goalRawRatio)
 	}
+	if so.Same != nil {
+		fmt.Fprintf(w, "   median ratio, bwrap ÷ raw bwrap with the sandbox's mounts: %.2fx\n", so.BwrapSameRat)
+	}
 	for _, s := range so.Skipped {
 		fmt.Fprintf(w, "   skipped %s\n", s)
 	}
 	fmt.Fprintf(w, "   goal: %s\n", goal(so.GoalMet))
+}
+
+// sameMounts returns the argv of a raw bwrap run with the bwrap sandbox's
+// own arguments: those of a session the server ran (its meta.json), from
+// bwrap on, running sh -lc true. A root gateway starts bwrap from a stage
+// (sandbox-init --stage) whose idmapped views of the workspace, the scope
+// home and the init (under /run/conch-sandbox) exist only inside it: they
+// are mapped back to the host paths the stage names. The descriptors
+// only the supervisor passes (--block-fd, --seccomp) are left out.
+func sameMounts(r *run, s *benchkit.Server, ws string) ([]string, error) {
+	res, err := s.Call(r.ctx, callLimit, "exec", map[string]any{"command": "sleep 30", "background": true})
+	if err != nil {
+		return nil, err
+	}
+	id := res.Str("sessionId")
+	if id == "" {
+		return nil, fmt.Errorf("no session for a background run: %s", benchkit.Clip(res.Text, 200))
+	}
+	defer s.Call(r.ctx, callLimit, "process", map[string]any{"action": "kill", "sessionId": id})
+	var meta struct {
+		Argv []string `json:"argv"`
+	}
+	path := filepath.Join(s.Home, "sessions", id, "meta.json")
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		b, err := os.ReadFile(path)
+		if err == nil && json.Unmarshal(b, &meta) == nil && len(meta.Argv) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no argv in %s: %v", path, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	argv := meta.Argv
+	from := -1
+	views := map[string]string{}
+	for i, a := range argv {
+		if a == "--stage" && i+1 < len(argv) {
+			var st struct{ WS, Home, Exe string }
+			if b, err := base64.StdEncoding.DecodeString(argv[i+1]); err == nil {
+				json.Unmarshal(b, &st)
+			}
+			views = map[string]string{"/run/conch-sandbox/ws": st.WS, "/run/conch-sandbox/home": st.Home, "/run/conch-sandbox/conch": st.Exe}
+		}
+		if filepath.Base(a) == "bwrap" {
+			from = i
+			break
+		}
+	}
+	if from < 0 {
+		return nil, fmt.Errorf("no bwrap in %q", argv)
+	}
+	var out []string
+	rest := argv[from:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		switch {
+		case a == "--block-fd" || a == "--seccomp" || a == "--sync-fd" || a == "--info-fd":
+			i++
+			continue
+		case a == "--":
+			out = append(out, "--", "sh", "-lc", "true")
+			return out, nil
+		}
+		if v, ok := views[a]; ok && v != "" {
+			a = v
+		} else if strings.HasPrefix(a, "/run/conch-sandbox/") {
+			return nil, fmt.Errorf("no host path for %s", a)
+		}
+		out = append(out, a)
+	}
+	return nil, fmt.Errorf("no command in %q", argv)
 }
