@@ -32,48 +32,63 @@ func basePolicy() Policy {
 }
 
 // TestProfileGolden: the profile and command line of every sandbox
-// setting, access rw/ro/none × network none/open × PTY
-// (testdata/<setting>.sb; -update rewrites them).
+// setting, access rw/ro × network none/open × PTY, and one with binds
+// and a hidden directory (testdata/<setting>.sb; -update rewrites them).
 func TestProfileGolden(t *testing.T) {
-	for _, access := range []string{"rw", "ro", "none"} {
+	extra := basePolicy()
+	extra.Hidden = []string{"/Users/me/src/real"}
+	extra.Read = []string{"/opt/data"}
+	extra.Write = []string{"/tmp/cache"}
+	extra.Protect = append(extra.Protect, "vendor/keep/x", "sub/.git/hooks")
+	goldenProfile(t, "rw-binds-hidden", extra)
+	for _, access := range []string{"rw", "ro"} {
 		for _, network := range []string{"none", "open"} {
 			for _, pty := range []bool{false, true} {
 				name := fmt.Sprintf("%s-net-%s", access, network)
 				if pty {
 					name += "-pty"
 				}
-				t.Run(name, func(t *testing.T) {
-					pol := basePolicy()
-					pol.Access, pol.Network, pol.PTY = access, network, pty
-					prof, err := Generate(pol, macCanon)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var b strings.Builder
-					b.WriteString(prof.Text)
-					b.WriteString("\n;; command line\n")
-					for _, a := range prof.Args("/bin/sh", "-c", "make test") {
-						if a == prof.Text {
-							a = "<profile>"
-						}
-						fmt.Fprintf(&b, ";; %q\n", a)
-					}
-					golden := filepath.Join("testdata", name+".sb")
-					if *update {
-						if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
-							t.Fatal(err)
-						}
-					}
-					want, err := os.ReadFile(golden)
-					if err != nil {
-						t.Fatalf("%v (run with -update)", err)
-					}
-					if b.String() != string(want) {
-						t.Errorf("profile changed:\n%s", b.String())
-					}
-				})
+				pol := basePolicy()
+				pol.Access, pol.Network, pol.PTY = access, network, pty
+				goldenProfile(t, name, pol)
 			}
 		}
+	}
+}
+
+func goldenProfile(t *testing.T, name string, pol Policy) {
+	t.Run(name, func(t *testing.T) {
+		prof, err := Generate(pol, macCanon)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		b.WriteString(prof.Text)
+		b.WriteString("\n;; command line\n")
+		for _, a := range prof.Args("/bin/sh", "-c", "make test") {
+			if a == prof.Text {
+				a = "<profile>"
+			}
+			fmt.Fprintf(&b, ";; %q\n", a)
+		}
+		checkGolden(t, filepath.Join("testdata", name+".sb"), b.String())
+	})
+}
+
+// checkGolden compares got with the golden file (-update rewrites it).
+func checkGolden(t *testing.T, golden, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s changed:\n%s", golden, got)
 	}
 }
 
@@ -85,28 +100,36 @@ func TestProfileGolden(t *testing.T) {
 //   - network none allows no network operation; open does;
 //   - every protected path of a rw workspace is denied as a literal and
 //     as a subpath, after the rule that makes the workspace writable;
-//   - ro and none workspaces have no write allow on the workspace.
+//   - the directories between the workspace and a protected path are
+//     denied as literals, after that rule too;
+//   - hidden directories are denied before anything is given back;
+//   - a ro workspace has no write allow on the workspace.
 func TestProfileProperties(t *testing.T) {
 	odd := []string{"plain", "with space", `quo"te`, "paren)(", "new\nline", `back\slash`, "(allow default)", "semi;colon", "ünï"}
 	n := 0
 	for _, ws := range odd {
 		for _, home := range []string{"/Users/" + ws, "/tmp/" + ws} {
-			for _, access := range []string{"rw", "ro", "none"} {
+			for _, access := range []string{"rw", "ro"} {
 				for _, network := range []string{"none", "open"} {
 					n++
 					pol := basePolicy()
+					pol.PTY = n%2 == 0
+					pol.GitAccess = []string{"ro", "rw"}[n/2%2]
 					pol.Home = home
 					pol.Workspace = home + "/work/" + ws
 					pol.ConchHome = home + "/.conch"
 					pol.ScopeHome = pol.ConchHome + "/sandboxes/s/home"
-					pol.Protect = []string{".git/hooks", ws, "../" + ws}
+					pol.Hidden = []string{home + "/real/" + ws}
+					pol.Read = []string{"/opt/" + ws}
+					pol.Write = []string{"/Volumes/" + ws + "/cache"}
+					pol.Protect = []string{".git/hooks", ws, "../" + ws, ws + "/deep/" + ws}
 					pol.Access, pol.Network = access, network
 					checkProperties(t, pol)
 				}
 			}
 		}
 	}
-	if n < 100 {
+	if n < 70 {
 		t.Fatalf("only %d policies generated", n)
 	}
 }
@@ -118,7 +141,7 @@ func checkProperties(t *testing.T, pol Policy) {
 		t.Fatalf("%+v: %v", pol, err)
 	}
 	text := prof.Text
-	for _, p := range []string{pol.Workspace, pol.Home, pol.ConchHome, pol.ScopeHome, pol.ScopeTmp} {
+	for _, p := range append(append([]string{pol.Workspace, pol.Home, pol.ConchHome, pol.ScopeHome, pol.ScopeTmp}, pol.Hidden...), append(pol.Read, pol.Write...)...) {
 		if strings.Contains(text, p) {
 			t.Errorf("%q appears in the profile text", p)
 		}
@@ -152,10 +175,22 @@ func checkProperties(t *testing.T, pol Policy) {
 		t.Errorf("network %s: allow network present = %v", pol.Network, allowsNet)
 	}
 	lines := strings.Split(text, "\n")
+	firstGiven := slices.IndexFunc(lines, func(l string) bool {
+		return strings.HasPrefix(l, "(allow") && strings.Contains(l, `(param "WORKSPACE")`)
+	})
+	for _, d := range prof.Params {
+		if strings.HasPrefix(d.Name, "HIDDEN_") || d.Name == "HOME" || d.Name == "CONCH_HOME" {
+			ref := fmt.Sprintf("(subpath (param %q))", d.Name)
+			deny := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "(deny file-read* file-write*") && strings.Contains(l, ref) })
+			if deny < 0 || deny > firstGiven {
+				t.Errorf("%s: not denied before the workspace is given back", d.Name)
+			}
+		}
+	}
 	wsWrite := slices.IndexFunc(lines, func(l string) bool {
 		return strings.HasPrefix(l, "(allow") && strings.Contains(l, "file-write*") && strings.Contains(l, `(param "WORKSPACE")`)
 	})
-	if pol.Access != "rw" {
+	if pol.Access == "ro" {
 		if wsWrite >= 0 {
 			t.Errorf("access %s: the workspace is writable: %s", pol.Access, lines[wsWrite])
 		}
@@ -176,13 +211,28 @@ func checkProperties(t *testing.T, pol Policy) {
 			t.Errorf("%s=%q: no literal deny after the workspace's write allow", d.Name, d.Value)
 			continue
 		}
-		if d.Name != "GIT_DIR" || pol.GitAccess != "rw" {
+		if d.Name != "GIT_DIR" && !strings.HasPrefix(d.Name, "PROTECT_PARENT_") || d.Name == "GIT_DIR" && pol.GitAccess != "rw" {
 			if !strings.Contains(lines[deny], "(subpath "+ref+")") {
 				t.Errorf("%s: no subpath deny: %s", d.Name, lines[deny])
 			}
 		}
 		if !strings.HasPrefix(d.Value, macCanon(pol.Workspace)+"/") {
 			t.Errorf("%s=%q is outside the workspace", d.Name, d.Value)
+		}
+	}
+	// Every directory between the workspace and a protected path (but
+	// .git, which has its own rule) is a PROTECT_PARENT_ literal.
+	values := map[string]bool{}
+	for _, d := range prof.Params {
+		if strings.HasPrefix(d.Name, "PROTECT_PARENT_") {
+			values[d.Value] = true
+		}
+	}
+	for _, rel := range cleanRel(pol.Protect) {
+		for dir := filepath.Dir(rel); dir != "."; dir = filepath.Dir(dir) {
+			if p := macCanon(filepath.Join(pol.Workspace, dir)); dir != ".git" && !values[p] {
+				t.Errorf("%s, above the protected %s, is not denied", p, rel)
+			}
 		}
 	}
 }
@@ -192,6 +242,8 @@ func checkProperties(t *testing.T, pol Policy) {
 func TestGenerateRefuses(t *testing.T) {
 	for name, mut := range map[string]func(*Policy){
 		"access":        func(p *Policy) { p.Access = "write" },
+		"access none":   func(p *Policy) { p.Access = "none" },
+		"relative bind": func(p *Policy) { p.Write = []string{"cache"} },
 		"network":       func(p *Policy) { p.Network = "loopback" },
 		"relative ws":   func(p *Policy) { p.Workspace = "src/app" },
 		"relative home": func(p *Policy) { p.Home = "me" },
