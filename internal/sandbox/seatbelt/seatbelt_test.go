@@ -181,7 +181,9 @@ func checkProperties(t *testing.T, pol Policy) {
 	for _, d := range prof.Params {
 		if strings.HasPrefix(d.Name, "HIDDEN_") || d.Name == "HOME" || d.Name == "CONCH_HOME" {
 			ref := fmt.Sprintf("(subpath (param %q))", d.Name)
-			deny := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "(deny file-read* file-write*") && strings.Contains(l, ref) })
+			deny := slices.IndexFunc(lines, func(l string) bool {
+				return strings.HasPrefix(l, "(deny file-read* file-write*") && strings.Contains(l, ref)
+			})
 			if deny < 0 || deny > firstGiven {
 				t.Errorf("%s: not denied before the workspace is given back", d.Name)
 			}
