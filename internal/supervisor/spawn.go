@@ -116,6 +116,9 @@ func (s *sup) launch() (retErr error) {
 		s.term = vt.New(cols, rows)
 		s.stdinState = "pty"
 		childEnds = append(childEnds, tty)
+		if holdPTYSlave {
+			s.slave = tty
+		}
 	} else {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		for i := 0; i < 2; i++ {
@@ -200,6 +203,9 @@ func (s *sup) launch() (retErr error) {
 	}
 	reap.startMu.RUnlock()
 	for _, f := range childEnds {
+		if f == s.slave && err == nil {
+			continue // closed by releaseSlave
+		}
 		f.Close()
 	}
 	if err != nil {
