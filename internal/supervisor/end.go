@@ -144,7 +144,6 @@ func (s *sup) isReleased() bool {
 // commits the end state.
 func (s *sup) run() {
 	<-s.mainExited
-	s.releaseSlave()
 	end := time.Now()
 	// The exit status is on disk before the settle, unless the end state
 	// is final within 100 ms (the common case: that saves an inode and a

@@ -1,3 +1,5 @@
+//go:build unix
+
 package supervisor
 
 import "time"
@@ -8,7 +10,8 @@ import "time"
 // read to empty, or after 2 s if the output is never read (a journal
 // that cannot be written holds the pump). Closing it lets the master
 // reach its end as soon as the rest of the tree has closed theirs. It is
-// called once, by run; a nil slave (not held) does nothing.
+// called once, by a goroutine spawn starts (counted in s.outputs); a nil
+// slave (not held) does nothing.
 func (s *sup) releaseSlave() {
 	if s.slave == nil {
 		return

@@ -213,6 +213,16 @@ func (s *sup) launch() (retErr error) {
 		return fmt.Errorf("spawn %s: %w", spec.Argv[0], unwrapPathErr(err))
 	}
 	s.cmd = cmd
+	if s.slave != nil {
+		// Counted with the pumps: the end waits for the output, which
+		// cannot end while the slave is held.
+		s.outputs.Add(1)
+		go func() {
+			defer s.outputs.Done()
+			<-s.mainExited
+			s.releaseSlave()
+		}()
+	}
 	pid := cmd.Process.Pid
 	s.cont.pgid = pid
 	if !s.cont.born {
