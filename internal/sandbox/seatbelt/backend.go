@@ -91,7 +91,7 @@ func (b *Seatbelt) Gaps(r *sandbox.Run) []string {
 		"private loopback: network none means no socket at all, so a server inside cannot listen",
 		"PID view: host processes stay visible to ps (signals and process information are limited to the sandbox)",
 		"file system: outside your home and the conch home it stays readable; there is no private /tmp",
-		"case variants of protected names (.GIT/hooks on a case-insensitive APFS) are not yet checked on a Mac",
+		"protected names in another Unicode normalization (APFS equates é and e + ◌́) are not denied; other letter cases (.GIT/hooks) are",
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // profile of a default run (rw workspace, git ro, network none) and
 // checks what the profile promises: the workspace and the scope writable;
 // outside, the hidden home, the repository's git files, a first mkdir
-// of a protected path, a rename of .git, a connect to a listener on the
+// of a protected path (also in another letter case), a rename of .git, a connect to a listener on the
 // host and a signal to a host process all refused. Not yet run on macOS:
 // it is compiled by the cross-build gate and waits for a Mac.
 func TestEscapes(t *testing.T) {
@@ -54,6 +54,8 @@ func TestEscapes(t *testing.T) {
 		{"echo x > " + filepath.Join(r.Workspace, ".git/hooks/pre-commit"), false},
 		{"echo x >> " + filepath.Join(r.Workspace, ".git/config"), false},
 		{"mkdir " + filepath.Join(r.Workspace, ".conch"), false},
+		{"mkdir " + filepath.Join(r.Workspace, ".Conch"), false},
+		{"echo x > " + filepath.Join(r.Workspace, ".GIT/hooks/pre-commit"), false},
 		{"mv " + filepath.Join(r.Workspace, ".git") + " " + filepath.Join(r.Workspace, "g2"), false},
 		{fmt.Sprintf("/usr/bin/nc -z -w 2 127.0.0.1 %d", port), false},
 		{fmt.Sprintf("kill -0 %d", os.Getpid()), false},

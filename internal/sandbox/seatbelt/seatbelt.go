@@ -13,10 +13,13 @@
 package seatbelt
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // SandboxExec is the program that applies a profile and executes the
@@ -207,6 +210,32 @@ func Generate(pol Policy, canon func(string) string) (Profile, error) {
 		for i, dir := range between(protect) {
 			g.line(fmt.Sprintf("(deny file-write* (literal %s))", g.param(fmt.Sprintf("PROTECT_PARENT_%d", i), path.Join(pol.Workspace, dir))))
 		}
+		// Seatbelt matches the path the kernel reports, with each name
+		// as stored. On a case-insensitive volume (APFS's default) a
+		// .GIT or .Conch made by the command is what git and conch open
+		// for .git and .conch, yet no rule above names it. So each
+		// protected path is denied again by a regex that matches it in
+		// any letter case, anchored at the workspace (itself in any case:
+		// a configured path may differ from the stored one): the one
+		// place where a path is text of the profile (regexFold).
+		g.section("the same, in any letter case (case-insensitive volumes)")
+		if strings.ContainsFunc(pol.Workspace, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return Profile{}, fmt.Errorf("%w: %q", ErrControlChar, pol.Workspace)
+		}
+		fold := func(rel, tail string) {
+			g.line(fmt.Sprintf(`(deny file-write* (regex #"^%s%s"))`, regexFold(path.Join(g.canon(path.Clean(pol.Workspace)), rel)), tail))
+		}
+		for _, rel := range protect {
+			fold(rel, "(/.*)?$")
+		}
+		if pol.GitAccess == "rw" {
+			fold(".git", "$")
+		} else {
+			fold(".git", "(/.*)?$")
+		}
+		for _, dir := range between(protect) {
+			fold(dir, "$")
+		}
 	}
 	g.section("network (" + pol.Network + ")")
 	if pol.Network == "open" {
@@ -223,6 +252,45 @@ func Generate(pol Policy, canon func(string) string) (Profile, error) {
 		g.line(`(allow file-ioctl (regex #"^/dev/ttys[0-9]+$"))`)
 	}
 	return Profile{Text: g.b.String(), Params: g.params}, nil
+}
+
+// ErrControlChar is the error of a writable workspace whose path has a
+// control character: the regexes that protect its paths cannot be sure
+// to match it (a regex's . may not match a newline).
+var ErrControlChar = errors.New("seatbelt: the workspace path has a control character")
+
+// regexFold is the path p as a regex for a #"…" literal of SBPL that
+// matches it in any letter case: [gG] for g, (ü|Ü) for ü, the
+// metacharacters of POSIX extended regexes escaped. A double quote or a
+// byte that is not UTF-8 becomes ., which matches it too (the denial
+// only grows), so nothing in p can end the literal; p has no control
+// character (Generate refuses one).
+// Letters that fold to more than one letter (ß) and Unicode
+// normalization (APFS also equates é and e + ◌́) are not covered.
+func regexFold(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); {
+		r, size := utf8.DecodeRuneInString(p[i:])
+		i += size
+		lo, up := unicode.ToLower(r), unicode.ToUpper(r)
+		switch {
+		case r == utf8.RuneError && size == 1, r == '"', r < 0x20, r == 0x7f:
+			// (r < 0x20 and 0x7f only from a protected path's name;
+			// Generate refuses them in the workspace)
+			b.WriteByte('.')
+		case r < 0x80 && lo != up:
+			b.WriteString("[" + string(lo) + string(up) + "]")
+		case lo != up:
+			// Not a bracket: a regex that reads bytes would take each
+			// byte of a multi-byte letter as a member.
+			b.WriteString("(" + string(lo) + "|" + string(up) + ")")
+		case strings.ContainsRune(`\.^$|?*+()[]{}`, r):
+			b.WriteString("\\" + string(r))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // cleanRel cleans workspace-relative paths (a ../ never leaves the

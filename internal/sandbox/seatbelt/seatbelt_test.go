@@ -1,13 +1,17 @@
 package seatbelt
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -137,14 +141,23 @@ func TestProfileProperties(t *testing.T) {
 func checkProperties(t *testing.T, pol Policy) {
 	t.Helper()
 	prof, err := Generate(pol, macCanon)
+	if pol.Access == "rw" && strings.Contains(pol.Workspace, "\n") {
+		if !errors.Is(err, ErrControlChar) {
+			t.Errorf("%q: %v, want ErrControlChar", pol.Workspace, err)
+		}
+		return
+	}
 	if err != nil {
 		t.Fatalf("%+v: %v", pol, err)
 	}
-	text := prof.Text
+	text := outsideRegexes(t, prof.Text)
 	for _, p := range append(append([]string{pol.Workspace, pol.Home, pol.ConchHome, pol.ScopeHome, pol.ScopeTmp}, pol.Hidden...), append(pol.Read, pol.Write...)...) {
 		if strings.Contains(text, p) {
 			t.Errorf("%q appears in the profile text", p)
 		}
+	}
+	if pol.Access == "rw" {
+		checkFolds(t, pol, prof.Text)
 	}
 	defined := map[string]bool{}
 	for _, d := range prof.Params {
@@ -239,6 +252,94 @@ func checkProperties(t *testing.T, pol Policy) {
 	}
 }
 
+// foldLine is a rule of the case-insensitive denials: a regex literal
+// that holds no double quote (it cannot end early).
+var foldLine = regexp.MustCompile(`^\(deny file-write\* \(regex #"([^"]*)"\)\)$`)
+
+// outsideRegexes is text without its case-insensitive denials (the one
+// place a path is text of the profile), each checked to be a whole
+// literal.
+func outsideRegexes(t *testing.T, text string) string {
+	t.Helper()
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "(deny file-write* (regex") {
+			if !foldLine.MatchString(l) {
+				t.Errorf("a regex rule that is not one literal: %s", l)
+			}
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+// checkFolds: every protected path, .git and the directories between
+// are denied by a regex that matches them in any letter case (and what
+// lies below them, but for .git with gitAccess rw and those
+// directories), anchored at the canonical workspace, and that matches no
+// sibling name.
+func checkFolds(t *testing.T, pol Policy, text string) {
+	t.Helper()
+	var res []*regexp.Regexp
+	for _, l := range strings.Split(text, "\n") {
+		if m := foldLine.FindStringSubmatch(l); m != nil {
+			re, err := regexp.Compile(m[1])
+			if err != nil {
+				t.Fatalf("%s: %v", l, err)
+			}
+			res = append(res, re)
+		}
+	}
+	denied := func(p string) bool {
+		for _, re := range res {
+			if re.MatchString(p) {
+				return true
+			}
+		}
+		return false
+	}
+	ws := macCanon(filepath.Clean(pol.Workspace))
+	protect := cleanRel(pol.Protect)
+	for _, rel := range append(append([]string{".git"}, protect...), between(protect)...) {
+		for _, v := range []string{rel, strings.ToUpper(rel), swapCase(rel)} {
+			if p := path.Join(ws, v); !denied(p) {
+				t.Errorf("%s is not denied in any case", p)
+			}
+		}
+		trees := protect
+		if pol.GitAccess != "rw" {
+			trees = append([]string{".git"}, protect...)
+		}
+		if p := path.Join(ws, rel+"x"); denied(p) && !slices.ContainsFunc(trees, func(q string) bool { return strings.HasPrefix(rel+"x", q+"/") }) {
+			t.Errorf("the sibling %s is denied", p)
+		}
+	}
+	for _, rel := range protect {
+		if p := path.Join(ws, strings.ToUpper(rel), "deeper"); !denied(p) {
+			t.Errorf("%s is not denied", p)
+		}
+	}
+	if p := path.Join(ws, ".GIT/config"); denied(p) != (pol.GitAccess != "rw" || slices.Contains(protect, ".git/config")) {
+		t.Errorf("%s denied: %v with gitAccess %s", p, denied(p), pol.GitAccess)
+	}
+	if denied(path.Join(ws, "src/main.go")) || denied(ws) {
+		t.Error("the workspace itself is denied")
+	}
+}
+
+func swapCase(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if i%2 == 0 {
+			b.WriteString(strings.ToUpper(string(r)))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 // TestGenerateRefuses: unknown settings and relative paths are errors,
 // never a profile.
 func TestGenerateRefuses(t *testing.T) {
@@ -259,7 +360,10 @@ func TestGenerateRefuses(t *testing.T) {
 	}
 }
 
-// FuzzGenerate: whatever the workspace path, it never reaches the text.
+// FuzzGenerate: whatever the workspace path, it reaches the text only in
+// the case-insensitive denials, each one whole regex literal that
+// matches the protected paths in any case and no sibling; a path with a
+// control character is refused.
 func FuzzGenerate(f *testing.F) {
 	f.Add("/Users/me/src")
 	f.Add("/tmp/\")(allow default)(\"")
@@ -270,13 +374,20 @@ func FuzzGenerate(f *testing.F) {
 		pol := basePolicy()
 		pol.Workspace = ws
 		prof, err := Generate(pol, nil)
+		if errors.Is(err, ErrControlChar) && strings.ContainsFunc(ws, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		clean := filepath.Clean(ws)
-		if clean != "/" && strings.Contains(prof.Text, clean) && !strings.Contains(basePolicyText, clean) {
+		if clean != "/" && strings.Contains(outsideRegexes(t, prof.Text), clean) && !strings.Contains(basePolicyText, clean) {
 			t.Fatalf("workspace %q appears in the text", clean)
 		}
+		if !utf8.ValidString(clean) || strings.ContainsFunc(clean, func(r rune) bool { return r == '"' || r < 0x20 || r == 0x7f }) {
+			return // matched by a wildcard; Go's regexp reads runes, SBPL's bytes
+		}
+		checkFolds(t, pol, prof.Text)
 	})
 }
 
