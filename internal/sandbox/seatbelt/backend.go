@@ -16,7 +16,9 @@ import (
 // PROFILE -D … -- /bin/sh -lc COMMAND`, with the host's paths (the
 // workspace is where it is on the host, like landlock's). Its zero value
 // is the real backend; the fields replace what the tests cannot have
-// here.
+// here. Not yet run on macOS: the command line and the profile are
+// checked on Linux, what sandbox-exec makes of them only by the escape
+// test of escape_darwin_test.go, which waits for a Mac.
 type Seatbelt struct {
 	// Exec is the sandbox-exec program (SandboxExec when empty).
 	Exec string
