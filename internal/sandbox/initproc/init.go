@@ -62,6 +62,16 @@ func InitMain(args []string) int {
 				fmt.Println(sandbox.ProbeSyscall(args[i+2]))
 				return 0
 			}
+			if args[i+1] == "tiocsti" {
+				// Prints what TIOCSTI with this request does on fd 0
+				// and on /dev/tty.
+				req, err := strconv.ParseUint(args[i+2], 0, 64)
+				if err != nil {
+					return sandbox.InitFail("--probe tiocsti: " + err.Error())
+				}
+				fmt.Println(sandbox.ProbeTIOCSTI(req))
+				return 0
+			}
 			if sandbox.ProbeDirect(args[i+1], args[i+2]) {
 				return 0
 			}
