@@ -128,7 +128,13 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 	if s.Network == "open" {
 		a = append(a, "--share-net")
 	}
-	a = append(a, "--die-with-parent", "--new-session", "--hostname", "conch-sandbox")
+	// No --new-session: the command stays in the session the supervisor
+	// made for it, whose controlling terminal is the run's own PTY, or
+	// none. bwrap has the flag against TIOCSTI, which the seccomp program
+	// refuses (sandbox.DeniedIoctls); a new session is also a new
+	// scheduler group under kernel autogroup, which costs a sandboxed
+	// command 10-20 ms on a loaded machine (docs/sandbox.md).
+	a = append(a, "--die-with-parent", "--hostname", "conch-sandbox")
 	a = append(a, "--ro-bind", "/usr", "/usr")
 	for _, d := range systemRO[1:] {
 		a = append(a, "--ro-bind-try", d, d)
@@ -237,12 +243,6 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 			_, dst := sandbox.SplitBind(x)
 			init = append(init, "--allow-mount", filepath.Clean(dst))
 		}
-	}
-	if r.PTY {
-		// bwrap's --new-session leaves the command without a controlling
-		// terminal; the init claims the session's PTY (fd 0) before it
-		// execs the shell, so job control works inside.
-		init = append(init, "--ctty")
 	}
 	if len(init) > 0 {
 		a = append(append(append(a, sandbox.InsideExe, "sandbox-init"), init...), "--")
