@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/conchsh/conch/internal/e2etest"
 )
@@ -58,5 +59,44 @@ func TestSandboxTIOCSTI(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSandboxPTYSignalsStayInside: without bwrap's --new-session, a PTY
+// run's terminal signals must still reach only the sandbox's processes:
+// C-c, C-z and C-\ typed into a non-interactive shell's PTY go to the
+// command's process group, never to bwrap outside (which would die of
+// SIGINT or SIGQUIT, or stop on SIGTSTP, and take the run down with it
+// instead of letting the command decide). The command traps all three and
+// exits 7 on the third.
+func TestSandboxPTYSignalsStayInside(t *testing.T) {
+	needBwrap(t)
+	t.Parallel()
+	se := newSandbox(t, nil)
+	c := se.c
+	cmd := `n=0; for s in INT TSTP QUIT; do trap 'n=$((n+1)); echo GOT-'$s'-$n; [ $n = 3 ] && exit 7' $s; done; echo READY; while :; do sleep 0.05; done`
+	r := c.Exec(map[string]any{"command": cmd, "pty": true, "background": true})
+	id := r.Str("sessionId")
+	if id == "" || r.Str("host") != "sandbox" {
+		t.Fatalf("background pty: %s %v", r.Text, r.D)
+	}
+	for i, key := range []string{"", "C-c", "C-z", `C-\`} {
+		if key != "" {
+			c.Process(map[string]any{"action": "send-keys", "sessionId": id, "keys": []any{key}})
+		}
+		want := "READY"
+		if i > 0 {
+			want = fmt.Sprintf("-%d", i)
+		}
+		e2etest.Eventually(t, 10*time.Second, func() string {
+			if l := c.Process(map[string]any{"action": "log", "sessionId": id}); !strings.Contains(l.Text, want) {
+				return fmt.Sprintf("after %q: want %q in %q", key, want, l.Text)
+			}
+			return ""
+		})
+	}
+	p := c.WaitEnd(id, 10*time.Second)
+	if p.Num("exitCode") != 7 {
+		t.Fatalf("end: want exit 7 from the command, got %s %v", p.Text, p.D)
 	}
 }

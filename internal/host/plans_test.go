@@ -100,7 +100,7 @@ func TestSandboxPlan(t *testing.T) {
 		if r.HostWorkspace != ws {
 			t.Errorf("%s: the run's host workspace %q, want %q", c.name, r.HostWorkspace, ws)
 		}
-		if pl.Sandbox == nil || !pl.Sandbox.BlockFD || pl.Sandbox.Backend != "bwrap" {
+		if pl.Sandbox == nil || !pl.Sandbox.BlockFD || !pl.Sandbox.CttyInside || pl.Sandbox.Backend != "bwrap" {
 			t.Errorf("%s: sandbox spec %+v", c.name, pl.Sandbox)
 		}
 		if pl.SbInfo == nil || pl.SbInfo.Workspace != "/workspace" || pl.SbInfo.HostWorkspace != ws || !slices.Equal(pl.SbInfo.Layers, []string{"rec"}) {

@@ -119,8 +119,9 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 	pl.Sandbox = &supervisor.SandboxSpec{
 		Backend: backend.Name(), Scope: sb.Scope, Layers: layers,
 		MemoryBytes: sb.MemoryBytes, Pids: sb.Pids, CPUs: sb.CPUs,
-		BlockFD: run.BlockFD,
-		Files:   run.Files,
+		BlockFD:    run.BlockFD,
+		CttyInside: backend.Name() == "bwrap" && pl.PTY,
+		Files:      run.Files,
 	}
 	if d, ok := backend.(*docker.Docker); ok {
 		// Docker enforces the limits on the container; its processes are

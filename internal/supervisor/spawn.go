@@ -109,6 +109,9 @@ func (s *sup) launch() (retErr error) {
 		pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		if spec.Sandbox != nil && spec.Sandbox.CttyInside {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		}
 		s.ptmx = ptmx
 		s.term = vt.New(cols, rows)
 		s.stdinState = "pty"

@@ -128,12 +128,13 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 	if s.Network == "open" {
 		a = append(a, "--share-net")
 	}
-	// No --new-session: the command stays in the session the supervisor
-	// made for it, whose controlling terminal is the run's own PTY, or
-	// none. bwrap has the flag against TIOCSTI, which the seccomp program
-	// refuses (sandbox.DeniedIoctls); a new session is also a new
-	// scheduler group under kernel autogroup, which costs a sandboxed
-	// command 10-20 ms on a loaded machine (docs/sandbox.md).
+	// No --new-session: without a PTY the command stays in its
+	// supervisor's session, which has no controlling terminal; with one
+	// the init makes a session of its own (--ctty below). bwrap has the
+	// flag against TIOCSTI, which the seccomp program refuses
+	// (sandbox.DeniedIoctls); a new session is also a new scheduler group
+	// under kernel autogroup, which costs a sandboxed command 10-20 ms on
+	// a loaded machine (docs/sandbox.md).
 	a = append(a, "--die-with-parent", "--hostname", "conch-sandbox")
 	a = append(a, "--ro-bind", "/usr", "/usr")
 	for _, d := range systemRO[1:] {
@@ -243,6 +244,13 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 			_, dst := sandbox.SplitBind(x)
 			init = append(init, "--allow-mount", filepath.Clean(dst))
 		}
+	}
+	if r.PTY {
+		// The init makes a session of its own and claims the run's PTY
+		// (fd 0) as its controlling terminal before it execs the shell:
+		// job control works inside, and the terminal's signals reach
+		// only the sandbox's processes, not bwrap outside.
+		init = append(init, "--ctty")
 	}
 	if len(init) > 0 {
 		a = append(append(append(a, sandbox.InsideExe, "sandbox-init"), init...), "--")

@@ -32,10 +32,9 @@ import (
 // InitMain is `conch sandbox-init [--ctty] [--landlock POLICY] [--block-fd
 // N] -- ARGV…`, the first conch process inside a sandbox. It waits on the
 // block fd (the supervisor moves the tree into its limit cgroups first),
-// claims the PTY on fd 0 as its controlling terminal (--ctty, in a new
-// session; bwrap ran with --new-session before the seccomp program
-// refused TIOCSTI, and an engine of then may still pass it), applies
-// Landlock and seccomp (--landlock), and
+// claims the PTY on fd 0 as its controlling terminal in a session of its
+// own (--ctty: bwrap's PTY runs), applies Landlock and seccomp
+// (--landlock), and
 // execs ARGV in place, so the supervisor keeps owning the process
 // directly: its PTY, its process group and its cgroup.
 func InitMain(args []string) int {
