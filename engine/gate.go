@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/internal/fsutil"
@@ -295,11 +294,11 @@ func dirIdentity(path string) *approvals.FileID {
 	if err != nil {
 		return nil
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	dev, ino, ok := fileIdentity(path, fi)
 	if !ok {
 		return nil
 	}
-	return &approvals.FileID{Device: uint64(st.Dev), Inode: st.Ino}
+	return &approvals.FileID{Device: dev, Inode: ino}
 }
 
 // envHash hashes the request's env overrides (keys and values) so the
