@@ -1,5 +1,5 @@
 package backends_test
 
-// osBackends are the backends registered only on this OS: none yet on
+// osBackends are the backends registered on this OS: docker only on
 // macOS (Seatbelt is planned; bwrap and Landlock need Linux).
-var osBackends = []string{}
+var osBackends = []string{"docker"}
