@@ -123,7 +123,7 @@ func (e *Engine) EffectivePolicy(agent, reqSecurity, reqAsk, command, cwd, path 
 	p.Request = policy.Request{
 		Command: command, Security: p.Security, Ask: p.Ask, Host: "gateway", Allowlist: p.Allowlist,
 		SafeBins: set.SafeBins, TrustedDirs: set.SafeBinTrustedDirs, Profiles: profiles,
-		StrictInlineEval: set.StrictInlineEval,
+		StrictInlineEval: set.StrictInlineEval, Shell: shellLanguage,
 		// macOS and Windows file systems fold case; Linux ones do not.
 		Env: policy.Env{PATH: path, Cwd: cwd, Home: home, FoldCase: runtime.GOOS == "darwin" || runtime.GOOS == "windows"},
 	}

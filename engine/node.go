@@ -359,6 +359,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 	if np.pinned != "" {
 		argv = []string{argv[0], argv[1], np.pinned}
 	}
+	argv = nodeShellArgv(argv)
 	var keys []string
 	for k := range p.Env {
 		keys = append(keys, k)

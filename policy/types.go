@@ -167,7 +167,18 @@ type Request struct {
 	Terminal bool
 	// Env is the execution host's environment for resolution.
 	Env Env
+	// Shell is the language the host's shell reads the command in: ""
+	// for a POSIX shell, the language this package parses (as bash), or
+	// ShellPowerShell, which it does not parse: no segment is then
+	// satisfied (a PowerShell subexpression such as @(…) is a word to
+	// bash), so in allowlist mode every command asks or, with ask=off,
+	// is denied, and allow-always persists nothing.
+	Shell string
 }
+
+// ShellPowerShell is Request.Shell for a host whose commands run in
+// PowerShell (Windows).
+const ShellPowerShell = "powershell"
 
 // The segment verdicts.
 const (

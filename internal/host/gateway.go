@@ -65,7 +65,7 @@ func (g *gateway) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Erro
 	pl.EnvKeys = SortedKeys(p.Env)
 	pl.EnvHash = EnvHash(p.Env)
 	pl.Env = spec.Build()
-	pl.Argv = []string{ShellPath(), "-c", p.Command}
+	pl.Argv = ShellArgv(p.Command)
 	return nil
 }
 
