@@ -125,7 +125,8 @@ func (e *Engine) EffectivePolicy(agent, reqSecurity, reqAsk, command, cwd, path 
 		SafeBins: set.SafeBins, TrustedDirs: set.SafeBinTrustedDirs, Profiles: profiles,
 		StrictInlineEval: set.StrictInlineEval, Shell: shellLanguage,
 		// macOS and Windows file systems fold case; Linux ones do not.
-		Env: policy.Env{PATH: path, Cwd: cwd, Home: home, FoldCase: runtime.GOOS == "darwin" || runtime.GOOS == "windows"},
+		Env: policy.Env{PATH: path, Cwd: cwd, Home: home, FoldCase: runtime.GOOS == "darwin" || runtime.GOOS == "windows",
+			WindowsPaths: runtime.GOOS == "windows"},
 	}
 	return p
 }

@@ -123,6 +123,11 @@ type Env struct {
 	// allowlist patterns then match paths ignoring case. False (Linux):
 	// "/x/bin/tool" does not match the different file "/x/BIN/TOOL".
 	FoldCase bool
+	// WindowsPaths says the host's paths are Windows paths (a drive
+	// letter, "\" as the separator): a resolved path is then matched
+	// against allowlist patterns with "\" read as "/", as patterns are.
+	// False: "\" is an ordinary character of a file name.
+	WindowsPaths bool
 	// Stat returns the file info of name, following symlinks. nil means
 	// os.Stat.
 	Stat func(name string) (fs.FileInfo, error)
