@@ -103,11 +103,11 @@ func PrependPath(entries []string, path string) string {
 	return strings.Join(out, ":")
 }
 
-// ExpandTilde expands a leading "~" or "~/" to the home directory of the
-// user conch runs as; expanded reports whether it did. "~user" is not
+// ExpandTilde expands a leading "~", "~/" or, on Windows, "~\" to the
+// home directory of the user conch runs as; expanded reports whether it did. "~user" is not
 // expanded, nor is anything when the home is unknown.
 func ExpandTilde(p string) (string, bool) {
-	if p != "~" && !strings.HasPrefix(p, "~/") {
+	if p != "~" && !strings.HasPrefix(p, "~/") && !strings.HasPrefix(p, "~"+string(filepath.Separator)) {
 		return p, false
 	}
 	home, err := os.UserHomeDir()

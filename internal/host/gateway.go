@@ -36,8 +36,8 @@ func (g *gateway) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Erro
 	pl.Cwd = def
 	if p.Workdir != "" {
 		w, tilde := ExpandTilde(p.Workdir)
-		if !tilde && !filepath.IsAbs(w) {
-			w = filepath.Join(def, w)
+		if !tilde {
+			w = workdirUnder(def, w)
 		}
 		if isDir(w) {
 			pl.Cwd = filepath.Clean(w)
