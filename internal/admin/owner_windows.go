@@ -4,7 +4,8 @@ import "io/fs"
 
 // modeBits is false: Windows reports a fixed mode for every file (0666,
 // 0444 when read-only; 0777 for a directory) and protects files with
-// access lists, so Doctor neither checks nor fixes modes there.
+// access lists, so Doctor neither checks nor fixes modes there. Not yet
+// run on Windows.
 const modeBits = false
 
 // noModeBits is Doctor's finding in their place.

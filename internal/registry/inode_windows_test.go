@@ -6,7 +6,8 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// inode is the Windows form of p's inode number: its file index.
+// inode is the Windows form of p's inode number: its file index. Not
+// yet run on Windows.
 func inode(t *testing.T, p string) uint64 {
 	name, err := windows.UTF16PtrFromString(p)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 
 // On Windows no session has namespaces of its own (the bwrap backend,
 // whose sessions do, is Linux only): the host's view is the one wait
-// probes have, and they need no process inside.
+// probes have, and they need no process inside. Not yet run on Windows.
 
 // InnerPID returns 0: no sandboxed process has namespaces of its own.
 func InnerPID(pids []int) int { return 0 }
