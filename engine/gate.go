@@ -414,7 +414,7 @@ func ExplainPolicy(home, agent, cwd, command string) (Explanation, error) {
 	path := hostenv.DaemonPATH()
 	// The engine's login PATH: cached in the home, else probed now.
 	if lp, _, err := hostenv.StartLoginProbe(loginCachePath(home)).Wait(-1); err == nil && lp != "" {
-		path = hostenv.MergePATH(lp, path)
+		path = hostenv.MergePATHList(lp, path, string(os.PathListSeparator))
 	}
 	if pp := cfg.Exec(agent).PathPrepend; len(pp) > 0 {
 		path = prependPath(pp, path)
