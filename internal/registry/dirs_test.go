@@ -17,7 +17,6 @@ func newPool(t *testing.T) (*DirPool, string) {
 	return NewDirPool(home), home
 }
 
-
 // TestDirPoolReuse: a removed session's directory is emptied, pooled,
 // and given to the next session (the same inode, under the new id); the
 // removed id is quarantined; the release callback runs.
