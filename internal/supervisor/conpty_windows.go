@@ -59,6 +59,11 @@ func (p *ptyState) close() {
 	})
 }
 
+// ptyEOF is what closing a pseudoconsole session's stdin types: Ctrl+Z
+// and Enter, the end of input to a console program reading a line (Ctrl+D
+// means nothing to a Windows console).
+const ptyEOF = "\x1a\r"
+
 // setPTYSize resizes the pseudoconsole.
 func (s *sup) setPTYSize(cols, rows int) error {
 	x, y := consoleSize(cols, rows)

@@ -283,7 +283,7 @@ func (s *sup) write(p []byte) error {
 
 func (s *sup) closeStdin() error {
 	if s.ptmx != nil {
-		return s.write([]byte{0x04})
+		return s.write([]byte(ptyEOF))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -55,6 +55,10 @@ func fileUID(fi fs.FileInfo) (int, bool) {
 // signalName is the name of sig ("SIGTERM"), or "" when it has none.
 func signalName(sig syscall.Signal) string { return unix.SignalName(sig) }
 
+// ptyEOF is what closing a PTY session's stdin types: Ctrl+D, the end of
+// input to a program reading the terminal.
+const ptyEOF = "\x04"
+
 // ptyState is nothing on Unix: the PTY master is both ends.
 type ptyState struct{}
 
