@@ -42,7 +42,7 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: conch supervise --home DIR [--session ID | --host] (internal; started by the engine)")
 		return 2
 	}
-	specIn, readyOut := sessionPipes()
+	specIn, readyOut := sessionPipes(*host)
 	// Whatever else the engine inherited without close-on-exec (from an
 	// MCP client, a shell, a service manager) came along too; none of it
 	// may reach the command, least of all a sandboxed one.

@@ -25,13 +25,17 @@ func passPipes(cmd *exec.Cmd, specR, readyW *os.File) {
 }
 
 // sessionPipes are the engine's pipes of a starting supervisor: fd 3 (the
-// spec, or a host's socket) and fd 4 (the ready report). They come
-// without close-on-exec; the command and its children must not inherit
-// them (a daemon holding fd 4 would keep the engine's event pipe open
-// after the supervisor died).
-func sessionPipes() (specIn, readyOut *os.File) {
+// spec, or a host's socket) and fd 4 (the ready report; nil for a host,
+// which has no fd 4: a File for it would close whatever later gets that
+// number when it is collected). They come without close-on-exec; the
+// command and its children must not inherit them (a daemon holding fd 4
+// would keep the engine's event pipe open after the supervisor died).
+func sessionPipes(host bool) (specIn, readyOut *os.File) {
 	syscall.CloseOnExec(3)
 	syscall.CloseOnExec(4)
+	if host {
+		return os.NewFile(3, "host"), nil
+	}
 	return os.NewFile(3, "spec"), os.NewFile(4, "ready")
 }
 

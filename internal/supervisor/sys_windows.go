@@ -34,7 +34,7 @@ func passPipes(cmd *exec.Cmd, specR, readyW *os.File) {
 // output, which nothing else in the supervisor may use from then on.
 // A command never inherits them: every handle it gets is listed
 // (createProcess).
-func sessionPipes() (specIn, readyOut *os.File) {
+func sessionPipes(host bool) (specIn, readyOut *os.File) {
 	specIn, readyOut = os.Stdin, os.Stdout
 	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
 		os.Stdin, os.Stdout = null, null
