@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/apitype"
@@ -154,7 +153,7 @@ func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareRe
 	if err != nil || !fi.IsDir() {
 		return rep, nodeErr(apitype.NodeRunDenied, "approval requires an existing canonical cwd")
 	}
-	st := fi.Sys().(*syscall.Stat_t)
+	dev, ino, _ := fileIdentity(canon, fi)
 	env := e.nodeEnv(set, nil, false)
 	eff := e.EffectivePolicy(p.AgentID, p.Tool.Security, p.Tool.Ask, p.RawCommand, canon, envValue(env, "PATH"))
 	if eff.FileErr != nil {
@@ -173,7 +172,7 @@ func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareRe
 	d := policy.Evaluate(eff.Request)
 	plan := apitype.NodePlan{
 		PlanID: newUUID(), Argv: p.Command, RawCommand: p.RawCommand, Cwd: canon,
-		CwdIdentity: [2]uint64{uint64(st.Dev), st.Ino}, EnvHash: p.EnvHash, AgentID: p.AgentID,
+		CwdIdentity: [2]uint64{dev, ino}, EnvHash: p.EnvHash, AgentID: p.AgentID,
 		ExpiresAtMs: time.Now().Add(e.conf().ApprovalTimeout() + 60*time.Second).UnixMilli(),
 	}
 	verdict := apitype.NodeVerdict{Segments: []string{}}
@@ -363,6 +362,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 	if np.pinned != "" {
 		argv = []string{argv[0], argv[1], np.pinned}
 	}
+	argv = nodeShellArgv(argv)
 	var keys []string
 	for k := range p.Env {
 		keys = append(keys, k)

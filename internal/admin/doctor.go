@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/engine"
@@ -47,17 +46,20 @@ func Doctor(home string) []Finding {
 	add := func(id, level, format string, args ...any) {
 		out = append(out, Finding{ID: id, Level: level, Message: fmt.Sprintf(format, args...)})
 	}
-	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm() != 0o700 {
+	if !modeBits {
+		add("home.permissions", "info", "%s", noModeBits)
+	}
+	if fi, err := os.Stat(home); err == nil && modeBits && fi.Mode().Perm() != 0o700 {
 		add("home.permissions", "error", "%s has mode %o, want 0700", home, fi.Mode().Perm())
 	}
 	for _, f := range homeSecrets(home) {
 		p := filepath.Join(home, f)
 		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
-			if fi.Mode().Perm()&0o077 != 0 {
+			if modeBits && fi.Mode().Perm()&0o077 != 0 {
 				add("home.permissions", "error", "%s has mode %o, want 0600", p, fi.Mode().Perm())
 			}
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-				add("home.permissions", "error", "%s is owned by uid %d", p, st.Uid)
+			if uid, ok := fileOwner(fi); ok && uid != os.Getuid() {
+				add("home.permissions", "error", "%s is owned by uid %d", p, uid)
 			}
 		}
 	}
@@ -67,8 +69,8 @@ func Doctor(home string) []Finding {
 	homeInfo, _ := os.Stat(home)
 	homeUID := -1
 	if homeInfo != nil {
-		if st, ok := homeInfo.Sys().(*syscall.Stat_t); ok {
-			homeUID = int(st.Uid)
+		if uid, ok := fileOwner(homeInfo); ok {
+			homeUID = uid
 		}
 	}
 	// The gateway runs as the home's owner; doctor usually runs as the same user.
