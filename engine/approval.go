@@ -11,9 +11,10 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/render"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/conchsh/conch/policy"
 )
 
@@ -236,8 +237,8 @@ func (e *Engine) deny(s *session, reason, how string) {
 	s.pendingRun = nil
 	s.mu.Unlock()
 	now := time.Now()
-	ex := supervisor.Exit{State: supervisor.StateDenied, Reason: reason, EndedAt: now.UnixMilli(), Final: true}
-	if err := supervisor.WriteJSONDurable(supervisor.ExitPath(s.dir), ex); err != nil {
+	ex := proto.Exit{State: proto.StateDenied, Reason: reason, EndedAt: now.UnixMilli(), Final: true}
+	if err := fsutil.WriteJSONDurable(proto.ExitPath(s.dir), ex); err != nil {
 		e.log.Warn("write denied exit.json", "session", s.id, "err", err)
 	}
 	s.update(func(st *state) { st.PendingApprovalID = "" })
@@ -337,7 +338,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	if st, _, _ := s.snapshot(); st.Hidden {
 		// Withdrawn (process remove) while it was starting: stop it now
 		// that it has a supervisor.
-		e.killSession(s, supervisor.KilledByAgent)
+		e.killSession(s, proto.KilledByAgent)
 	}
 	if n := pl.Set.ApprovalRunningNotice; n > 0 {
 		e.wg.Add(1)
@@ -460,12 +461,12 @@ func sameScript(now, then *approvals.FileDigest) bool {
 
 // finishedNotice is the event of an approval-gated run's end (exec.md
 // §12.2).
-func (e *Engine) finishedNotice(s *session, ex supervisor.Exit) {
+func (e *Engine) finishedNotice(s *session, ex proto.Exit) {
 	s.mu.Lock()
 	aid := s.approvalID
 	agentEnded := s.st.AgentEnded
 	s.mu.Unlock()
-	if aid == "" || ex.State == supervisor.StateDenied || agentEnded {
+	if aid == "" || ex.State == proto.StateDenied || agentEnded {
 		return
 	}
 	end := "code " + func() string {
@@ -497,7 +498,7 @@ func (e *Engine) withdraw(s *session) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if s.running() {
-			e.killSession(s, supervisor.KilledByAgent)
+			e.killSession(s, proto.KilledByAgent)
 		}
 		return
 	}
@@ -525,8 +526,8 @@ const reasonDropped = "approval-dropped"
 func (e *Engine) reloadPending(s *session) {
 	req, err := e.store.Get(s.st.PendingApprovalID)
 	if err != nil {
-		ex := supervisor.Exit{State: supervisor.StateDenied, Reason: "approval-request-failed", EndedAt: time.Now().UnixMilli(), Final: true}
-		supervisor.WriteJSONDurable(supervisor.ExitPath(s.dir), ex)
+		ex := proto.Exit{State: proto.StateDenied, Reason: "approval-request-failed", EndedAt: time.Now().UnixMilli(), Final: true}
+		fsutil.WriteJSONDurable(proto.ExitPath(s.dir), ex)
 		s.finish(ex)
 		return
 	}
@@ -610,7 +611,7 @@ func (e *Engine) AwaitApproved(ctx context.Context, agent, sessionID string, win
 	case <-ctx.Done():
 	}
 	st, ex, _ := s.snapshot()
-	if ex != nil && ex.State == supervisor.StateDenied {
+	if ex != nil && ex.State == proto.StateDenied {
 		reason := ex.Reason
 		if reason == "user-denied" {
 			reason = "user denied"

@@ -8,7 +8,9 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // damageLog counts the damaged state files the engine found, by kind
@@ -71,18 +73,18 @@ func (e *Engine) DamageCounts() ([]string, map[string]int64) {
 	return kinds, out
 }
 
-// readExit is supervisor.ReadExit that logs and counts a damaged
+// readExit is proto.ReadExit that logs and counts a damaged
 // exit.json and repairs it from the copy it was recovered from (the
 // journal's end record).
-func (e *Engine) readExit(dir string) (supervisor.Exit, bool, error) {
-	ex, ok, err := supervisor.ReadExit(dir)
-	if err == nil || !errors.Is(err, supervisor.ErrDamaged) {
+func (e *Engine) readExit(dir string) (proto.Exit, bool, error) {
+	ex, ok, err := proto.ReadExit(dir)
+	if err == nil || !errors.Is(err, fsutil.ErrDamaged) {
 		return ex, ok, err
 	}
-	path := supervisor.ExitPath(dir)
+	path := proto.ExitPath(dir)
 	if ok {
 		e.damaged("exit", path, err, "end state taken from the journal's end record; file rewritten")
-		if werr := supervisor.WriteJSON(path, ex); werr != nil && !errors.Is(werr, os.ErrNotExist) {
+		if werr := fsutil.WriteJSON(path, ex); werr != nil && !errors.Is(werr, os.ErrNotExist) {
 			e.log.Warn("rewrite exit.json", "path", path, "err", werr)
 		}
 		return ex, true, nil
@@ -95,22 +97,22 @@ func (e *Engine) readExit(dir string) (supervisor.Exit, bool, error) {
 // the session's supervisor, which holds the record in memory (on the
 // session's own socket, or on the socket of the host serving it), and
 // rewrites the file from the answer.
-func (e *Engine) readMeta(id, dir string, m *supervisor.Meta) error {
-	err := supervisor.ReadJSON(supervisor.MetaPath(dir), m)
-	if err == nil || !errors.Is(err, supervisor.ErrDamaged) {
+func (e *Engine) readMeta(id, dir string, m *proto.Meta) error {
+	err := fsutil.ReadJSON(proto.MetaPath(dir), m)
+	if err == nil || !errors.Is(err, fsutil.ErrDamaged) {
 		return err
 	}
-	path := supervisor.MetaPath(dir)
+	path := proto.MetaPath(dir)
 	if live, ok := supervisor.LiveMeta(id, e.socketPath(id), filepath.Join(e.home, "run", "s"), e.fallbackSocketDir()); ok {
 		*m = live
 		e.damaged("meta", path, err, "record taken from the running supervisor; file rewritten")
-		if werr := supervisor.WriteJSON(path, *m); werr != nil {
+		if werr := fsutil.WriteJSON(path, *m); werr != nil {
 			e.log.Warn("rewrite meta.json", "path", path, "err", werr)
 		}
 		return nil
 	}
 	e.damaged("meta", path, err, "no supervisor answers for the session: its processes are swept by cgroup and it is reported lost")
-	*m = supervisor.Meta{}
+	*m = proto.Meta{}
 	return err
 }
 
@@ -129,7 +131,7 @@ func (s *session) outputEnd() int64 {
 	return outputEndOf(ex)
 }
 
-func outputEndOf(ex *supervisor.Exit) int64 {
+func outputEndOf(ex *proto.Exit) int64 {
 	if ex == nil {
 		return 0
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // The home out of space is a state of its own: exec refuses new sessions
@@ -233,7 +233,7 @@ func refusalError(code, reason string) *apitype.Error {
 
 // lostNote is the sentence an end result carries when output of the
 // session is gone for good ("" when none is).
-func lostNote(ex supervisor.Exit) string {
+func lostNote(ex proto.Exit) string {
 	var parts []string
 	if ex.DroppedBytes > 0 {
 		parts = append(parts, fmt.Sprintf("%d bytes of output were dropped by the journal cap (journalMaxBytes) and are gone for good", ex.DroppedBytes))

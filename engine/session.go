@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // state is state.json, written only by the engine.
@@ -63,9 +64,9 @@ type session struct {
 
 	mu     sync.Mutex // guards the fields below
 	st     state
-	meta   supervisor.Meta
-	cursor int64            // newest known journal end
-	exit   *supervisor.Exit // final end state, nil while running
+	meta   proto.Meta
+	cursor int64       // newest known journal end
+	exit   *proto.Exit // final end state, nil while running
 	pid    int
 	socket string
 	start  time.Time
@@ -116,7 +117,7 @@ func (s *session) setCursor(c int64) {
 }
 
 // finish records the final end state once.
-func (s *session) finish(ex supervisor.Exit) bool {
+func (s *session) finish(ex proto.Exit) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.exit != nil {
@@ -131,7 +132,7 @@ func (s *session) finish(ex supervisor.Exit) bool {
 	return true
 }
 
-func (s *session) snapshot() (state, *supervisor.Exit, int64) {
+func (s *session) snapshot() (state, *proto.Exit, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st, s.exit, s.cursor
@@ -148,12 +149,12 @@ func (s *session) running() bool {
 
 // createState writes the first state.json of a new session directory.
 func (s *session) createState() error {
-	return supervisor.CreateJSON(filepath.Join(s.dir, "state.json"), s.st)
+	return fsutil.CreateJSON(filepath.Join(s.dir, "state.json"), s.st)
 }
 
 // saveLocked writes state.json; s.mu must be held.
 func (s *session) saveLocked() error {
-	return supervisor.WriteJSON(filepath.Join(s.dir, "state.json"), s.st)
+	return fsutil.WriteJSON(filepath.Join(s.dir, "state.json"), s.st)
 }
 
 // markLedger records what the ledger holds of the session in its state

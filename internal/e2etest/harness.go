@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -79,8 +81,8 @@ func KillLeftovers(t testing.TB, home string) {
 	exec.Command("pkill", "-9", "-f", "supervise --home "+home).Run()
 	dirs, _ := filepath.Glob(filepath.Join(home, "sessions", "*"))
 	for _, dir := range dirs {
-		var m supervisor.Meta
-		if supervisor.ReadJSON(supervisor.MetaPath(dir), &m) == nil {
+		var m proto.Meta
+		if fsutil.ReadJSON(proto.MetaPath(dir), &m) == nil {
 			supervisor.Sweep(m)
 		}
 	}

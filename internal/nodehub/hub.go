@@ -21,7 +21,7 @@ import (
 	"github.com/conchsh/conch/internal/guard"
 	"github.com/conchsh/conch/internal/nodelink"
 	"github.com/conchsh/conch/internal/nodeport"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // Close codes (nodelink's, named here for the hub's readers).
@@ -709,7 +709,7 @@ func (h *Hub) nodeEvent(c *conn, f apitype.Frame) {
 			if m := h.mirror(fin.SessionID, c.hello.NodeID); m != nil {
 				// An end state that cannot be trusted still ends the
 				// session (nothing waits for ever), as lost.
-				m.end(supervisor.Exit{State: supervisor.StateLost, EndedAt: time.Now().UnixMilli(),
+				m.end(proto.Exit{State: proto.StateLost, EndedAt: time.Now().UnixMilli(),
 					Reason: fmt.Sprintf("Command lost: node %s reported an invalid end state (%v).", c.hello.NodeID, err)})
 			}
 			return

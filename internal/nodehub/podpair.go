@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // Sandbox pods (the kubernetes backend, docs/kubernetes.md). The gateway
@@ -164,7 +164,7 @@ func (h *Hub) DropPod(nodeID, inviteHash, reason string) {
 	}
 	h.mu.Unlock()
 	for _, m := range ms {
-		m.end(supervisor.Exit{State: supervisor.StateLost, EndedAt: time.Now().UnixMilli(), Reason: "Command lost: " + reason})
+		m.end(proto.Exit{State: proto.StateLost, EndedAt: time.Now().UnixMilli(), Reason: "Command lost: " + reason})
 	}
 	if c != nil {
 		h.disconnect(c, CloseRevoked, "sandbox pod removed")

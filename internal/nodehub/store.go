@@ -19,8 +19,6 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
-
-	"github.com/conchsh/conch/internal/supervisor"
 )
 
 // Invite is a join token, stored hashed (nodes/invites.json).
@@ -141,7 +139,7 @@ func (s *Store) Update(f func(*State) error) error {
 		if b, _ := json.Marshal(v); bytes.Equal(b, before[name]) {
 			continue
 		}
-		if err := supervisor.WriteJSON(s.path(name), v); err != nil {
+		if err := fsutil.WriteJSON(s.path(name), v); err != nil {
 			return err
 		}
 	}
@@ -168,7 +166,7 @@ func (s *Store) load() (*State, error) {
 	st := &State{Routes: map[string]Route{}}
 	for name, v := range map[string]any{"invites.json": &st.Invites, "pending.json": &st.Pending, "paired.json": &st.Paired, "sessions.json": &st.Routes} {
 		// ReadJSON checks the checksum WriteJSON adds (and strips it).
-		err := supervisor.ReadJSON(s.path(name), v)
+		err := fsutil.ReadJSON(s.path(name), v)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,11 +24,11 @@ const filesDelay = 250 * time.Millisecond
 // engine has written one (a torn pair can only lack state.json, which the
 // engine recovers from meta.json).
 func (s *sup) writeFiles() error {
-	if err := WriteJSON(MetaPath(s.dir), s.meta); err != nil {
+	if err := fsutil.WriteJSON(proto.MetaPath(s.dir), s.meta); err != nil {
 		return fmt.Errorf("write meta.json: %w", err)
 	}
 	if len(s.spec.State) > 0 {
-		if err := CreateJSON(filepath.Join(s.dir, "state.json"), s.spec.State); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := fsutil.CreateJSON(filepath.Join(s.dir, "state.json"), s.spec.State); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("write state.json: %w", err)
 		}
 	}
@@ -273,7 +275,7 @@ func (s *sup) run() {
 	}
 	// The end state stays served on the socket until it is on disk.
 	if !s.shared && s.owed() {
-		Persist(ExitPath(s.dir))
+		fsutil.Persist(proto.ExitPath(s.dir))
 	}
 	if s.ln != nil {
 		s.ln.Close()
@@ -318,17 +320,17 @@ func (s *sup) persist() {
 		s.logf("journal close: %v", err)
 	}
 	s.jmu.Unlock()
-	if err := Persist(ExitPath(s.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := fsutil.Persist(proto.ExitPath(s.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.logf("persist exit.json: %v", err)
 	}
 }
 
-func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
+func (s *sup) exitRecord(end time.Time, descendants int, final bool) proto.Exit {
 	ooms := s.cont.oomKills() // read before the lock: a file
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ws := s.mainStatus
-	ex := Exit{
+	ex := proto.Exit{
 		EndedAt:    end.UnixMilli(),
 		DurationMs: end.Sub(s.started).Milliseconds(),
 		TimedOut:   s.timedOut,
@@ -338,26 +340,26 @@ func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
 	case ws.Exited():
 		c := ws.ExitStatus()
 		ex.ExitCode = &c
-		ex.State = StateExited
+		ex.State = proto.StateExited
 	case ws.Signaled():
 		name := unix.SignalName(ws.Signal())
 		if name == "" {
 			name = fmt.Sprintf("SIG%d", int(ws.Signal()))
 		}
 		ex.Signal = &name
-		ex.State = StateSignaled
+		ex.State = proto.StateSignaled
 	}
 	if s.killedBy != "" {
 		by := string(s.killedBy)
 		ex.KilledBy = &by
-		ex.State = StateKilled
+		ex.State = proto.StateKilled
 	} else if ooms > 0 && (ws.Signaled() && ws.Signal() == syscall.SIGKILL || ws.Exited() && ws.ExitStatus() == 128+int(syscall.SIGKILL)) {
 		// The kernel's OOM killer ended the main process (or the
 		// child whose status a shell passed on, 128+9) for the
 		// session's memory limit: a kill, and its cause.
-		by := string(KilledByOOM)
+		by := string(proto.KilledByOOM)
 		ex.KilledBy = &by
-		ex.State = StateKilled
+		ex.State = proto.StateKilled
 		ex.Reason = oomReason(s.memLimit)
 	}
 	ex.DescendantsKilled = descendants + s.killCount
@@ -374,7 +376,7 @@ func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
 
 // writeExitOnce writes exit.json; once the final record is written, a
 // provisional one no longer is.
-func (s *sup) writeExitOnce(ex Exit, final bool) {
+func (s *sup) writeExitOnce(ex proto.Exit, final bool) {
 	s.exitMu.Lock()
 	defer s.exitMu.Unlock()
 	if s.exitFinal {
@@ -405,7 +407,7 @@ func (s *sup) writeExitLocked() error {
 	if s.exitDue == nil {
 		return nil
 	}
-	if err := WriteJSON(ExitPath(s.dir), *s.exitDue); err != nil {
+	if err := fsutil.WriteJSON(proto.ExitPath(s.dir), *s.exitDue); err != nil {
 		if errors.Is(err, os.ErrNotExist) { // the engine removed the session
 			s.exitDue = nil
 			return nil

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/conchsh/conch/internal/vt"
 )
 
@@ -45,7 +46,7 @@ func (s *sup) launch() (retErr error) {
 	// Our own stderr (a Go panic, a runtime fatal error) goes to
 	// supervisor.log instead of /dev/null. (A host's goes to its own log.)
 	if !s.shared {
-		if f, err := os.OpenFile(LogPath(s.dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
+		if f, err := os.OpenFile(proto.LogPath(s.dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
 			unix.Dup2(int(f.Fd()), 2)
 			f.Close()
 		}
@@ -71,11 +72,11 @@ func (s *sup) launch() (retErr error) {
 	if s.shared && s.cont.cgroupDir() == "" {
 		return ErrNeedsCgroup
 	}
-	var sbMeta *SandboxMeta
+	var sbMeta *proto.SandboxMeta
 	var blockW *os.File
 	limMeta := s.applyLimits()
 	if sb := spec.Sandbox; sb != nil {
-		sbMeta = &SandboxMeta{Backend: sb.Backend, Scope: sb.Scope, Layers: sb.Layers}
+		sbMeta = &proto.SandboxMeta{Backend: sb.Backend, Scope: sb.Scope, Layers: sb.Layers}
 		if limMeta != nil {
 			sbMeta.Limits = limMeta.Enforced
 		}
@@ -259,8 +260,8 @@ func (s *sup) launch() (retErr error) {
 	if s.socket == "" {
 		s.socket = spec.Socket
 	}
-	meta := Meta{
-		V: ProtocolVersion, ID: spec.ID, Agent: spec.Agent, Name: spec.Name, Command: spec.Command,
+	meta := proto.Meta{
+		V: proto.ProtocolVersion, ID: spec.ID, Agent: spec.Agent, Name: spec.Name, Command: spec.Command,
 		Argv: spec.Argv, Cwd: spec.Dir, Host: spec.Host, HostReason: spec.HostReason, PTY: spec.PTY,
 		Cols: spec.Cols, Rows: spec.Rows, Stdin: s.stdinState, State: "running",
 		StartedAt: s.started.UnixMilli(), PID: pid, PGID: pid, PIDStartTime: StartTime(pid),
@@ -271,7 +272,7 @@ func (s *sup) launch() (retErr error) {
 	if spec.TimeoutMs > 0 {
 		meta.TimeoutAt = s.started.UnixMilli() + spec.TimeoutMs
 		timeout := time.AfterFunc(time.Duration(spec.TimeoutMs)*time.Millisecond, func() {
-			s.kill(KilledByTimeout, s.grace())
+			s.kill(proto.KilledByTimeout, s.grace())
 		})
 		// In a host an unfired timer would keep the ended session
 		// (buffers and all) in memory until it fired.
@@ -304,7 +305,7 @@ func (s *sup) launch() (retErr error) {
 		defer signal.Stop(term)
 		select {
 		case <-term:
-			s.kill(KilledByShutdown, s.grace())
+			s.kill(proto.KilledByShutdown, s.grace())
 		case <-s.done:
 		}
 	}()
