@@ -11,7 +11,6 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
-	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/render"
 	"github.com/conchsh/conch/internal/supervisor/proto"
@@ -84,7 +83,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 		os.RemoveAll(dir)
 		return execError(apitype.Errorf("approval_failed", "Exec approval registration failed: %v", err))
 	}
-	s := newSession(id, dir, agent)
+	s := e.newSession(id, dir, agent)
 	s.st = state{
 		Agent: agent, Command: pl.Command, Name: deriveName(pl.Command), Cwd: pl.Cwd, Host: pl.Host, PTY: pl.PTY,
 		CreatedAt: time.Now().UnixMilli(), Backgrounded: true, PendingApprovalID: req.ID, Gated: true, NodeID: nodeIDOf(pl),
@@ -94,8 +93,15 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	s.approval = req
 	s.pendingRun = &pendingRun{plan: pl, params: p, req: req, gate: g}
 	s.mu.Lock()
-	s.saveLocked()
+	err = s.saveLocked()
 	s.mu.Unlock()
+	if err != nil {
+		// Without its state.json the reservation would not survive a
+		// restart: refuse it now rather than promise a decision.
+		e.store.Drop(req.ID, "its session could not be recorded")
+		e.removeSession(s)
+		return execError(apitype.Errorf("approval_failed", "Exec approval registration failed: %v", err))
+	}
 	e.appendLedger(ledger.Record{Type: ledger.TypeRequest, Agent: agent, Fields: ledger.Request{
 		RequestID: g.requestID, ApprovalID: req.ID, Slug: req.Slug, ExpiresAtMs: req.ExpiresAtMs, Routes: []string{"cli"},
 	}}, true)
@@ -238,9 +244,7 @@ func (e *Engine) deny(s *session, reason, how string) {
 	s.mu.Unlock()
 	now := time.Now()
 	ex := proto.Exit{State: proto.StateDenied, Reason: reason, EndedAt: now.UnixMilli(), Final: true}
-	if err := fsutil.WriteJSONDurable(proto.ExitPath(s.dir), ex); err != nil {
-		e.log.Warn("write denied exit.json", "session", s.id, "err", err)
-	}
+	ex = e.recordExit(s, ex, true)
 	s.update(func(st *state) { st.PendingApprovalID = "" })
 	e.ledgerEnd(s, ex, true)
 	st, _, _ := s.snapshot()
@@ -527,8 +531,7 @@ func (e *Engine) reloadPending(s *session) {
 	req, err := e.store.Get(s.st.PendingApprovalID)
 	if err != nil {
 		ex := proto.Exit{State: proto.StateDenied, Reason: "approval-request-failed", EndedAt: time.Now().UnixMilli(), Final: true}
-		fsutil.WriteJSONDurable(proto.ExitPath(s.dir), ex)
-		s.finish(ex)
+		s.finish(e.recordExit(s, ex, true))
 		return
 	}
 	s.approval = req

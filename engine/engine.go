@@ -580,8 +580,7 @@ func (e *Engine) markLost(s *session) {
 		// finished cleaning up: the recorded state is the truth.
 		ex.Final = true
 		ex.DescendantsKilled += supervisor.Sweep(meta)
-		fsutil.WriteJSON(proto.ExitPath(s.dir), ex)
-		e.ended(s, ex)
+		e.ended(s, e.recordExit(s, ex, false))
 		return
 	}
 	n := supervisor.Sweep(meta)
@@ -594,10 +593,7 @@ func (e *Engine) markLost(s *session) {
 	if meta.StartedAt > 0 {
 		ex.DurationMs = now.UnixMilli() - meta.StartedAt
 	}
-	if err := fsutil.WriteJSON(proto.ExitPath(s.dir), ex); err != nil {
-		e.log.Warn("write lost exit.json", "session", s.id, "err", err)
-	}
-	e.ended(s, ex)
+	e.ended(s, e.recordExit(s, ex, false))
 }
 
 // ended handles a session's end: it wakes waiters, deletes a foreground
@@ -709,7 +705,7 @@ func (e *Engine) reattach() {
 			e.dirs.Adopt(dir, id)
 			continue
 		}
-		s := newSession(id, sdir, "")
+		s := e.newSession(id, sdir, "")
 		s.jdir = proto.JournalDir(sdir)
 		// A supervisor that could not write meta.json (a full disk)
 		// keeps it in memory and serves it.
@@ -719,11 +715,11 @@ func (e *Engine) reattach() {
 				live = &m
 			}
 		}
-		err := fsutil.ReadJSON(filepath.Join(sdir, "state.json"), &s.st)
+		err := fsutil.ReadJSON(proto.StatePath(sdir), &s.st)
 		if errors.Is(err, fsutil.ErrDamaged) {
 			// Rebuilt from meta.json below; what only state.json knew
 			// (drain cursors, retention flags) starts over.
-			e.damaged("state", filepath.Join(sdir, "state.json"), err, "rebuilt from meta.json")
+			e.damaged("state", proto.StatePath(sdir), err, "rebuilt from meta.json")
 			s.st = state{}
 		}
 		if err == nil && s.st.PendingApprovalID != "" {
@@ -957,6 +953,9 @@ type Stats struct {
 	Pending int
 	// Damaged counts the damaged state files found, by kind (damage.go).
 	Damaged map[string]int64
+	// WriteFailures counts the failed writes of session state files, by
+	// file: exit, state, meta (damage.go).
+	WriteFailures map[string]int64
 }
 
 // Stats returns the engine's current gauges.
@@ -971,6 +970,7 @@ func (e *Engine) Stats() Stats {
 	st.ExecSum, st.ExecCount = e.counters.sum, e.counters.count
 	e.mu.Unlock()
 	_, st.Damaged = e.DamageCounts()
+	st.WriteFailures = e.WriteFailures()
 	for _, s := range ss {
 		if s.pending() {
 			st.Pending++

@@ -288,7 +288,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 	if err != nil {
 		return nil, e.homeWriteError(err), false
 	}
-	s := newSession(id, dir, pl.Agent)
+	s := e.newSession(id, dir, pl.Agent)
 	s.st = state{
 		Agent: pl.Agent, Command: pl.Command, Name: deriveName(pl.Command), Cwd: pl.Cwd, Host: pl.Host,
 		PTY: pl.PTY, CreatedAt: time.Now().UnixMilli(), TimeoutSec: pl.Timeout.Seconds(),
@@ -312,7 +312,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 			return nil, e.homeWriteError(err), false
 		}
 		st := s.st
-		s = newSession(id, dir, pl.Agent)
+		s = e.newSession(id, dir, pl.Agent)
 		s.st = st
 		if err = s.saveLocked(); err == nil {
 			err = e.launch(s, pl, p, g.requestID, "", g.pinned)
@@ -483,8 +483,11 @@ func (e *Engine) hostGone(h *supervisor.Host) {
 		if _, err := os.Stat(s.dir); err != nil {
 			continue // removed
 		}
-		if err := fsutil.WriteJSON(proto.ExitPath(s.dir), *ex); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			e.log.Warn("write exit.json after its host exited", "session", s.id, "err", err)
+		if err := proto.WriteExit(s.dir, *ex); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			e.writeFailed("exit", s.id, err)
+			s.mu.Lock()
+			s.exit.NotRecorded = err.Error()
+			s.mu.Unlock()
 		}
 	}
 }
@@ -619,6 +622,9 @@ func endResult(s *session, ex proto.Exit, out outputText, set config.ExecSetting
 		UnreadableBytes: out.unreadable,
 	}
 	lost := lostNote(ex)
+	if ex.NotRecorded != "" {
+		lost += "\n\nWarning: this end state could not be recorded on disk (" + ex.NotRecorded + "): a restarted gateway will not know it."
+	}
 	if st.Restored != "" {
 		lost += "\n\n" + st.Restored
 	}

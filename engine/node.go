@@ -372,7 +372,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 		PTY: p.PTY, Stdin: stdin, Timeout: time.Duration(max(p.TimeoutMs, 0)) * time.Millisecond, Set: set, EnvHash: pl.EnvHash,
 		Local: true,
 	}
-	s := newSession(p.SessionID, dir, p.AgentID)
+	s := e.newSession(p.SessionID, dir, p.AgentID)
 	s.st = state{
 		Agent: p.AgentID, Command: p.RawCommand, Name: deriveName(p.RawCommand), Cwd: pl.Cwd, Host: "node",
 		PTY: p.PTY, CreatedAt: time.Now().UnixMilli(), TimeoutSec: run.Timeout.Seconds(), Backgrounded: true,

@@ -3,9 +3,10 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"strings"
+
 	"github.com/conchsh/conch/internal/keys"
 	"github.com/conchsh/conch/internal/supervisor/proto"
-	"strings"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/journal"

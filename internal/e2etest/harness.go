@@ -420,7 +420,7 @@ func SupervisorPID(t testing.TB, home, id string) int {
 	var b []byte
 	Eventually(t, 5*time.Second, func() string {
 		var err error
-		if b, err = os.ReadFile(filepath.Join(home, "sessions", id, "meta.json")); err != nil {
+		if b, err = os.ReadFile(proto.MetaPath(proto.SessionDir(home, id))); err != nil {
 			return err.Error()
 		}
 		return ""

@@ -449,7 +449,7 @@ func (h *Hub) serve(ws *nodelink.Conn, hash string, paired *Paired) {
 		h.disconnect(old, nodelink.ClosePolicyViolation, "replaced by a newer connection")
 	}
 	var late string
-	h.store.Update(func(st *State) error {
+	h.updateStore(func(st *State) error {
 		for i := range st.Paired {
 			p := &st.Paired[i]
 			if p.NodeID == hello.NodeID && p.Undelivered && p.InviteHash == hash && p.PublicKey == hello.PublicKey {
@@ -548,7 +548,7 @@ func (h *Hub) promote(c *conn) {
 		h.disconnect(old, nodelink.ClosePolicyViolation, "replaced by a newer connection")
 	}
 	name := ""
-	h.store.Update(func(st *State) error {
+	h.updateStore(func(st *State) error {
 		for i := range st.Paired {
 			p := &st.Paired[i]
 			if p.NodeID == id {
@@ -582,7 +582,7 @@ func (h *Hub) offline(c *conn) {
 	c.cancel()
 	c.failCalls()
 	if was {
-		h.store.Update(func(st *State) error {
+		h.updateStore(func(st *State) error {
 			for i := range st.Paired {
 				if st.Paired[i].NodeID == id {
 					st.Paired[i].LastSeen = time.Now().UnixMilli()
@@ -860,7 +860,7 @@ func (h *Hub) Approve(q string) (Paired, error) {
 	h.mu.Unlock()
 	h.pairMu.Unlock()
 	if c != nil && c.event("node.paired", map[string]string{"nodeToken": tok, "nodeId": p.NodeID}) == nil {
-		h.store.Update(func(st *State) error {
+		h.updateStore(func(st *State) error {
 			for i := range st.Paired {
 				if st.Paired[i].NodeID == p.NodeID {
 					st.Paired[i].Undelivered = false

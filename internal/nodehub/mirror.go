@@ -6,14 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conchsh/conch/internal/fsutil"
-	"github.com/conchsh/conch/internal/supervisor/proto"
-	"github.com/conchsh/conch/internal/unixsock"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/unixsock"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/journal"
@@ -105,7 +106,7 @@ func (h *Hub) Start(nodeID string, spec proto.Spec, run apitype.NodeRunParams) (
 	var rep apitype.NodeRunReply
 	json.Unmarshal(b, &rep)
 	meta.State, meta.PID = "running", rep.PID
-	if err := fsutil.WriteJSON(proto.MetaPath(dir), meta); err != nil {
+	if err := proto.WriteMeta(dir, meta); err != nil {
 		closeEvents()
 		return fail(err)
 	}
@@ -118,7 +119,7 @@ func (h *Hub) dropMirror(m *mirror) {
 		delete(h.mirrors, m.id)
 	}
 	h.mu.Unlock()
-	h.store.Update(func(st *State) error {
+	h.updateStore(func(st *State) error {
 		delete(st.Routes, m.id)
 		return nil
 	})
@@ -172,14 +173,19 @@ func (h *Hub) restore() {
 			continue
 		}
 		meta.SupervisorPID, meta.SupervisorStartTime = os.Getpid(), supervisor.StartTime(os.Getpid())
-		fsutil.WriteJSON(proto.MetaPath(dir), meta)
+		if err := proto.WriteMeta(dir, meta); err != nil {
+			// The old meta.json names the gateway process before this
+			// one, so a reader that finds that process gone would take
+			// the session for lost: serve it only from memory, and say so.
+			h.log.Warn("node session meta.json not rewritten: it names the previous gateway", "session", id, "err", err)
+		}
 		h.mirrors[id] = m
 		if !paired[r.NodeID] {
 			orphans = append(orphans, m)
 		}
 	}
 	if len(gone) > 0 {
-		h.store.Update(func(st *State) error {
+		h.updateStore(func(st *State) error {
 			for _, id := range gone {
 				delete(st.Routes, id)
 			}
@@ -391,9 +397,12 @@ func (m *mirror) end(ex proto.Exit) {
 			m.h.log.Warn("journal end record of node session", "session", m.id, "err", err)
 		}
 	}
-	m.w.Sync()
-	if err := fsutil.WriteJSON(proto.ExitPath(m.dir), ex); err != nil {
+	if err := m.w.Sync(); err != nil {
+		m.h.log.Warn("journal sync of node session", "session", m.id, "err", err)
+	}
+	if err := proto.WriteExit(m.dir, ex); err != nil {
 		m.h.log.Warn("write exit.json of node session", "session", m.id, "err", err)
+		ex.NotRecorded = err.Error()
 	}
 	m.w.Close()
 	m.final = &ex
@@ -420,7 +429,9 @@ func (m *mirror) stop() {
 	}
 	m.stopped = true
 	if m.final == nil {
-		m.w.Sync()
+		if err := m.w.Sync(); err != nil {
+			m.h.log.Warn("journal sync of node session", "session", m.id, "err", err)
+		}
 		m.w.Close()
 	}
 	ln := m.ln
@@ -468,7 +479,7 @@ func (m *mirror) resume(c *conn) {
 // setRoute changes the mirror's route in nodes/sessions.json (if it is
 // still there).
 func (m *mirror) setRoute(f func(*Route)) {
-	m.h.store.Update(func(st *State) error {
+	m.h.updateStore(func(st *State) error {
 		r, ok := st.Routes[m.id]
 		if !ok {
 			return errStop
@@ -490,7 +501,7 @@ func firstNonEmpty(a, b string) string {
 // before its node reported the end: a restarted gateway does not resume
 // it, and its kill still reaches the node at its next connection.
 func (h *Hub) Removed(id string) {
-	h.store.Update(func(st *State) error {
+	h.updateStore(func(st *State) error {
 		r, ok := st.Routes[id]
 		if !ok {
 			return errStop
@@ -527,7 +538,7 @@ func (h *Hub) reap(c *conn) {
 		if aerr != nil && aerr.Code == apitype.NodeUnavailable {
 			return // the connection went; the next one tries again
 		}
-		h.store.Update(func(st *State) error {
+		h.updateStore(func(st *State) error {
 			delete(st.Routes, id)
 			return nil
 		})

@@ -141,7 +141,7 @@ func (h *Hub) Running(nodeID string) int {
 // being deleted) and its unused invites: its connection is closed and its
 // running sessions end as lost with reason.
 func (h *Hub) DropPod(nodeID, inviteHash, reason string) {
-	h.store.Update(func(st *State) error {
+	h.updateStore(func(st *State) error {
 		st.Paired = filter(st.Paired, func(p Paired) bool { return p.NodeID != nodeID || nodeID == "" })
 		st.Invites = filter(st.Invites, func(in Invite) bool { return in.Hash != inviteHash })
 		for sid, r := range st.Routes {

@@ -14,11 +14,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conchsh/conch/internal/fsutil"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/conchsh/conch/internal/fsutil"
 )
 
 // Invite is a join token, stored hashed (nodes/invites.json).
@@ -266,4 +267,14 @@ func (s *Store) Approve(q string) (Paired, string, error) {
 		return nil
 	})
 	return out, tok, err
+}
+
+// updateStore is Store.Update for a change the caller goes on without
+// when it cannot be written (the node store's files on a full or
+// read-only disk): the failure is logged, never dropped. errStop (no
+// change) is not a failure.
+func (h *Hub) updateStore(f func(*State) error) {
+	if err := h.store.Update(f); err != nil && !errors.Is(err, errStop) {
+		h.log.Warn("node store not written", "err", err)
+	}
 }

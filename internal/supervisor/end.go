@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
-	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/supervisor/proto"
 	"golang.org/x/sys/unix"
 )
@@ -24,12 +22,12 @@ const filesDelay = 250 * time.Millisecond
 // engine has written one (a torn pair can only lack state.json, which the
 // engine recovers from meta.json).
 func (s *sup) writeFiles() error {
-	if err := fsutil.WriteJSON(proto.MetaPath(s.dir), s.meta); err != nil {
-		return fmt.Errorf("write meta.json: %w", err)
+	if err := proto.WriteMeta(s.dir, *s.meta); err != nil {
+		return err
 	}
 	if len(s.spec.State) > 0 {
-		if err := fsutil.CreateJSON(filepath.Join(s.dir, "state.json"), s.spec.State); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("write state.json: %w", err)
+		if err := proto.CreateState(s.dir, s.spec.State); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
 		}
 	}
 	return nil
@@ -275,7 +273,9 @@ func (s *sup) run() {
 	}
 	// The end state stays served on the socket until it is on disk.
 	if !s.shared && s.owed() {
-		fsutil.Persist(proto.ExitPath(s.dir))
+		if err := proto.PersistExit(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.logf("%v", err)
+		}
 	}
 	if s.ln != nil {
 		s.ln.Close()
@@ -320,8 +320,8 @@ func (s *sup) persist() {
 		s.logf("journal close: %v", err)
 	}
 	s.jmu.Unlock()
-	if err := fsutil.Persist(proto.ExitPath(s.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		s.logf("persist exit.json: %v", err)
+	if err := proto.PersistExit(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.logf("%v", err)
 	}
 }
 
@@ -396,7 +396,7 @@ func (s *sup) writeExitOnce(ex proto.Exit, final bool) {
 	}
 	s.exitDue = &ex
 	if err := s.writeExitLocked(); err != nil {
-		s.logf("write exit.json: %v (kept in memory until it can be written)", err)
+		s.logf("%v (kept in memory until it can be written)", err)
 		s.retryWrites()
 	}
 }
@@ -407,7 +407,7 @@ func (s *sup) writeExitLocked() error {
 	if s.exitDue == nil {
 		return nil
 	}
-	if err := fsutil.WriteJSON(proto.ExitPath(s.dir), *s.exitDue); err != nil {
+	if err := proto.WriteExit(s.dir, *s.exitDue); err != nil {
 		if errors.Is(err, os.ErrNotExist) { // the engine removed the session
 			s.exitDue = nil
 			return nil

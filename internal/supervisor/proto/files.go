@@ -91,15 +91,25 @@ type Exit struct {
 	// journaled (a full disk at a kill, or for 60 s after the end): gone
 	// for good, like DroppedBytes.
 	UnrecordedBytes int64 `json:"unrecordedBytes,omitempty"`
+	// NotRecorded is set, in memory only, on an end state that could not
+	// be written to exit.json (the error, in words): the process holding
+	// it knows how the session ended, and a restart will not, so a result
+	// that reports it says so rather than claim a recorded end.
+	NotRecorded string `json:"-"`
 	// Final is false for the first record written right after the main
 	// process was reaped, true once descendants are gone and the output
 	// pumps have finished (the journal is fsynced right after).
 	Final bool `json:"final"`
 }
 
-// Paths of a session directory.
+// Paths of a session directory. The files are written only through the
+// writers below (WriteMeta, WriteExit, WriteExitDurable, PersistExit,
+// CreateState, WriteState), whoever writes them: the supervisor, the
+// engine (the end states no supervisor records: denied, lost, a repair)
+// and the node hub (a node session's mirror). archtest enforces it.
 func MetaPath(dir string) string        { return filepath.Join(dir, "meta.json") }
 func ExitPath(dir string) string        { return filepath.Join(dir, "exit.json") }
+func StatePath(dir string) string       { return filepath.Join(dir, "state.json") }
 func LogPath(dir string) string         { return filepath.Join(dir, "supervisor.log") }
 func SessionDir(home, id string) string { return filepath.Join(home, "sessions", id) }
 
@@ -113,6 +123,61 @@ func JournalDir(dir string) string {
 		return old
 	}
 	return dir
+}
+
+// WriteMeta replaces the meta.json of the session in dir (atomically,
+// not fsynced: a machine crash may lose it, never tear it).
+func WriteMeta(dir string, m Meta) error {
+	if err := fsutil.WriteJSON(MetaPath(dir), m); err != nil {
+		return fmt.Errorf("write meta.json: %w", err)
+	}
+	return nil
+}
+
+// WriteExit replaces the exit.json of the session in dir (atomically, not
+// fsynced: see WriteExitDurable and PersistExit).
+func WriteExit(dir string, e Exit) error {
+	if err := fsutil.WriteJSON(ExitPath(dir), e); err != nil {
+		return fmt.Errorf("write exit.json: %w", err)
+	}
+	return nil
+}
+
+// WriteExitDurable is WriteExit with the file and its directory fsynced
+// before it returns: for an end state nothing else records (denied).
+func WriteExitDurable(dir string, e Exit) error {
+	if err := fsutil.WriteJSONDurable(ExitPath(dir), e); err != nil {
+		return fmt.Errorf("write exit.json: %w", err)
+	}
+	return nil
+}
+
+// PersistExit fsyncs the exit.json WriteExit wrote, and its directory.
+func PersistExit(dir string) error {
+	if err := fsutil.Persist(ExitPath(dir)); err != nil {
+		return fmt.Errorf("persist exit.json: %w", err)
+	}
+	return nil
+}
+
+// CreateState writes the first state.json of the session in dir, which
+// must not have one (an error wrapping fs.ErrExist otherwise). Its
+// content is the engine's (the supervisor passes on the engine's bytes,
+// Spec.State); this package only owns the file.
+func CreateState(dir string, v any) error {
+	if err := fsutil.CreateJSON(StatePath(dir), v); err != nil {
+		return fmt.Errorf("create state.json: %w", err)
+	}
+	return nil
+}
+
+// WriteState replaces the state.json of the session in dir (atomically,
+// not fsynced).
+func WriteState(dir string, v any) error {
+	if err := fsutil.WriteJSON(StatePath(dir), v); err != nil {
+		return fmt.Errorf("write state.json: %w", err)
+	}
+	return nil
 }
 
 // ReadExit returns the session's exit record, or ok=false when the session
