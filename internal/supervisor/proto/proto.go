@@ -83,8 +83,8 @@ type Spec struct {
 	State json.RawMessage `json:"state,omitempty"`
 }
 
-// SandboxSpec is the supervisor's part of a sandboxed run (hosts.md §3,
-// §7.3).
+// SandboxSpec is the supervisor's part of a sandboxed run: the backend,
+// its limits and what the child is handed (the block pipe, files).
 type SandboxSpec struct {
 	Backend string   `json:"backend"`
 	Scope   string   `json:"scope"`
