@@ -264,7 +264,7 @@ func runOnPTY(argv []string) int {
 // KillSession ends, inside a container, every process whose environment
 // carries CONCH_SESSION_ID=id (every descendant of a run inherits it):
 // SIGTERM, then SIGKILL after grace. It returns how many it found. This is
-// the in-container kill of hosts.md §3.4: killing the `docker exec`
+// the in-container kill: killing the `docker exec`
 // client alone leaves the container's processes running.
 func KillSession(id string, grace time.Duration) int {
 	marker := []byte("CONCH_SESSION_ID=" + id + "\x00")
