@@ -625,9 +625,6 @@ func endResult(s *session, ex proto.Exit, out outputText, set config.ExecSetting
 		UnreadableBytes: out.unreadable,
 	}
 	lost := lostNote(ex)
-	if ex.NotRecorded != "" {
-		lost += "\n\nWarning: this end state could not be recorded on disk (" + ex.NotRecorded + "): a restarted gateway will not know it."
-	}
 	if st.Restored != "" {
 		lost += "\n\n" + st.Restored
 	}
