@@ -27,12 +27,9 @@ type damageLog struct {
 }
 
 // writeFailed logs and counts a failed write of a session's state file
-// (file is exit, state or meta), for /metrics, and tells the home's disk
-// state (noteWrite: a full or read-only home then refuses new commands
-// until a probe write succeeds). The caller keeps the state in memory and
-// makes what it reports honest about the file.
+// (file is exit, state or meta), for /metrics. The caller keeps the
+// state in memory and makes what it reports honest about the file.
 func (e *Engine) writeFailed(file, session string, err error) {
-	e.noteWrite(err)
 	d := &e.damage
 	d.mu.Lock()
 	if d.writeFails == nil {
