@@ -106,7 +106,8 @@ type Exit struct {
 // writers below (WriteMeta, WriteExit, WriteExitDurable, PersistExit,
 // CreateState, WriteState), whoever writes them: the supervisor, the
 // engine (the end states no supervisor records: denied, lost, a repair)
-// and the node hub (a node session's mirror). archtest enforces it.
+// and the node hub (a node session's mirror). archtest enforces it. The
+// writers' errors name the file.
 func MetaPath(dir string) string        { return filepath.Join(dir, "meta.json") }
 func ExitPath(dir string) string        { return filepath.Join(dir, "exit.json") }
 func StatePath(dir string) string       { return filepath.Join(dir, "state.json") }
@@ -128,36 +129,24 @@ func JournalDir(dir string) string {
 // WriteMeta replaces the meta.json of the session in dir (atomically,
 // not fsynced: a machine crash may lose it, never tear it).
 func WriteMeta(dir string, m Meta) error {
-	if err := fsutil.WriteJSON(MetaPath(dir), m); err != nil {
-		return fmt.Errorf("write meta.json: %w", err)
-	}
-	return nil
+	return fsutil.WriteJSON(MetaPath(dir), m)
 }
 
 // WriteExit replaces the exit.json of the session in dir (atomically, not
 // fsynced: see WriteExitDurable and PersistExit).
 func WriteExit(dir string, e Exit) error {
-	if err := fsutil.WriteJSON(ExitPath(dir), e); err != nil {
-		return fmt.Errorf("write exit.json: %w", err)
-	}
-	return nil
+	return fsutil.WriteJSON(ExitPath(dir), e)
 }
 
 // WriteExitDurable is WriteExit with the file and its directory fsynced
 // before it returns: for an end state nothing else records (denied).
 func WriteExitDurable(dir string, e Exit) error {
-	if err := fsutil.WriteJSONDurable(ExitPath(dir), e); err != nil {
-		return fmt.Errorf("write exit.json: %w", err)
-	}
-	return nil
+	return fsutil.WriteJSONDurable(ExitPath(dir), e)
 }
 
 // PersistExit fsyncs the exit.json WriteExit wrote, and its directory.
 func PersistExit(dir string) error {
-	if err := fsutil.Persist(ExitPath(dir)); err != nil {
-		return fmt.Errorf("persist exit.json: %w", err)
-	}
-	return nil
+	return fsutil.Persist(ExitPath(dir))
 }
 
 // CreateState writes the first state.json of the session in dir, which
@@ -165,19 +154,13 @@ func PersistExit(dir string) error {
 // content is the engine's (the supervisor passes on the engine's bytes,
 // Spec.State); this package only owns the file.
 func CreateState(dir string, v any) error {
-	if err := fsutil.CreateJSON(StatePath(dir), v); err != nil {
-		return fmt.Errorf("create state.json: %w", err)
-	}
-	return nil
+	return fsutil.CreateJSON(StatePath(dir), v)
 }
 
 // WriteState replaces the state.json of the session in dir (atomically,
 // not fsynced).
 func WriteState(dir string, v any) error {
-	if err := fsutil.WriteJSON(StatePath(dir), v); err != nil {
-		return fmt.Errorf("write state.json: %w", err)
-	}
-	return nil
+	return fsutil.WriteJSON(StatePath(dir), v)
 }
 
 // ReadExit returns the session's exit record, or ok=false when the session
