@@ -238,6 +238,9 @@ func (s *sup) wirePTY(cmd *exec.Cmd, lf *launchFiles) error {
 	s.term = vt.New(cols, rows)
 	s.stdinState = "pty"
 	lf.childEnds = append(lf.childEnds, tty)
+	if holdPTYSlave {
+		s.slave = tty
+	}
 	return nil
 }
 
@@ -290,12 +293,25 @@ func (s *sup) spawn(cmd *exec.Cmd, lf *launchFiles) error {
 	}
 	reap.startMu.RUnlock()
 	for _, f := range lf.childEnds {
+		if f == s.slave && err == nil {
+			continue // closed by releaseSlave
+		}
 		f.Close()
 	}
 	if err != nil {
 		return fmt.Errorf("spawn %s: %w", s.spec.Argv[0], unwrapPathErr(err))
 	}
 	s.cmd = cmd
+	if s.slave != nil {
+		// Counted with the pumps: the end waits for the output, which
+		// cannot end while the slave is held.
+		s.outputs.Add(1)
+		go func() {
+			defer s.outputs.Done()
+			<-s.mainExited
+			s.releaseSlave()
+		}()
+	}
 	s.cont.pgid = cmd.Process.Pid
 	if !s.cont.born {
 		s.cont.adopt(cmd.Process.Pid)
