@@ -173,7 +173,7 @@ func TestLimitListMerge(t *testing.T) {
 // v1 limit cgroups and nobody else's, and every starting thread goes back
 // to the supervisor's cgroups (a thread moves itself, writing "0").
 func TestConcurrentStartsBornInTheirOwnCgroups(t *testing.T) {
-	needLimit(t, proto.Limit{"pids", "quotas.session.pids", 64})
+	needLimit(t, proto.Limit{Key: "pids", Setting: "quotas.session.pids", Value: 64})
 	const n = 8
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -184,7 +184,7 @@ func TestConcurrentStartsBornInTheirOwnCgroups(t *testing.T) {
 			name := fmt.Sprintf("born%d-%d", i, os.Getpid())
 			c := newCgroup(name)
 			defer c.remove()
-			if _, warns := c.setLimits(name, []proto.Limit{{"pids", "quotas.session.pids", 64}}); len(warns) > 0 {
+			if _, warns := c.setLimits(name, []proto.Limit{{Key: "pids", Setting: "quotas.session.pids", Value: 64}}); len(warns) > 0 {
 				errs <- fmt.Errorf("%v", warns)
 				return
 			}

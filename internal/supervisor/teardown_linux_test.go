@@ -34,7 +34,7 @@ func sessionCgroups(pid int) []string {
 // failing to start) leave none of their cgroups behind once their host
 // has ended them, in any hierarchy.
 func TestHostLeavesNoCgroups(t *testing.T) {
-	needLimit(t, proto.Limit{"pids", "quotas.session.pids", 64})
+	needLimit(t, proto.Limit{Key: "pids", Setting: "quotas.session.pids", Value: 64})
 	h, home := startHost(t)
 	lim := &proto.Limits{MemoryBytes: 256 << 20, Pids: 64}
 	specs := []proto.Spec{
@@ -77,7 +77,7 @@ func TestHostLeavesNoCgroups(t *testing.T) {
 // end at once, and removes the cgroup once the process is gone, while
 // the host lives on.
 func TestHostRetriesBusyCgroup(t *testing.T) {
-	needLimit(t, proto.Limit{"pids", "quotas.session.pids", 64})
+	needLimit(t, proto.Limit{Key: "pids", Setting: "quotas.session.pids", Value: 64})
 	h, home := startHost(t)
 	hd, err := h.Commit(hostSpec(home, proto.Spec{ID: "busy", Argv: []string{"/bin/sh", "-c", "read x"}, Stdin: "open",
 		Limits: &proto.Limits{Pids: 64}}), 10*time.Second)
