@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,6 +40,12 @@ type Guard struct {
 	ws      string
 	roots   []string
 	entries map[string]guardEntry // workspace-relative path → what was there
+	// anchors are the directories below the workspace on the way to
+	// each root (.git for .git/config, tools and tools/hooks for
+	// tools/hooks/pre-commit) and their modes: a run that renames one
+	// and leaves a link or a gitdir: file in its place would move what
+	// git reads out of the walk (and out of restore's reach).
+	anchors map[string]fs.FileMode
 }
 
 type guardEntry struct {
@@ -53,7 +60,7 @@ type guardEntry struct {
 // NewGuard records the paths rels (workspace-relative, as the backend
 // mounts them read-only) below the workspace ws.
 func NewGuard(ws string, rels []string) *Guard {
-	g := &Guard{ws: ws, entries: map[string]guardEntry{}}
+	g := &Guard{ws: ws, entries: map[string]guardEntry{}, anchors: map[string]fs.FileMode{}}
 	for _, r := range rels {
 		// A member of a git directory (gitAccess "rw" mounts them one
 		// by one) stands for all of them: a commondir that was missing
@@ -64,6 +71,13 @@ func NewGuard(ws string, rels []string) *Guard {
 		for _, x := range guardRoots(ws, r) {
 			if !slices.Contains(g.roots, x) {
 				g.roots = append(g.roots, x)
+			}
+		}
+	}
+	for _, r := range g.roots {
+		for d := filepath.Dir(r); d != "." && d != "/"; d = filepath.Dir(d) {
+			if fi, err := os.Lstat(filepath.Join(ws, d)); err == nil && fi.IsDir() && RealBelow(ws, d) == nil {
+				g.anchors[d] = fi.Mode()
 			}
 		}
 	}
@@ -165,12 +179,54 @@ type Change struct {
 // 0700 when needed) (when it is a small
 // file), so nothing the user may have written at the same time is lost.
 func (g *Guard) Check(quarantine string) []Change {
+	// A directory on the way to a protected path that is now something
+	// else (a link to where the run moved it, a gitdir: file, a file) is
+	// removed and made again, empty, so what was recorded below it is
+	// put back there and git finds nothing the run left. One that is
+	// gone is made again too.
+	var changes []Change
+	anchors := slices.Collect(maps.Keys(g.anchors))
+	slices.SortFunc(anchors, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	for _, d := range anchors {
+		p := filepath.Join(g.ws, d)
+		fi, err := os.Lstat(p)
+		if d := filepath.Dir(d); d != "." && RealBelow(g.ws, d) != nil {
+			continue
+		}
+		if os.IsNotExist(err) {
+			// Gone (or below one replaced): made again for what was
+			// recorded below it.
+			if os.Mkdir(p, g.anchors[d].Perm()) == nil {
+				chownLikeParent(p)
+			}
+			continue
+		}
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		if fi.Mode().IsRegular() && fi.Size() <= guardFileMax {
+			if b, err := readNoFollow(p); err == nil {
+				dst := filepath.Join(quarantine, d)
+				if os.MkdirAll(filepath.Dir(dst), 0o700) == nil {
+					fsutil.Write(dst, b, fsutil.Options{Perm: 0o600, NoSync: true})
+				}
+			}
+		}
+		act := "removed"
+		if err := os.RemoveAll(p); err != nil {
+			act = "could not remove: " + err.Error()
+		} else if err := os.Mkdir(p, g.anchors[d].Perm()); err != nil {
+			act = "removed; could not make the directory again: " + err.Error()
+		} else {
+			chownLikeParent(p)
+		}
+		changes = append(changes, Change{Path: d, What: "replaced by a " + entryKind(fi.Mode()), Action: act})
+	}
 	now := map[string]fs.FileInfo{}
 	g.walk(func(rel string, fi fs.FileInfo) bool {
 		now[rel] = fi
 		return len(now) <= 2*guardMaxEntries
 	})
-	var changes []Change
 	var added, changed, removed []string
 	for rel, fi := range now {
 		old, ok := g.entries[rel]
@@ -188,7 +244,7 @@ func (g *Guard) Check(quarantine string) []Change {
 			removed = append(removed, rel)
 		}
 	}
-	if len(added)+len(changed)+len(removed) == 0 {
+	if len(changes)+len(added)+len(changed)+len(removed) == 0 {
 		return nil
 	}
 	q := quarantine
@@ -269,6 +325,17 @@ func (g *Guard) restore(rel string) error {
 		os.Lchown(p, e.uid, e.gid)
 	}
 	return nil
+}
+
+// entryKind names what a mode is, for a Change.
+func entryKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsRegular():
+		return "file"
+	}
+	return "special file"
 }
 
 // ChangesNote is the sentence a run's result carries for changes.
