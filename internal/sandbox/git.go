@@ -125,6 +125,14 @@ func GitProtected(home, ws, access string) ([]string, error) {
 			if !inside {
 				continue
 			}
+			if r.repo {
+				// A repository of the workspace a remote names (a bare
+				// one the search does not find): protected as a .git is.
+				if fi, err := os.Lstat(filepath.Join(wsReal, prel)); err == nil && fi.IsDir() {
+					gitdir(prel)
+				}
+				continue
+			}
 			if _, err := os.Lstat(filepath.Join(wsReal, prel)); err == nil {
 				add(prel)
 				continue

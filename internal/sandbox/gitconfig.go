@@ -41,6 +41,7 @@ const (
 	ClassHooks   KeyClass = "hooks"
 	ClassConfig  KeyClass = "config"
 	ClassRead    KeyClass = "read"
+	ClassRepo    KeyClass = "repo"
 	ClassData    KeyClass = "data"
 	ClassScoped  KeyClass = "scoped"
 	ClassPlain   KeyClass = "plain"
@@ -117,6 +118,7 @@ type gitRef struct {
 	path string // absolute, as git would open it
 	dir  bool   // a directory (when it has to be made)
 	make bool   // made empty when missing, so it can be mounted
+	repo bool   // a git directory (protected as the workspace's own are)
 	key  string // what names it, for messages
 }
 
@@ -388,6 +390,21 @@ func keyRefs(e gitConfigEntry, origin, top, home string, env []string) []gitRef 
 		}
 	case ClassProgram:
 		return programRefs(e.key, v, top, home, env)
+	case ClassRepo:
+		// A local path (file:///x, /x, ../x; not host:path or a URL):
+		// the git directory git pushes into and runs the hooks of.
+		if u, ok := strings.CutPrefix(v, "file://"); ok {
+			v = u
+		} else if strings.Contains(v, "://") || strings.Contains(strings.SplitN(v, "/", 2)[0], ":") {
+			return nil
+		}
+		if p, ok := gitPath(v, top, home); ok {
+			for _, gd := range []string{p, filepath.Join(p, ".git")} {
+				if gitDirValid(gd) {
+					return []gitRef{{path: gd, dir: true, repo: true, key: e.key}}
+				}
+			}
+		}
 	}
 	return nil
 }
