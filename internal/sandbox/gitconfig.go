@@ -538,8 +538,9 @@ func aliasRefs(v, top, home string, env []string) []gitRef {
 // shellWords splits v into words as a POSIX shell would before running
 // it: blanks and operators (; | & ( ) < >) separate, single and double
 // quotes and backslashes quote, and $NAME and ${NAME} take their values
-// from env (nil: kept as written). A word with a command substitution
-// or another expansion the shell would compute is left out. Used to
+// from env (nil: kept as written); a command substitution ($(…), `…`)
+// is taken for $PWD (the top: `$(git rev-parse --show-toplevel)/bin/x`).
+// A word with another expansion the shell would compute is left out. Used to
 // find paths, as a superset together with the plain split.
 func shellWords(v string, env []string) []shellWord {
 	var out []shellWord
@@ -570,6 +571,23 @@ func shellWords(v string, env []string) []shellWord {
 		j := i + 1
 		name := ""
 		switch {
+		case j < len(v) && v[j] == '(' && !strings.HasPrefix(v[j:], "(("):
+			// $(git rev-parse --show-toplevel), $(pwd): taken for the
+			// top, what such a value names in practice (a superset:
+			// the word is read as written too, and dropped).
+			depth := 0
+			for k := j; k < len(v); k++ {
+				if v[k] == '(' {
+					depth++
+				} else if v[k] == ')' {
+					if depth--; depth == 0 {
+						cur.WriteString(envValue(env, "PWD"))
+						return k + 1
+					}
+				}
+			}
+			bad = true
+			return len(v)
 		case j < len(v) && v[j] == '{':
 			k := strings.IndexByte(v[j:], '}')
 			if k < 0 {
@@ -590,6 +608,15 @@ func shellWords(v string, env []string) []shellWord {
 		}
 		cur.WriteString(envValue(env, name))
 		return j
+	}
+	backquote := func(i int) int { // v[i] == '`': `pwd` is taken for the top, like $(…)
+		k := strings.IndexByte(v[i+1:], '`')
+		if k < 0 || env == nil {
+			bad = true
+			return len(v)
+		}
+		cur.WriteString(envValue(env, "PWD"))
+		return i + k + 2
 	}
 	for i := 0; i < len(v); {
 		c := v[i]
@@ -621,8 +648,7 @@ func shellWords(v string, env []string) []shellWord {
 				case v[i] == '$':
 					i = param(i)
 				case v[i] == '`':
-					bad = true
-					i++
+					i = backquote(i)
 				default:
 					cur.WriteByte(v[i])
 					i++
@@ -639,8 +665,8 @@ func shellWords(v string, env []string) []shellWord {
 			in = true
 			i = param(i)
 		case c == '`':
-			in, bad = true, true
-			i++
+			in = true
+			i = backquote(i)
 		default:
 			if c == '=' && !in {
 				bad = true // =x: not an assignment

@@ -38,6 +38,9 @@ func TestProgramRefsShellForms(t *testing.T) {
 		"sh-c":          func(p string) string { return "sh -c " + quote(esc(p)+" --x") },
 		"sh-c-dquote":   func(p string) string { return "sh -c " + dquote(quote(p)+" arg") },
 		"backslash-mid": func(p string) string { return strings.Replace(esc(p), "/", `\/`, 1) },
+		"toplevel":      func(p string) string { return `"$(git rev-parse --show-toplevel)/` + p + `"` },
+		"pwd-subst":     func(p string) string { return "$(pwd)/" + esc(p) },
+		"backquote":     func(p string) string { return "\"`pwd`/" + p + "\"" },
 	}
 	for fname, f := range forms {
 		for _, p := range paths {
