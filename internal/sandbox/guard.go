@@ -62,13 +62,16 @@ type guardEntry struct {
 func NewGuard(ws string, rels []string) *Guard {
 	g := &Guard{ws: ws, entries: map[string]guardEntry{}, anchors: map[string]fs.FileMode{}}
 	for _, r := range rels {
+		// A git directory protected whole (gitAccess "ro"): what git
+		// keeps between commands that makes it run code is recorded too.
+		whole := gitDirValid(filepath.Join(ws, r))
 		// A member of a git directory (gitAccess "rw" mounts them one
 		// by one) stands for all of them: a commondir that was missing
 		// is checked too.
 		if slices.Contains(GitMembers, filepath.Base(r)) && gitDirValid(filepath.Join(ws, filepath.Dir(r))) {
 			r = filepath.Dir(r)
 		}
-		for _, x := range guardRoots(ws, r) {
+		for _, x := range guardRoots(ws, r, whole) {
 			if !slices.Contains(g.roots, x) {
 				g.roots = append(g.roots, x)
 			}
@@ -102,7 +105,13 @@ func NewGuard(ws string, rels []string) *Guard {
 
 // guardRoots returns what of the protected path rel a Guard records: a
 // git directory's members, else rel itself.
-func guardRoots(ws, rel string) []string {
+//
+// For a git directory protected whole (whole), its gitReadOnlyState is
+// recorded too: a backend that cannot mount it read-only (landlock)
+// would otherwise keep a submodule the run registered in the index (the
+// host's `git status` runs inside it) or a rebase whose todo list has
+// exec lines.
+func guardRoots(ws, rel string, whole bool) []string {
 	if !gitDirValid(filepath.Join(ws, rel)) {
 		return []string{rel}
 	}
@@ -111,9 +120,20 @@ func guardRoots(ws, rel string) []string {
 		for _, m := range GitMembers {
 			out = append(out, filepath.Join(g, m))
 		}
+		if whole {
+			for _, m := range gitReadOnlyState {
+				out = append(out, filepath.Join(g, m))
+			}
+		}
 	}
 	return out
 }
+
+// gitReadOnlyState are the members of a git directory, besides
+// GitMembers, that a Guard records when the directory is protected whole
+// (gitAccess "ro"): the index (which lists submodules) and the state of
+// a rebase, cherry-pick or am in progress.
+var gitReadOnlyState = []string{"index", "rebase-merge", "rebase-apply", "sequencer"}
 
 // walk calls f for every path below the roots, each root first, without
 // following links; f returns false to stop.
