@@ -91,7 +91,10 @@ func NewGuard(ws string, rels []string) *Guard {
 			return false
 		}
 		e := describe(filepath.Join(ws, rel), fi)
-		if fi.Mode().IsRegular() && fi.Size() <= guardFileMax && kept+fi.Size() <= guardMaxBytes {
+		// An index is kept whole up to the total (a big repository's
+		// is larger than guardFileMax; removing it would lose what the
+		// user staged).
+		if fi.Mode().IsRegular() && (fi.Size() <= guardFileMax || filepath.Base(rel) == "index") && kept+fi.Size() <= guardMaxBytes {
 			if b, err := readNoFollow(filepath.Join(ws, rel)); err == nil && sha256.Sum256(b) == e.sum {
 				e.data, e.kept = b, true
 				kept += int64(len(b))
@@ -319,6 +322,9 @@ func (g *Guard) restore(rel string) error {
 		return err
 	}
 	fi, err := os.Lstat(p)
+	if e.mode.IsRegular() && !e.kept && filepath.Base(rel) == "index" {
+		return fmt.Errorf("the index was too large to keep; left as the run wrote it (check `git status` and `git diff --cached`)")
+	}
 	if err == nil && !(fi.IsDir() && e.mode.IsDir()) {
 		if err := os.RemoveAll(p); err != nil {
 			return err
