@@ -59,12 +59,22 @@ type guardEntry struct {
 
 // NewGuard records the paths rels (workspace-relative, as the backend
 // mounts them read-only) below the workspace ws.
-func NewGuard(ws string, rels []string) *Guard {
+func NewGuard(ws string, rels []string) *Guard { return NewGuardFor(ws, rels, true) }
+
+// NewGuardFor is NewGuard for a backend that does (mountsReadOnly) or
+// does not (landlock) mount the protected paths read-only. Without such
+// mounts the run could also register a submodule in the index or leave a
+// rebase in progress: a git directory protected whole (gitAccess "ro")
+// is then recorded with its gitReadOnlyState too. With them that state is
+// not the run's to change, but the user's own `git add` on the host
+// during a long run is, so it is not recorded.
+func NewGuardFor(ws string, rels []string, mountsReadOnly bool) *Guard {
 	g := &Guard{ws: ws, entries: map[string]guardEntry{}, anchors: map[string]fs.FileMode{}}
 	for _, r := range rels {
-		// A git directory protected whole (gitAccess "ro"): what git
-		// keeps between commands that makes it run code is recorded too.
-		whole := gitDirValid(filepath.Join(ws, r))
+		// A git directory protected whole (gitAccess "ro") by a backend
+		// that cannot mount it read-only: what git keeps between
+		// commands that makes it run code is recorded too.
+		whole := !mountsReadOnly && gitDirValid(filepath.Join(ws, r))
 		// A member of a git directory (gitAccess "rw" mounts them one
 		// by one) stands for all of them: a commondir that was missing
 		// is checked too.

@@ -15,8 +15,10 @@ import (
 // rebase, cherry-pick or am in progress with exec lines — and checks that
 // with gitAccess "ro" (the git directory protected whole) the Guard
 // removes or restores each and the host's git status runs nothing, while
-// with "rw" (members only) the index is the run's to change. The old
-// Guard recorded config, hooks and info only.
+// with "rw" (members only) the index is the run's to change, and under a
+// backend that mounts the git directory read-only (bwrap) the state is
+// left alone (the user's). The old Guard recorded config, hooks and info
+// only.
 func TestGuardReadOnlyState(t *testing.T) {
 	git, err := exec.LookPath("git")
 	if err != nil {
@@ -58,7 +60,7 @@ func TestGuardReadOnlyState(t *testing.T) {
 		},
 	}
 	for name, change := range changes {
-		for _, access := range []string{"ro", "rw"} {
+		for _, access := range []string{"ro", "rw", "ro-mounted"} {
 			ws := t.TempDir()
 			mark := filepath.Join(t.TempDir(), "pwned")
 			run(ws, "init", "-q")
@@ -67,7 +69,10 @@ func TestGuardReadOnlyState(t *testing.T) {
 			if access == "rw" {
 				roots = []string{".git/config", ".git/hooks"}
 			}
-			g := NewGuard(ws, roots)
+			// ro-mounted: bwrap, whose read-only mount is the protection;
+			// the state is not recorded (a `git add` of the user's on the
+			// host during the run stays).
+			g := NewGuardFor(ws, roots, access == "ro-mounted")
 			change(ws, mark)
 			cs := g.Check(filepath.Join(t.TempDir(), "q"))
 			for _, c := range cs {
@@ -81,13 +86,13 @@ func TestGuardReadOnlyState(t *testing.T) {
 				cmd.Dir = ws
 				cmd.Run()
 				_, err := os.Stat(mark)
-				if ran := err == nil; ran != (access == "rw") {
+				if ran := err == nil; ran != (access != "ro") {
 					t.Errorf("%s/%s: the host's git status ran the submodule's fsmonitor: %v (changes %v)", name, access, ran, cs)
 				}
 				continue
 			}
 			_, err := os.Stat(state)
-			if left := err == nil; left != (access == "rw") {
+			if left := err == nil; left != (access != "ro") {
 				t.Errorf("%s/%s: %s left in place: %v (changes %v)", name, access, state, left, cs)
 			}
 		}
