@@ -393,6 +393,11 @@ func keyRefs(e gitConfigEntry, origin, top, home string, env []string) []gitRef 
 	case ClassRepo:
 		// A local path (file:///x, /x, ../x; not host:path or a URL):
 		// the git directory git pushes into and runs the hooks of.
+		if cmd, ok := strings.CutPrefix(v, "ext::"); ok {
+			// git's ext transport runs the rest as a command (where
+			// protocol.ext.allow lets it).
+			return programRefs(e.key, cmd, top, home, env)
+		}
 		if u, ok := strings.CutPrefix(v, "file://"); ok {
 			v = u
 		} else if strings.Contains(v, "://") || strings.Contains(strings.SplitN(v, "/", 2)[0], ":") {

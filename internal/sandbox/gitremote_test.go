@@ -67,6 +67,10 @@ func TestGitRemoteInWorkspace(t *testing.T) {
 			}
 		}
 	}
+	// An ext:: remote is a command: its program is protected.
+	if refs := keyRefs(gitConfigEntry{key: "remote.origin.url", value: "ext::tools/transport %S"}, "", "/ws", "/home", nil); !madeRef(refs, "/ws/tools/transport") {
+		t.Errorf("ext:: remote: %v", refs)
+	}
 	// A remote elsewhere or on another host names nothing here.
 	ws := t.TempDir()
 	run(ws, "init", "-q")
