@@ -15,12 +15,15 @@ import (
 
 // SandboxAgent is one agent's sandbox in `conch sandbox status`.
 type SandboxAgent struct {
-	Agent           string   `json:"agent"`
-	Mode            string   `json:"mode"`
-	On              bool     `json:"on"`
-	Scope           string   `json:"scope"`
-	Backend         string   `json:"backend,omitempty"`
-	Layers          []string `json:"layers,omitempty"`
+	Agent   string   `json:"agent"`
+	Mode    string   `json:"mode"`
+	On      bool     `json:"on"`
+	Scope   string   `json:"scope"`
+	Backend string   `json:"backend,omitempty"`
+	Layers  []string `json:"layers,omitempty"`
+	// Gaps says what the backend cannot enforce that bwrap does
+	// (sandbox.Gapped: seatbelt's session limits, system call filter, …).
+	Gaps            []string `json:"gaps,omitempty"`
 	WorkspaceAccess string   `json:"workspaceAccess"`
 	Network         string   `json:"network"`
 	Error           string   `json:"error,omitempty"`
@@ -73,6 +76,9 @@ func SandboxStatusOf(ctx context.Context, home string) (SandboxStatus, error) {
 				row.Error = err.Error()
 			} else {
 				row.Backend, row.Layers = b.Name(), b.Layers(&sandbox.Run{Settings: sb})
+				if g, ok := b.(sandbox.Gapped); ok {
+					row.Gaps = g.Gaps(&sandbox.Run{Settings: sb})
+				}
 			}
 		}
 		st.Agents = append(st.Agents, row)

@@ -11,13 +11,13 @@ import (
 	"github.com/conchsh/conch/internal/sandbox"
 	_ "github.com/conchsh/conch/internal/sandbox/backends" // sandbox.For knows every backend
 	"github.com/conchsh/conch/internal/sandbox/docker"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 func init() { Register("sandbox", func(d Deps) Host { return &sandboxHost{d: d} }) }
 
-// sandboxHost runs commands in a sandbox on the gateway (bwrap, landlock
-// or docker, from internal/sandbox) under a local supervisor. No policy
+// sandboxHost runs commands in a sandbox on the gateway (bwrap, landlock,
+// docker or seatbelt, from internal/sandbox) under a local supervisor. No policy
 // gate applies: the sandbox's walls are the protection.
 type sandboxHost struct{ d Deps }
 
@@ -103,7 +103,7 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 			return SandboxUnavailable(fmt.Errorf("locate the conch executable: %v", err))
 		}
 	}
-	run := &sandbox.Run{Home: h.d.Home, Exe: exe, Settings: sb, Workspace: ws, Cwd: pl.Cwd, Command: command, Env: envList, PTY: pl.PTY}
+	run := &sandbox.Run{Home: h.d.Home, Exe: exe, Settings: sb, Workspace: ws, HostWorkspace: def, Cwd: pl.Cwd, Command: command, Env: envList, PTY: pl.PTY}
 	if err := backend.Prepare(ctx, run); err != nil {
 		return SandboxUnavailable(err)
 	}
@@ -118,10 +118,10 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 		pl.Guard = sandbox.NewGuardFor(ws, run.Protected, backend.Name() != "landlock")
 	}
 	layers := backend.Layers(run)
-	pl.Sandbox = &supervisor.SandboxSpec{
+	pl.Sandbox = &proto.SandboxSpec{
 		Backend: backend.Name(), Scope: sb.Scope, Layers: layers,
 		MemoryBytes: sb.MemoryBytes, Pids: sb.Pids, CPUs: sb.CPUs,
-		BlockFD:    backend.Name() != "docker",
+		BlockFD:    run.BlockFD,
 		CttyInside: backend.Name() == "bwrap" && pl.PTY,
 		Files:      run.Files,
 	}
@@ -137,6 +137,6 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 	return nil
 }
 
-func (h *sandboxHost) Start(ctx context.Context, pl *Plan, spec supervisor.Spec, run Run) (*supervisor.Handle, error) {
+func (h *sandboxHost) Start(ctx context.Context, pl *Plan, spec proto.Spec, run Run) (*proto.Handle, error) {
 	return h.d.Launch(spec)
 }

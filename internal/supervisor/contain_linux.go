@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"golang.org/x/sys/unix"
 )
 
@@ -72,11 +73,11 @@ func newCgroup(name string) *containment {
 }
 
 // Describe says which containment is in use, for meta.json.
-func (c *containment) describe() *Cgroup {
+func (c *containment) describe() *proto.Cgroup {
 	if c.v2 == "" && c.v1 == "" {
 		return nil
 	}
-	cg := &Cgroup{V2: c.v2}
+	cg := &proto.Cgroup{V2: c.v2}
 	if c.v1 != "" {
 		cg.V1 = map[string]string{c.v1ctl: c.v1}
 	}
@@ -251,7 +252,11 @@ func (c *containment) killAll() {
 }
 
 // remove deletes the session cgroups (tracking and limits); they must be
-// empty.
+// empty. It runs after the end state is reported. A cgroup still busy
+// after removeWait (a process that left the session's tracking cgroup
+// but not a limit one keeps it) is handed to leftovers, which retries it
+// in the background while the supervisor lives; after that the engine's
+// sweep removes it (RemoveEmptyCgroups), since its supervisor is gone.
 func (c *containment) remove() {
 	dirs := []string{c.v2, c.v1}
 	for _, d := range c.limits {
@@ -263,18 +268,88 @@ func (c *containment) remove() {
 			continue
 		}
 		seen[dir] = true
-		// After cgroup.kill (or SIGKILLs) the members take a moment to
-		// exit, longer on a loaded machine; a cgroup given up on too
-		// early stays behind for good.
-		wait := 2 * time.Millisecond
-		for deadline := time.Now().Add(3 * time.Second); ; {
-			err := os.Remove(dir)
-			if err == nil || errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(wait)
-			wait = min(2*wait, 100*time.Millisecond)
+		if !removeCgroup(dir, removeWait) {
+			leftovers.add(dir)
 		}
+	}
+}
+
+// removeWait is how long remove tries a session cgroup before it leaves
+// it to leftovers.
+const removeWait = 3 * time.Second
+
+// removeCgroup removes the cgroup dir, trying for up to d: after
+// cgroup.kill (or SIGKILLs) the members take a moment to exit, longer on
+// a loaded machine. It reports whether dir is gone.
+func removeCgroup(dir string, d time.Duration) bool {
+	wait := 2 * time.Millisecond
+	for deadline := time.Now().Add(d); ; {
+		err := unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// leftovers are the session cgroups of this process that remove gave up
+// on; they are retried every second at first, then every 30 s, until
+// every one is gone.
+var leftovers = &cgroupLeftovers{dirs: map[string]bool{}}
+
+type cgroupLeftovers struct {
+	mu       sync.Mutex      // guards dirs and retrying
+	dirs     map[string]bool // cgroup directories still to remove
+	retrying bool            // the retry goroutine runs
+}
+
+// add hands dir to the retry, and says so on stderr (a host's log, a
+// single supervisor's supervisor.log).
+func (l *cgroupLeftovers) add(dir string) {
+	fmt.Fprintf(os.Stderr, "%s supervisor[%d] cgroup %s still busy %v after its session ended; removing it in the background\n",
+		time.Now().UTC().Format(time.RFC3339Nano), os.Getpid(), dir, removeWait)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dirs[dir] = true
+	if !l.retrying {
+		l.retrying = true
+		go l.retry()
+	}
+}
+
+// retry removes the leftovers until none is left; it is the only
+// goroutine that removes them, and it ends when they are gone.
+func (l *cgroupLeftovers) retry() {
+	wait := time.Second
+	for {
+		time.Sleep(wait)
+		wait = min(2*wait, 30*time.Second)
+		l.mu.Lock()
+		var dirs []string
+		for d := range l.dirs {
+			dirs = append(dirs, d)
+		}
+		l.mu.Unlock()
+		var gone []string
+		for _, d := range dirs { // not under l.mu: file system calls
+			if removeCgroup(d, 0) {
+				gone = append(gone, d)
+			}
+		}
+		l.mu.Lock()
+		for _, d := range gone {
+			delete(l.dirs, d)
+		}
+		if len(l.dirs) == 0 {
+			l.retrying = false
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
 	}
 }
 
@@ -385,7 +460,7 @@ func descendants(root int) []int {
 // Sweep kills what is left of a session whose supervisor is gone: its
 // cgroup members and its process group. It returns how many processes it
 // found. Used by the engine to clean up after a lost supervisor.
-func Sweep(m Meta) int {
+func Sweep(m proto.Meta) int {
 	c := &containment{pgid: m.PGID}
 	if m.Cgroup != nil {
 		c.v2 = m.Cgroup.V2
@@ -452,7 +527,7 @@ func Sweep(m Meta) int {
 func SweepSession(id string) int {
 	mounts, own := cgroupMountsOnce(), ownCgroupsOnce()
 	n := 0
-	sweep := func(parent string, m func(dir string) Meta) {
+	sweep := func(parent string, m func(dir string) proto.Meta) {
 		prefix := "conch-" + id + "-"
 		dirs, _ := filepath.Glob(filepath.Join(parent, prefix+"*"))
 		for _, d := range dirs {
@@ -467,7 +542,7 @@ func SweepSession(id string) int {
 	}
 	if mnt, ok := mounts["cgroup2"]; ok {
 		if rel, ok := own[""]; ok {
-			sweep(filepath.Join(mnt, rel), func(d string) Meta { return Meta{Cgroup: &Cgroup{V2: d}} })
+			sweep(filepath.Join(mnt, rel), func(d string) proto.Meta { return proto.Meta{Cgroup: &proto.Cgroup{V2: d}} })
 		}
 	}
 	// The tracking controllers first: their processes are killed before
@@ -480,8 +555,8 @@ func SweepSession(id string) int {
 	}
 	for _, ctl := range ctls {
 		if mnt, ok := mounts[ctl]; ok {
-			sweep(filepath.Join(mnt, own[ctl]), func(d string) Meta {
-				return Meta{Cgroup: &Cgroup{V1: map[string]string{ctl: d}}}
+			sweep(filepath.Join(mnt, own[ctl]), func(d string) proto.Meta {
+				return proto.Meta{Cgroup: &proto.Cgroup{V1: map[string]string{ctl: d}}}
 			})
 		}
 	}
@@ -503,7 +578,7 @@ func CgroupAvailable() bool {
 // (Key → value) and a warning naming the setting of each that cannot be
 // enforced. The processes are placed by start (born in the v1 cgroups)
 // and place.
-func (c *containment) setLimits(name string, want []Limit) (map[string]float64, []string) {
+func (c *containment) setLimits(name string, want []proto.Limit) (map[string]float64, []string) {
 	type file = cgFile
 	enforced := map[string]float64{}
 	var warns []string
@@ -602,7 +677,7 @@ func (c *containment) place(pids []int) error {
 
 // ProbeLimits reports which of want a session could enforce here: it
 // creates a throw-away session cgroup, sets the limits and removes it.
-func ProbeLimits(want []Limit) (map[string]float64, []string) {
+func ProbeLimits(want []proto.Limit) (map[string]float64, []string) {
 	name := fmt.Sprintf("probe-%d", os.Getpid())
 	c := newCgroup(name)
 	defer c.remove()
@@ -611,7 +686,7 @@ func ProbeLimits(want []Limit) (map[string]float64, []string) {
 
 // CgroupPids lists the processes of a session's cgroup (v2, else one of
 // its v1 cgroups).
-func CgroupPids(m Meta) []int {
+func CgroupPids(m proto.Meta) []int {
 	if m.Cgroup == nil {
 		return nil
 	}
@@ -626,7 +701,7 @@ func CgroupPids(m Meta) []int {
 
 // SessionPids lists a session's processes: its cgroup's members, or
 // without a cgroup the main process and its descendants.
-func SessionPids(m Meta) []int {
+func SessionPids(m proto.Meta) []int {
 	if pids := CgroupPids(m); len(pids) > 0 {
 		return pids
 	}

@@ -1,5 +1,5 @@
 package backends_test
 
-// osBackends are the backends registered only on this OS: none yet on
-// macOS (Seatbelt is planned; bwrap and Landlock need Linux).
-var osBackends = []string{}
+// osBackends are the backends registered on this OS beside the portable
+// ones: docker and Seatbelt on macOS (bwrap and Landlock need Linux).
+var osBackends = []string{"docker", "seatbelt"}
