@@ -262,6 +262,21 @@ func GitProtected(home, ws, access string) ([]string, error) {
 					}
 					return submodules(rel, real)
 				}
+				// A git directory it names that is not there yet: the
+				// command could make one (with a core.fsmonitor) for the
+				// host's git to use. Made empty and read-only.
+				trel, inside, err := resolveIn(wsReal, target)
+				if err != nil {
+					return fmt.Errorf("%s names %w", p, err)
+				}
+				if inside {
+					if _, err := os.Lstat(filepath.Join(wsReal, trel)); os.IsNotExist(err) {
+						if err := placeholder(wsReal, trel, true); err != nil {
+							return fmt.Errorf("%s names %s: %w", p, target, err)
+						}
+						add(trel)
+					}
+				}
 			}
 		}
 		return nil
