@@ -219,7 +219,7 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 	for _, p := range ro {
 		a = append(a, "--ro-bind", filepath.Join(src, p), filepath.Join(view.Inside, p))
 	}
-	r.Protected = ro
+	r.Protected, r.ProtectedReadOnly = ro, true
 	for _, x := range s.Binds {
 		src, dst := sandbox.SplitBind(x)
 		if err := sandbox.CheckBind(r.Home, src); err != nil {
@@ -251,6 +251,7 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 		// job control works inside, and the terminal's signals reach
 		// only the sandbox's processes, not bwrap outside.
 		init = append(init, "--ctty")
+		r.CttyInside = true
 	}
 	if len(init) > 0 {
 		a = append(append(append(a, sandbox.InsideExe, "sandbox-init"), init...), "--")

@@ -33,6 +33,12 @@ func TestBwrapArgv(t *testing.T) {
 	if !r.BlockFD {
 		t.Error("bwrap waits on --block-fd 3, but the run does not say so (the supervisor would pass no fd 3)")
 	}
+	if !r.ProtectedReadOnly || len(r.Protected) == 0 {
+		t.Errorf("bwrap mounts %q read-only, but the run says ProtectedReadOnly=%v", r.Protected, r.ProtectedReadOnly)
+	}
+	if !r.CttyInside {
+		t.Error("the init claims the PTY inside (--ctty), but the run does not say so (the supervisor would make it bwrap's terminal)")
+	}
 	a := strings.Join(argv, " ")
 	for _, want := range []string{"--unshare-all --die-with-parent --hostname conch-sandbox", "--ro-bind /usr /usr", "--tmpfs /tmp",
 		"--bind " + home + "/sandboxes/agent-main/home /home/conch", "--bind " + ws + " " + ws, "--bind " + ws + "/.git " + ws + "/.git --ro-bind " + ws + "/.git/hooks " + ws + "/.git/hooks",
