@@ -17,29 +17,6 @@ import (
 	"github.com/conchsh/conch/policy"
 )
 
-// ApprovalDetails is the details object of an approval-pending result.
-type ApprovalDetails struct {
-	Status       string            `json:"status"`
-	ApprovalID   string            `json:"approvalId"`
-	ApprovalSlug string            `json:"approvalSlug"`
-	SessionID    string            `json:"sessionId"`
-	ExpiresAtMs  int64             `json:"expiresAtMs"`
-	Host         string            `json:"host"`
-	NodeID       string            `json:"nodeId,omitempty"`
-	NodeName     string            `json:"nodeName,omitempty"`
-	Command      string            `json:"command"`
-	Cwd          string            `json:"cwd"`
-	Reason       string            `json:"reason"`
-	Segments     []ApprovalSegment `json:"segments"`
-	Warnings     []string          `json:"warnings,omitempty"`
-}
-
-// ApprovalSegment is one analysed segment shown with an approval.
-type ApprovalSegment struct {
-	Text    string `json:"text"`
-	Verdict string `json:"verdict"`
-}
-
 // pendingRun is what an approved run needs that is not on disk: the
 // prepared plan (env values are never persisted).
 type pendingRun struct {
@@ -57,13 +34,13 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 		return execError(apitype.Errorf("approval_failed", "Exec approval registration failed: %v", err))
 	}
 	var segs []approvals.Segment
-	var shown []ApprovalSegment
+	var shown []apitype.ApprovalSegment
 	walkSegments(g.decision.Analysis.Parts, func(s policy.Segment) {
 		segs = append(segs, approvals.Segment{Text: s.Text, Exe: s.Exe, RealPath: s.RealPath, SHA256: fileSHA256(s.RealPath), Verdict: s.Verdict, Rule: s.Rule})
-		shown = append(shown, ApprovalSegment{Text: s.Text, Verdict: s.Verdict})
+		shown = append(shown, apitype.ApprovalSegment{Text: s.Text, Verdict: s.Verdict})
 	})
 	if shown == nil {
-		shown = []ApprovalSegment{}
+		shown = []apitype.ApprovalSegment{}
 	}
 	reason := g.decision.Reason
 	if reason == "" {
@@ -104,7 +81,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	go e.awaitDecision(s)
 
 	text := fmt.Sprintf("Approval required (id %s). Approve to run; updates will arrive after completion.\nReason: %s\nSession: %s (poll it with process for the outcome)", req.Slug, reason, id)
-	return apitype.Result{Text: withWarnings(pl.Warnings, text), Details: &ApprovalDetails{
+	return apitype.Result{Text: withWarnings(pl.Warnings, text), Details: &apitype.ApprovalDetails{
 		Status: "approval-pending", ApprovalID: req.ID, ApprovalSlug: req.Slug, SessionID: id, ExpiresAtMs: req.ExpiresAtMs,
 		Host: pl.Host, NodeID: nodeIDOf(pl), NodeName: nodeNameOf(pl), Command: pl.Command, Cwd: pl.Cwd, Reason: reason, Segments: shown, Warnings: pl.Warnings,
 	}}
@@ -244,7 +221,7 @@ func (e *Engine) deny(s *session, reason, how string) {
 	e.ledgerEnd(s, ex, true)
 	st, _, _ := s.snapshot()
 	if how != "withdrawn" && !st.Hidden && req != nil {
-		e.queueNotice(s, Notice{Kind: "denied", SessionID: s.id, ApprovalID: req.ID,
+		e.queueNotice(s, apitype.Notice{Kind: "denied", SessionID: s.id, ApprovalID: req.ID,
 			Text: fmt.Sprintf("Exec denied (%s id=%s, %s): %s", noticeHost(s), req.ID, reason, st.Command)})
 	}
 	e.ended(s, ex)
@@ -324,7 +301,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 		st.Notice.Queued = true // gated runs use the approval events instead
 	})
 	if note != "" {
-		e.queueNotice(s, Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID, Text: note})
+		e.queueNotice(s, apitype.Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID, Text: note})
 	}
 	if err := e.launch(s, pl, pr.params, pr.gate.requestID, req.ID, pr.gate.pinned); err != nil {
 		reason := "spawn-failed"
@@ -348,7 +325,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 			case <-e.stop:
 			case <-time.After(n):
 				secs := max(1, int((n+500*time.Millisecond)/time.Second))
-				e.queueNotice(s, Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID,
+				e.queueNotice(s, apitype.Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID,
 					Text: fmt.Sprintf("Exec running (%s id=%s, session=%s, >%ds): %s", noticeHost(s), req.ID, s.id, secs, req.Command)})
 			}
 		}()
@@ -482,7 +459,7 @@ func (e *Engine) finishedNotice(s *session, ex supervisor.Exit) {
 	if sn := render.Snippet(tail); sn != "" {
 		text += "\n" + sn
 	}
-	e.queueNotice(s, Notice{Kind: "finished", SessionID: s.id, ApprovalID: aid, Text: text})
+	e.queueNotice(s, apitype.Notice{Kind: "finished", SessionID: s.id, ApprovalID: aid, Text: text})
 }
 
 // withdraw resolves a pending approval as denied by the agent (process

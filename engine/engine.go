@@ -65,7 +65,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Notify, if set, is called (without locks held) for every exec event
 	// queued for an agent, so adapters can push it at once.
-	Notify func(agent string, n Notice)
+	Notify func(agent string, n apitype.Notice)
 	// Workspace, if set, returns an agent's workspace (agents.json) when
 	// the configuration names none.
 	Workspace func(agent string) string
@@ -109,14 +109,6 @@ func (e *Engine) emit(typ, agent string, data any) {
 	if e.opt.Events != nil {
 		e.opt.Events(Event{Type: typ, Agent: agent, Data: data})
 	}
-}
-
-// Notice is an exec event for an agent.
-type Notice struct {
-	Kind       string `json:"kind"` // completed | failed | denied | running | finished
-	Text       string `json:"text"`
-	SessionID  string `json:"sessionId,omitempty"`
-	ApprovalID string `json:"approvalId,omitempty"`
 }
 
 // ErrHomeNotWritable and ErrHomeLocked are returned by New; the CLI maps
@@ -197,7 +189,7 @@ type Engine struct {
 }
 
 type queuedNotice struct {
-	Notice
+	apitype.Notice
 	sess *session
 }
 
@@ -918,7 +910,7 @@ func (e *Engine) countExec(agent string, res apitype.Result, d time.Duration) {
 	switch det := res.Details.(type) {
 	case *apitype.ExecDetails:
 		status, host = det.Status, det.Host
-	case *ApprovalDetails:
+	case *apitype.ApprovalDetails:
 		status, host = det.Status, det.Host
 	}
 	e.mu.Lock()

@@ -17,46 +17,6 @@ import (
 	"github.com/conchsh/conch/internal/sandbox"
 )
 
-// WaitDetails is the details object of wait.
-type WaitDetails struct {
-	Status    string `json:"status"`
-	Outcome   string `json:"outcome"` // met | exited | timeout
-	Until     any    `json:"until"`
-	Fired     string `json:"fired,omitempty"`
-	SessionID string `json:"sessionId"`
-	ElapsedMs int64  `json:"elapsedMs"`
-	// Cursor is the end of the output in the text (the session's
-	// newest output when it was read): pass it as since to read on.
-	Cursor int64 `json:"cursor"`
-	// Since is where the output in the text starts: the since argument,
-	// else the caller's last read (as for poll).
-	Since        int64      `json:"since"`
-	SkippedChars int        `json:"skippedChars,omitempty"`
-	SkippedBytes int64      `json:"skippedBytes,omitempty"`
-	Tail         string     `json:"tail"`
-	Match        *LineMatch `json:"match,omitempty"`
-	ExitCode     *int       `json:"exitCode,omitempty"`
-	Signal       *string    `json:"signal,omitempty"`
-	KilledBy     *string    `json:"killedBy,omitempty"`
-	State        string     `json:"state"`
-	// AwaitingInput is set when the wait ended on a prompt.
-	AwaitingInput *apitype.Awaiting `json:"awaitingInput,omitempty"`
-	// View is "screen" when the output in the text is the terminal's
-	// screen (see apitype.PollDetails.View).
-	View string `json:"view,omitempty"`
-}
-
-// LineMatch is a matched line: 1-based line number, 0-based offset for
-// log, and the cursor just after the line.
-type LineMatch struct {
-	Line   int      `json:"line"`
-	Offset int      `json:"offset"`
-	Cursor int64    `json:"cursor"`
-	Text   string   `json:"text"`
-	Before []string `json:"before,omitempty"`
-	After  []string `json:"after,omitempty"`
-}
-
 var untilKinds = map[string]bool{"exit": true, "regex": true, "port": true, "http": true, "file": true, "idle": true}
 
 func invalid(format string, args ...any) apitype.Result {
@@ -154,8 +114,8 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 	var base int64
 	baseLine := 0
 	lastCursor, lastChange := int64(-1), start
-	var prompt *AwaitingInput // the prompt an "input" outcome reports
-	result := func(outcome, fired string, m *LineMatch) apitype.Result {
+	var prompt *apitype.Awaiting // the prompt an "input" outcome reports
+	result := func(outcome, fired string, m *apitype.LineMatch) apitype.Result {
 		elapsed := time.Since(start)
 		if fired == "port" || fired == "http" || fired == "file" {
 			// What the program printed before the probe succeeded (a
@@ -169,7 +129,7 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 		if out.end > cursor {
 			cursor = out.end
 		}
-		d := &WaitDetails{Status: runStatus(ex), Outcome: outcome, Until: echo, Fired: fired, SessionID: s.id,
+		d := &apitype.WaitDetails{Status: runStatus(ex), Outcome: outcome, Until: echo, Fired: fired, SessionID: s.id,
 			ElapsedMs: elapsed.Milliseconds(), Cursor: cursor, Since: out.since, SkippedChars: out.skippedChars,
 			SkippedBytes: out.skippedBytes, Tail: tail, Match: m, State: "running"}
 		if out.screen {
@@ -225,7 +185,7 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 		}
 		if !s.pending() {
 			if re != nil {
-				var hit *LineMatch
+				var hit *apitype.LineMatch
 				n := baseLine
 				readLines(s.journal(), readOpts{since: base, exact: true}, func(l render.Line) {
 					// A partial last line (a prompt, "listening on :8080"
@@ -239,7 +199,7 @@ func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessPa
 						base, baseLine = l.End, n
 					}
 					if l.End > since && re.MatchString(l.Text) {
-						hit = &LineMatch{Line: n, Offset: n - 1, Cursor: l.End, Text: render.CutLine(l.Text, quoteMax)}
+						hit = &apitype.LineMatch{Line: n, Offset: n - 1, Cursor: l.End, Text: render.CutLine(l.Text, quoteMax)}
 					}
 				})
 				if hit != nil {
@@ -466,7 +426,7 @@ func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Resul
 		matched bool
 	}
 	var ring []numbered
-	matches := []LineMatch{}
+	matches := []apitype.LineMatch{}
 	var groups [][]numbered // printed lines per shown match, merged later
 	pendingAfter := 0
 	total, count := 0, 0
@@ -485,7 +445,7 @@ func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Resul
 		if hit {
 			count++
 			if len(matches) < maxN {
-				m := LineMatch{Line: total, Offset: total - 1, Cursor: l.End, Text: cur.text}
+				m := apitype.LineMatch{Line: total, Offset: total - 1, Cursor: l.End, Text: cur.text}
 				var g []numbered
 				for _, r := range ring {
 					m.Before = append(m.Before, r.text)
@@ -547,20 +507,8 @@ func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Resul
 	if count == 0 {
 		text = fmt.Sprintf("No matches for /%s/ in session %s (%d lines).", render.CutLine(p.Pattern, quoteMax), s.id, total)
 	}
-	return apitype.Result{Text: text, Details: &SearchDetails{
+	return apitype.Result{Text: text, Details: &apitype.SearchDetails{
 		Status: runStatus(ex), SessionID: s.id, Pattern: p.Pattern, TotalMatches: count, Returned: shown,
 		Truncated: shown < count, Cursor: res.end, Matches: matches,
 	}}
-}
-
-// SearchDetails is the details object of search.
-type SearchDetails struct {
-	Status       string      `json:"status"`
-	SessionID    string      `json:"sessionId"`
-	Pattern      string      `json:"pattern"`
-	TotalMatches int         `json:"totalMatches"`
-	Returned     int         `json:"returned"`
-	Truncated    bool        `json:"truncated"`
-	Cursor       int64       `json:"cursor"`
-	Matches      []LineMatch `json:"matches"`
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/auth"
@@ -27,12 +28,8 @@ import (
 	"github.com/conchsh/conch/policy"
 )
 
-// Finding is one result of `conch doctor`.
-type Finding struct {
-	ID      string `json:"id"`
-	Level   string `json:"level"` // info | warn | error
-	Message string `json:"message"`
-}
+// Finding is one result of `conch doctor` (the wire type is apitype's).
+type Finding = apitype.Finding
 
 var interpreterBin = regexp.MustCompile(`^(python|ruby|perl|php|node)\d[\d.]*$`)
 

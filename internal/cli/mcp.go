@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/config"
@@ -76,7 +77,7 @@ func runMCP(home_, agent_, workdir_, logLevel_ string, stdin io.Reader, stdout, 
 	var srv *mcpserver.Server
 	engOpt := engine.Options{
 		Home: *home, Workdir: *workdir, Mode: "mcp", Logger: log, Probes: waitprobe.Probes{},
-		Notify: func(agent string, n engine.Notice) {
+		Notify: func(agent string, n apitype.Notice) {
 			if srv != nil {
 				srv.Notify(agent, n)
 			}

@@ -185,7 +185,7 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 				srv.Publish(ev)
 			}
 		},
-		Notify: func(agent string, n engine.Notice) {
+		Notify: func(agent string, n apitype.Notice) {
 			if srv := srvp.Load(); srv != nil {
 				srv.Notify(agent, n)
 			}

@@ -741,7 +741,7 @@ func (s *Server) putDefaults(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var d engine.ExecDefaults
+	var d apitype.ExecDefaults
 	if err := json.Unmarshal(body, &d); err != nil {
 		writeError(w, 400, "invalid_argument", err.Error())
 		return

@@ -193,7 +193,7 @@ func (s *Server) Publish(ev engine.Event) { s.hub.Publish(ev) }
 
 // Notify pushes an exec notice to the agent's live MCP sessions: pass it
 // as engine.Options.Notify.
-func (s *Server) Notify(agent string, n engine.Notice) {
+func (s *Server) Notify(agent string, n apitype.Notice) {
 	s.mu.Lock()
 	m := s.mcps[agent]
 	s.mu.Unlock()
