@@ -177,7 +177,6 @@ type Engine struct {
 
 	hosts *host.Registry   // where commands run (internal/host)
 	store *approvals.Store // pending approvals
-	nodes nodePlans        // run plans prepared for a gateway (node side)
 	limit registry.Limiter // exec rate limits
 	disk  diskState        // the home's free space (disk.go)
 

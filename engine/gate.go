@@ -2,19 +2,16 @@ package engine
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/internal/fsutil"
@@ -272,18 +269,7 @@ func fileSHA256(path string) string {
 }
 
 // hashFile hashes a file's content without the cache; "" on error.
-func hashFile(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return ""
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
+func hashFile(path string) string { return fsutil.HashFile(path) }
 
 var shaCache = struct {
 	sync.Mutex
@@ -291,15 +277,11 @@ var shaCache = struct {
 }{m: map[string]string{}}
 
 func dirIdentity(path string) *approvals.FileID {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	dev, ino, ok := fsutil.Identity(path)
 	if !ok {
 		return nil
 	}
-	return &approvals.FileID{Device: uint64(st.Dev), Inode: st.Ino}
+	return &approvals.FileID{Device: dev, Inode: ino}
 }
 
 // envHash hashes the request's env overrides (keys and values) so the

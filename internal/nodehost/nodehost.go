@@ -36,16 +36,25 @@ import (
 	"github.com/conchsh/conch/internal/guard"
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/nodelink"
+	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
 // Engine is the node's local engine as the node host uses it: it runs
 // the gateway's requests on the node's own home, under its own policy.
 type Engine interface {
-	// NodePrepare answers system.run.prepare.
-	NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareReply, *apitype.Error)
-	// NodeRun starts a session for system.run.
-	NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apitype.Error)
+	// JudgeLocal judges a command under the node's policy, with the
+	// gateway's security and ask applied (system.run.prepare).
+	JudgeLocal(agent, security, ask, raw, cwd string) (nodeport.Judgement, error)
+	// Closed reports whether the engine is closing.
+	Closed() bool
+	// ReserveLocal creates session id's directory for StartLocal;
+	// release removes it unless the run started.
+	ReserveLocal(id string) (release func(started bool), err error)
+	// StartLocal starts a checked run as a session (system.run).
+	StartLocal(r nodeport.LocalRun) (pid int, err error)
+	// PersistAllow adds patterns to agent's allowlist (allow-always).
+	PersistAllow(agent string, patterns []string, command, runID string)
 	// NodeSession returns the directory of session id and a channel
 	// closed at its next change; ok is false for an unknown id.
 	NodeSession(id string) (dir string, changed <-chan struct{}, ok bool)
@@ -252,6 +261,8 @@ type node struct {
 
 	smu     sync.Mutex // guards streams
 	streams map[string]context.CancelFunc
+
+	plans plans // the run plans prepared for the gateway (run.go)
 }
 
 // link is one connection to the gateway.
@@ -448,7 +459,7 @@ func (n *node) request(l *link, f apitype.Frame) {
 			l.reply(f.ID, nil, invalid("bad params"))
 			return
 		}
-		rep, aerr := eng.NodePrepare(p)
+		rep, aerr := n.prepare(p)
 		l.reply(f.ID, rep, aerr)
 	case f.Method == "system.run":
 		var p apitype.NodeRunParams
@@ -464,7 +475,7 @@ func (n *node) request(l *link, f apitype.Frame) {
 			l.reply(f.ID, nil, invalid("this node runs streamed sessions only (stream:true)"))
 			return
 		}
-		rep, aerr := eng.NodeRun(p)
+		rep, aerr := n.run(p)
 		if l.reply(f.ID, rep, aerr) != nil || aerr != nil {
 			return
 		}
