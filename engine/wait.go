@@ -493,71 +493,104 @@ func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Resul
 	if err != nil {
 		return invalid("Invalid pattern: %v", err)
 	}
-	ctxLines := 0
+	sc := &searchScan{re: re, maxN: 50, matches: []apitype.LineMatch{}}
 	if p.Context != nil {
-		ctxLines = int(min(max(*p.Context, 0), 20))
+		sc.ctxLines = int(min(max(*p.Context, 0), 20))
 	}
-	maxN := 50
 	if p.Max != nil {
-		maxN = int(min(max(*p.Max, 1), 1000))
+		sc.maxN = int(min(max(*p.Max, 1), 1000))
 	}
-	since := int64(0)
 	if p.Since != nil {
-		since = cursorArg(*p.Since)
+		sc.since = cursorArg(*p.Since)
 	}
-	cut := func(t string) string { return render.CutLine(t, quoteMax) }
-	// One pass, bounded memory: a ring of the last ctxLines lines for the
-	// context before a match, and the shown matches waiting for the
-	// context after them.
-	type numbered struct {
-		n       int
-		text    string
-		matched bool
-	}
-	var ring []numbered
-	matches := []apitype.LineMatch{}
-	var groups [][]numbered // printed lines per shown match, merged later
-	pendingAfter := 0
-	total, count := 0, 0
-	res, rerr := readLines(s.journal(), readOpts{stream: streamOf(p.Stream)}, func(l render.Line) {
-		total++
-		hit := l.End > since && re.MatchString(l.Text)
-		// Only the start of a long line is ever shown: keep no more.
-		cur := numbered{n: total, text: cut(l.Text), matched: hit}
-		if pendingAfter > 0 && len(groups) > 0 {
-			g := &groups[len(groups)-1]
-			*g = append(*g, cur)
-			m := &matches[len(matches)-1]
-			m.After = append(m.After, cur.text)
-			pendingAfter--
-		}
-		if hit {
-			count++
-			if len(matches) < maxN {
-				m := apitype.LineMatch{Line: total, Offset: total - 1, Cursor: l.End, Text: cur.text}
-				var g []numbered
-				for _, r := range ring {
-					m.Before = append(m.Before, r.text)
-					g = append(g, r)
-				}
-				g = append(g, cur)
-				matches = append(matches, m)
-				groups = append(groups, g)
-				pendingAfter = ctxLines
-			}
-		}
-		if ctxLines > 0 {
-			ring = append(ring, cur)
-			if len(ring) > ctxLines {
-				ring = ring[1:]
-			}
-		}
-	})
+	res, rerr := readLines(s.journal(), readOpts{stream: streamOf(p.Stream)}, sc.line)
 	if rerr != nil {
 		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, rerr))
 	}
 	// The shown matches stop at the output budget.
 	budget := e.conf().Exec(s.agent).MaxOutputChars
+	listing, shown := searchListing(sc.groups, budget)
+	matches, count, total := sc.matches, sc.count, sc.total
+	atBudget := shown < len(matches)
+	matches = matches[:shown]
+	_, ex, _ := s.snapshot()
+	text := listing + fmt.Sprintf("%d matches in %d lines (showing %d).", count, total, shown)
+	if atBudget {
+		text += fmt.Sprintf(" The output budget (%d chars) ends the list; narrow it with context, max or since=%d.", budget, matches[shown-1].Cursor)
+	}
+	if count == 0 {
+		text = fmt.Sprintf("No matches for /%s/ in session %s (%d lines).", render.CutLine(p.Pattern, quoteMax), s.id, total)
+	}
+	return apitype.Result{Text: text, Details: &apitype.SearchDetails{
+		Status: runStatus(ex), SessionID: s.id, Pattern: p.Pattern, TotalMatches: count, Returned: shown,
+		Truncated: shown < count, Cursor: res.end, Matches: matches,
+	}}
+}
+
+// numberedLine is a line of a search listing: its 1-based number, its
+// text (cut to its start) and whether it matched.
+type numberedLine struct {
+	n       int
+	text    string
+	matched bool
+}
+
+// searchScan is one pass of search over the journal, in bounded memory:
+// a ring of the last ctxLines lines for the context before a match, and
+// the shown matches waiting for the context after them.
+type searchScan struct {
+	re       *regexp.Regexp
+	ctxLines int
+	maxN     int   // matches kept
+	since    int64 // matches start after this cursor
+
+	ring         []numberedLine
+	matches      []apitype.LineMatch
+	groups       [][]numberedLine // printed lines per shown match, merged later
+	pendingAfter int
+	total, count int // lines read, lines matched
+}
+
+// line takes the next line of the journal.
+func (sc *searchScan) line(l render.Line) {
+	sc.total++
+	hit := l.End > sc.since && sc.re.MatchString(l.Text)
+	// Only the start of a long line is ever shown: keep no more.
+	cur := numberedLine{n: sc.total, text: render.CutLine(l.Text, quoteMax), matched: hit}
+	if sc.pendingAfter > 0 && len(sc.groups) > 0 {
+		g := &sc.groups[len(sc.groups)-1]
+		*g = append(*g, cur)
+		m := &sc.matches[len(sc.matches)-1]
+		m.After = append(m.After, cur.text)
+		sc.pendingAfter--
+	}
+	if hit {
+		sc.count++
+		if len(sc.matches) < sc.maxN {
+			m := apitype.LineMatch{Line: sc.total, Offset: sc.total - 1, Cursor: l.End, Text: cur.text}
+			var g []numberedLine
+			for _, r := range sc.ring {
+				m.Before = append(m.Before, r.text)
+				g = append(g, r)
+			}
+			g = append(g, cur)
+			sc.matches = append(sc.matches, m)
+			sc.groups = append(sc.groups, g)
+			sc.pendingAfter = sc.ctxLines
+		}
+	}
+	if sc.ctxLines > 0 {
+		sc.ring = append(sc.ring, cur)
+		if len(sc.ring) > sc.ctxLines {
+			sc.ring = sc.ring[1:]
+		}
+	}
+}
+
+// searchListing prints the groups of lines of the shown matches, grep
+// style ("N:match", "N-context", "--" between groups apart), as many as
+// fit in budget code points (at least one), and how many it printed.
+func searchListing(groups [][]numberedLine, budget int) (string, int) {
 	var b strings.Builder
 	lastPrinted, chars, shown := 0, 0, 0
 	for _, g := range groups {
@@ -586,18 +619,5 @@ func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Resul
 		lastPrinted = last
 		shown++
 	}
-	atBudget := shown < len(matches)
-	matches = matches[:shown]
-	_, ex, _ := s.snapshot()
-	text := b.String() + fmt.Sprintf("%d matches in %d lines (showing %d).", count, total, shown)
-	if atBudget {
-		text += fmt.Sprintf(" The output budget (%d chars) ends the list; narrow it with context, max or since=%d.", budget, matches[shown-1].Cursor)
-	}
-	if count == 0 {
-		text = fmt.Sprintf("No matches for /%s/ in session %s (%d lines).", render.CutLine(p.Pattern, quoteMax), s.id, total)
-	}
-	return apitype.Result{Text: text, Details: &apitype.SearchDetails{
-		Status: runStatus(ex), SessionID: s.id, Pattern: p.Pattern, TotalMatches: count, Returned: shown,
-		Truncated: shown < count, Cursor: res.end, Matches: matches,
-	}}
+	return b.String(), shown
 }
