@@ -237,27 +237,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	var persisted []string
 	note := ""
 	if decision == string(approvals.AllowAlways) {
-		if pr != nil && pr.plan.Node == nil && pr.gate.eff.Security == policy.SecurityAllowlist && len(req.Persist) > 0 {
-			before, _ := approvals.Load(e.home)
-			added, err := approvals.AddAllow(e.home, s.agent, req.Persist, req.Command)
-			if err != nil {
-				e.log.Warn("persist allow-always", "err", err)
-			}
-			for _, a := range added {
-				persisted = append(persisted, a.Pattern)
-			}
-			if len(added) > 0 {
-				after, _ := approvals.Load(e.home)
-				e.appendLedger(ledger.Record{Type: ledger.TypePolicy, Agent: s.agent, Fields: policyFields(before, after, decidedBy)}, true)
-			}
-		}
-		if len(persisted) == 0 && (pr == nil || pr.plan.Node == nil) {
-			why := "no executable to persist"
-			if pr != nil && pr.gate.eff.Security != policy.SecurityAllowlist {
-				why = "security is not allowlist"
-			}
-			note = fmt.Sprintf("allow-always: nothing to persist for this command (%s); ran once.", why)
-		}
+		persisted, note = e.persistAllowAlways(s, req, pr, decidedBy)
 	}
 	if decidedBy != "timeout" {
 		e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.agent, Fields: ledger.Decision{
@@ -318,18 +298,52 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	}
 	if n := pl.Set.ApprovalRunningNotice; n > 0 {
 		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			select {
-			case <-s.ended:
-			case <-e.stop:
-			case <-time.After(n):
-				secs := max(1, int((n+500*time.Millisecond)/time.Second))
-				e.queueNotice(s, apitype.Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID,
-					Text: fmt.Sprintf("Exec running (%s id=%s, session=%s, >%ds): %s", noticeHost(s), req.ID, s.id, secs, req.Command)})
-			}
-		}()
+		go e.runningNotice(s, req, n)
 	}
+}
+
+// runningNotice tells the agent, after n, that its approved run is still
+// running (unless it ended or the engine stops first). The caller has
+// added it to e.wg.
+func (e *Engine) runningNotice(s *session, req *approvals.Request, n time.Duration) {
+	defer e.wg.Done()
+	select {
+	case <-s.ended:
+	case <-e.stop:
+	case <-time.After(n):
+		secs := max(1, int((n+500*time.Millisecond)/time.Second))
+		e.queueNotice(s, apitype.Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID,
+			Text: fmt.Sprintf("Exec running (%s id=%s, session=%s, >%ds): %s", noticeHost(s), req.ID, s.id, secs, req.Command)})
+	}
+}
+
+// persistAllowAlways adds what an allow-always decision persists to the
+// agent's allowlist (a gateway run under security allowlist only), with
+// its ledger record, and returns the patterns added and, when nothing
+// was, the note that says why.
+func (e *Engine) persistAllowAlways(s *session, req *approvals.Request, pr *pendingRun, decidedBy string) (persisted []string, note string) {
+	if pr != nil && pr.plan.Node == nil && pr.gate.eff.Security == policy.SecurityAllowlist && len(req.Persist) > 0 {
+		before, _ := approvals.Load(e.home)
+		added, err := approvals.AddAllow(e.home, s.agent, req.Persist, req.Command)
+		if err != nil {
+			e.log.Warn("persist allow-always", "err", err)
+		}
+		for _, a := range added {
+			persisted = append(persisted, a.Pattern)
+		}
+		if len(added) > 0 {
+			after, _ := approvals.Load(e.home)
+			e.appendLedger(ledger.Record{Type: ledger.TypePolicy, Agent: s.agent, Fields: policyFields(before, after, decidedBy)}, true)
+		}
+	}
+	if len(persisted) == 0 && (pr == nil || pr.plan.Node == nil) {
+		why := "no executable to persist"
+		if pr != nil && pr.gate.eff.Security != policy.SecurityAllowlist {
+			why = "security is not allowlist"
+		}
+		note = fmt.Sprintf("allow-always: nothing to persist for this command (%s); ran once.", why)
+	}
+	return persisted, note
 }
 
 // scriptInterpreters run a script file given as their first operand; the
