@@ -69,8 +69,8 @@ type Options struct {
 	// Workspace, if set, returns an agent's workspace (agents.json) when
 	// the configuration names none.
 	Workspace func(agent string) string
-	// Events, if set, receives every engine event of interfaces.md §3.4
-	// (session.*, exec.notice, approval.*), without locks held. It must not
+	// Events, if set, receives every engine event the SSE stream
+	// /v1/events carries (session.*, exec.notice, approval.*), without locks held. It must not
 	// block for long.
 	Events func(Event)
 	// PatchSandbox, if set, says where apply_patch applies for an agent

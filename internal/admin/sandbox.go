@@ -36,7 +36,7 @@ func sandboxAgents(cfg *config.Config) []string {
 }
 
 // SandboxStatusOf reports the sandbox of every configured agent and the
-// docker containers (hosts.md §3, interfaces.md `conch sandbox`).
+// docker containers (what `conch sandbox` and GET /v1/sandbox show).
 func SandboxStatusOf(ctx context.Context, home string) (apitype.SandboxStatus, error) {
 	cfg, err := config.Load(filepath.Join(home, "config.json"))
 	if err != nil {

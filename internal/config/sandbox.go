@@ -220,7 +220,8 @@ func checkBindSyntax(b string) error {
 }
 
 // SandboxFor resolves agent's sandbox settings: agents.<id>.sandbox key by
-// key over the global section over the defaults of hosts.md §2.
+// key over the global section over the defaults (docs/configure.md,
+// "Sandbox").
 func (c *Config) SandboxFor(agent string) SandboxSettings {
 	s := SandboxSettings{
 		Mode: "off", Backend: "auto", Scope: "agent", WorkspaceAccess: "rw", WorkspacePath: "same",

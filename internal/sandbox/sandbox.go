@@ -1,5 +1,5 @@
 // Package sandbox builds the isolated environments behind exec
-// host=sandbox (hosts.md §2–§3). This package holds what every backend
+// host=sandbox (docs/sandbox.md). This package holds what every backend
 // shares: the Backend interface and the registry behind For, the
 // workspace and bind checks, the host/sandbox path view, git protection,
 // the seccomp program and the probes run in a sandbox's namespaces. The
@@ -76,7 +76,7 @@ type Backend interface {
 func ScopeDir(home, scope string) string { return filepath.Join(home, "sandboxes", scope) }
 
 // View maps paths between the host and the sandbox for one backend and
-// settings (hosts.md §2 workspacePath, §3.3).
+// settings (sandbox.workspacePath; docker always mounts at /workspace).
 type View struct {
 	Host   string // the workspace on the host
 	Inside string // where it is mounted inside
@@ -122,7 +122,8 @@ func Within(root, p string) (string, bool) {
 }
 
 // Workspace resolves the workspace a run mounts: the real one, checked
-// against the unsafe cases of hosts.md §2, or the private per-scope one
+// against the unsafe cases (/, $HOME, an ancestor of $HOME or
+// $CONCH_HOME), or the private per-scope one
 // for workspaceAccess=none.
 func Workspace(home, workspace string, s config.SandboxSettings) (string, error) {
 	if s.WorkspaceAccess == "none" {

@@ -97,7 +97,7 @@ func (b *Bwrap) Layers(r *sandbox.Run) []string {
 	return l
 }
 
-// systemRO are the read-only system binds of hosts.md §3.2.
+// systemRO are the system directories bound read-only (each only if it exists).
 var systemRO = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix/store"}
 
 // Command builds the bwrap argv. It always asks bwrap to wait on fd 3
