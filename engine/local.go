@@ -5,12 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/host"
 	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/supervisor"
@@ -51,8 +51,11 @@ func (e *Engine) JudgeLocal(agent, security, ask, raw, cwd string) (nodeport.Jud
 	if err != nil || !fi.IsDir() {
 		return j, nodeport.ErrNoCwd
 	}
-	st := fi.Sys().(*syscall.Stat_t)
-	j.Cwd, j.CwdIdentity = canon, [2]uint64{uint64(st.Dev), st.Ino}
+	dev, ino, ok := fsutil.Identity(canon)
+	if !ok {
+		return j, nodeport.ErrNoCwd
+	}
+	j.Cwd, j.CwdIdentity = canon, [2]uint64{dev, ino}
 	env := e.nodeEnv(set, nil, false)
 	eff := e.EffectivePolicy(agent, security, ask, raw, canon, envValue(env, "PATH"))
 	if eff.FileErr != nil {
