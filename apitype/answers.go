@@ -94,12 +94,15 @@ type SandboxStatus struct {
 
 // SandboxAgent is one agent's sandbox in a SandboxStatus.
 type SandboxAgent struct {
-	Agent           string   `json:"agent"`
-	Mode            string   `json:"mode"`
-	On              bool     `json:"on"`
-	Scope           string   `json:"scope"`
-	Backend         string   `json:"backend,omitempty"`
-	Layers          []string `json:"layers,omitempty"`
+	Agent   string   `json:"agent"`
+	Mode    string   `json:"mode"`
+	On      bool     `json:"on"`
+	Scope   string   `json:"scope"`
+	Backend string   `json:"backend,omitempty"`
+	Layers  []string `json:"layers,omitempty"`
+	// Gaps says what the backend cannot enforce that bwrap does
+	// (seatbelt's session limits, system call filter, …).
+	Gaps            []string `json:"gaps,omitempty"`
 	WorkspaceAccess string   `json:"workspaceAccess"`
 	Network         string   `json:"network"`
 	Error           string   `json:"error,omitempty"`

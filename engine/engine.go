@@ -427,15 +427,7 @@ func (e *Engine) socketPath(id string) string {
 // fallbackSocketDir is where sockets go whose path in the home would be
 // too long.
 func (e *Engine) fallbackSocketDir() string {
-	base := os.Getenv("XDG_RUNTIME_DIR")
-	tag := shortHash(e.home)
-	var dir string
-	if base != "" {
-		dir = filepath.Join(base, "conch-"+tag, "s")
-	} else {
-		dir = filepath.Join(os.TempDir(), fmt.Sprintf("conch-%d-%s", os.Getuid(), tag), "s")
-	}
-	return dir
+	return runtimeDir(runtime.GOOS, os.Getenv, os.Getuid(), shortHash(e.home))
 }
 
 // lookup returns the session id of agent, or nil: a session of another

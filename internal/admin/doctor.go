@@ -47,6 +47,7 @@ func Doctor(home string) []Finding {
 	doctorHomeFiles(add, home)
 	doctorModes(add, home)
 	doctorShim(add)
+	doctorPlatform(add)
 	// The gateway runs as the home's owner; doctor usually runs as the same user.
 	root := doctorEUID() == 0 || homeOwner(home) == 0
 	if _, err := auth.ReadOperatorToken(home); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -343,6 +344,9 @@ func doctorSandbox(add func(id, level, format string, args ...any), home, agent,
 	r := &sandbox.Run{Settings: sb}
 	layers := b.Layers(r)
 	add("sandbox.layers", "info", "agent %s: sandbox backend %s, layers %s, workspace access %s, network %s", agent, b.Name(), strings.Join(layers, ","), sb.WorkspaceAccess, sb.Network)
+	if g, ok := b.(sandbox.Gapped); ok {
+		add("sandbox.weaker", "warn", "agent %s: the %s backend cannot enforce: %s", agent, b.Name(), strings.Join(g.Gaps(r), "; "))
+	}
 	if b.Name() == "landlock" {
 		ipc := "System V IPC and POSIX message queues are refused"
 		if !slices.Contains(layers, "ipcns") {

@@ -53,6 +53,9 @@ func SandboxStatusOf(ctx context.Context, home string) (apitype.SandboxStatus, e
 				row.Error = err.Error()
 			} else {
 				row.Backend, row.Layers = b.Name(), b.Layers(&sandbox.Run{Settings: sb})
+				if g, ok := b.(sandbox.Gapped); ok {
+					row.Gaps = g.Gaps(&sandbox.Run{Settings: sb})
+				}
 			}
 		}
 		st.Agents = append(st.Agents, row)

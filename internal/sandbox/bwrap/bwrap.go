@@ -221,6 +221,7 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 		a = append(a, "--bind", src, dst)
 	}
 	a = append(a, "--ro-bind", exe, sandbox.InsideExe, "--chdir", cwd, "--block-fd", "3", "--cap-drop", "ALL")
+	r.BlockFD = true
 	// The seccomp program (filter.go) is opened by the supervisor on fd
 	// 4; bwrap loads it just before it execs the command.
 	r.Files = []string{BwrapFilter(r.Home, s.Network == "open")}
