@@ -297,8 +297,7 @@ func emfileEngine(args []string) {
 	limit, _ := strconv.Atoi(args[1])
 	more, _ := strconv.Atoi(args[2])
 	if limit > 0 {
-		lim := syscall.Rlimit{Cur: uint64(limit), Max: uint64(limit)}
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		if err := setDescriptorLimit(limit); err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}

@@ -110,25 +110,34 @@ func reserve(cfg *config.Config, total int64) int64 {
 	return min(total/10, maxDefaultReserve)
 }
 
+// fsInfo is what homeSpace needs to know of a file system (statFS):
+// bytes free to us and in all, inodes (0 where there are none to count)
+// and free inodes, and whether it is mounted read-only.
+type fsInfo struct {
+	freeBytes, totalBytes int64
+	inodes, freeInodes    int64
+	readOnly              bool
+}
+
 // homeSpace measures the filesystem of home: mounted read-only, or free
 // space below cfg's reserve.
 func homeSpace(home string, cfg *config.Config) apitype.DiskStatus {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(home, &st); err != nil {
+	st, err := statFS(home)
+	if err != nil {
 		return apitype.DiskStatus{}
 	}
 	d := apitype.DiskStatus{
-		FreeBytes:    int64(st.Bavail) * int64(st.Bsize),
-		ReserveBytes: reserve(cfg, int64(st.Blocks)*int64(st.Bsize)),
-		FreeInodes:   int64(st.Ffree),
+		FreeBytes:    st.freeBytes,
+		ReserveBytes: reserve(cfg, st.totalBytes),
+		FreeInodes:   st.freeInodes,
 	}
 	switch {
-	case mountedReadOnly(&st):
+	case st.readOnly:
 		setDisk(&d, apitype.CodeHomeUnwritable, fmt.Sprintf("the filesystem of %s is mounted read-only", home))
 	case d.FreeBytes < d.ReserveBytes || d.FreeBytes == 0:
 		setDisk(&d, apitype.CodeDiskFull, fmt.Sprintf("%s free on the filesystem of %s, below the reserve of %s", sizeText(d.FreeBytes), home, sizeText(d.ReserveBytes)))
-	case st.Files > 0 && st.Ffree < minFreeInodes:
-		setDisk(&d, apitype.CodeDiskFull, fmt.Sprintf("%d free inodes on the filesystem of %s", st.Ffree, home))
+	case st.inodes > 0 && st.freeInodes < minFreeInodes:
+		setDisk(&d, apitype.CodeDiskFull, fmt.Sprintf("%d free inodes on the filesystem of %s", st.freeInodes, home))
 	}
 	return d
 }

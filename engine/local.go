@@ -135,7 +135,7 @@ func (e *Engine) StartLocal(r nodeport.LocalRun) (pid int, err error) {
 	}
 	sort.Strings(keys)
 	run := &plan{
-		Agent: r.Agent, Command: r.Command, Argv: r.Argv, Env: env, EnvKeys: keys, Cwd: r.Cwd, Host: "node",
+		Agent: r.Agent, Command: r.Command, Argv: nodeShellArgv(r.Argv), Env: env, EnvKeys: keys, Cwd: r.Cwd, Host: "node",
 		PTY: r.PTY, Stdin: r.Stdin, Timeout: r.Timeout, Set: set, EnvHash: r.EnvHash,
 		Local: true,
 	}

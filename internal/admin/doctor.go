@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/apitype"
@@ -93,17 +92,20 @@ func Doctor(home string) []Finding {
 // doctorHomeFiles checks the modes and owners of the home and its
 // secrets.
 func doctorHomeFiles(add func(id, level, format string, args ...any), home string) {
-	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm() != 0o700 {
+	if !modeBits {
+		add("home.permissions", "info", "%s", noModeBits)
+	}
+	if fi, err := os.Stat(home); err == nil && modeBits && fi.Mode().Perm() != 0o700 {
 		add("home.permissions", "error", "%s has mode %o, want 0700", home, fi.Mode().Perm())
 	}
 	for _, f := range homeSecrets(home) {
 		p := filepath.Join(home, f)
 		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
-			if fi.Mode().Perm()&0o077 != 0 {
+			if modeBits && fi.Mode().Perm()&0o077 != 0 {
 				add("home.permissions", "error", "%s has mode %o, want 0600", p, fi.Mode().Perm())
 			}
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-				add("home.permissions", "error", "%s is owned by uid %d", p, st.Uid)
+			if uid, ok := fileOwner(fi); ok && uid != os.Getuid() {
+				add("home.permissions", "error", "%s is owned by uid %d", p, uid)
 			}
 		}
 	}
@@ -113,8 +115,8 @@ func doctorHomeFiles(add func(id, level, format string, args ...any), home strin
 func homeOwner(home string) int {
 	homeInfo, _ := os.Stat(home)
 	if homeInfo != nil {
-		if st, ok := homeInfo.Sys().(*syscall.Stat_t); ok {
-			return int(st.Uid)
+		if uid, ok := fileOwner(homeInfo); ok {
+			return uid
 		}
 	}
 	return -1

@@ -103,8 +103,14 @@ func eachFunc(t *testing.T, f func(rel string, fset *token.FileSet, fn *ast.Func
 }
 
 // writesFileInPlace reports os.WriteFile, os.Create and os.OpenFile with
-// O_CREATE but without O_APPEND.
+// O_CREATE but without O_APPEND, and the same flags given to
+// openNoFollow (internal/sandbox's os.OpenFile that refuses a symlink,
+// per OS).
 func writesFileInPlace(call *ast.CallExpr) bool {
+	if id, ok := call.Fun.(*ast.Ident); ok && id.Name == "openNoFollow" && len(call.Args) >= 2 {
+		flags := types(call.Args[1])
+		return flags["O_CREATE"] && !flags["O_APPEND"]
+	}
 	sel, ok := call.Fun.(*ast.SelectorExpr)
 	if !ok {
 		return false

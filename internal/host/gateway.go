@@ -36,8 +36,8 @@ func (g *gateway) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Erro
 	pl.Cwd = def
 	if p.Workdir != "" {
 		w, tilde := ExpandTilde(p.Workdir)
-		if !tilde && !filepath.IsAbs(w) {
-			w = filepath.Join(def, w)
+		if !tilde {
+			w = workdirUnder(def, w)
 		}
 		if isDir(w) {
 			pl.Cwd = filepath.Clean(w)
@@ -65,7 +65,7 @@ func (g *gateway) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Erro
 	pl.EnvKeys = SortedKeys(p.Env)
 	pl.EnvHash = EnvHash(p.Env)
 	pl.Env = spec.Build()
-	pl.Argv = []string{ShellPath(), "-c", p.Command}
+	pl.Argv = ShellArgv(p.Command)
 	return nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -86,7 +85,7 @@ func (n *node) prepare(p apitype.NodePrepareParams) (apitype.NodePrepareReply, *
 	if !config.ValidAgent(p.AgentID) {
 		return rep, nodeErr(apitype.NodeInvalidRequest, "invalid agentId")
 	}
-	script, ok := shellScript(p.Command)
+	script, ok := nodeport.ShellScript(p.Command)
 	if !ok {
 		script = strings.Join(p.Command, " ")
 	}
@@ -149,17 +148,6 @@ func denyLayer(j nodeport.Judgement, gwSecurity, gwAsk string, ownDenies bool) s
 		return " (denied by the node's policy: " + j.Own + ")"
 	}
 	return fmt.Sprintf(" (denied by the gateway's policy combined with the node's: the gateway sent security=%s ask=%s, stricter than the node's own %s)", gwSecurity, gwAsk, j.Own)
-}
-
-// shellScript returns the inline script of a shell-wrapper argv.
-func shellScript(argv []string) (string, bool) {
-	if len(argv) == 3 && (argv[1] == "-lc" || argv[1] == "-c") {
-		switch filepath.Base(argv[0]) {
-		case "sh", "bash", "dash", "zsh":
-			return argv[2], true
-		}
-	}
-	return "", false
 }
 
 // run is a streamed system.run: the plan is checked again just before

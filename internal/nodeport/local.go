@@ -2,6 +2,7 @@ package nodeport
 
 import (
 	"errors"
+	"path/filepath"
 	"regexp"
 	"time"
 
@@ -89,3 +90,15 @@ var ErrSessionIDInUse = errors.New("session id in use")
 // ErrNoCwd: a judged command's working directory does not resolve to an
 // existing directory.
 var ErrNoCwd = errors.New("no existing canonical cwd")
+
+// ShellScript returns the inline script of a shell-wrapper argv (the
+// gateway sends a command as sh, bash, dash or zsh -c or -lc SCRIPT).
+func ShellScript(argv []string) (string, bool) {
+	if len(argv) == 3 && (argv[1] == "-lc" || argv[1] == "-c") {
+		switch filepath.Base(argv[0]) {
+		case "sh", "bash", "dash", "zsh":
+			return argv[2], true
+		}
+	}
+	return "", false
+}

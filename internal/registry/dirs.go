@@ -9,9 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/conchsh/conch/internal/slug"
 	"github.com/conchsh/conch/internal/supervisor"
@@ -178,10 +177,10 @@ func (p *DirPool) Reserve() (id, dir string, err error) {
 				}
 				dir = d
 				return false
-			case errors.Is(err, unix.EEXIST):
+			case errors.Is(err, syscall.EEXIST):
 				p.giveBack(free)
 				return true
-			case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS):
+			case errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSYS):
 				p.disable()
 				os.Remove(free)
 			}

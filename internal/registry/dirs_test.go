@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/conchsh/conch/internal/supervisor"
@@ -16,14 +15,6 @@ func newPool(t *testing.T) (*DirPool, string) {
 		t.Fatal(err)
 	}
 	return NewDirPool(home), home
-}
-
-func inode(t *testing.T, p string) uint64 {
-	fi, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Sys().(*syscall.Stat_t).Ino
 }
 
 // TestDirPoolReuse: a removed session's directory is emptied, pooled,

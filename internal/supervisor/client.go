@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -79,8 +78,7 @@ func StartSpare(argv []string, home string, env []string) (*Spare, error) {
 	args := append(append([]string{}, argv[1:]...), "--home", home)
 	cmd := exec.Command(argv[0], args...)
 	cmd.Env = env
-	cmd.ExtraFiles = []*os.File{specR, readyW}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	passPipes(cmd, specR, readyW)
 	err = cmd.Start()
 	specR.Close()
 	readyW.Close()
@@ -323,7 +321,7 @@ func CleanRun(home string, dirs ...string) []string {
 	var removed []string
 	dead := func(pid string) bool {
 		n, err := strconv.Atoi(pid)
-		return err == nil && n > 0 && (syscall.Kill(n, 0) == syscall.ESRCH || isZombie(n))
+		return err == nil && n > 0 && pidGone(n)
 	}
 	for _, d := range dirs {
 		socks, _ := filepath.Glob(filepath.Join(d, "*.sock"))
@@ -344,7 +342,7 @@ func CleanRun(home string, dirs ...string) []string {
 				c.Close()
 				continue
 			}
-			if errors.Is(err, syscall.ECONNREFUSED) && os.Remove(sock) == nil {
+			if isRefused(err) && os.Remove(sock) == nil {
 				removed = append(removed, sock)
 			}
 		}

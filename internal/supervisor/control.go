@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/unixsock"
-
-	"github.com/creack/pty"
 )
 
 // listen opens the session's control socket; in a host, the session is
@@ -50,8 +48,8 @@ func listenControl(path string, find func(id string) *sup) (net.Listener, error)
 	// another user could otherwise read or replace our sockets.
 	if fi, err := os.Stat(filepath.Dir(path)); err != nil {
 		return nil, err
-	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return nil, fmt.Errorf("socket directory %s is owned by uid %d, not %d", filepath.Dir(path), st.Uid, os.Getuid())
+	} else if uid, ok := fileUID(fi); ok && uid != os.Getuid() {
+		return nil, fmt.Errorf("socket directory %s is owned by uid %d, not %d", filepath.Dir(path), uid, os.Getuid())
 	} else if fi.Mode().Perm()&0o077 != 0 {
 		// Only we may reach the sockets in it. (unixsock never changes
 		// the umask: it is the process's, and a host starts other
@@ -204,7 +202,7 @@ func (s *sup) handle(req Request) Reply {
 		// The emulator first: output the program writes for the new
 		// size must not be emulated at the old one.
 		s.term.Resize(req.Cols, req.Rows)
-		if err := pty.Setsize(s.ptmx, &pty.Winsize{Cols: uint16(req.Cols), Rows: uint16(req.Rows)}); err != nil {
+		if err := s.setPTYSize(req.Cols, req.Rows); err != nil {
 			return Reply{Error: err.Error()}
 		}
 		return Reply{OK: true}
@@ -244,9 +242,10 @@ func (s *sup) answer() {
 	failed := false
 	for r := range s.term.Replies() {
 		s.wmu.Lock()
-		s.ptmx.SetWriteDeadline(time.Now().Add(time.Second))
-		_, err := s.ptmx.Write(r)
-		s.ptmx.SetWriteDeadline(time.Time{})
+		in := s.ptyInput()
+		in.SetWriteDeadline(time.Now().Add(time.Second))
+		_, err := in.Write(r)
+		in.SetWriteDeadline(time.Time{})
 		s.wmu.Unlock()
 		if err != nil && !failed {
 			s.logf("write terminal reply: %v", err)
@@ -262,7 +261,7 @@ func (s *sup) write(p []byte) error {
 	s.mu.Lock()
 	w := s.stdin
 	if s.ptmx != nil {
-		w = s.ptmx
+		w = s.ptyInput()
 	}
 	s.mu.Unlock()
 	if w == nil {
@@ -284,7 +283,7 @@ func (s *sup) write(p []byte) error {
 
 func (s *sup) closeStdin() error {
 	if s.ptmx != nil {
-		return s.write([]byte{0x04})
+		return s.write([]byte(ptyEOF))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // filesDelay is how long a host's session runs before its meta.json and
@@ -205,6 +203,7 @@ func (s *sup) run() {
 		s.waitTreeGone(s.grace() + 2*time.Second)
 	}
 	if s.ptmx != nil {
+		s.ptyTreeGone()
 		// All slaves are closed once the group is gone; reading to EIO
 		// keeps the last bytes. A stray holder outside the tree must not
 		// keep us open forever.
@@ -340,7 +339,7 @@ func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
 		ex.ExitCode = &c
 		ex.State = StateExited
 	case ws.Signaled():
-		name := unix.SignalName(ws.Signal())
+		name := signalName(ws.Signal())
 		if name == "" {
 			name = fmt.Sprintf("SIG%d", int(ws.Signal()))
 		}

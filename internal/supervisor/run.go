@@ -42,11 +42,7 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: conch supervise --home DIR [--session ID | --host] (internal; started by the engine)")
 		return 2
 	}
-	// fd 3 and 4 come without close-on-exec; the command and its
-	// children must not inherit them (a daemon holding fd 4 would keep
-	// the engine's event pipe open after the supervisor died).
-	syscall.CloseOnExec(3)
-	syscall.CloseOnExec(4)
+	specIn, readyOut := sessionPipes(*host)
 	// Whatever else the engine inherited without close-on-exec (from an
 	// MCP client, a shell, a service manager) came along too; none of it
 	// may reach the command, least of all a sandboxed one.
@@ -57,10 +53,8 @@ func Main(args []string) int {
 	// stderr, which here are /dev/null or a log.
 	becomeSubreaper()
 	if *host {
-		return hostMain(*home, os.NewFile(3, "host"))
+		return hostMain(*home, specIn)
 	}
-	specIn := os.NewFile(3, "spec")
-	readyOut := os.NewFile(4, "ready")
 	if specIn == nil || readyOut == nil {
 		fmt.Fprintln(os.Stderr, "conch supervise: fd 3 and 4 must be set up by the engine")
 		return 2
@@ -168,8 +162,11 @@ type sup struct {
 
 	outputs sync.WaitGroup // the output pumps
 	readers []*os.File     // their pipes (nil with a PTY)
-	ptmx    *os.File       // PTY master, or nil
+	ptmx    *os.File       // PTY master, or nil (Windows: the pseudoconsole's output)
 	slave   *os.File       // our copy of the PTY slave, held until the command exits (holdPTYSlave), or nil
+	// pty is the system's own state of a PTY session (ptyState; Windows:
+	// the pseudoconsole and its input pipe).
+	pty ptyState
 	// term emulates the PTY's screen (nil without a PTY); answered is
 	// closed when answer, which writes its replies to ptmx, returns.
 	term     *vt.Terminal
