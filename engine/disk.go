@@ -11,7 +11,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // The home out of space is a state of its own: exec refuses new sessions
@@ -224,15 +224,19 @@ func refusalError(code, reason string) *apitype.Error {
 	return apitype.Errorf(apitype.CodeDiskFull, "The conch home is out of disk space (%s): no new command is started until space is freed. Running sessions go on; output they cannot record yet is held back.", reason)
 }
 
-// lostNote is the sentence an end result carries when output of the
-// session is gone for good ("" when none is).
-func lostNote(ex supervisor.Exit) string {
+// lostNote is the sentence an end result carries when something of the
+// session is gone for good: output, or the record of its end ("" when
+// nothing is).
+func lostNote(ex proto.Exit) string {
 	var parts []string
 	if ex.DroppedBytes > 0 {
 		parts = append(parts, fmt.Sprintf("%d bytes of output were dropped by the journal cap (journalMaxBytes) and are gone for good", ex.DroppedBytes))
 	}
 	if ex.UnrecordedBytes > 0 {
 		parts = append(parts, fmt.Sprintf("%d bytes of output could not be recorded because the conch home is out of disk space or cannot be written and are gone for good", ex.UnrecordedBytes))
+	}
+	if ex.NotRecorded != "" {
+		parts = append(parts, "this end state could not be recorded on disk ("+ex.NotRecorded+"): a restarted gateway will not know it")
 	}
 	if len(parts) == 0 {
 		return ""

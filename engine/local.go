@@ -14,6 +14,7 @@ import (
 	"github.com/conchsh/conch/internal/host"
 	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/conchsh/conch/policy"
 )
 
@@ -107,7 +108,7 @@ func (e *Engine) JudgeLocal(agent, security, ask, raw, cwd string) (nodeport.Jud
 // run StartLocal starts; release removes it unless the run started. An
 // id in use is nodeport.ErrSessionIDInUse; another failure is an unwritable home.
 func (e *Engine) ReserveLocal(id string) (release func(started bool), err error) {
-	dir := supervisor.SessionDir(e.home, id)
+	dir := proto.SessionDir(e.home, id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if os.IsExist(err) {
 			return nil, nodeport.ErrSessionIDInUse
@@ -139,7 +140,7 @@ func (e *Engine) StartLocal(r nodeport.LocalRun) (pid int, err error) {
 		PTY: r.PTY, Stdin: r.Stdin, Timeout: r.Timeout, Set: set, EnvHash: r.EnvHash,
 		Local: true,
 	}
-	s := newSession(r.SessionID, supervisor.SessionDir(e.home, r.SessionID), r.Agent)
+	s := e.newSession(r.SessionID, proto.SessionDir(e.home, r.SessionID), r.Agent)
 	s.st = state{
 		Agent: r.Agent, Command: r.Command, Name: deriveName(r.Command), Cwd: r.Cwd, Host: "node",
 		PTY: r.PTY, CreatedAt: time.Now().UnixMilli(), TimeoutSec: run.Timeout.Seconds(), Backgrounded: true,
@@ -187,7 +188,7 @@ func (e *Engine) NodeSession(id string) (dir string, changed <-chan struct{}, ok
 		}
 		// Finished and swept from the registry, or never known: the
 		// files tell.
-		d := supervisor.SessionDir(e.home, id)
+		d := proto.SessionDir(e.home, id)
 		if _, err := os.Stat(d); err != nil {
 			return "", nil, false
 		}
@@ -203,22 +204,22 @@ func (e *Engine) NodeSession(id string) (dir string, changed <-chan struct{}, ok
 // supervisor reports the end (its exit.json and meta.json may be written
 // later, or not at all for a session that ended at once), or, for a
 // session no longer registered, its files'.
-func (e *Engine) NodeEnd(id string) (ex supervisor.Exit, command string, ended bool) {
+func (e *Engine) NodeEnd(id string) (ex proto.Exit, command string, ended bool) {
 	s, _ := e.sessions.Get(id)
 	var dir string
 	if s == nil {
 		if !nodeport.ValidSessionID(id) {
-			return supervisor.Exit{}, "", false
+			return proto.Exit{}, "", false
 		}
-		dir = supervisor.SessionDir(e.home, id)
+		dir = proto.SessionDir(e.home, id)
 		var ok bool
-		if ex, ok, _ = supervisor.ReadExit(dir); !ok || !ex.Final {
-			return supervisor.Exit{}, "", false
+		if ex, ok, _ = proto.ReadExit(dir); !ok || !ex.Final {
+			return proto.Exit{}, "", false
 		}
 	} else {
 		_, exit, _ := s.snapshot()
 		if exit == nil {
-			return supervisor.Exit{}, "", false
+			return proto.Exit{}, "", false
 		}
 		ex, dir = *exit, s.dir
 		s.mu.Lock()
@@ -226,8 +227,8 @@ func (e *Engine) NodeEnd(id string) (ex supervisor.Exit, command string, ended b
 		s.mu.Unlock()
 	}
 	if command == "" {
-		var meta supervisor.Meta
-		supervisor.ReadJSON(supervisor.MetaPath(dir), &meta)
+		var meta proto.Meta
+		fsutil.ReadJSON(proto.MetaPath(dir), &meta)
 		command = meta.Command
 	}
 	return ex, command, true
@@ -235,13 +236,13 @@ func (e *Engine) NodeEnd(id string) (ex supervisor.Exit, command string, ended b
 
 // NodeCall forwards a control request of the gateway to the supervisor of
 // session id (system.session.*).
-func (e *Engine) NodeCall(id string, req supervisor.Request) (supervisor.Reply, error) {
+func (e *Engine) NodeCall(id string, req proto.Request) (proto.Reply, error) {
 	s, _ := e.sessions.Get(id)
 	if s == nil {
-		return supervisor.Reply{}, fmt.Errorf("No session found for %s", id)
+		return proto.Reply{}, fmt.Errorf("No session found for %s", id)
 	}
 	if !s.running() {
-		return supervisor.Reply{}, fmt.Errorf("No active session found for %s", id)
+		return proto.Reply{}, fmt.Errorf("No active session found for %s", id)
 	}
 	if req.Op == "kill" {
 		s.update(func(st *state) { st.AgentEnded = true })

@@ -15,7 +15,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/render"
 	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 var untilKinds = map[string]bool{"exit": true, "regex": true, "port": true, "http": true, "file": true, "idle": true}
@@ -334,7 +334,7 @@ func (w *waiter) result(outcome, fired string, m *apitype.LineMatch) apitype.Res
 
 // outcomeText says what ended the wait; for an "input" outcome it also
 // sets d's prompt.
-func (w *waiter) outcomeText(outcome, fired string, m *apitype.LineMatch, d *apitype.WaitDetails, ex *supervisor.Exit, elapsed time.Duration) string {
+func (w *waiter) outcomeText(outcome, fired string, m *apitype.LineMatch, d *apitype.WaitDetails, ex *proto.Exit, elapsed time.Duration) string {
 	c := w.c
 	switch outcome {
 	case "met":

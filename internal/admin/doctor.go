@@ -19,11 +19,13 @@ import (
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/shim"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/conchsh/conch/policy"
 )
 
@@ -244,8 +246,8 @@ func doctorSafeBins(add func(id, level, format string, args ...any), agent strin
 // doctorLimits says which of the sandbox limits l the cgroups here
 // enforce.
 func doctorLimits(add func(id, level, format string, args ...any), l config.SandboxSettings) {
-	var want []supervisor.Limit
-	for _, x := range []supervisor.Limit{{Key: "memoryBytes", Setting: "sandbox.limits.memoryBytes", Value: float64(l.MemoryBytes)},
+	var want []proto.Limit
+	for _, x := range []proto.Limit{{Key: "memoryBytes", Setting: "sandbox.limits.memoryBytes", Value: float64(l.MemoryBytes)},
 		{Key: "pids", Setting: "sandbox.limits.pids", Value: float64(l.Pids)}, {Key: "cpus", Setting: "sandbox.limits.cpus", Value: l.CPUs}} {
 		if x.Value > 0 {
 			want = append(want, x)
@@ -270,7 +272,7 @@ func doctorSessions(add func(id, level, format string, args ...any), home string
 	entries, _ := os.ReadDir(filepath.Join(home, "sessions"))
 	lost := 0
 	for _, en := range entries {
-		if ex, ok, _ := supervisor.ReadExit(filepath.Join(home, "sessions", en.Name())); ok && ex.State == supervisor.StateLost {
+		if ex, ok, _ := proto.ReadExit(filepath.Join(home, "sessions", en.Name())); ok && ex.State == proto.StateLost {
 			lost++
 		}
 	}
@@ -286,7 +288,7 @@ func doctorNodes(add func(id, level, format string, args ...any), home string) {
 		Name        string `json:"name"`
 		ExpiresAtMs int64  `json:"expiresAtMs"`
 	}
-	if supervisor.ReadJSON(filepath.Join(home, "nodes", "pending.json"), &pending) == nil {
+	if fsutil.ReadJSON(filepath.Join(home, "nodes", "pending.json"), &pending) == nil {
 		waiting := 0
 		for _, p := range pending {
 			if p.ExpiresAtMs > time.Now().UnixMilli() {
@@ -392,8 +394,8 @@ func doctorSessionLimits(add func(id, level, format string, args ...any), cfg *c
 	}
 	for _, l := range order {
 		who := "agent " + strings.Join(seen[l], ", ")
-		var want []supervisor.Limit
-		for _, x := range []supervisor.Limit{{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: float64(l.MemoryBytes)},
+		var want []proto.Limit
+		for _, x := range []proto.Limit{{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: float64(l.MemoryBytes)},
 			{Key: "pids", Setting: "quotas.session.pids", Value: float64(l.Pids)},
 			{Key: "cpuWeight", Setting: "quotas.session.cpuWeight", Value: float64(l.CPUWeight)}} {
 			if x.Value > 0 {

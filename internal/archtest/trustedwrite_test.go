@@ -24,7 +24,7 @@ var writesInPlace = map[string]string{
 	"internal/supervisor/contain_linux.go:*":        "cgroup control files",
 	"internal/supervisor/limits_linux.go:*":         "cgroup control files",
 	"internal/supervisor/sys_linux.go:startOutside": "cgroup.procs",
-	"internal/supervisor/files.go:writeFile":        "CreateJSON: a first record created exclusively (nobody reads it before it is complete), removed on failure",
+	"internal/fsutil/json.go:writeNew":              "CreateJSON: a first record created exclusively (nobody reads it before it is complete), removed on failure",
 	"internal/fsutil/lock.go:LockFile":              "lock files: their content is never read",
 	"internal/ledger/ledger.go:openOwn":             "the ledger's own files: its lock, HEAD (rewritten in place at a fixed size; ledger verify reports an empty or torn one) and segments (appended)",
 	"internal/sandbox/git.go:placeholder":           "an empty placeholder file git expects, nothing is read from it",

@@ -9,7 +9,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/hostenv"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 func init() { Register("gateway", func(d Deps) Host { return &gateway{d: d} }) }
@@ -69,7 +69,7 @@ func (g *gateway) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Erro
 	return nil
 }
 
-func (g *gateway) Start(ctx context.Context, pl *Plan, spec supervisor.Spec, run Run) (*supervisor.Handle, error) {
+func (g *gateway) Start(ctx context.Context, pl *Plan, spec proto.Spec, run Run) (*proto.Handle, error) {
 	return g.d.Launch(spec)
 }
 

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
@@ -37,7 +38,6 @@ import (
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/nodelink"
 	"github.com/conchsh/conch/internal/nodeport"
-	"github.com/conchsh/conch/internal/supervisor"
 )
 
 // Engine is the node's local engine as the node host uses it: it runs
@@ -60,10 +60,10 @@ type Engine interface {
 	NodeSession(id string) (dir string, changed <-chan struct{}, ok bool)
 	// NodeEnd returns the final end state of session id once it has
 	// one (ended is false before), and its command.
-	NodeEnd(id string) (ex supervisor.Exit, command string, ended bool)
+	NodeEnd(id string) (ex proto.Exit, command string, ended bool)
 	// NodeCall forwards a control request (system.session.*) to the
 	// session's supervisor.
-	NodeCall(id string, req supervisor.Request) (supervisor.Reply, error)
+	NodeCall(id string, req proto.Request) (proto.Reply, error)
 	// Config is the node's configuration (workspaces, apply_patch).
 	Config() *config.Config
 }
@@ -154,7 +154,7 @@ func LoadIdentity(home string) (ed25519.PrivateKey, error) {
 
 func loadState(home string) State {
 	var st State
-	supervisor.ReadJSON(statePath(home), &st)
+	fsutil.ReadJSON(statePath(home), &st)
 	return st
 }
 
@@ -162,7 +162,7 @@ func saveState(home string, st State) error {
 	if err := os.MkdirAll(filepath.Dir(statePath(home)), 0o700); err != nil {
 		return err
 	}
-	return supervisor.WriteJSONDurable(statePath(home), st)
+	return fsutil.WriteJSONDurable(statePath(home), st)
 }
 
 // Run connects to the gateway and serves it until ctx ends or a fatal
@@ -537,7 +537,7 @@ func (n *node) readRequest(l *link, f apitype.Frame) {
 func (n *node) sessionRequest(l *link, f apitype.Frame) {
 	eng := n.opt.Engine
 	var p apitype.NodeSessionParams
-	var req supervisor.Request
+	var req proto.Request
 	e := decodeParams(f.Params, &p)
 	if e == nil {
 		e = decodeParams(p.Request, &req)
@@ -549,7 +549,7 @@ func (n *node) sessionRequest(l *link, f apitype.Frame) {
 	req.Op = strings.TrimPrefix(f.Method, "system.session.")
 	rep, err := eng.NodeCall(p.SessionID, req)
 	if err != nil {
-		rep = supervisor.Reply{Error: err.Error()}
+		rep = proto.Reply{Error: err.Error()}
 	}
 	l.reply(f.ID, rep, nil)
 }
@@ -671,7 +671,7 @@ func (n *node) stream(l *link, id, runID, command string, since int64) {
 				buf = buf[:0]
 				return err
 			}
-			end, err := supervisor.ReadOutput(dir, cur, func(c journal.Chunk) error {
+			end, err := proto.ReadOutput(dir, cur, func(c journal.Chunk) error {
 				s := c.Stream.String()
 				if c.Cursor != cur || s != bufStream || len(buf)+len(c.Data) > batch {
 					if err := flush(); err != nil {
@@ -697,7 +697,7 @@ func (n *node) stream(l *link, id, runID, command string, since int64) {
 				if command == "" {
 					command = cmd
 				}
-				success := ex.State == supervisor.StateExited && ex.ExitCode != nil && *ex.ExitCode == 0
+				success := ex.State == proto.StateExited && ex.ExitCode != nil && *ex.ExitCode == 0
 				l.event("exec.finished", apitype.NodeFinished{RunID: runID, SessionID: id, Host: "node", Command: command,
 					ExitCode: ex.ExitCode, TimedOut: ex.TimedOut, Success: success, State: ex.State, Signal: ex.Signal,
 					KilledBy: ex.KilledBy, Cursor: cur, Exit: raw})

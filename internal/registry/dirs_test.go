@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 func newPool(t *testing.T) (*DirPool, string) {
@@ -26,7 +26,7 @@ func TestDirPoolReuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dir != supervisor.SessionDir(home, id) {
+	if dir != proto.SessionDir(home, id) {
 		t.Fatalf("dir %s for id %s", dir, id)
 	}
 	os.WriteFile(filepath.Join(dir, "state.json"), []byte("{}"), 0o600)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"golang.org/x/sys/windows"
 )
 
@@ -59,7 +60,7 @@ func newCgroup(name string) *containment {
 var errNoJob = errors.New("no Job Object for the session")
 
 // describe is nil: a job has no path to record (meta.json's cgroup).
-func (c *containment) describe() *Cgroup { return nil }
+func (c *containment) describe() *proto.Cgroup { return nil }
 
 // cgroupDir is "": sessions have no cgroup, so a supervisor host could
 // not tell theirs apart (there are no hosts on Windows).
@@ -169,7 +170,7 @@ func (c *containment) apply(p jobPlan) error {
 
 // setLimits sets the limits want on the job (planJob): it returns those
 // in force and a warning naming the setting of each that is not.
-func (c *containment) setLimits(name string, want []Limit) (map[string]float64, []string) {
+func (c *containment) setLimits(name string, want []proto.Limit) (map[string]float64, []string) {
 	p, enforced, warns := planJob(want, runtime.NumCPU())
 	if c.job == 0 {
 		return map[string]float64{}, append(warns, notEnforced(enforced, want, errNoJob)...)
@@ -184,7 +185,7 @@ func (c *containment) setLimits(name string, want []Limit) (map[string]float64, 
 
 // notEnforced is a warning for each limit of enforced, which err kept
 // from being set.
-func notEnforced(enforced map[string]float64, want []Limit, err error) []string {
+func notEnforced(enforced map[string]float64, want []proto.Limit, err error) []string {
 	var warns []string
 	for _, l := range want {
 		if _, ok := enforced[l.Key]; ok {
@@ -207,12 +208,12 @@ func (c *containment) oomKills() uint64 { return 0 }
 // applyLimits sets the spec's limits on the job and records them (nil
 // when none were asked for); a sandbox limit not in force is also a
 // warning of the result.
-func (s *sup) applyLimits() *LimitsMeta {
-	want := s.spec.limitList()
+func (s *sup) applyLimits() *proto.LimitsMeta {
+	want := s.spec.LimitList()
 	if len(want) == 0 {
 		return nil
 	}
-	m := &LimitsMeta{}
+	m := &proto.LimitsMeta{}
 	m.Enforced, m.Unenforced = s.cont.setLimits("", want)
 	if v, ok := m.Enforced["memoryBytes"]; ok {
 		s.memLimit = v
@@ -317,7 +318,7 @@ func descendants(root int) []int {
 // job died with the supervisor (kill on job close), so normally nothing
 // is; a main process still alive (the recorded one, not a reuse of its
 // id) and its descendants are terminated. It returns how many it found.
-func Sweep(m Meta) int {
+func Sweep(m proto.Meta) int {
 	if m.PIDStartTime == 0 || !Alive(m.PID, m.PIDStartTime) {
 		return 0
 	}
@@ -341,17 +342,17 @@ func SweepSession(id string) int { return 0 }
 func CgroupAvailable() bool { return false }
 
 // ProbeLimits reports which limits a session's job would enforce.
-func ProbeLimits(want []Limit) (map[string]float64, []string) {
+func ProbeLimits(want []proto.Limit) (map[string]float64, []string) {
 	_, enforced, warns := planJob(want, runtime.NumCPU())
 	return enforced, warns
 }
 
 // CgroupPids is nil: there are no session cgroups.
-func CgroupPids(m Meta) []int { return nil }
+func CgroupPids(m proto.Meta) []int { return nil }
 
 // SessionPids lists a session's processes: the main process and its
 // descendants.
-func SessionPids(m Meta) []int {
+func SessionPids(m proto.Meta) []int {
 	if m.PID <= 0 || !Alive(m.PID, m.PIDStartTime) {
 		return nil
 	}

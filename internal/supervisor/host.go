@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"golang.org/x/sys/unix"
 )
 
@@ -218,7 +219,7 @@ func (h *Host) Close() {
 // report. Unlike a spare, a host that does not report in time is not
 // killed (it has other sessions); it kills the command itself once it
 // finds nobody took its report.
-func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
+func (h *Host) Commit(spec proto.Spec, readyTimeout time.Duration) (*proto.Handle, error) {
 	// A host that reads the spec after the engine gave up must not start
 	// it: the deadline is the ready timeout less a margin for the start
 	// itself and the report.

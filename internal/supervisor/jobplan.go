@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"math"
 	"slices"
 	"strings"
@@ -53,11 +54,11 @@ type jobPlan struct {
 // planJob turns the limits a spec asks for into a jobPlan for a machine
 // with ncpu processors, with the limits in force (Key → value) and a
 // warning naming the setting of each that is not.
-func planJob(want []Limit, ncpu int) (jobPlan, map[string]float64, []string) {
+func planJob(want []proto.Limit, ncpu int) (jobPlan, map[string]float64, []string) {
 	p := jobPlan{LimitFlags: jobLimitKillOnJobClose | jobLimitDieOnUnhandledExcept}
 	enforced := map[string]float64{}
 	var warns []string
-	hardCap := slices.ContainsFunc(want, func(l Limit) bool { return l.Key == "cpus" })
+	hardCap := slices.ContainsFunc(want, func(l proto.Limit) bool { return l.Key == "cpus" })
 	for _, l := range want {
 		switch l.Key {
 		case "memoryBytes":

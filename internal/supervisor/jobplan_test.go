@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,30 +14,30 @@ func TestPlanJob(t *testing.T) {
 	base := uint32(jobLimitKillOnJobClose | jobLimitDieOnUnhandledExcept)
 	cases := []struct {
 		name     string
-		want     []Limit
+		want     []proto.Limit
 		ncpu     int
 		plan     jobPlan
 		enforced map[string]float64
 		warns    int
 	}{
 		{"none", nil, 4, jobPlan{LimitFlags: base}, map[string]float64{}, 0},
-		{"memory", []Limit{{"memoryBytes", "quotas.session.memoryBytes", 512 << 20}}, 4,
+		{"memory", []proto.Limit{{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: 512 << 20}}, 4,
 			jobPlan{LimitFlags: base | jobLimitJobMemory, JobMemoryLimit: 512 << 20}, map[string]float64{"memoryBytes": 512 << 20}, 0},
-		{"pids", []Limit{{"pids", "quotas.session.pids", 64}}, 4,
+		{"pids", []proto.Limit{{Key: "pids", Setting: "quotas.session.pids", Value: 64}}, 4,
 			jobPlan{LimitFlags: base | jobLimitActiveProcess, ActiveProcessLimit: 64}, map[string]float64{"pids": 64}, 0},
-		{"pids beyond uint32", []Limit{{"pids", "quotas.session.pids", 1e12}}, 4,
+		{"pids beyond uint32", []proto.Limit{{Key: "pids", Setting: "quotas.session.pids", Value: 1e12}}, 4,
 			jobPlan{LimitFlags: base | jobLimitActiveProcess, ActiveProcessLimit: 1<<32 - 1}, map[string]float64{"pids": 1e12}, 0},
-		{"1.5 cpus of 4", []Limit{{"cpus", "sandbox.limits.cpus", 1.5}}, 4,
+		{"1.5 cpus of 4", []proto.Limit{{Key: "cpus", Setting: "sandbox.limits.cpus", Value: 1.5}}, 4,
 			jobPlan{LimitFlags: base, CPUControlFlags: jobCPURateControlEnable | jobCPURateControlHardCap, CPURate: 3750}, map[string]float64{"cpus": 1.5}, 0},
-		{"8 cpus of 4 is all", []Limit{{"cpus", "sandbox.limits.cpus", 8}}, 4,
+		{"8 cpus of 4 is all", []proto.Limit{{Key: "cpus", Setting: "sandbox.limits.cpus", Value: 8}}, 4,
 			jobPlan{LimitFlags: base, CPUControlFlags: jobCPURateControlEnable | jobCPURateControlHardCap, CPURate: 10000}, map[string]float64{"cpus": 8}, 0},
-		{"a sliver of 64 cpus is at least 1", []Limit{{"cpus", "sandbox.limits.cpus", 0.001}}, 64,
+		{"a sliver of 64 cpus is at least 1", []proto.Limit{{Key: "cpus", Setting: "sandbox.limits.cpus", Value: 0.001}}, 64,
 			jobPlan{LimitFlags: base, CPUControlFlags: jobCPURateControlEnable | jobCPURateControlHardCap, CPURate: 1}, map[string]float64{"cpus": 0.001}, 0},
-		{"weight 100", []Limit{{"cpuWeight", "quotas.session.cpuWeight", 100}}, 1,
+		{"weight 100", []proto.Limit{{Key: "cpuWeight", Setting: "quotas.session.cpuWeight", Value: 100}}, 1,
 			jobPlan{LimitFlags: base, CPUControlFlags: jobCPURateControlEnable | jobCPURateControlWeightBased, CPUWeight: 5}, map[string]float64{"cpuWeight": 100}, 0},
-		{"cap beats weight", []Limit{{"cpuWeight", "quotas.session.cpuWeight", 100}, {"cpus", "sandbox.limits.cpus", 1}}, 2,
+		{"cap beats weight", []proto.Limit{{Key: "cpuWeight", Setting: "quotas.session.cpuWeight", Value: 100}, {Key: "cpus", Setting: "sandbox.limits.cpus", Value: 1}}, 2,
 			jobPlan{LimitFlags: base, CPUControlFlags: jobCPURateControlEnable | jobCPURateControlHardCap, CPURate: 5000}, map[string]float64{"cpus": 1}, 1},
-		{"unknown", []Limit{{"gpus", "sandbox.limits.gpus", 1}}, 2, jobPlan{LimitFlags: base}, map[string]float64{}, 1},
+		{"unknown", []proto.Limit{{Key: "gpus", Setting: "sandbox.limits.gpus", Value: 1}}, 2, jobPlan{LimitFlags: base}, map[string]float64{}, 1},
 	}
 	for _, c := range cases {
 		plan, enforced, warns := planJob(c.want, c.ncpu)

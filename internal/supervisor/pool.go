@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -185,7 +186,7 @@ func (p *Pool) warn(msg string, args ...any) {
 // from a host that died with the session committed is returned as is
 // (ErrHostDied: the command may have started); a host gone before it took
 // the session is retired and the start tried once more.
-func (p *Pool) Start(spec Spec) (*Handle, error) {
+func (p *Pool) Start(spec proto.Spec) (*proto.Handle, error) {
 	// Bound concurrent supervisor start-ups: hundreds of Go processes
 	// starting at once on a small machine starve each other past the
 	// ready timeout.
@@ -262,7 +263,7 @@ func (p *Pool) Start(spec Spec) (*Handle, error) {
 }
 
 // result is what Start returns for a single supervisor's start.
-func (p *Pool) result(h *Handle, err error) (*Handle, error) {
+func (p *Pool) result(h *proto.Handle, err error) (*proto.Handle, error) {
 	switch {
 	case err == nil:
 		p.started()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/keys"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/conchsh/conch/internal/vt"
 )
 
@@ -72,7 +73,7 @@ var errStartExpired = errors.New("the engine stopped waiting for this start befo
 // runSession runs the session whose spec is read from specIn or, when
 // specIn is nil, is specBytes.
 func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os.File, shared bool) int {
-	var spec Spec
+	var spec proto.Spec
 	var err error
 	if specIn != nil {
 		err = json.NewDecoder(specIn).Decode(&spec)
@@ -83,8 +84,8 @@ func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os
 	if errors.Is(err, io.EOF) && id == "" && !shared {
 		return 0 // a spare that was never used
 	}
-	if err == nil && spec.V != ProtocolVersion {
-		err = fmt.Errorf("spec version %d, want %d", spec.V, ProtocolVersion)
+	if err == nil && spec.V != proto.ProtocolVersion {
+		err = fmt.Errorf("spec version %d, want %d", spec.V, proto.ProtocolVersion)
 	}
 	if err == nil && id != "" && spec.ID != id {
 		err = fmt.Errorf("spec is for session %q, not %q", spec.ID, id)
@@ -105,7 +106,7 @@ func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os
 		readyOut.Close()
 		return 1
 	}
-	s := &sup{spec: spec, dir: SessionDir(home, spec.ID), shared: shared, done: make(chan struct{}), mainExited: make(chan struct{}), finalSet: make(chan struct{}), releasedCh: make(chan struct{})}
+	s := &sup{spec: spec, dir: proto.SessionDir(home, spec.ID), shared: shared, done: make(chan struct{}), mainExited: make(chan struct{}), finalSet: make(chan struct{}), releasedCh: make(chan struct{})}
 	if err := s.launch(); err != nil {
 		json.NewEncoder(readyOut).Encode(ready{Error: err.Error(), Code: readyCode(err), NoSpace: errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)})
 		readyOut.Close()
@@ -122,7 +123,7 @@ func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os
 			// The engine gave up on this launch (its ready timeout):
 			// nobody knows the command runs, so it must not.
 			s.logf("the engine did not take the ready report (%v); killing the session", err)
-			s.kill(KilledByShutdown, 0)
+			s.kill(proto.KilledByShutdown, 0)
 		}
 	}
 	s.run()
@@ -131,7 +132,7 @@ func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os
 
 // sup is one running supervisor.
 type sup struct {
-	spec Spec
+	spec proto.Spec
 	dir  string
 	// shared is set when the supervisor is a host of many sessions.
 	shared bool
@@ -177,19 +178,20 @@ type sup struct {
 	stdin      *os.File   // pipe write end (Stdin "open"), nil once closed
 	stdinState string
 	modes      keys.Tracker
-	killedBy   KilledBy
+	killedBy   proto.KilledBy
 	timedOut   bool
 	killing    bool
 	killCount  int // descendants signalled by a kill sequence
 	subs       []*subscriber
-	final      *Exit
+	final      *proto.Exit
 
 	mainExited chan struct{} // closed when the main process was reaped
 	mainStatus syscall.WaitStatus
 	done       chan struct{} // closed when the end state is final
 	finalSet   chan struct{} // closed when final is set
 
-	meta *Meta // meta.json's content
+	meta *proto. // meta.json's content
+		Meta
 
 	// A host writes a session's meta.json and state.json only once it
 	// has run for filesDelay, when the engine goes away or asks for it,
@@ -200,10 +202,10 @@ type sup struct {
 	released   bool          // the engine is done with the session: no more files
 	releasedCh chan struct{} // closed by release
 
-	exitMu      sync.Mutex // serialises exit.json writes
-	exitFinal   bool       // the final exit.json is written
-	exitWritten bool       // an exit.json (provisional or final) is written
-	exitDue     *Exit      // a record that could not be written yet (a full disk)
+	exitMu      sync.Mutex  // serialises exit.json writes
+	exitFinal   bool        // the final exit.json is written
+	exitWritten bool        // an exit.json (provisional or final) is written
+	exitDue     *proto.Exit // a record that could not be written yet (a full disk)
 
 	// Files that could not be written (a full disk) are kept in memory
 	// and retried by retryWrites until they are on disk; the supervisor
@@ -219,7 +221,7 @@ type sup struct {
 }
 
 func (s *sup) logf(format string, args ...any) {
-	f, err := os.OpenFile(LogPath(s.dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(proto.LogPath(s.dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return
 	}

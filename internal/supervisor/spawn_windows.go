@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/conchsh/conch/internal/vt"
 )
 
@@ -59,7 +60,7 @@ func (s *sup) launch() (retErr error) {
 		return fmt.Errorf("session dir: %w", err)
 	}
 	// A Go panic or fatal error of ours goes to supervisor.log.
-	if f, err := os.OpenFile(LogPath(s.dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
+	if f, err := os.OpenFile(proto.LogPath(s.dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
 		debug.SetCrashOutput(f, debug.CrashOptions{})
 		f.Close()
 	}
@@ -77,10 +78,10 @@ func (s *sup) launch() (retErr error) {
 	if s.cont.job == 0 {
 		return errNoJob
 	}
-	var sbMeta *SandboxMeta
+	var sbMeta *proto.SandboxMeta
 	limMeta := s.applyLimits()
 	if sb := spec.Sandbox; sb != nil {
-		sbMeta = &SandboxMeta{Backend: sb.Backend, Scope: sb.Scope, Layers: sb.Layers}
+		sbMeta = &proto.SandboxMeta{Backend: sb.Backend, Scope: sb.Scope, Layers: sb.Layers}
 		if limMeta != nil {
 			sbMeta.Limits = limMeta.Enforced
 		}
@@ -191,8 +192,8 @@ func (s *sup) launch() (retErr error) {
 	if s.socket == "" {
 		s.socket = spec.Socket
 	}
-	meta := Meta{
-		V: ProtocolVersion, ID: spec.ID, Agent: spec.Agent, Name: spec.Name, Command: spec.Command,
+	meta := proto.Meta{
+		V: proto.ProtocolVersion, ID: spec.ID, Agent: spec.Agent, Name: spec.Name, Command: spec.Command,
 		Argv: spec.Argv, Cwd: spec.Dir, Host: spec.Host, HostReason: spec.HostReason, PTY: spec.PTY,
 		Cols: spec.Cols, Rows: spec.Rows, Stdin: s.stdinState, State: "running",
 		StartedAt: s.started.UnixMilli(), PID: pid, PGID: pid, PIDStartTime: StartTime(pid),
@@ -203,7 +204,7 @@ func (s *sup) launch() (retErr error) {
 	if spec.TimeoutMs > 0 {
 		meta.TimeoutAt = s.started.UnixMilli() + spec.TimeoutMs
 		timeout := time.AfterFunc(time.Duration(spec.TimeoutMs)*time.Millisecond, func() {
-			s.kill(KilledByTimeout, s.grace())
+			s.kill(proto.KilledByTimeout, s.grace())
 		})
 		go func() {
 			<-s.done
@@ -224,7 +225,7 @@ func (s *sup) launch() (retErr error) {
 		defer signal.Stop(term)
 		select {
 		case <-term:
-			s.kill(KilledByShutdown, s.grace())
+			s.kill(proto.KilledByShutdown, s.grace())
 		case <-s.done:
 		}
 	}()

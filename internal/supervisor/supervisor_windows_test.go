@@ -8,6 +8,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"golang.org/x/sys/windows"
 )
 
@@ -45,10 +47,10 @@ func TestComposeCommandLineRoundTrip(t *testing.T) {
 // and nothing of the job is left.
 func TestJobKillsTreeWindows(t *testing.T) {
 	ps := powershell(t)
-	h, dir := launch(t, Spec{Argv: []string{ps, "-NoProfile", "-NonInteractive", "-Command",
+	h, dir := launch(t, proto.Spec{Argv: []string{ps, "-NoProfile", "-NonInteractive", "-Command",
 		"Start-Process -NoNewWindow -FilePath ping.exe -ArgumentList '-n','1000','127.0.0.1'; Start-Sleep 1000"}})
-	var meta Meta
-	ReadJSON(MetaPath(dir), &meta)
+	var meta proto.Meta
+	fsutil.ReadJSON(proto.MetaPath(dir), &meta)
 	deadline := time.Now().Add(30 * time.Second)
 	for len(descendants(meta.PID)) == 0 {
 		if time.Now().After(deadline) {
@@ -56,11 +58,11 @@ func TestJobKillsTreeWindows(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := Call(meta.Socket, Request{Op: "kill", By: "operator"}); err != nil {
+	if _, err := Call(meta.Socket, proto.Request{Op: "kill", By: "operator"}); err != nil {
 		t.Fatal(err)
 	}
 	ex := final(t, h, 30*time.Second)
-	if ex.State != StateKilled || *ex.KilledBy != "operator" || ex.DescendantsKilled < 1 {
+	if ex.State != proto.StateKilled || *ex.KilledBy != "operator" || ex.DescendantsKilled < 1 {
 		t.Fatalf("exit = %+v", ex)
 	}
 	if Alive(meta.PID, meta.PIDStartTime) {
@@ -72,9 +74,9 @@ func TestJobKillsTreeWindows(t *testing.T) {
 // and the session ends with the command's exit code.
 func TestPTYWindows(t *testing.T) {
 	ps := powershell(t)
-	h, _ := launch(t, Spec{PTY: true, Cols: 80, Rows: 24, Argv: []string{ps, "-NoProfile", "-NonInteractive", "-Command", "Write-Output hello-conpty; exit 3"}})
+	h, _ := launch(t, proto.Spec{PTY: true, Cols: 80, Rows: 24, Argv: []string{ps, "-NoProfile", "-NonInteractive", "-Command", "Write-Output hello-conpty; exit 3"}})
 	ex := final(t, h, 30*time.Second)
-	if ex.State != StateExited || ex.ExitCode == nil || *ex.ExitCode != 3 {
+	if ex.State != proto.StateExited || ex.ExitCode == nil || *ex.ExitCode != 3 {
 		t.Fatalf("exit = %+v", ex)
 	}
 }
@@ -87,7 +89,7 @@ func TestJobLimitsWindows(t *testing.T) {
 		t.Fatal("no job")
 	}
 	defer c.remove()
-	enforced, warns := c.setLimits("", []Limit{{"memoryBytes", "quotas.session.memoryBytes", 256 << 20}, {"pids", "quotas.session.pids", 8}})
+	enforced, warns := c.setLimits("", []proto.Limit{{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: 256 << 20}, {Key: "pids", Setting: "quotas.session.pids", Value: 8}})
 	if len(enforced) != 2 || len(warns) != 0 {
 		t.Fatalf("enforced %v warns %q", enforced, warns)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"golang.org/x/sys/windows"
 )
 
@@ -148,7 +149,7 @@ func (h *Host) Started() int { return 0 }
 func (h *Host) Close() {}
 
 // Commit refuses, like StartHost.
-func (h *Host) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
+func (h *Host) Commit(spec proto.Spec, readyTimeout time.Duration) (*proto.Handle, error) {
 	return nil, fmt.Errorf("supervisor hosts on Windows: %w", ErrNeedsCgroup)
 }
 
