@@ -113,7 +113,9 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 	}
 	pl.Argv, pl.Env = argv, cmdEnv
 	if len(run.Protected) > 0 {
-		pl.Guard = sandbox.NewGuard(ws, run.Protected)
+		// landlock cannot make the git directory read-only (docker
+		// mounts the workspace whole: no Protected paths).
+		pl.Guard = sandbox.NewGuardFor(ws, run.Protected, backend.Name() != "landlock")
 	}
 	layers := backend.Layers(run)
 	pl.Sandbox = &proto.SandboxSpec{
