@@ -390,9 +390,7 @@ func (e *Engine) Close() error {
 	running := e.sessions.Select(startedRunning)
 	e.mu.Unlock()
 	if !e.conf().Survive() {
-		for _, s := range running {
-			e.killSession(s, supervisor.KilledByShutdown)
-		}
+		e.killAll(running, supervisor.KilledByShutdown)
 		// One deadline for all of them.
 		deadline := time.After(e.conf().Exec("").KillGrace + 3*time.Second)
 	wait:
@@ -987,9 +985,7 @@ func (e *Engine) Stats() Stats {
 // waits for them to end (conch serve --stop-sessions).
 func (e *Engine) StopSessions() {
 	running := e.sessions.Select(startedRunning)
-	for _, s := range running {
-		e.killSession(s, supervisor.KilledByShutdown)
-	}
+	e.killAll(running, supervisor.KilledByShutdown)
 	for _, s := range running {
 		select {
 		case <-s.ended:

@@ -136,5 +136,5 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 }
 
 func (h *sandboxHost) Start(ctx context.Context, pl *Plan, spec supervisor.Spec, run Run) (*supervisor.Handle, error) {
-	return h.d.Launch(spec)
+	return h.d.Launch(ctx, spec)
 }
