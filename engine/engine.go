@@ -753,6 +753,18 @@ func (e *Engine) reattach() {
 			// its cgroups is ended (a supervisor that answered would
 			// have given back the record).
 			supervisor.SweepSession(id)
+			if !hasOutput(s.jdir) && errors.Is(err, os.ErrNotExist) && s.st.ApprovalID != "" && !s.st.LedgerExec {
+				// An approved run whose engine died starting it: the
+				// agent polls it for the outcome.
+				s.agent = s.st.Agent
+				e.sessions.Put(id, s)
+				if ex, ok, _ := e.readExit(sdir); ok {
+					e.foundEnded(s, ex)
+				} else {
+					e.lostBeforeStart(s)
+				}
+				continue
+			}
 			if !hasOutput(s.jdir) && errors.Is(err, os.ErrNotExist) {
 				// A supervisor that never started: nothing to follow.
 				os.RemoveAll(sdir)
