@@ -200,6 +200,10 @@ type Exit struct {
 	// journaled (a full disk at a kill, or for 60 s after the end): gone
 	// for good, like DroppedBytes.
 	UnrecordedBytes int64 `json:"unrecordedBytes,omitempty"`
+	// LimitHits, when set, says the session's limits hit a child (an OOM
+	// kill the main process outlived, forks refused) though the command
+	// was not ended by them.
+	LimitHits *LimitHits `json:"limitHits,omitempty"`
 	// Final is false for the first record written right after the main
 	// process was reaped, true once descendants are gone and the output
 	// pumps have finished (the journal is fsynced right after).
