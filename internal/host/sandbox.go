@@ -42,6 +42,9 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 	if err != nil {
 		return SandboxUnavailable(err)
 	}
+	if w := sandbox.PathWarning(ws); w != "" {
+		pl.Warnings = append(pl.Warnings, w)
+	}
 	view := sandbox.NewView(ws, sb, backend.Name())
 	pl.Cwd = ws
 	if w := p.Workdir; w != "" {
