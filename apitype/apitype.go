@@ -380,7 +380,7 @@ const (
 )
 
 // codeStatus is the one list of error codes, each with its HTTP status
-// (interfaces.md §3.3, docs/gateway.md). A test parses this package and
+// (docs/gateway.md lists them). A test parses this package and
 // fails on a Code constant missing here, and on a code the rest of the
 // module sends that is not here.
 var codeStatus = map[string]int{

@@ -163,7 +163,7 @@ func spanText(sec float64) string {
 }
 
 // ExecDetails is the details object of completed, failed and running exec
-// results (exec.md §8.1–§8.3). Fields that do not apply to a status are
+// results (docs/tools.md, "Results"). Fields that do not apply to a status are
 // omitted; ExitCode and Signal are explicit nulls for failed runs so that a
 // signal death is never read as exit 0.
 type ExecDetails struct {

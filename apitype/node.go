@@ -135,7 +135,8 @@ type NodeRunParams struct {
 	PTY              bool              `json:"pty"`
 	Cols             int               `json:"cols,omitempty" range:"0,65535,int"`
 	Rows             int               `json:"rows,omitempty" range:"0,65535,int"`
-	// Stdin is open, closed or pty (the gateway's plan, exec.md §6).
+	// Stdin is open, closed or pty, as the gateway planned it: a PTY run
+	// reads the terminal, a background run an open pipe, others EOF.
 	Stdin string `json:"stdin,omitempty"`
 	// Since is where the output stream starts (0 for a new run).
 	Since int64 `json:"since,omitempty" range:"0,9007199254740992,int,unit=bytes"`
@@ -175,8 +176,9 @@ type NodeFinished struct {
 	Exit      json.RawMessage `json:"exit,omitempty"`
 }
 
-// NodeSessionParams are the params of system.session.* (the supervisor's
-// control request of hosts.md §7.5, forwarded) and system.session.read.
+// NodeSessionParams are the params of system.session.* (a request to the
+// session's supervisor over its control socket, forwarded to the node) and
+// system.session.read.
 type NodeSessionParams struct {
 	SessionID string          `json:"sessionId"`
 	Request   json.RawMessage `json:"request,omitempty"`

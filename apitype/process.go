@@ -283,8 +283,8 @@ type ListDetails struct {
 	Sessions []SessionEntry `json:"sessions"`
 }
 
-// Awaiting reports a session that seems to wait for input (process.md
-// §5.4).
+// Awaiting reports a session that seems to wait for input: it has been
+// silent for the prompt idle time and its last line looks like a prompt.
 type Awaiting struct {
 	Prompt string `json:"prompt"`
 	IdleMs int64  `json:"idleMs"`

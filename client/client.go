@@ -13,7 +13,7 @@
 // describes their shapes). A run that fails (a non-zero exit, a kill, a
 // timeout) is a Result, not an error: an error is returned only when the
 // API itself refused or failed the call, as an [*Error] carrying the HTTP
-// status and the error code of interfaces.md §3.3. For tool routes the
+// status and the error code (the table of docs/gateway.md). For tool routes the
 // Result that came with the failure (its text and details) is returned
 // alongside the error.
 //

@@ -465,8 +465,9 @@ func sameScript(now, then *approvals.FileDigest) bool {
 	return now.Path == then.Path && now.SHA256 == then.SHA256
 }
 
-// finishedNotice is the event of an approval-gated run's end (exec.md
-// §12.2).
+// finishedNotice is the event of an approval-gated run's end: "Exec
+// finished (gateway id=<approvalId>, session=<id>, code <N>|timeout)" and
+// the snippet.
 func (e *Engine) finishedNotice(s *session, ex supervisor.Exit) {
 	s.mu.Lock()
 	aid := s.approvalID

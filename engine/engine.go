@@ -69,8 +69,8 @@ type Options struct {
 	// Workspace, if set, returns an agent's workspace (agents.json) when
 	// the configuration names none.
 	Workspace func(agent string) string
-	// Events, if set, receives every engine event of interfaces.md §3.4
-	// (session.*, exec.notice, approval.*), without locks held. It must not
+	// Events, if set, receives every engine event the SSE stream
+	// /v1/events carries (session.*, exec.notice, approval.*), without locks held. It must not
 	// block for long.
 	Events func(Event)
 	// PatchSandbox, if set, says where apply_patch applies for an agent
@@ -434,15 +434,7 @@ func (e *Engine) socketPath(id string) string {
 // fallbackSocketDir is where sockets go whose path in the home would be
 // too long.
 func (e *Engine) fallbackSocketDir() string {
-	base := os.Getenv("XDG_RUNTIME_DIR")
-	tag := shortHash(e.home)
-	var dir string
-	if base != "" {
-		dir = filepath.Join(base, "conch-"+tag, "s")
-	} else {
-		dir = filepath.Join(os.TempDir(), fmt.Sprintf("conch-%d-%s", os.Getuid(), tag), "s")
-	}
-	return dir
+	return runtimeDir(runtime.GOOS, os.Getenv, os.Getuid(), shortHash(e.home))
 }
 
 // lookup returns the session id of agent, or nil: a session of another

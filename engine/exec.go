@@ -26,7 +26,7 @@ import (
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
-// Exec runs the exec tool for agent (exec.md). The result is never a Go
+// Exec runs the exec tool for agent (docs/tools.md). The result is never a Go
 // error: failures are results with status "error" or "failed".
 func (e *Engine) Exec(ctx context.Context, agent string, p apitype.ExecParams) (res apitype.Result) {
 	start := time.Now()
@@ -142,7 +142,9 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 	}
 }
 
-// plan applies exec.md §2 steps 3–9 and §3.1: it chooses the host, sets
+// plan takes an exec call through its planning steps (background allowed,
+// elevated, host, security and ask, node, workdir, environment) and sets
+// the effective timeout: it chooses the host, sets
 // what does not depend on it, and has the host plan the rest. ctx is the
 // caller's: a caller that gives up stops the planning (a docker create,
 // say); conch stopping does not (the run then goes on in the
@@ -188,7 +190,8 @@ func (e *Engine) plan(ctx context.Context, agent string, p apitype.ExecParams, w
 	}
 	pl.Host, pl.HostReason, pl.Runner = name, reason, runsOn
 
-	// Background allowed? (exec.md §2 step 3)
+	// Background allowed? An agent denied the process tool cannot follow a
+	// backgrounded run up, so it runs synchronously with a warning.
 	pl.Window = set.Yield
 	background := p.Background != nil && *p.Background
 	switch {
@@ -629,7 +632,7 @@ func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
 }
 
 // endResult turns an end state and the rendered output into the exec
-// result of exec.md §8.1/§8.2.
+// result: completed (exited by itself, not 126 or 127) or failed.
 func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSettings) apitype.Result {
 	st, _, _ := s.snapshot()
 	dur := ex.DurationMs
@@ -698,7 +701,8 @@ func leftoverNote(ex supervisor.Exit, backgrounded bool) string {
 	return what + "; use background:true to keep a server running."
 }
 
-// failureReason returns the reason text of exec.md §8.2, or "" for a run
+// failureReason returns the reason text of a failed run (not found, not
+// executable, timed out, killed, signaled, lost), or "" for a run
 // that completed (exited by itself with a code other than 126 and 127).
 func failureReason(ex supervisor.Exit, timeoutSec float64) string {
 	switch ex.State {

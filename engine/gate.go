@@ -75,10 +75,10 @@ func (e *Engine) EffectivePolicy(agent, reqSecurity, reqAsk, command, cwd, path 
 		p.FileErr = ferr
 	}
 
-	// §1.1 configured values: exec defaults > agent config > global config > built-in.
+	// Configured values: exec defaults > agent config > global config > built-in.
 	confSec := firstNonEmpty(defs.Security, set.Security, "allowlist")
 	confAsk := firstNonEmpty(defs.Ask, set.Ask, res.Ask.Value, "on-miss")
-	// §1.2 per call: only tighten.
+	// Per call: a request may only tighten.
 	toolSec := policy.Security(confSec)
 	if reqSecurity != "" {
 		toolSec = policy.Min(toolSec, policy.Security(reqSecurity))
@@ -87,7 +87,7 @@ func (e *Engine) EffectivePolicy(agent, reqSecurity, reqAsk, command, cwd, path 
 	if reqAsk != "" {
 		toolAsk = policy.Max(toolAsk, policy.Ask(reqAsk))
 	}
-	// §1.3 file merge: stricter wins.
+	// Approvals-file merge: the stricter of tool and file wins.
 	p.Security = toolSec
 	if res.Security.Value != "" {
 		p.Security = policy.Min(toolSec, policy.Security(res.Security.Value))
@@ -150,7 +150,8 @@ type gateResult struct {
 	eff       Policy
 }
 
-// gate applies the policy gate (exec.md §2 step 12) to a gateway run.
+// gate applies the policy gate to a gateway run, after the script
+// preflight and before the timeout and the spawn.
 func (e *Engine) gate(agent string, p apitype.ExecParams, pl *plan) gateResult {
 	eff := e.EffectivePolicy(agent, p.Security, p.Ask, pl.Command, pl.Cwd, envValue(pl.Env, "PATH"))
 	eff.Request.Terminal = pl.PTY

@@ -40,7 +40,10 @@ type Nodes = nodeport.Hub
 // NodeRef names a selected node.
 type NodeRef = nodeport.Ref
 
-// nodeError maps a node or hub error to the exec error of hosts.md §5.3.
+// nodeError maps a node or hub error to an exec error: the node's refusals
+// (SYSTEM_RUN_DENIED, SYSTEM_RUN_DISABLED, the approval codes) are denied,
+// INVALID_REQUEST is invalid_argument, timeouts and lost links are
+// node_unavailable.
 func nodeError(err *apitype.Error) *apitype.Error {
 	switch err.Code {
 	case apitype.NodeRunDenied, apitype.NodeRunDisabled:
@@ -476,7 +479,8 @@ func nodePlanJSON(pl *plan) json.RawMessage {
 	return b
 }
 
-// noticeHost is the host part of the approval events of exec.md §12.2:
+// noticeHost is the host part of the approval events ("Exec denied
+// (<host> id=…"):
 // "gateway", or "node=<nodeId>".
 func noticeHost(s *session) string {
 	s.mu.Lock()

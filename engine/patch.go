@@ -38,15 +38,15 @@ func patchError(err *apitype.Error) apitype.Result {
 	return apitype.Result{Text: err.Message, Details: &apitype.ErrorDetails{Status: "failed", Error: err}}
 }
 
-// ApplyPatch runs the apply_patch tool for agent (apply-patch.md): it
+// ApplyPatch runs the apply_patch tool for agent (docs/tools.md): it
 // picks where the patch applies from the agent's effective host, applies
 // it atomically and records it in the ledger.
 func (e *Engine) ApplyPatch(ctx context.Context, agent string, p apitype.PatchParams) apitype.Result {
 	return e.withNotices(agent, e.applyPatch(ctx, agent, p))
 }
 
-// patchAllowed checks that agent is offered apply_patch (apply-patch.md
-// §1).
+// patchAllowed checks that agent is offered apply_patch: enabled, and
+// neither exec nor apply_patch in its tools.deny.
 func (e *Engine) patchAllowed(agent string) *apitype.Error {
 	cfg := e.conf()
 	switch {
@@ -141,7 +141,8 @@ func (e *Engine) applyLocal(ctx context.Context, agent, host, input string, opt 
 	return out
 }
 
-// ledgerPatch writes the patch record of policy.md §12 (scope "all").
+// ledgerPatch writes the ledger's patch record (the patch's sha256 and each
+// file's hashes before and after) when the ledger scope is "all".
 func (e *Engine) ledgerPatch(agent, host, nodeID, input string, files []ledger.PatchFile) {
 	if files == nil {
 		files = []ledger.PatchFile{}

@@ -17,7 +17,7 @@ import (
 	"github.com/conchsh/conch/internal/visible"
 )
 
-// Process runs the process tool for agent (process.md).
+// Process runs the process tool for agent (docs/tools.md).
 func (e *Engine) Process(ctx context.Context, agent string, p apitype.ProcessParams) apitype.Result {
 	res := withNotes(e.process(ctx, agent, p), p.Notes)
 	if isOperator(ctx) {

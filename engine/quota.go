@@ -113,7 +113,8 @@ func (e *Engine) retain(agent string) {
 
 // trimRunning trims the journals of agent's running sessions, largest
 // first, to an equal share of limit each, until the agent's total is
-// within it (exec.md §11: only running sessions remain). A journal keeps
+// within it (the quota's last resort, when no finished session is left to
+// evict). A journal keeps
 // its head and its newest tail; the agent is told once per session.
 func (e *Engine) trimRunning(agent string, sizes map[*session]int64, total, limit int64) {
 	var running []*session

@@ -13,8 +13,8 @@ import (
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
-// sandboxUnavailable is the fail-closed error of hosts.md §1 (text of
-// exec.md §8.6).
+// sandboxUnavailable is the error of a sandbox run that cannot have its
+// sandbox: it fails closed and never falls back to the gateway.
 var sandboxUnavailable = host.SandboxUnavailable
 
 // sandboxInnerPID returns a process inside a running bwrap session's
@@ -46,7 +46,8 @@ func (e *Engine) sandboxCwd(s *session) string {
 	return m.Cwd
 }
 
-// elevatedLevel resolves policy.md §9 for an agent whose sandboxing is
+// elevatedLevel resolves elevated mode (the gates tools.elevated.enabled
+// and agents.<id>.elevated.allow, the default level) for an agent whose sandboxing is
 // on: "" (off), "ask" or "full", or the error for a request that is not
 // allowed.
 func (e *Engine) elevatedLevel(agent string, req *bool) (string, *apitype.Error) {

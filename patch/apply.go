@@ -1,5 +1,5 @@
 // Package patch parses and applies patches in the "*** Begin Patch"
-// format of the apply_patch tool (apply-patch.md).
+// format of the apply_patch tool (docs/tools.md).
 //
 // Apply is atomic: it parses the whole patch, checks every path, and
 // computes every new file content in memory before it writes anything;
@@ -29,7 +29,7 @@ import (
 	"syscall"
 )
 
-// Limits of apply-patch.md §1.
+// Limits of the input.
 const (
 	// MaxPatchBytes is the largest patch accepted.
 	MaxPatchBytes = 8 << 20
@@ -59,7 +59,8 @@ type Options struct {
 
 // Result is a successful application.
 type Result struct {
-	// Text is the success text of apply-patch.md §5.
+	// Text is the success text: "Success. Updated the following files:"
+	// and one "A|M|D <path>" line per path.
 	Text string
 	// Added, Modified and Deleted are the summary lists (display paths,
 	// patch order, de-duplicated).
@@ -88,7 +89,7 @@ func Digest(input string) string {
 
 // Apply parses input and applies it to the workspace of opt. Failures are
 // *Error (or *PartialError, which also is an *Error through errors.As)
-// with the codes and texts of apply-patch.md; nothing is written unless
+// with the tool's codes and texts; nothing is written unless
 // every operation of the patch can be applied.
 func Apply(ctx context.Context, input string, opt Options) (*Result, error) {
 	if len(input) > MaxPatchBytes {

@@ -29,7 +29,8 @@ func wantCode(t *testing.T, err error, code, msg string) {
 	}
 }
 
-// TestEscapes checks every way out of the workspace of §6: each patch
+// TestEscapes checks every way out of the workspace (.., absolute
+// paths, symlinked ancestors and final components, hard links): each patch
 // fails with path_outside_workspace and changes nothing, inside or out.
 func TestEscapes(t *testing.T) {
 	base := t.TempDir()

@@ -2,7 +2,7 @@ package patch
 
 import "strings"
 
-// The four matching passes of apply-patch.md §4, from strictest to
+// The four matching passes, from strictest to
 // loosest. Each pass scans the whole remaining range before the next one
 // is tried, so an exact match later in the file wins over a loose one
 // earlier.
@@ -76,7 +76,7 @@ func equalAt(lines, pattern []string, at int, norm func(string) string) bool {
 }
 
 // normalizePunct maps typographic dashes, quotes and spaces to their ASCII
-// forms (apply-patch.md §4 pass 4).
+// forms (the loosest pass).
 func normalizePunct(s string) string {
 	ascii := true
 	for i := 0; i < len(s); i++ {

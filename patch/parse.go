@@ -68,8 +68,8 @@ const (
 	eofMarker   = "*** End of File"
 )
 
-// Parse parses a patch in the "*** Begin Patch" format (apply-patch.md
-// §2). Errors are *Error with code invalid_patch and the texts of §3.
+// Parse parses a patch in the "*** Begin Patch" format. Errors are *Error
+// with code invalid_patch and the line number of the offending line.
 func Parse(input string) (*Patch, error) {
 	lines := splitPatch(input)
 	if len(lines) == 0 || strings.TrimSpace(input) == "" {
@@ -250,7 +250,8 @@ func splitPatch(input string) []string {
 	return lines
 }
 
-// Error is a failure with one of the codes of apply-patch.md §5 and the
+// Error is a failure with one of the codes (invalid_patch,
+// context_not_found, path_outside_workspace, unavailable, io_error) and the
 // exact message the tool returns.
 type Error struct {
 	Code    string

@@ -80,8 +80,9 @@ var parserPool = sync.Pool{New: func() any {
 	return syntax.NewParser(syntax.Variant(syntax.LangBash))
 }}
 
-// Analyze parses command as bash and checks that it only uses the shapes of
-// policy.md §4.1. It touches no filesystem: the segments it returns have
+// Analyze parses command as bash and checks that it only uses the accepted
+// shapes: simple commands with a literal first word joined by ; && || and |,
+// quotes, globs, simple $NAME expansions and heredocs. It touches no filesystem: the segments it returns have
 // Text and Argv only. Anything it does not fully understand fails the
 // analysis with OK false and a Reason.
 func Analyze(command string) Analysis {

@@ -8,7 +8,7 @@ import (
 
 const usc = "unsupported shell construct: "
 
-// TestAnalyzeFailsClosed covers every example of policy.md §4.2.
+// TestAnalyzeFailsClosed covers every construct the analysis refuses.
 func TestAnalyzeFailsClosed(t *testing.T) {
 	tests := []struct {
 		cmd    string
@@ -180,7 +180,8 @@ func TestAnalyzeFailsClosed(t *testing.T) {
 	}
 }
 
-// TestAnalyzeAccepted covers §4.1 and the literal examples of §4.2.
+// TestAnalyzeAccepted covers the accepted shapes and the quoted look-alikes
+// of refused constructs.
 func TestAnalyzeAccepted(t *testing.T) {
 	type seg = []string // argv
 	tests := []struct {

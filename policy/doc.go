@@ -1,5 +1,5 @@
 // Package policy decides whether a shell command may run on an execution host
-// without a human approval (policy.md §1.4, §4–§8, §13).
+// without a human approval (docs/policy.md).
 //
 // The package is pure: it parses the command text with mvdan.cc/sh/v3/syntax
 // (bash variant), never executes or expands anything, and touches the
@@ -18,7 +18,7 @@
 //     and strictInlineEval. An auto-allowed command in allowlist mode is
 //     pinned: its executables are replaced by absolute paths.
 //   - [Decision.Explain] renders the `conch policy explain` tree.
-//   - [MatchGlob] is the allowlist glob of §5.5 (case-sensitive);
+//   - [MatchGlob] is the allowlist glob (case-sensitive);
 //     [MatchGlobFold] the same for hosts whose file system folds case.
 //
 // The rule that governs every choice in this package: when the analyser

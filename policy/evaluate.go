@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Texts of the decision (policy.md §1.3–§1.4, §5.6).
+// Texts of the decision.
 const (
 	deniedAllowlistMiss = "exec denied: allowlist miss"
 	deniedPlanPrefix    = "exec denied: allowlist execution plan unavailable ("

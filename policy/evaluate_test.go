@@ -33,7 +33,7 @@ func TestMinMax(t *testing.T) {
 	}
 }
 
-// TestMatrix is the whole security × ask × analysis table of policy.md §1.4.
+// TestMatrix is the whole security × ask × analysis table.
 func TestMatrix(t *testing.T) {
 	cmds := map[string]string{
 		"satisfied":  "git status | head -n 5",
@@ -150,7 +150,7 @@ func verdicts(d Decision) []string {
 	return out
 }
 
-// TestWrappers covers §5.2: accepted forms are unwrapped, others blocked.
+// TestWrappers covers the dispatch wrappers: accepted forms are unwrapped, others blocked.
 func TestWrappers(t *testing.T) {
 	tests := []struct {
 		cmd      string
@@ -293,7 +293,7 @@ func TestWrapperOutsideTrustedDirs(t *testing.T) {
 	}
 }
 
-// TestShellWrappers covers §5.3.
+// TestShellWrappers covers sh -c and its kin, login shells and script operands.
 func TestShellWrappers(t *testing.T) {
 	tests := []struct {
 		cmd  string
@@ -536,7 +536,7 @@ func TestStrictInlineEval(t *testing.T) {
 	}
 }
 
-// TestPersist covers §3.5.
+// TestPersist covers what allow-always persists.
 func TestPersist(t *testing.T) {
 	tests := []struct {
 		cmd  string
@@ -577,7 +577,7 @@ func TestPersist(t *testing.T) {
 	}
 }
 
-// TestPinned covers §5.6.
+// TestPinned covers the pinned (literal argv) form of auto-allowed commands.
 func TestPinned(t *testing.T) {
 	tests := []struct{ cmd, want string }{
 		{"git status", "'/usr/bin/git' status"},

@@ -17,7 +17,7 @@ import "strings"
 //     (including "/", as in OpenClaw); everything else is literal.
 //
 // [MatchGlobFold] is the same match for hosts whose file system folds
-// case (macOS, Windows). The realpath rule of §5.5 (a pattern without
+// case (macOS, Windows). The realpath rule (a pattern without
 // wildcards also matches when its realpath equals the segment's) needs the
 // filesystem and is applied by [Evaluate], not here.
 func MatchGlob(pattern, path, home string) bool {

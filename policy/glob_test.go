@@ -7,7 +7,7 @@ func TestMatchGlob(t *testing.T) {
 		pattern, path string
 		want          bool
 	}{
-		// the examples of policy.md §5.5
+		// the documented examples
 		{"/opt/**/rg", "/opt/homebrew/bin/rg", true},
 		{"/opt/*/rg", "/opt/homebrew/bin/rg", false},
 		{"/usr/bin/*++", "/usr/bin/g++", true},

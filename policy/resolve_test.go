@@ -74,7 +74,7 @@ func realSegment(t *testing.T, req Request) Segment {
 }
 
 // TestRealTrustedDirs: a head in an untrusted directory is not a safe bin
-// (policy.md §6–§7), on the real filesystem.
+// (only trusted directories hold safe bins), on the real filesystem.
 func TestRealTrustedDirs(t *testing.T) {
 	root := realTree(t)
 	req := func(cmd, path string, trusted ...string) Request {

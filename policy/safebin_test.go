@@ -25,7 +25,7 @@ func safeBinVerdict(t *testing.T, cmd string) (string, string) {
 	return s.Verdict, s.Rule
 }
 
-// TestSafeBinSpecExamples is the list of examples of policy.md §7.
+// TestSafeBinSpecExamples is the list of documented safe-bin examples.
 func TestSafeBinSpecExamples(t *testing.T) {
 	rejected := []string{
 		"sort -o x", "sort -oX", "sort --output=x", "sort --compress-prog=sh", "grep -R x",

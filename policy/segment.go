@@ -318,7 +318,8 @@ func (e *evaluator) judge(seg *Segment, words []word, depth int, viaXargs bool) 
 	return pin
 }
 
-// plain judges a command that is not a wrapper (policy.md §5.4 steps 2–4).
+// plain judges a command that is not a wrapper: strict inline eval, then
+// the allowlist, then the safe bins.
 func (e *evaluator) plain(seg *Segment, res resolved, names []string, args []word, viaXargs bool) []string {
 	if e.strict {
 		if what, ok := inlineEval(names, args, viaXargs); ok {
@@ -370,7 +371,8 @@ func (e *evaluator) plain(seg *Segment, res resolved, names []string, args []wor
 	return nil
 }
 
-// safeBin checks policy.md §7; it returns the rule, or why it is not a
+// safeBin checks the safe-bin rules (listed, in a trusted dir, profiled, no
+// expansion, argv passes the profile); it returns the rule, or why it is not a
 // safe bin.
 func (e *evaluator) safeBin(res resolved, args []word) (string, string) {
 	name := filepath.Base(res.path)

@@ -136,7 +136,8 @@ type Env struct {
 type Request struct {
 	// Command is the shell text as the agent sent it.
 	Command string
-	// Security is the effective security (policy.md §1.2–§1.3). Empty means
+	// Security is the effective security (the request may only tighten, the
+	// stricter of tool and approvals file wins). Empty means
 	// allowlist; an unknown value means deny.
 	Security Security
 	// Ask is the effective ask. Empty means on-miss; an unknown value means
@@ -268,8 +269,7 @@ type Decision struct {
 	// was auto-allowed in allowlist mode; the shell must run it instead of
 	// Command. "" otherwise.
 	Pinned string
-	// Persist lists what allow-always would add to the allowlist (policy.md
-	// §3.5), in allowlist mode only; empty when nothing can be persisted.
+	// Persist lists what allow-always would add to the allowlist, in allowlist mode only; empty when nothing can be persisted.
 	Persist []string
 	// Warnings are agent-facing warnings, e.g. the heredoc warning.
 	Warnings []string

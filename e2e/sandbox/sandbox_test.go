@@ -71,7 +71,7 @@ func TestSandboxBasics(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(se.ws, "f930")); err != nil {
 		t.Fatalf("write inside the workspace did not reach the host: %v", err)
 	}
-	// Environment (exec.md §5.2 sandbox): request env as given, PATH
+	// Environment of a sandboxed run: request env as given, PATH
 	// through CONCH_PREPEND_PATH, nothing of the gateway's environment.
 	r = se.c.Exec(map[string]any{"command": `echo "P=$PATH"; echo "F=$FOO930 N=$NODE_OPTIONS C=$CONCH_PREPEND_PATH S=$CONCH_SHELL"; env | grep -c LEAK930 || true`,
 		"env": map[string]any{"FOO930": "bar", "NODE_OPTIONS": "--x930", "PATH": "/opt/p930"}})
@@ -376,7 +376,8 @@ func TestSandboxLimits(t *testing.T) {
 	}
 }
 
-// TestSandboxHostSelection covers hosts.md §1 with sandboxing on, off and
+// TestSandboxHostSelection covers host selection (implicit and explicit
+// sandbox, gateway, the implicit fallback) with sandboxing on, off and
 // unusable.
 func TestSandboxHostSelection(t *testing.T) {
 	t.Parallel()

@@ -540,7 +540,7 @@ func TestServeStreamBytes(t *testing.T) {
 }
 
 // TestUINodesPage drives the Nodes page against answers in the shape of
-// interfaces.md §3.2 and hosts.md §5, with nodes in every state, without
+// the /v1/nodes routes (docs/gateway.md, docs/nodes.md), with nodes in every state, without
 // running nodes: the browser's requests to /v1/nodes… are answered by the
 // test through the DevTools protocol; the per-agent binding goes to the
 // real gateway. (The real node hub is covered by e2e/nodes.)

@@ -63,6 +63,7 @@ func Doctor(home string) []Finding {
 	}
 	doctorModes(add, home)
 	doctorShim(add)
+	doctorPlatform(add)
 	homeInfo, _ := os.Stat(home)
 	homeUID := -1
 	if homeInfo != nil {
@@ -280,6 +281,9 @@ func doctorSandbox(add func(id, level, format string, args ...any), home, agent,
 	r := &sandbox.Run{Settings: sb}
 	layers := b.Layers(r)
 	add("sandbox.layers", "info", "agent %s: sandbox backend %s, layers %s, workspace access %s, network %s", agent, b.Name(), strings.Join(layers, ","), sb.WorkspaceAccess, sb.Network)
+	if g, ok := b.(sandbox.Gapped); ok {
+		add("sandbox.weaker", "warn", "agent %s: the %s backend cannot enforce: %s", agent, b.Name(), strings.Join(g.Gaps(r), "; "))
+	}
 	if b.Name() == "landlock" {
 		ipc := "System V IPC and POSIX message queues are refused"
 		if !slices.Contains(layers, "ipcns") {

@@ -15,8 +15,8 @@ import (
 	"github.com/conchsh/conch/policy"
 )
 
-// DoctorFix applies the safe fixes of policy.md §14 (the findings marked
-// ✱) and returns what it did, one line each:
+// DoctorFix applies the safe fixes of conch doctor (the findings that
+// have a fix) and returns what it did, one line each:
 //
 //   - home.permissions: the home to 0700, its secrets (tokens, the
 //     approvals file, the agents and config files, the ledger and its key,

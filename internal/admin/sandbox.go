@@ -15,12 +15,15 @@ import (
 
 // SandboxAgent is one agent's sandbox in `conch sandbox status`.
 type SandboxAgent struct {
-	Agent           string   `json:"agent"`
-	Mode            string   `json:"mode"`
-	On              bool     `json:"on"`
-	Scope           string   `json:"scope"`
-	Backend         string   `json:"backend,omitempty"`
-	Layers          []string `json:"layers,omitempty"`
+	Agent   string   `json:"agent"`
+	Mode    string   `json:"mode"`
+	On      bool     `json:"on"`
+	Scope   string   `json:"scope"`
+	Backend string   `json:"backend,omitempty"`
+	Layers  []string `json:"layers,omitempty"`
+	// Gaps says what the backend cannot enforce that bwrap does
+	// (sandbox.Gapped: seatbelt's session limits, system call filter, …).
+	Gaps            []string `json:"gaps,omitempty"`
 	WorkspaceAccess string   `json:"workspaceAccess"`
 	Network         string   `json:"network"`
 	Error           string   `json:"error,omitempty"`
@@ -56,7 +59,7 @@ func sandboxAgents(cfg *config.Config) []string {
 }
 
 // SandboxStatusOf reports the sandbox of every configured agent and the
-// docker containers (hosts.md §3, interfaces.md `conch sandbox`).
+// docker containers (what `conch sandbox` and GET /v1/sandbox show).
 func SandboxStatusOf(ctx context.Context, home string) (SandboxStatus, error) {
 	cfg, err := config.Load(filepath.Join(home, "config.json"))
 	if err != nil {
@@ -73,6 +76,9 @@ func SandboxStatusOf(ctx context.Context, home string) (SandboxStatus, error) {
 				row.Error = err.Error()
 			} else {
 				row.Backend, row.Layers = b.Name(), b.Layers(&sandbox.Run{Settings: sb})
+				if g, ok := b.(sandbox.Gapped); ok {
+					row.Gaps = g.Gaps(&sandbox.Run{Settings: sb})
+				}
 			}
 		}
 		st.Agents = append(st.Agents, row)

@@ -1,6 +1,6 @@
 // Package approvals holds conch's approval state on an execution host: the
-// OpenClaw-compatible approvals file ($CONCH_HOME/exec-approvals.json, policy.md §2) and
-// the pending approval requests ($CONCH_HOME/approvals/<id>.json, policy.md §3).
+// OpenClaw-compatible approvals file ($CONCH_HOME/exec-approvals.json) and the pending
+// approval requests ($CONCH_HOME/approvals/<id>.json); docs/policy.md describes both.
 //
 // # Approvals file
 //

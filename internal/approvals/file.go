@@ -131,7 +131,7 @@ func hashBytes(b []byte) string {
 // version-1 file whose Exists is false. A file that cannot be read or parsed, or has a
 // version other than 1, gives an *[UnreadableError].
 //
-// The result is normalised in memory as policy.md §2 says: the legacy agent "default" is
+// The result is normalised in memory only: the legacy agent "default" is
 // merged into "main", string entries become {pattern}, entries without a pattern are
 // dropped and entries without an id get a new UUID. None of this is written until the
 // next write.
@@ -367,7 +367,7 @@ func decodeEntry(raw json.RawMessage) (Entry, bool) {
 	return e, strings.TrimSpace(e.Pattern) != ""
 }
 
-// normalize applies the load normalisation of policy.md §2 that decoding has not done
+// normalize applies the load normalisation that decoding has not done
 // already: the legacy "default" agent merged into "main", and missing ids.
 func (f *File) normalize() {
 	if f.Agents == nil {

@@ -148,8 +148,8 @@ type Use struct {
 // MarkUsed records allowlist hits: lastUsedAt, lastUsedCommand and lastResolvedPath of each
 // entry, in one locked read-modify-write (see [Update]). Hits on entries that no longer
 // exist are ignored. An entry's id is matched first, then its pattern, because entries
-// without an id on disk get a new one at every load. policy.md §2 asks for these writes to
-// be flushed at most every 5 s: the caller batches the hits of that interval into one
+// without an id on disk get a new one at every load. These writes are flushed at most
+// every 5 s, so that a busy allowlist does not rewrite the file at every run: the caller batches the hits of that interval into one
 // call, keeping the latest per entry.
 func MarkUsed(home string, uses []Use) error {
 	if len(uses) == 0 {

@@ -123,7 +123,8 @@ func dropReason(h *Holder) string {
 
 // AlreadyResolvedError is returned by [Store.Decide] when the record has left the pending
 // state (or its expiry has passed): the first decision wins. It matches
-// [ErrAlreadyResolved] with errors.Is, and its text is the one policy.md §3.2 prescribes.
+// [ErrAlreadyResolved] with errors.Is; its text is "approval <slug> already resolved
+// (<decision>)".
 type AlreadyResolvedError struct {
 	Slug       string
 	Resolution string // the winning decision, or "expired"
@@ -369,8 +370,8 @@ func resolution(r *Request) string {
 }
 
 // Consume moves an allowed record to consumed, atomically, and returns it: the approval
-// authorises exactly one run, and the caller spawns only if Consume succeeds (policy.md
-// §3.3). A record in any other state gives an error wrapping [ErrNotAllowed].
+// authorises exactly one run, and the caller spawns only if Consume succeeds (allow-once
+// is consumed once, before the spawn). A record in any other state gives an error wrapping [ErrNotAllowed].
 func (s *Store) Consume(idOrSlug string) (*Request, error) {
 	return s.transition(idOrSlug, func(r *Request, now time.Time) error {
 		if r.State != Allowed {
@@ -436,7 +437,7 @@ func (s *Store) Expire(now time.Time) ([]*Request, error) {
 }
 
 // Prune deletes the records that left the pending state before the given time (resolved
-// records are kept 15 s for late readers, policy.md §3.3) and returns how many it deleted.
+// records are kept 15 s for late readers; the ledger keeps the history) and returns how many it deleted.
 func (s *Store) Prune(before time.Time) (int, error) {
 	n := 0
 	err := s.locked(func() error {

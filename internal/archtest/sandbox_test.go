@@ -1,7 +1,12 @@
 package archtest
 
 import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -20,9 +25,6 @@ const sandboxRoot = mod + "/internal/sandbox"
 var sandboxNonBackends = []string{
 	sandboxRoot + "/backends",
 	sandboxRoot + "/initproc",
-	// The macOS Seatbelt profile generator: pure code with golden tests,
-	// not a registered backend until it has run on a Mac.
-	sandboxRoot + "/seatbelt",
 }
 
 // backendImporters may import a backend package directly: the sandbox
@@ -44,8 +46,9 @@ func isSandboxBackend(p string) bool {
 // host layer and the programs, nothing imports a backend directly (it
 // asks sandbox.For or sandbox.New, and a backend's extras go through an
 // interface of internal/sandbox such as sandbox.Containers); and every
-// backend is in the list of internal/sandbox/backends, so every program
-// that asks sandbox.For knows it.
+// backend is in the list of internal/sandbox/backends (in a file of any
+// OS: seatbelt is listed in backends_darwin.go), so every program that
+// asks sandbox.For knows it on the OS it runs on.
 func TestSandboxBackendsApart(t *testing.T) {
 	pkgs := listPackages(t)
 	var found []string
@@ -59,9 +62,6 @@ func TestSandboxBackendsApart(t *testing.T) {
 				}
 			}
 		}
-		if p.ImportPath == sandboxRoot+"/backends" {
-			listed = p.Imports
-		}
 		if hasPrefix(p.ImportPath, backendImporters) {
 			continue
 		}
@@ -71,12 +71,39 @@ func TestSandboxBackendsApart(t *testing.T) {
 			}
 		}
 	}
-	if len(found) < 3 {
-		t.Fatalf("found the sandbox backends %v: expected bwrap, docker and landlock at least", found)
+	if len(found) < 4 {
+		t.Fatalf("found the sandbox backends %v: expected bwrap, docker, landlock and seatbelt at least", found)
 	}
+	listed = backendsListed(t)
 	for _, b := range found {
 		if !slices.Contains(listed, b) {
 			t.Errorf("sandbox backend %s is not imported by %s/backends, so sandbox.For does not know it", b, sandboxRoot)
 		}
 	}
+}
+
+// backendsListed returns what the files of internal/sandbox/backends
+// import, whatever OS each is built for.
+func backendsListed(t *testing.T) []string {
+	t.Helper()
+	dir := filepath.Join("..", "sandbox", "backends")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, e.Name()), nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Errors callers branch on.
@@ -29,6 +30,9 @@ var (
 	ErrUnknown = errors.New("unknown agent")
 	ErrInvalid = errors.New("invalid agent id: use [a-z0-9][a-z0-9_-]{0,63}")
 )
+
+// errDamaged is the error of an agents.json the store did not write.
+var errDamaged = errors.New("damaged (fix it or restore a copy; conch never overwrites it)")
 
 var agentID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
@@ -88,12 +92,18 @@ func (s *Store) read() (*file, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The store writes valid UTF-8 and always an "agents" object: a file
+	// without them is damaged, and is refused rather than read as empty
+	// (the next change would then rewrite it without its agents).
+	if !utf8.Valid(b) {
+		return nil, fmt.Errorf("agents.json: %w", errDamaged)
+	}
 	var f file
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("agents.json: %w", err)
 	}
 	if f.Agents == nil {
-		f.Agents = map[string]*Agent{}
+		return nil, fmt.Errorf("agents.json: no \"agents\" object: %w", errDamaged)
 	}
 	for id, a := range f.Agents {
 		a.ID = id

@@ -496,7 +496,7 @@ func printJSON(w io.Writer, r client.Result) {
 }
 
 // splitEvents separates the inline exec events that open a result text
-// (exec.md §8: one per line, "[conch event] " first, a notice may carry
+// (one per line, "[conch event] " first, a notice may carry
 // its snippet on a second line, then a blank line) from the rest.
 func splitEvents(text string) (events []string, rest string) {
 	if !strings.HasPrefix(text, "[conch event] ") {

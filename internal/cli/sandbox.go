@@ -85,6 +85,9 @@ func sandboxRun(sub, homeDir string, json_ bool, agent *string, all *bool, stdou
 					fmt.Fprintf(stdout, "%s: UNAVAILABLE: %s\n", a.Agent, a.Error)
 				default:
 					fmt.Fprintf(stdout, "%s: backend %s, scope %s, workspace %s, network %s, layers %s\n", a.Agent, a.Backend, a.Scope, a.WorkspaceAccess, a.Network, strings.Join(a.Layers, ","))
+					for _, g := range a.Gaps {
+						fmt.Fprintf(stdout, "  not enforced: %s\n", g)
+					}
 				}
 			}
 			if st.LandlockABI > 0 {

@@ -1,5 +1,5 @@
 // Package config loads conch's configuration file ($CONCH_HOME/config.json,
-// interfaces.md §7) and resolves the effective exec settings of an agent:
+// docs/configure.md) and resolves the effective exec settings of an agent:
 // the agent's override wins key by key over the global value, which wins
 // over the environment fallbacks, which win over the built-in defaults.
 //
@@ -292,8 +292,8 @@ func (c *Config) ApplyPatch(agent string) ApplyPatchSettings {
 }
 
 // ApplyPatchOffered reports whether agent gets the apply_patch tool: it
-// is enabled and neither exec nor apply_patch is denied (apply-patch.md
-// §1).
+// is enabled and neither exec nor apply_patch is in the agent's
+// tools.deny.
 func (c *Config) ApplyPatchOffered(agent string) bool {
 	return c.ApplyPatch(agent).Enabled && !c.Denied(agent, "exec") && !c.Denied(agent, "apply_patch")
 }
@@ -475,7 +475,7 @@ func (c *Config) Elicitation(agent string) bool {
 func (c *Config) InlineEvents() bool { return c.MCP.InlineEvents == nil || *c.MCP.InlineEvents }
 
 // ExecSettings are the resolved tools.exec values for one agent, with
-// defaults and clamps applied (exec.md §1, §7; process.md §2).
+// defaults and clamps applied (docs/configure.md lists them).
 type ExecSettings struct {
 	Host                     string // "" = implicit (sandbox)
 	Node                     string // node binding (agent > global), "" = none

@@ -107,13 +107,23 @@ var DefaultProtectPaths = []string{".git/hooks", ".git/config", ".conch"}
 // The allowed values of the sandbox's enumerated keys (validate, Schema).
 var (
 	sandboxModes          = []string{"off", "all", "non-main"}
-	sandboxBackends       = []string{"auto", "bwrap", "docker", "landlock", "kubernetes"}
+	sandboxBackends       = []string{"auto", "bwrap", "docker", "landlock", "seatbelt", "kubernetes"}
 	sandboxScopes         = []string{"agent", "shared"}
 	workspaceAccessValues = []string{"rw", "ro", "none"}
 	sandboxNetworks       = []string{"none", "open"}
 	gitAccessValues       = []string{"ro", "rw"}
 	workspacePaths        = []string{"same", "/workspace"} // case-sensitive
 )
+
+// sandboxBackendOS names the one OS (a GOOS value) a backend is built
+// for; the others are built for every OS.
+var sandboxBackendOS = map[string]string{"bwrap": "linux", "landlock": "linux", "seatbelt": "darwin"}
+
+// SandboxBackendOS returns the OS the sandbox backend name is built for
+// (a GOOS value), or "" when it is built for every OS. A configuration
+// names a backend of another OS without error (the file may be shared);
+// a sandboxed run there fails closed.
+func SandboxBackendOS(name string) string { return sandboxBackendOS[name] }
 
 // Limits of sandbox.limits that validate enforces.
 const (
@@ -220,7 +230,8 @@ func checkBindSyntax(b string) error {
 }
 
 // SandboxFor resolves agent's sandbox settings: agents.<id>.sandbox key by
-// key over the global section over the defaults of hosts.md §2.
+// key over the global section over the defaults (docs/configure.md,
+// "Sandbox").
 func (c *Config) SandboxFor(agent string) SandboxSettings {
 	s := SandboxSettings{
 		Mode: "off", Backend: "auto", Scope: "agent", WorkspaceAccess: "rw", WorkspacePath: "same",

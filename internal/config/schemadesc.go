@@ -77,7 +77,7 @@ var descriptions = map[string]string{
 	"ApplyPatch.allowModels":   "accepted for OpenClaw compatibility and ignored",
 
 	"Sandbox.mode":            "which agents run sandboxed: off (default), all, non-main",
-	"Sandbox.backend":         "auto (default: bwrap, else docker, else landlock), bwrap, docker, landlock, kubernetes",
+	"Sandbox.backend":         "auto (default on Linux: bwrap, else docker, else landlock; on macOS: seatbelt, else docker), bwrap, docker, landlock, seatbelt (macOS), kubernetes",
 	"Sandbox.scope":           "one sandbox per agent (agent, default) or one for all (shared)",
 	"Sandbox.workspaceAccess": "the workspace inside: rw (default), ro, or none (a private one)",
 	"Sandbox.workspacePath":   "where bwrap mounts the workspace: same (default) or /workspace",

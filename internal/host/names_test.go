@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -13,7 +14,8 @@ import (
 // tools.exec.host (which every other list of host names is derived from)
 // are exactly the hosts an agent can select from the registry, and the
 // values of sandbox.backend are "auto" and exactly the registered
-// backends, local or remote. A new host or backend registered without its
+// backends, local or remote, with those of other OSes
+// (config.SandboxBackendOS). A new host or backend registered without its
 // name in config, or a name left in config after its host is gone, fails
 // here.
 func TestHostListsMatchRegistry(t *testing.T) {
@@ -22,7 +24,10 @@ func TestHostListsMatchRegistry(t *testing.T) {
 	if got := Selectable(); !slices.Equal(got, hosts) {
 		t.Errorf("selectable hosts %v, config.HostValues %v", got, hosts)
 	}
-	backends := slices.DeleteFunc(config.SandboxBackends(), func(b string) bool { return b == "auto" })
+	backends := slices.DeleteFunc(config.SandboxBackends(), func(b string) bool {
+		os := config.SandboxBackendOS(b)
+		return b == "auto" || os != "" && os != runtime.GOOS
+	})
 	slices.Sort(backends)
 	if got := sandbox.Names(); !slices.Equal(got, backends) {
 		t.Errorf("registered sandbox backends %v, config.SandboxBackends %v", got, backends)

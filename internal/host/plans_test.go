@@ -29,6 +29,7 @@ func (b *recBackend) Remove(context.Context, string) error        { return nil }
 func (b *recBackend) Layers(*sandbox.Run) []string                { return []string{"rec"} }
 func (b *recBackend) Command(r *sandbox.Run) ([]string, []string, error) {
 	b.runs = append(b.runs, r)
+	r.BlockFD = true // a stand-in for bwrap's --block-fd 3
 	return append([]string{r.Exe, "sandbox-init", "--"}, "/bin/sh", "-lc", r.Command), r.Env, nil
 }
 
@@ -95,6 +96,9 @@ func TestSandboxPlan(t *testing.T) {
 		}
 		if !strings.HasPrefix(r.Command, `export PATH="${CONCH_PREPEND_PATH}:$PATH"`) || !strings.HasSuffix(r.Command, "make") {
 			t.Errorf("%s: command %q", c.name, r.Command)
+		}
+		if r.HostWorkspace != ws {
+			t.Errorf("%s: the run's host workspace %q, want %q", c.name, r.HostWorkspace, ws)
 		}
 		if pl.Sandbox == nil || !pl.Sandbox.BlockFD || !pl.Sandbox.CttyInside || pl.Sandbox.Backend != "bwrap" {
 			t.Errorf("%s: sandbox spec %+v", c.name, pl.Sandbox)

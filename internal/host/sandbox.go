@@ -16,8 +16,8 @@ import (
 
 func init() { Register("sandbox", func(d Deps) Host { return &sandboxHost{d: d} }) }
 
-// sandboxHost runs commands in a sandbox on the gateway (bwrap, landlock
-// or docker, from internal/sandbox) under a local supervisor. No policy
+// sandboxHost runs commands in a sandbox on the gateway (bwrap, landlock,
+// docker or seatbelt, from internal/sandbox) under a local supervisor. No policy
 // gate applies: the sandbox's walls are the protection.
 type sandboxHost struct{ d Deps }
 
@@ -106,7 +106,7 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 			return SandboxUnavailable(fmt.Errorf("locate the conch executable: %v", err))
 		}
 	}
-	run := &sandbox.Run{Home: h.d.Home, Exe: exe, Settings: sb, Workspace: ws, Cwd: pl.Cwd, Command: command, Env: envList, PTY: pl.PTY}
+	run := &sandbox.Run{Home: h.d.Home, Exe: exe, Settings: sb, Workspace: ws, HostWorkspace: def, Cwd: pl.Cwd, Command: command, Env: envList, PTY: pl.PTY}
 	if err := backend.Prepare(ctx, run); err != nil {
 		return SandboxUnavailable(err)
 	}
@@ -122,7 +122,7 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 	pl.Sandbox = &supervisor.SandboxSpec{
 		Backend: backend.Name(), Scope: sb.Scope, Layers: layers,
 		MemoryBytes: sb.MemoryBytes, Pids: sb.Pids, CPUs: sb.CPUs,
-		BlockFD:    backend.Name() != "docker",
+		BlockFD:    run.BlockFD,
 		CttyInside: backend.Name() == "bwrap" && pl.PTY,
 		Files:      run.Files,
 	}

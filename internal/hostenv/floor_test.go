@@ -9,7 +9,7 @@ import (
 
 // TestWithFloor: every PATH gets each floor entry it lacks, after its
 // own entries, whose order is kept; a PATH that has them all is
-// unchanged; the floors are the ones the seeds name per OS.
+// unchanged; the floors are each OS's usual system directories.
 func TestWithFloor(t *testing.T) {
 	if got := strings.Join(PathFloor("darwin"), ":"); got != "/opt/homebrew/bin:/usr/local/bin:/usr/bin:/bin" {
 		t.Fatalf("darwin floor %q", got)

@@ -1,5 +1,7 @@
 // Package hostenv decides which environment variables a command on a real
-// host may inherit or be given (policy.md §11, exec.md §5.2). The lists are
+// host may inherit or be given: dangerous keys and prefixes are removed from
+// the inherited environment and rejected in a request, override-only ones
+// are kept but rejected in a request, and PATH is never given. The lists are
 // data (hostenv.json, embedded and versioned), matched case-insensitively.
 package hostenv
 

@@ -18,7 +18,7 @@ func (s *Server) nodeConnect(w http.ResponseWriter, r *http.Request) {
 	nodelink.Accept(w, r, s.opt.Nodes.Admit)
 }
 
-// nodesHandler serves the operator routes of interfaces.md §3 under
+// nodesHandler serves the operator routes (docs/gateway.md) under
 // /v1/nodes (the caller checks operator rights): list, invites, approve,
 // rename, remove.
 func (s *Server) nodesHandler() http.Handler {

@@ -8,7 +8,7 @@ import (
 )
 
 func ExampleEncode() {
-	// The example of spec process.md §6.4.
+	// Literal hi, hex 0d, 0x0a and an invalid zz, then the key Enter.
 	parts, warnings := keys.Encode("hi", []string{"0d", "0x0a", "zz"}, []string{"Enter"}, keys.Modes{})
 	fmt.Printf("%q\n", bytes.Join(parts, nil))
 	fmt.Println(len(parts), "parts")

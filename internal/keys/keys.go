@@ -1,10 +1,10 @@
 // Package keys turns the inputs of the process tool's send-keys and paste actions into the
 // bytes a terminal program expects, and follows the terminal modes that change those bytes.
 //
-// [Encode] implements send-keys (spec process.md §4.5 and §6): a literal, hex bytes and key
-// tokens such as "Enter", "C-c", "M-x", "^D", "S-Up" or "F5". [Paste] implements paste
-// (§4.7 and §7). Both depend on the [Modes] the program has enabled, which a [Tracker]
-// follows by scanning the program's output.
+// [Encode] implements send-keys: a literal, hex bytes and key tokens such as "Enter",
+// "C-c", "M-x", "^D", "S-Up" or "F5". [Paste] implements paste (bracketed only when the
+// program enabled it). Both depend on the [Modes] the program has enabled, which a
+// [Tracker] follows by scanning the program's output.
 //
 // The package does no I/O; it only builds byte slices and warning texts.
 package keys
@@ -50,7 +50,7 @@ func ss3(c byte) key { return key{seq: esc + "O" + string(c)} }
 // csi is a key sent as ESC [ <s> whatever the modifiers (F5–F12, BTab).
 func csi(s string) key { return key{seq: esc + "[" + s} }
 
-// named is the key table of spec process.md §6.1, indexed by lower-case name.
+// named is the table of named keys (docs/tools.md, "Keys"), indexed by lower-case name.
 var named = map[string]key{
 	"enter":     {seq: "\r"},
 	"return":    {seq: "\r"},

@@ -47,7 +47,7 @@ func checkKeys(t *testing.T, cases []keyCase) {
 	}
 }
 
-// TestNamedKeys covers every row of the table in spec process.md §6.1, each alias, and
+// TestNamedKeys covers every named key, each alias, and
 // names in several cases.
 func TestNamedKeys(t *testing.T) {
 	rows := []struct {
@@ -151,7 +151,8 @@ func TestAppCursor(t *testing.T) {
 	})
 }
 
-// TestModifiers covers every example of spec process.md §6.2 and the single-character rules.
+// TestModifiers covers the modifier prefixes (C-, M-, S-, ^X), the xterm codes of
+// modified navigation keys, and the single-character rules.
 func TestModifiers(t *testing.T) {
 	checkKeys(t, []keyCase{
 		// Spec examples.
@@ -323,7 +324,7 @@ func TestHex(t *testing.T) {
 	}
 }
 
-// TestEncodeSpecExample is the example of spec process.md §6.4.
+// TestEncodeSpecExample: literal, hex (one invalid item) and a key, in that order.
 func TestEncodeSpecExample(t *testing.T) {
 	parts, warnings := Encode("hi", []string{"0d", "0x0a", "zz"}, []string{"Enter"}, normal)
 	if got := string(bytes.Join(parts, nil)); got != "hi\r\n\r" {

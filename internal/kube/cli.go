@@ -95,12 +95,12 @@ func targets(cfg *config.Config, only string) ([]*target, error) {
 func (t *target) list(ctx context.Context, gw string) ([]Sandbox, error) {
 	cctx, cancel := ctxTimeout(ctx)
 	defer cancel()
-	l, err := t.cl.cs.CoreV1().Pods(t.ns).List(cctx, metav1.ListOptions{LabelSelector: LabelManaged + "=conch," + LabelGateway + "=" + gw})
+	l, err := t.cl.pods(t.ns).List(cctx, metav1.ListOptions{LabelSelector: LabelManaged + "=conch," + LabelGateway + "=" + gw})
 	if err != nil {
 		return nil, t.cl.explain(err, "list the sandbox pods in namespace "+t.ns)
 	}
 	var out []Sandbox
-	for _, p := range l.Items {
+	for _, p := range l {
 		sb := Sandbox{Namespace: p.Namespace, Name: p.Name, Kind: p.Labels["conch.sh/kind"], Scope: p.Annotations["conch.sh/scope"],
 			Agent: p.Annotations["conch.sh/agent"], Phase: string(p.Status.Phase), Node: p.Spec.NodeName,
 			CreatedAtMs: p.CreationTimestamp.UnixMilli(), IdleTimeout: p.Annotations[AnnoIdle], Deleting: p.DeletionTimestamp != nil}

@@ -11,6 +11,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -23,8 +24,9 @@ import (
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -40,8 +42,8 @@ func init() {
 // cluster is one API server as a kubeconfig (or the in-cluster
 // configuration) reaches it.
 type cluster struct {
-	cs   kubernetes.Interface
 	dyn  dynamic.Interface
+	raw  rest.Interface // for discovery
 	host string
 	ns   string // the default namespace
 
@@ -105,15 +107,15 @@ func clusterFor(k config.KubeSettings) (*cluster, error) {
 	// claim from the warm pool waited up to 200 ms for its turn.
 	rc.QPS, rc.Burst = 50, 100
 	rc.WarningHandler = rest.NoWarnings{}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{cs: cs, dyn: dyn, host: rc.Host, ns: ns}
+	raw, err := rest.UnversionedRESTClientFor(dynamic.ConfigFor(rc))
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{dyn: dyn, raw: raw, host: rc.Host, ns: ns}
 	clusters[key] = c
 	return c, nil
 }
@@ -135,7 +137,7 @@ func (c *cluster) hasSandboxCRD() (bool, error) {
 		return c.crd, c.crdError
 	}
 	c.crd, c.crdError = false, nil
-	rl, err := c.cs.Discovery().ServerResourcesForGroupVersion(sandboxGV.String())
+	rl, err := c.resourcesOf(sandboxGV)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
@@ -149,6 +151,23 @@ func (c *cluster) hasSandboxCRD() (bool, error) {
 	}
 	c.crdAt = time.Now()
 	return c.crd, c.crdError
+}
+
+// resourcesOf is the API server's list of the resources of gv (what
+// client-go's discovery client asks, without the scheme of every API
+// group it links).
+func (c *cluster) resourcesOf(gv schema.GroupVersion) (*metav1.APIResourceList, error) {
+	ctx, cancel := ctxTimeout(context.Background())
+	defer cancel()
+	b, err := c.raw.Get().AbsPath("/apis", gv.Group, gv.Version).DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var rl metav1.APIResourceList
+	if err := json.Unmarshal(b, &rl); err != nil {
+		return nil, fmt.Errorf("the API server's resource list of %s: %w", gv, err)
+	}
+	return &rl, nil
 }
 
 // explain turns a client error into the reason a sandboxed call shows:

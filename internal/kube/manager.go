@@ -230,7 +230,7 @@ func (m *Manager) adopt(ctx context.Context, cl *cluster, s *scope, ns string, s
 			continue
 		}
 		cctx, cancel := ctxTimeout(ctx)
-		pod, err := cl.cs.CoreV1().Pods(ns).Get(cctx, p.Pod.Name, metav1.GetOptions{})
+		pod, err := cl.pods(ns).Get(cctx, p.Pod.Name, metav1.GetOptions{})
 		cancel()
 		if err != nil || string(pod.UID) != p.Pod.UID || pod.DeletionTimestamp != nil || podFailure(pod) != "" {
 			if err == nil || apierrors.IsNotFound(err) {
@@ -335,7 +335,7 @@ func (m *Manager) create(ctx context.Context, cl *cluster, s *scope, ns, agent s
 		}
 	} else {
 		var pod *corev1.Pod
-		pod, err = cl.cs.CoreV1().Pods(ns).Create(cctx, &corev1.Pod{ObjectMeta: meta, Spec: spec}, metav1.CreateOptions{})
+		pod, err = cl.pods(ns).Create(cctx, &corev1.Pod{ObjectMeta: meta, Spec: spec}, metav1.CreateOptions{})
 		if err == nil {
 			m.mu.Lock()
 			s.uid = string(pod.UID)
@@ -381,7 +381,7 @@ func (m *Manager) await(ctx context.Context, cl *cluster, s *scope, sb config.Sa
 		if time.Since(lastGet) >= 500*time.Millisecond {
 			lastGet = time.Now()
 			cctx, cancel := ctxTimeout(ctx)
-			p, err := cl.cs.CoreV1().Pods(ns).Get(cctx, name, metav1.GetOptions{})
+			p, err := cl.pods(ns).Get(cctx, name, metav1.GetOptions{})
 			cancel()
 			switch {
 			case apierrors.IsNotFound(err):
@@ -465,7 +465,7 @@ func (m *Manager) touch(ctx context.Context, s *scope, idle time.Duration) {
 	cctx, cancel := ctxTimeout(ctx)
 	defer cancel()
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnoLastUsed, now.UTC().Format(time.RFC3339))
-	cl.cs.CoreV1().Pods(ns).Patch(cctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	cl.pods(ns).Patch(cctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if kind == "Sandbox" {
 		sp := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"shutdownTime":%q}}`, AnnoLastUsed, now.UTC().Format(time.RFC3339), now.Add(idle).UTC().Format(time.RFC3339))
 		cl.dyn.Resource(sandboxGVR).Namespace(ns).Patch(cctx, name, types.MergePatchType, []byte(sp), metav1.PatchOptions{})
@@ -522,12 +522,12 @@ func deleteSandbox(ctx context.Context, cl *cluster, ns, name, kind, reason stri
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnoDeleteWhy, reason)
 	bg := metav1.DeletePropagationBackground
 	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
-	cl.cs.CoreV1().Pods(ns).Patch(cctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	cl.pods(ns).Patch(cctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	var err error
 	if kind == "Sandbox" {
 		err = cl.dyn.Resource(sandboxGVR).Namespace(ns).Delete(cctx, name, opts)
 	} else {
-		err = cl.cs.CoreV1().Pods(ns).Delete(cctx, name, opts)
+		err = cl.pods(ns).Delete(cctx, name, opts)
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return cl.explain(err, fmt.Sprintf("delete %s %s/%s", strings.ToLower(kind), ns, name))
@@ -581,7 +581,7 @@ func (m *Manager) watch(s *scope) {
 // is not Ready while its link is up still runs them.
 func (m *Manager) follow(ctx context.Context, s *scope, cl *cluster, ns, name string) (string, bool) {
 	gctx, cancel := ctxTimeout(ctx)
-	p, err := cl.cs.CoreV1().Pods(ns).Get(gctx, name, metav1.GetOptions{})
+	p, err := cl.pods(ns).Get(gctx, name, metav1.GetOptions{})
 	cancel()
 	if apierrors.IsNotFound(err) {
 		return cl.withEvents(ctx, ns, name, fmt.Sprintf("sandbox pod %s/%s was deleted", ns, name)), false
@@ -592,7 +592,7 @@ func (m *Manager) follow(ctx context.Context, s *scope, cl *cluster, ns, name st
 	if why := gone(p); why != "" {
 		return cl.withEvents(ctx, ns, name, why), p.Annotations[AnnoDeleteWhy] != ""
 	}
-	w, err := cl.cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: p.ResourceVersion})
+	w, err := cl.pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: p.ResourceVersion})
 	if err != nil {
 		return "", false
 	}
@@ -780,7 +780,7 @@ func (m *Manager) verify(ctx context.Context, token string, b nodehub.PodBinding
 		return "", fmt.Errorf("pod %s/%s is not a sandbox this gateway is starting", b.Namespace, b.Name)
 	}
 	tr := &authv1.TokenReview{Spec: authv1.TokenReviewSpec{Token: token, Audiences: []string{apitype.PodTokenAudience}}}
-	res, err := cl.cs.AuthenticationV1().TokenReviews().Create(ctx, tr, metav1.CreateOptions{})
+	res, err := cl.tokenReviews().Create(ctx, tr, metav1.CreateOptions{})
 	if err != nil {
 		return "", cl.explain(err, "review the pod's service-account token")
 	}
@@ -801,7 +801,7 @@ func (m *Manager) verify(ctx context.Context, token string, b nodehub.PodBinding
 	if b.UID == "" {
 		cctx, cancel := ctxTimeout(ctx)
 		defer cancel()
-		p, err := cl.cs.CoreV1().Pods(b.Namespace).Get(cctx, b.Name, metav1.GetOptions{})
+		p, err := cl.pods(b.Namespace).Get(cctx, b.Name, metav1.GetOptions{})
 		if err != nil {
 			return "", cl.explain(err, "read pod "+b.Namespace+"/"+b.Name)
 		}
@@ -877,7 +877,7 @@ func (m *Manager) Resume(ctx context.Context) {
 func (m *Manager) check(ctx context.Context, cl *cluster, b nodehub.PodBinding) (string, bool, *corev1.Pod) {
 	ns, name := b.Namespace, b.Name
 	cctx, cancel := ctxTimeout(ctx)
-	pod, err := cl.cs.CoreV1().Pods(ns).Get(cctx, name, metav1.GetOptions{})
+	pod, err := cl.pods(ns).Get(cctx, name, metav1.GetOptions{})
 	cancel()
 	switch {
 	case apierrors.IsNotFound(err):

@@ -268,11 +268,11 @@ func lastLines(s string, n int) string {
 func (c *cluster) warningEvents(ctx context.Context, ns, name string) []string {
 	ctx, cancel := ctxTimeout(ctx)
 	defer cancel()
-	l, err := c.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	l, err := c.events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 	if err != nil {
 		return nil
 	}
-	evs := l.Items
+	evs := l
 	sort.Slice(evs, func(i, j int) bool { return eventTime(evs[i]).Before(eventTime(evs[j])) })
 	var out []string
 	for _, e := range evs {
@@ -330,7 +330,7 @@ func (c *cluster) applyNetworkPolicy(ctx context.Context, ns, gw string, raw jso
 		Labels: map[string]string{LabelManaged: "conch", LabelGateway: gw}}, Spec: *spec}
 	ctx, cancel := ctxTimeout(ctx)
 	defer cancel()
-	api := c.cs.NetworkingV1().NetworkPolicies(ns)
+	api := c.networkPolicies(ns)
 	cur, err := api.Get(ctx, np.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

@@ -216,7 +216,7 @@ func (m *Manager) grow(key string, p *pool) {
 		// Marked once it can be claimed.
 		cctx, cancel := ctxTimeout(context.Background())
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"ready"}}}`, AnnoWarm)
-		cl.cs.CoreV1().Pods(ns).Patch(cctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		cl.pods(ns).Patch(cctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		cancel()
 	}
 	if err != nil {
@@ -298,7 +298,7 @@ func (m *Manager) claim(ctx context.Context, cl *cluster, s *scope, ns, agent st
 			"annotations": map[string]any{AnnoWarm: nil, "conch.sh/agent": agent, "conch.sh/scope": sb.Scope,
 				AnnoLastUsed: now.UTC().Format(time.RFC3339), AnnoIdle: sb.IdleTimeout.String()}}})
 		cctx, cancel := ctxTimeout(ctx)
-		_, err := cl.cs.CoreV1().Pods(ns).Patch(cctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		_, err := cl.pods(ns).Patch(cctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 		cancel()
 		if err == nil {
 			err = m.hub.ClaimPod(hash, sb.Scope)

@@ -69,7 +69,7 @@ import (
 	"time"
 )
 
-// Record types and their members (policy.md §12; "?" marks optional ones).
+// Record types and their members ("?" marks optional ones).
 const (
 	// TypeEvaluate: requestId, host, nodeId?, command, cwd, envKeys, envHash, security, ask,
 	// askFallback, analysis (ok | reason), segments[{text, exe, realPath, sha256, verdict,

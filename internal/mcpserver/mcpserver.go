@@ -28,7 +28,7 @@ import (
 	"github.com/conchsh/conch/internal/visible"
 )
 
-// Tool descriptions (exec.md §1, process.md §1).
+// Tool descriptions, as the model sees them.
 const (
 	execDescription    = "Run a shell command. Long commands continue in the background after yieldMs, or at once with background=true; follow up with the process tool. Use background=true instead of '&' or nohup: processes left behind when a command ends are stopped. Use pty=true for programs that need a terminal."
 	processDescription = "Manage exec sessions: list, poll, log, wait, search, screen, write, send-keys, submit, paste, kill, clear, remove."
@@ -185,7 +185,8 @@ func (s *Server) handler(tool string) mcp.ToolHandler {
 	}
 }
 
-// approvalQuestion is the elicitation of interfaces.md §2.4.
+// approvalQuestion is the elicitation that asks the human behind an MCP
+// client to decide a pending approval.
 func (s *Server) approvalQuestion(d *engine.ApprovalDetails) *mcp.ElicitParams {
 	left := time.Until(time.UnixMilli(d.ExpiresAtMs))
 	host := d.Host

@@ -427,6 +427,16 @@ func checkParams(p any) *apitype.Error {
 	return nil
 }
 
+// decodeParams decodes a request's params into v and checks them
+// (checkParams): a failure is the request's INVALID_REQUEST answer, with
+// the reason.
+func decodeParams(raw json.RawMessage, v any) *apitype.Error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		return invalid("bad params: " + err.Error())
+	}
+	return checkParams(v)
+}
+
 func invalid(msg string) *apitype.Error {
 	return &apitype.Error{Code: apitype.NodeInvalidRequest, Message: apitype.NodeInvalidRequest + ": " + msg}
 }
@@ -444,19 +454,15 @@ func (n *node) request(l *link, f apitype.Frame) {
 	switch {
 	case f.Method == "system.run.prepare":
 		var p apitype.NodePrepareParams
-		if json.Unmarshal(f.Params, &p) != nil {
-			l.reply(f.ID, nil, invalid("bad params"))
+		if e := decodeParams(f.Params, &p); e != nil {
+			l.reply(f.ID, nil, e)
 			return
 		}
 		rep, aerr := eng.NodePrepare(p)
 		l.reply(f.ID, rep, aerr)
 	case f.Method == "system.run":
 		var p apitype.NodeRunParams
-		if err := json.Unmarshal(f.Params, &p); err != nil {
-			l.reply(f.ID, nil, invalid("bad params: "+err.Error()))
-			return
-		}
-		if e := checkParams(&p); e != nil {
+		if e := decodeParams(f.Params, &p); e != nil {
 			l.reply(f.ID, nil, e)
 			return
 		}
@@ -471,11 +477,7 @@ func (n *node) request(l *link, f apitype.Frame) {
 		n.stream(l, p.SessionID, p.RunID, p.RawCommand, 0)
 	case f.Method == "system.session.read":
 		var p apitype.NodeSessionParams
-		if err := json.Unmarshal(f.Params, &p); err != nil {
-			l.reply(f.ID, nil, invalid("bad params: "+err.Error()))
-			return
-		}
-		if e := checkParams(&p); e != nil {
+		if e := decodeParams(f.Params, &p); e != nil {
 			l.reply(f.ID, nil, e)
 			return
 		}
@@ -490,15 +492,11 @@ func (n *node) request(l *link, f apitype.Frame) {
 	case strings.HasPrefix(f.Method, "system.session."):
 		var p apitype.NodeSessionParams
 		var req supervisor.Request
-		if json.Unmarshal(f.Params, &p) != nil || json.Unmarshal(p.Request, &req) != nil {
-			l.reply(f.ID, nil, invalid("bad params"))
-			return
+		e := decodeParams(f.Params, &p)
+		if e == nil {
+			e = decodeParams(p.Request, &req)
 		}
-		if e := checkParams(&p); e != nil {
-			l.reply(f.ID, nil, e)
-			return
-		}
-		if e := checkParams(&req); e != nil {
+		if e != nil {
 			l.reply(f.ID, nil, e)
 			return
 		}
@@ -513,8 +511,8 @@ func (n *node) request(l *link, f apitype.Frame) {
 			AgentID string `json:"agentId"`
 			Input   string `json:"input"`
 		}
-		if json.Unmarshal(f.Params, &p) != nil {
-			l.reply(f.ID, nil, invalid("bad params"))
+		if e := decodeParams(f.Params, &p); e != nil {
+			l.reply(f.ID, nil, e)
 			return
 		}
 		// This node's workspace for the agent and its own workspaceOnly.
@@ -529,7 +527,10 @@ func (n *node) request(l *link, f apitype.Frame) {
 		l.reply(f.ID, res, nil)
 	case f.Method == "system.which":
 		var p struct{ Names []string }
-		json.Unmarshal(f.Params, &p)
+		if e := decodeParams(f.Params, &p); e != nil {
+			l.reply(f.ID, nil, e)
+			return
+		}
 		paths := map[string]any{}
 		for _, name := range p.Names {
 			if pth, err := exec.LookPath(name); err == nil {
@@ -549,8 +550,8 @@ func (n *node) request(l *link, f apitype.Frame) {
 		l.reply(f.ID, apitype.NodeApprovalsFile{Path: approvals.Path(n.opt.Home), Exists: af.Exists(), Hash: af.Hash(), File: b}, nil)
 	case f.Method == "system.execApprovals.set":
 		var p apitype.NodeApprovalsSet
-		if json.Unmarshal(f.Params, &p) != nil {
-			l.reply(f.ID, nil, invalid("bad params"))
+		if e := decodeParams(f.Params, &p); e != nil {
+			l.reply(f.ID, nil, e)
 			return
 		}
 		nf, err := approvals.Parse(p.File)

@@ -730,8 +730,7 @@ func (h *Hub) mirror(id, nodeID string) *mirror {
 	return m
 }
 
-// Select picks a paired node for an exec run or apply_patch (hosts.md
-// §5.2): query is the agent's stored binding or the call's node, read as
+// Select picks a paired node for an exec run or apply_patch: query is the agent's stored binding or the call's node, read as
 // one kind of reference (an id matches the id only, a name the name
 // only); an id prefix is refused. "" is the only connected node.
 func (h *Hub) Select(query string) (nodeport.Ref, *apitype.Error) {

@@ -35,8 +35,8 @@ type Patch struct {
 // Hub is the gateway's node hub as the engine uses it: the engine plans a
 // host=node run, and the hub reaches the node.
 type Hub interface {
-	// Select picks a paired node for query ("" = the only connected one),
-	// hosts.md §5.2.
+	// Select picks a paired node for query ("" = the only connected one;
+	// several connected is an error).
 	Select(query string) (Ref, *apitype.Error)
 	// Prepare sends system.run.prepare to the node.
 	Prepare(ctx context.Context, nodeID string, p apitype.NodePrepareParams) (apitype.NodePrepareReply, *apitype.Error)

@@ -1,5 +1,5 @@
 // Package render turns the raw bytes a process wrote to a terminal or a pipe
-// into text an agent can read (exec.md §7, process.md §3.3).
+// into text an agent can read.
 //
 // A [Renderer] consumes raw output bytes in chunks split anywhere and emits
 // rendered [Line]s, each tagged with the raw byte cursors it came from. The

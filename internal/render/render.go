@@ -163,9 +163,9 @@ func (r *Renderer) Write(p []byte, emit func(Line)) {
 // Flush ends the stream: an incomplete UTF-8 sequence becomes U+FFFD (one
 // per byte), an incomplete escape sequence is dropped, and the last line is
 // emitted with Partial set if its text is not empty (an input ending in LF
-// therefore emits nothing more, see process.md §3.3). Afterwards the Renderer
-// starts afresh, with a new line and the parser in its ground state, at the
-// cursor after the last byte written.
+// therefore emits nothing more: a trailing empty line is not a line).
+// Afterwards the Renderer starts afresh, with a new line and the parser in
+// its ground state, at the cursor after the last byte written.
 func (r *Renderer) Flush(emit func(Line)) {
 	if r.resyncing {
 		r.collectResync(nil, true, emit)

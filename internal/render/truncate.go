@@ -304,8 +304,7 @@ func MiddleTruncate(s string, maxChars int) string {
 	return headRunes(s, k) + "..." + tailRunes(s, k)
 }
 
-// Snippet returns the notification snippet of an output text (exec.md §7,
-// §12.1): its last 400 code points with every run of white space collapsed
+// Snippet returns the snippet an exit notice carries: its last 400 code points with every run of white space collapsed
 // to one space and trimmed; if that is longer than 180 code points, its
 // first 180 followed by "…".
 func Snippet(s string) string {

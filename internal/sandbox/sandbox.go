@@ -1,5 +1,5 @@
 // Package sandbox builds the isolated environments behind exec
-// host=sandbox (hosts.md §2–§3). This package holds what every backend
+// host=sandbox (docs/sandbox.md). This package holds what every backend
 // shares: the Backend interface and the registry behind For, the
 // workspace and bind checks, the host/sandbox path view, git protection,
 // the seccomp program and the probes run in a sandbox's namespaces. The
@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -42,13 +43,21 @@ type Run struct {
 	Exe       string // the conch executable (host path)
 	Settings  config.SandboxSettings
 	Workspace string // the workspace on the host (the real one, or the private one for access none)
-	Cwd       string // the working directory, host path inside Workspace
-	Command   string // shell command text (PATH prefix included)
-	Env       []string
-	PTY       bool
+	// HostWorkspace is the agent's own workspace on the host: Workspace,
+	// or for access none the one the private workspace replaces (which a
+	// backend that shows the host's file system hides).
+	HostWorkspace string
+	Cwd           string // the working directory, host path inside Workspace
+	Command       string // shell command text (PATH prefix included)
+	Env           []string
+	PTY           bool
 	// Files, set by Command, are opened by the supervisor and passed to
 	// the command from fd 4 on (bwrap: the --seccomp program).
 	Files []string
+	// BlockFD, set by Command: the argv waits on fd 3 until the
+	// supervisor has placed the whole tree (bwrap's and sandbox-init's
+	// --block-fd).
+	BlockFD bool
 	// Protected, set by Command, are the workspace-relative paths the
 	// backend mounts read-only (git protection, protectPaths): a Guard
 	// records them before the run and checks them after it.
@@ -57,7 +66,7 @@ type Run struct {
 
 // Backend is one way of isolating a run.
 type Backend interface {
-	// Name is bwrap, landlock or docker.
+	// Name is bwrap, landlock, docker or seatbelt.
 	Name() string
 	// Available reports why the backend cannot be used, or nil.
 	Available(ctx context.Context) error
@@ -76,7 +85,7 @@ type Backend interface {
 func ScopeDir(home, scope string) string { return filepath.Join(home, "sandboxes", scope) }
 
 // View maps paths between the host and the sandbox for one backend and
-// settings (hosts.md §2 workspacePath, §3.3).
+// settings (sandbox.workspacePath; docker always mounts at /workspace).
 type View struct {
 	Host   string // the workspace on the host
 	Inside string // where it is mounted inside
@@ -122,7 +131,8 @@ func Within(root, p string) (string, bool) {
 }
 
 // Workspace resolves the workspace a run mounts: the real one, checked
-// against the unsafe cases of hosts.md §2, or the private per-scope one
+// against the unsafe cases (/, $HOME, an ancestor of $HOME or
+// $CONCH_HOME), or the private per-scope one
 // for workspaceAccess=none.
 func Workspace(home, workspace string, s config.SandboxSettings) (string, error) {
 	if s.WorkspaceAccess == "none" {
@@ -265,11 +275,28 @@ type Containers interface {
 	Prune(ctx context.Context, idle, maxAge time.Duration) ([]string, error)
 }
 
-// autoOrder is the order in which backend auto tries them.
-var autoOrder = []string{"bwrap", "docker", "landlock"}
+// Gapped is a backend that cannot give all of what bwrap gives: Gaps
+// says what is missing, in words for `conch doctor` and `conch sandbox
+// status`.
+type Gapped interface {
+	Gaps(r *Run) []string
+}
+
+// autoOrders is the order in which backend auto tries them, per OS.
+var autoOrders = map[string][]string{
+	"linux":  {"bwrap", "docker", "landlock"},
+	"darwin": {"seatbelt", "docker"},
+}
+
+// AutoOrder is the order in which backend auto tries the backends on goos
+// (a GOOS value): on Linux bwrap, docker, landlock; on macOS Seatbelt,
+// then docker.
+func AutoOrder(goos string) []string { return autoOrders[goos] }
+
+var autoOrder = AutoOrder(runtime.GOOS)
 
 // For returns the backend for settings: the configured one, or for auto
-// the first available of bwrap, docker, landlock. The error explains why
+// the first available of AutoOrder. The error explains why
 // none is usable.
 func For(ctx context.Context, s config.SandboxSettings) (Backend, error) {
 	get := func(name string) Backend {
@@ -295,6 +322,9 @@ func For(ctx context.Context, s config.SandboxSettings) (Backend, error) {
 	}
 	if s.Backend != "auto" {
 		b := get(s.Backend)
+		if goos := config.SandboxBackendOS(s.Backend); b == nil && goos != "" && goos != runtime.GOOS {
+			return nil, fmt.Errorf("sandbox backend %s exists only on %s", s.Backend, goos)
+		}
 		if b == nil {
 			return nil, fmt.Errorf("unknown sandbox backend %q", s.Backend)
 		}

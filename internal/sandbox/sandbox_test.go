@@ -1,8 +1,12 @@
 package sandbox
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/conchsh/conch/internal/config"
@@ -55,5 +59,40 @@ func TestUnsafeWorkspaceAndBinds(t *testing.T) {
 	}
 	if err := CheckBind(home, "/usr/share"); err != nil {
 		t.Errorf("bind /usr/share refused: %v", err)
+	}
+}
+
+// TestAutoOrder: backend auto tries bwrap, docker, landlock on Linux and
+// Seatbelt, then docker, on macOS; every name it tries is a backend
+// config accepts and is built for that OS; and a configured backend of
+// another OS fails closed, saying where it exists.
+func TestAutoOrder(t *testing.T) {
+	want := map[string][]string{"linux": {"bwrap", "docker", "landlock"}, "darwin": {"seatbelt", "docker"}}
+	for goos, w := range want {
+		got := AutoOrder(goos)
+		if !slices.Equal(got, w) {
+			t.Errorf("AutoOrder(%s) = %v, want %v", goos, got, w)
+		}
+		for _, b := range got {
+			if !slices.Contains(config.SandboxBackends(), b) {
+				t.Errorf("%s: %s is not a value of sandbox.backend", goos, b)
+			}
+			if os := config.SandboxBackendOS(b); os != "" && os != goos {
+				t.Errorf("%s: auto tries %s, built for %s", goos, b, os)
+			}
+		}
+	}
+	if AutoOrder("plan9") != nil {
+		t.Error("an OS without backends has an auto order")
+	}
+	for _, b := range config.SandboxBackends() {
+		goos := config.SandboxBackendOS(b)
+		if goos == "" || goos == runtime.GOOS {
+			continue
+		}
+		_, err := For(context.Background(), config.SandboxSettings{Backend: b})
+		if err == nil || !strings.Contains(err.Error(), "exists only on "+goos) {
+			t.Errorf("backend %s (%s) here: %v", b, goos, err)
+		}
 	}
 }

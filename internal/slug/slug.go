@@ -1,4 +1,4 @@
-// Package slug makes the readable session ids of spec exec.md §4.1: an adjective and a noun
+// Package slug makes the readable session ids: an adjective and a noun
 // ("calm-gulf"), lowercase ASCII matching [a-z0-9][a-z0-9-]*, unique among the ids that
 // exist.
 //

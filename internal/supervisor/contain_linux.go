@@ -251,7 +251,11 @@ func (c *containment) killAll() {
 }
 
 // remove deletes the session cgroups (tracking and limits); they must be
-// empty.
+// empty. It runs after the end state is reported. A cgroup still busy
+// after removeWait (a process that left the session's tracking cgroup
+// but not a limit one keeps it) is handed to leftovers, which retries it
+// in the background while the supervisor lives; after that the engine's
+// sweep removes it (RemoveEmptyCgroups), since its supervisor is gone.
 func (c *containment) remove() {
 	dirs := []string{c.v2, c.v1}
 	for _, d := range c.limits {
@@ -263,18 +267,88 @@ func (c *containment) remove() {
 			continue
 		}
 		seen[dir] = true
-		// After cgroup.kill (or SIGKILLs) the members take a moment to
-		// exit, longer on a loaded machine; a cgroup given up on too
-		// early stays behind for good.
-		wait := 2 * time.Millisecond
-		for deadline := time.Now().Add(3 * time.Second); ; {
-			err := os.Remove(dir)
-			if err == nil || errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(wait)
-			wait = min(2*wait, 100*time.Millisecond)
+		if !removeCgroup(dir, removeWait) {
+			leftovers.add(dir)
 		}
+	}
+}
+
+// removeWait is how long remove tries a session cgroup before it leaves
+// it to leftovers.
+const removeWait = 3 * time.Second
+
+// removeCgroup removes the cgroup dir, trying for up to d: after
+// cgroup.kill (or SIGKILLs) the members take a moment to exit, longer on
+// a loaded machine. It reports whether dir is gone.
+func removeCgroup(dir string, d time.Duration) bool {
+	wait := 2 * time.Millisecond
+	for deadline := time.Now().Add(d); ; {
+		err := unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// leftovers are the session cgroups of this process that remove gave up
+// on; they are retried every second at first, then every 30 s, until
+// every one is gone.
+var leftovers = &cgroupLeftovers{dirs: map[string]bool{}}
+
+type cgroupLeftovers struct {
+	mu       sync.Mutex      // guards dirs and retrying
+	dirs     map[string]bool // cgroup directories still to remove
+	retrying bool            // the retry goroutine runs
+}
+
+// add hands dir to the retry, and says so on stderr (a host's log, a
+// single supervisor's supervisor.log).
+func (l *cgroupLeftovers) add(dir string) {
+	fmt.Fprintf(os.Stderr, "%s supervisor[%d] cgroup %s still busy %v after its session ended; removing it in the background\n",
+		time.Now().UTC().Format(time.RFC3339Nano), os.Getpid(), dir, removeWait)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dirs[dir] = true
+	if !l.retrying {
+		l.retrying = true
+		go l.retry()
+	}
+}
+
+// retry removes the leftovers until none is left; it is the only
+// goroutine that removes them, and it ends when they are gone.
+func (l *cgroupLeftovers) retry() {
+	wait := time.Second
+	for {
+		time.Sleep(wait)
+		wait = min(2*wait, 30*time.Second)
+		l.mu.Lock()
+		var dirs []string
+		for d := range l.dirs {
+			dirs = append(dirs, d)
+		}
+		l.mu.Unlock()
+		var gone []string
+		for _, d := range dirs { // not under l.mu: file system calls
+			if removeCgroup(d, 0) {
+				gone = append(gone, d)
+			}
+		}
+		l.mu.Lock()
+		for _, d := range gone {
+			delete(l.dirs, d)
+		}
+		if len(l.dirs) == 0 {
+			l.retrying = false
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
 	}
 }
 

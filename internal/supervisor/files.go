@@ -93,8 +93,8 @@ type Spec struct {
 	State json.RawMessage `json:"state,omitempty"`
 }
 
-// SandboxSpec is the supervisor's part of a sandboxed run (hosts.md §3,
-// §7.3).
+// SandboxSpec is the supervisor's part of a sandboxed run: the backend, and
+// the limits it sets in the session cgroup.
 type SandboxSpec struct {
 	Backend string   `json:"backend"`
 	Scope   string   `json:"scope"`

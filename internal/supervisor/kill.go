@@ -95,9 +95,14 @@ func (s *sup) killInside(grace time.Duration) {
 }
 
 // waitTreeGone waits until the main process was reaped and no member is
-// left, or d passes; it reports whether the tree is gone.
+// left, or d passes; it reports whether the tree is gone. It looks again
+// after 0.5 ms, then twice as long each time up to 10 ms: the processes a
+// sandbox leaves for a moment after its command (bwrap's init in its pid
+// namespace) are gone within a millisecond or two, and every sandboxed
+// call's end state waits for them.
 func (s *sup) waitTreeGone(d time.Duration) bool {
 	deadline := time.Now().Add(d)
+	wait := 500 * time.Microsecond
 	for {
 		exited := false
 		select {
@@ -111,6 +116,7 @@ func (s *sup) waitTreeGone(d time.Duration) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(wait)
+		wait = min(2*wait, 10*time.Millisecond)
 	}
 }

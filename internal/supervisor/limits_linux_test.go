@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -162,5 +163,63 @@ func TestLimitListMerge(t *testing.T) {
 	if got["pids"].Value != 512 || got["pids"].Setting != "sandbox.limits.pids" || got["memoryBytes"].Value != 1<<30 ||
 		got["cpuWeight"].Value != 100 || got["cpus"].Value != 2 || len(got) != 4 {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// TestConcurrentStartsBornInTheirOwnCgroups: sessions started at once on
+// many threads (a host's) each have their main process born in their own
+// v1 limit cgroups and nobody else's, and every starting thread goes back
+// to the supervisor's cgroups (a thread moves itself, writing "0").
+func TestConcurrentStartsBornInTheirOwnCgroups(t *testing.T) {
+	needLimit(t, Limit{"pids", "quotas.session.pids", 64})
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("born%d-%d", i, os.Getpid())
+			c := newCgroup(name)
+			defer c.remove()
+			if _, warns := c.setLimits(name, []Limit{{"pids", "quotas.session.pids", 64}}); len(warns) > 0 {
+				errs <- fmt.Errorf("%v", warns)
+				return
+			}
+			cmd := exec.Command("cat", "/proc/self/cgroup")
+			var out strings.Builder
+			cmd.Stdout = &out
+			if err := c.start(cmd); err != nil {
+				errs <- err
+				return
+			}
+			if err := cmd.Wait(); err != nil {
+				errs <- err
+				return
+			}
+			if !c.born {
+				errs <- fmt.Errorf("%s: not born in its cgroups", name)
+			}
+			for _, l := range strings.Split(out.String(), "\n") {
+				if strings.Contains(l, "conch-born") && !strings.HasSuffix(l, "/conch-"+name) {
+					errs <- fmt.Errorf("%s: child in another session's cgroup: %s", name, l)
+				}
+			}
+			if !strings.Contains(out.String(), ":pids:") || !strings.Contains(out.String(), "/conch-"+name+"\n") {
+				errs <- fmt.Errorf("%s: child not in its pids cgroup:\n%s", name, out.String())
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		b, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/cgroup")
+		if strings.Contains(string(b), "conch-born") {
+			t.Errorf("thread %s stayed in a session cgroup:\n%s", task.Name(), b)
+		}
 	}
 }

@@ -173,6 +173,7 @@ type sup struct {
 	outputs sync.WaitGroup // the output pumps
 	readers []*os.File     // their pipes (nil with a PTY)
 	ptmx    *os.File       // PTY master, or nil
+	slave   *os.File       // our copy of the PTY slave, held until the command exits (holdPTYSlave), or nil
 	// term emulates the PTY's screen (nil without a PTY); answered is
 	// closed when answer, which writes its replies to ptmx, returns.
 	term     *vt.Terminal

@@ -116,6 +116,9 @@ func (s *sup) launch() (retErr error) {
 		s.term = vt.New(cols, rows)
 		s.stdinState = "pty"
 		childEnds = append(childEnds, tty)
+		if holdPTYSlave {
+			s.slave = tty
+		}
 	} else {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		for i := 0; i < 2; i++ {
@@ -200,6 +203,9 @@ func (s *sup) launch() (retErr error) {
 	}
 	reap.startMu.RUnlock()
 	for _, f := range childEnds {
+		if f == s.slave && err == nil {
+			continue // closed by releaseSlave
+		}
 		f.Close()
 	}
 	if err != nil {
@@ -207,6 +213,16 @@ func (s *sup) launch() (retErr error) {
 		return fmt.Errorf("spawn %s: %w", spec.Argv[0], unwrapPathErr(err))
 	}
 	s.cmd = cmd
+	if s.slave != nil {
+		// Counted with the pumps: the end waits for the output, which
+		// cannot end while the slave is held.
+		s.outputs.Add(1)
+		go func() {
+			defer s.outputs.Done()
+			<-s.mainExited
+			s.releaseSlave()
+		}()
+	}
 	pid := cmd.Process.Pid
 	s.cont.pgid = pid
 	if !s.cont.born {

@@ -59,3 +59,16 @@ func startsInside(attr *syscall.SysProcAttr) bool { return false }
 // startOutside is never reached on macOS (startsInside is false): it
 // returns the failed start as it is.
 func (s *sup) startOutside(cmd *exec.Cmd, err error) (*exec.Cmd, error) { return cmd, err }
+
+// holdPTYSlave is true: macOS discards a PTY's unread output when the
+// last slave descriptor closes (and, on some releases, when the session
+// leader exits), so a command that prints and exits at once would lose
+// its last output to a reader that lags. The supervisor keeps its copy
+// of the slave until the command has exited and its output has been
+// read (releaseSlave). Not yet run on macOS.
+const holdPTYSlave = true
+
+// ptyPending is how many bytes of output wait in the PTY whose master is
+// fd: the tty's output queue, which the master reads (TIOCOUTQ). Not yet
+// run on macOS.
+func ptyPending(fd int) (int, error) { return unix.IoctlGetInt(fd, unix.TIOCOUTQ) }

@@ -90,3 +90,12 @@ func (s *sup) startOutside(cmd *exec.Cmd, err error) (*exec.Cmd, error) {
 	}
 	return cmd, err
 }
+
+// holdPTYSlave is false: Linux keeps a PTY's unread output when the last
+// slave descriptor closes, so the supervisor closes its copy at start
+// (a variable: the tests hold it here to exercise macOS's path).
+var holdPTYSlave = false
+
+// ptyPending is how many bytes of output wait in the PTY whose master is
+// fd (TIOCINQ, FIONREAD, on the master).
+func ptyPending(fd int) (int, error) { return unix.IoctlGetInt(fd, unix.TIOCINQ) }

@@ -419,7 +419,7 @@ func TestOptionalArgPassCoversEveryTable(t *testing.T) {
 }
 
 // TestSafeBinExecution is the execution proof (see the top of the file).
-// It runs the seeds, every optional-argument option with a separate word
+// It runs the seed invocations, every optional-argument option with a separate word
 // (optionalArgInvocations, the same in every run), and then generated
 // invocations until
 // safeBinExecBudget allowed ones have run (CONCH_SAFEBIN_EXEC overrides

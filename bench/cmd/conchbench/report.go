@@ -39,9 +39,11 @@ func printReport(w io.Writer, rep *report, o options) {
 		row("   conch exec {command:\"echo hi\"}", rt.EchoConch)
 		row("   sh -c 'echo hi' (os/exec)", rt.EchoDirect)
 		row("   conch version (os/exec, start-up floor)", rt.ConchSpawn)
+		row("   conch exec {command:\"true\"}, no session limits", rt.NoLimits)
 		tw.Flush()
 		fmt.Fprintf(w, "   median ratio, true:    %.2fx  (goal ≤ %.0fx: %s)\n", rt.MedianRatio, rt.GoalRatio, goal(rt.GoalMet))
 		fmt.Fprintf(w, "   median ratio, echo hi: %.2fx\n", rt.EchoRatio)
+		fmt.Fprintf(w, "   median ratio, true with the default session limits ÷ without: %.2fx\n", rt.LimitsRatio)
 	}
 
 	if c := rep.Capture; c != nil {

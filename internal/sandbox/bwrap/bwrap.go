@@ -97,7 +97,7 @@ func (b *Bwrap) Layers(r *sandbox.Run) []string {
 	return l
 }
 
-// systemRO are the read-only system binds of hosts.md §3.2.
+// systemRO are the system directories bound read-only (each only if it exists).
 var systemRO = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix/store"}
 
 // Command builds the bwrap argv. It always asks bwrap to wait on fd 3
@@ -221,6 +221,7 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 		a = append(a, "--bind", src, dst)
 	}
 	a = append(a, "--ro-bind", exe, sandbox.InsideExe, "--chdir", cwd, "--block-fd", "3", "--cap-drop", "ALL")
+	r.BlockFD = true
 	// The seccomp program (filter.go) is opened by the supervisor on fd
 	// 4; bwrap loads it just before it execs the command.
 	r.Files = []string{BwrapFilter(r.Home, s.Network == "open")}

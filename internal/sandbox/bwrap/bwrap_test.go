@@ -30,6 +30,9 @@ func TestBwrapArgv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !r.BlockFD {
+		t.Error("bwrap waits on --block-fd 3, but the run does not say so (the supervisor would pass no fd 3)")
+	}
 	a := strings.Join(argv, " ")
 	for _, want := range []string{"--unshare-all --die-with-parent --new-session", "--ro-bind /usr /usr", "--tmpfs /tmp",
 		"--bind " + home + "/sandboxes/agent-main/home /home/conch", "--bind " + ws + " " + ws, "--bind " + ws + "/.git " + ws + "/.git --ro-bind " + ws + "/.git/hooks " + ws + "/.git/hooks",

@@ -82,7 +82,8 @@ func ConfigHash(r *sandbox.Run) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// createArgs is the `docker create` of hosts.md §3.3.
+// createArgs is the `docker create` of a scope's container: read-only root,
+// no capabilities, no new privileges, the gateway's uid, the limits.
 func createArgs(r *sandbox.Run) []string {
 	s := r.Settings
 	name := ContainerName(s.Scope)

@@ -210,11 +210,17 @@ run:
 // permitted and effective capability sets and locks root out of getting
 // them back on exec (a gateway running as root would otherwise hand the
 // landlock sandbox CAP_NET_ADMIN, CAP_SYS_RAWIO, CAP_KILL, …; bwrap has
-// --cap-drop ALL).
+// --cap-drop ALL). Shrinking the bounding set takes CAP_SETPCAP: a
+// process without it (a gateway that is not root) keeps its bounding
+// set, which no longer matters once its other sets are empty, because the
+// no_new_privs flag ApplySeccomp sets before the exec
+// makes the kernel ignore file capabilities and set-user-ID bits.
 func dropCaps() error {
-	for c := 0; c <= 63; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
-			return err
+	if hasCap(unix.CAP_SETPCAP) {
+		for c := 0; c <= 63; c++ {
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+				return err
+			}
 		}
 	}
 	unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
@@ -264,7 +270,7 @@ func runOnPTY(argv []string) int {
 // KillSession ends, inside a container, every process whose environment
 // carries CONCH_SESSION_ID=id (every descendant of a run inherits it):
 // SIGTERM, then SIGKILL after grace. It returns how many it found. This is
-// the in-container kill of hosts.md §3.4: killing the `docker exec`
+// the in-container kill: killing the `docker exec`
 // client alone leaves the container's processes running.
 func KillSession(id string, grace time.Duration) int {
 	marker := []byte("CONCH_SESSION_ID=" + id + "\x00")
@@ -303,4 +309,14 @@ func KillSession(id string, grace time.Duration) int {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return len(pids)
+}
+
+// hasCap reports whether capability c is in this thread's effective set.
+func hasCap(c int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if unix.Capget(&hdr, &data[0]) != nil {
+		return true // try, and let the drop report its error
+	}
+	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
 }

@@ -158,6 +158,7 @@ func (l *Landlock) Command(r *sandbox.Run) ([]string, []string, error) {
 	env = setEnv(env, "HOME", filepath.Join(scope, "home"))
 	env = setEnv(env, "TMPDIR", filepath.Join(scope, "tmp"))
 	argv := []string{r.Exe, "sandbox-init", "--landlock", base64.StdEncoding.EncodeToString(b), "--block-fd", "3", "--", "/bin/sh", "-lc", r.Command}
+	r.BlockFD = true
 	return argv, env, nil
 }
 

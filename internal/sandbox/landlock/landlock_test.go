@@ -6,7 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/sandbox"
 )
 
 func TestOthersRead(t *testing.T) {
@@ -26,5 +30,20 @@ func TestOthersRead(t *testing.T) {
 	if !slices.Equal(dirs, []string{filepath.Join(d, "open")}) || !slices.Equal(files, []string{filepath.Join(d, "mixed", "pub")}) ||
 		!slices.Contains(listed, d) || !slices.Contains(listed, filepath.Join(d, "mixed")) {
 		t.Fatalf("dirs %v files %v listed %v", dirs, files, listed)
+	}
+}
+
+// TestCommandBlocks: the init waits on --block-fd 3, and the run says so,
+// so that the supervisor passes that descriptor.
+func TestCommandBlocks(t *testing.T) {
+	ws := t.TempDir()
+	s := (&config.Config{}).SandboxFor("main")
+	r := &sandbox.Run{Home: t.TempDir(), Exe: "/x/conch", Settings: s, Workspace: ws, Cwd: ws, Command: "true"}
+	argv, _, err := (&Landlock{}).Command(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.BlockFD || !strings.Contains(strings.Join(argv, " "), "--block-fd 3") {
+		t.Errorf("block fd %v, argv %q", r.BlockFD, argv)
 	}
 }
