@@ -118,6 +118,10 @@ type gitRef struct {
 	dir  bool   // a directory (when it has to be made)
 	make bool   // made empty when missing, so it can be mounted
 	key  string // what names it, for messages
+	// soft: a path no key names (git's default programs): one that
+	// passes through a symbolic link in the workspace is skipped, not a
+	// failed run (the run's PATH warning covers it).
+	soft bool
 }
 
 // gitConfigEntry is one line of `git config --list --show-origin
@@ -296,7 +300,7 @@ func gitConfigRefs(top, gd string) ([]gitRef, error) {
 			continue
 		}
 		for _, prog := range gitDefaultPrograms {
-			refs = append(refs, gitRef{path: filepath.Join(d, prog), key: "git's default program " + prog})
+			refs = append(refs, gitRef{path: filepath.Join(d, prog), key: "git's default program " + prog, soft: true})
 		}
 	}
 	// Every file an include names that git did not read now, as git

@@ -61,6 +61,23 @@ func TestGitDefaultProgramsInWorkspacePATH(t *testing.T) {
 			}
 		})
 	}
+	t.Run("symbolic link", func(t *testing.T) {
+		// node_modules/.bin holds links: one named like a default
+		// program is not protected (the command could retarget it),
+		// and does not fail the run either; the warning covers it.
+		ws := t.TempDir()
+		exec.Command("git", "init", "-q", ws).Run()
+		bin := filepath.Join(ws, "node_modules", ".bin")
+		os.MkdirAll(bin, 0o755)
+		os.Symlink("../pager/less.js", filepath.Join(bin, "less"))
+		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		if _, err := GitProtected("", ws, "ro"); err != nil {
+			t.Errorf("a link named like a default program in a PATH directory failed the run: %v", err)
+		}
+		if w := PathWarning(ws); !strings.Contains(w, bin) {
+			t.Errorf("no warning of %s: %q", bin, w)
+		}
+	})
 	t.Run("relative entry", func(t *testing.T) {
 		t.Setenv("PATH", "node_modules/.bin"+string(os.PathListSeparator)+os.Getenv("PATH"))
 		if w := PathWarning(t.TempDir()); !strings.Contains(w, `"node_modules/.bin" (relative)`) {
