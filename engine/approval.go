@@ -13,7 +13,7 @@ import (
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/render"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/conchsh/conch/policy"
 )
 
@@ -83,7 +83,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 		os.RemoveAll(dir)
 		return execError(apitype.Errorf("approval_failed", "Exec approval registration failed: %v", err))
 	}
-	s := newSession(id, dir, agent)
+	s := e.newSession(id, dir, agent)
 	s.st = state{
 		Agent: agent, Command: pl.Command, Name: deriveName(pl.Command), Cwd: pl.Cwd, Host: pl.Host, PTY: pl.PTY,
 		CreatedAt: time.Now().UnixMilli(), Backgrounded: true, PendingApprovalID: req.ID, Gated: true, NodeID: nodeIDOf(pl),
@@ -93,8 +93,15 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	s.approval = req
 	s.pendingRun = &pendingRun{plan: pl, params: p, req: req, gate: g}
 	s.mu.Lock()
-	s.saveLocked()
+	err = s.saveLocked()
 	s.mu.Unlock()
+	if err != nil {
+		// Without its state.json the reservation would not survive a
+		// restart: refuse it now rather than promise a decision.
+		e.store.Drop(req.ID, "its session could not be recorded")
+		e.removeSession(s)
+		return execError(apitype.Errorf("approval_failed", "Exec approval registration failed: %v", err))
+	}
 	e.appendLedger(ledger.Record{Type: ledger.TypeRequest, Agent: agent, Fields: ledger.Request{
 		RequestID: g.requestID, ApprovalID: req.ID, Slug: req.Slug, ExpiresAtMs: req.ExpiresAtMs, Routes: []string{"cli"},
 	}}, true)
@@ -236,10 +243,8 @@ func (e *Engine) deny(s *session, reason, how string) {
 	s.pendingRun = nil
 	s.mu.Unlock()
 	now := time.Now()
-	ex := supervisor.Exit{State: supervisor.StateDenied, Reason: reason, EndedAt: now.UnixMilli(), Final: true}
-	if err := supervisor.WriteJSONDurable(supervisor.ExitPath(s.dir), ex); err != nil {
-		e.log.Warn("write denied exit.json", "session", s.id, "err", err)
-	}
+	ex := proto.Exit{State: proto.StateDenied, Reason: reason, EndedAt: now.UnixMilli(), Final: true}
+	ex = e.recordExit(s, ex, true)
 	s.update(func(st *state) { st.PendingApprovalID = "" })
 	e.ledgerEnd(s, ex, true)
 	st, _, _ := s.snapshot()
@@ -344,7 +349,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	if st, _, _ := s.snapshot(); st.Hidden {
 		// Withdrawn (process remove) while it was starting: stop it now
 		// that it has a supervisor.
-		e.killSession(s, supervisor.KilledByAgent)
+		e.killSession(s, proto.KilledByAgent)
 	}
 	if n := pl.Set.ApprovalRunningNotice; n > 0 {
 		e.wg.Add(1)
@@ -468,12 +473,12 @@ func sameScript(now, then *approvals.FileDigest) bool {
 // finishedNotice is the event of an approval-gated run's end: "Exec
 // finished (gateway id=<approvalId>, session=<id>, code <N>|timeout)" and
 // the snippet.
-func (e *Engine) finishedNotice(s *session, ex supervisor.Exit) {
+func (e *Engine) finishedNotice(s *session, ex proto.Exit) {
 	s.mu.Lock()
 	aid := s.approvalID
 	agentEnded := s.st.AgentEnded
 	s.mu.Unlock()
-	if aid == "" || ex.State == supervisor.StateDenied || agentEnded {
+	if aid == "" || ex.State == proto.StateDenied || agentEnded {
 		return
 	}
 	end := "code " + func() string {
@@ -505,7 +510,7 @@ func (e *Engine) withdraw(s *session) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if s.running() {
-			e.killSession(s, supervisor.KilledByAgent)
+			e.killSession(s, proto.KilledByAgent)
 		}
 		return
 	}
@@ -585,9 +590,8 @@ func (e *Engine) lostBeforeStart(s *session) {
 func (e *Engine) reloadPending(s *session) {
 	req, err := e.store.Get(s.st.PendingApprovalID)
 	if err != nil {
-		ex := supervisor.Exit{State: supervisor.StateDenied, Reason: "approval-request-failed", EndedAt: time.Now().UnixMilli(), Final: true}
-		supervisor.WriteJSONDurable(supervisor.ExitPath(s.dir), ex)
-		s.finish(ex)
+		ex := proto.Exit{State: proto.StateDenied, Reason: "approval-request-failed", EndedAt: time.Now().UnixMilli(), Final: true}
+		s.finish(e.recordExit(s, ex, true))
 		return
 	}
 	s.approval = req
@@ -674,7 +678,7 @@ func (e *Engine) AwaitApproved(ctx context.Context, agent, sessionID string, win
 	case <-ctx.Done():
 	}
 	st, ex, _ := s.snapshot()
-	if ex != nil && ex.State == supervisor.StateDenied {
+	if ex != nil && ex.State == proto.StateDenied {
 		reason := ex.Reason
 		if reason == "user-denied" {
 			reason = "user denied"

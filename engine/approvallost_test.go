@@ -8,14 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // approvalEngineCrash is approvalEngine that kills itself (SIGKILL) at
@@ -25,7 +24,9 @@ func approvalEngineCrash(args []string) {
 	at := args[3]
 	approvedStep = func(step string) {
 		if step == at {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			if p, err := os.FindProcess(os.Getpid()); err == nil {
+				p.Kill() // SIGKILL: nothing of the engine runs on
+			}
 			select {}
 		}
 	}
@@ -96,7 +97,7 @@ func TestApprovedRunLostBeforeStart(t *testing.T) {
 			}
 			waitFor(t, "the session's end", func() bool { return !s.running() })
 			_, ex, _ := s.snapshot()
-			if ex.State != supervisor.StateDenied || !strings.Contains(ex.Reason, "approved (allow-once by operator-x)") || strings.Contains(ex.Reason, "timeout") {
+			if ex.State != proto.StateDenied || !strings.Contains(ex.Reason, "approved (allow-once by operator-x)") || strings.Contains(ex.Reason, "timeout") {
 				t.Errorf("end state %s %q, want denied saying it was approved (allow-once by operator-x) and the start lost", ex.State, ex.Reason)
 			}
 			e.Close()
@@ -136,7 +137,7 @@ func TestApprovedRunStartFails(t *testing.T) {
 	s := e.lookup("main", d.SessionID)
 	waitFor(t, "the session's end", func() bool { return !s.running() })
 	_, ex, _ := s.snapshot()
-	if ex.State != supervisor.StateDenied || !strings.HasPrefix(ex.Reason, "spawn-failed (approved (allow-once by operator-x); the start failed: ") {
+	if ex.State != proto.StateDenied || !strings.HasPrefix(ex.Reason, "spawn-failed (approved (allow-once by operator-x); the start failed: ") {
 		t.Errorf("end state %s %q, want denied spawn-failed (approved (allow-once by operator-x); the start failed: …)", ex.State, ex.Reason)
 	}
 	e.Close() // the ledger's appends are flushed

@@ -1,3 +1,5 @@
+//go:build unix
+
 package engine
 
 import (
@@ -12,7 +14,7 @@ import (
 
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // TestApprovalDecidedThenEngineKilled: the operator's allow reaches the
@@ -65,7 +67,7 @@ func TestApprovalDecidedThenEngineKilled(t *testing.T) {
 			}
 			waitFor(t, "the session's end", func() bool { return !s.running() })
 			_, ex, _ := s.snapshot()
-			if ex.State != supervisor.StateDenied || !strings.HasPrefix(ex.Reason, "approval-dropped (") {
+			if ex.State != proto.StateDenied || !strings.HasPrefix(ex.Reason, "approval-dropped (") {
 				t.Fatalf("end state %+v, want denied (approval-dropped (…))", ex)
 			}
 			e.Close()

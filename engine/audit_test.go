@@ -19,8 +19,9 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // openHome opens an engine on home (closed at the test's end).
@@ -73,8 +74,8 @@ func TestLedgerEndObservedAfterRestart(t *testing.T) {
 	os.WriteFile(gate, nil, 0o600)
 	for _, id := range ids {
 		waitFor(t, id+"'s exit.json", func() bool {
-			var ex supervisor.Exit
-			return supervisor.ReadJSON(supervisor.ExitPath(filepath.Join(home, "sessions", id)), &ex) == nil && ex.Final
+			var ex proto.Exit
+			return fsutil.ReadJSON(proto.ExitPath(filepath.Join(home, "sessions", id)), &ex) == nil && ex.Final
 		})
 	}
 	for i := 0; i < 2; i++ {
@@ -192,7 +193,7 @@ func TestApprovalAfterKill(t *testing.T) {
 				}
 				waitFor(t, "the session's end", func() bool { return !s.running() })
 				_, ex, _ := s.snapshot()
-				if ex.State != supervisor.StateDenied || !strings.HasPrefix(ex.Reason, "approval-dropped (") {
+				if ex.State != proto.StateDenied || !strings.HasPrefix(ex.Reason, "approval-dropped (") {
 					t.Fatalf("end state %+v, want denied (approval-dropped (…))", ex)
 				}
 				e.Close()
@@ -297,8 +298,7 @@ func emfileEngine(args []string) {
 	limit, _ := strconv.Atoi(args[1])
 	more, _ := strconv.Atoi(args[2])
 	if limit > 0 {
-		lim := syscall.Rlimit{Cur: uint64(limit), Max: uint64(limit)}
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		if err := setDescriptorLimit(limit); err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}

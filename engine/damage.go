@@ -8,7 +8,9 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // damageLog counts the damaged state files the engine found, by kind
@@ -19,6 +21,52 @@ type damageLog struct {
 	mu   sync.Mutex
 	n    map[string]int64
 	seen map[string]bool
+	// writeFails counts the writes of session state that failed, by
+	// file (exit, state, meta): see writeFailed.
+	writeFails map[string]int64
+}
+
+// writeFailed logs and counts a failed write of a session's state file
+// (file is exit, state or meta), for /metrics. The caller keeps the
+// state in memory and makes what it reports honest about the file.
+func (e *Engine) writeFailed(file, session string, err error) {
+	d := &e.damage
+	d.mu.Lock()
+	if d.writeFails == nil {
+		d.writeFails = map[string]int64{}
+	}
+	d.writeFails[file]++
+	d.mu.Unlock()
+	e.log.Warn("session state not written", "file", file+".json", "session", session, "err", err)
+}
+
+// WriteFailures returns how many writes of session state files failed
+// since the engine started, by file (exit, state, meta).
+func (e *Engine) WriteFailures() map[string]int64 {
+	d := &e.damage
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]int64, len(d.writeFails))
+	for k, v := range d.writeFails {
+		out[k] = v
+	}
+	return out
+}
+
+// recordExit writes ex as the exit.json of s (fsynced if durable) and
+// returns it; a write that fails (other than for a directory already
+// removed) is logged and counted, and the returned end state says it was
+// not recorded.
+func (e *Engine) recordExit(s *session, ex proto.Exit, durable bool) proto.Exit {
+	write := proto.WriteExit
+	if durable {
+		write = proto.WriteExitDurable
+	}
+	if err := write(s.dir, ex); err != nil && !errors.Is(err, os.ErrNotExist) {
+		e.writeFailed("exit", s.id, err)
+		ex.NotRecorded = err.Error()
+	}
+	return ex
 }
 
 // damaged logs and counts a damaged state file at path (once per path
@@ -71,19 +119,19 @@ func (e *Engine) DamageCounts() ([]string, map[string]int64) {
 	return kinds, out
 }
 
-// readExit is supervisor.ReadExit that logs and counts a damaged
+// readExit is proto.ReadExit that logs and counts a damaged
 // exit.json and repairs it from the copy it was recovered from (the
 // journal's end record).
-func (e *Engine) readExit(dir string) (supervisor.Exit, bool, error) {
-	ex, ok, err := supervisor.ReadExit(dir)
-	if err == nil || !errors.Is(err, supervisor.ErrDamaged) {
+func (e *Engine) readExit(dir string) (proto.Exit, bool, error) {
+	ex, ok, err := proto.ReadExit(dir)
+	if err == nil || !errors.Is(err, fsutil.ErrDamaged) {
 		return ex, ok, err
 	}
-	path := supervisor.ExitPath(dir)
+	path := proto.ExitPath(dir)
 	if ok {
 		e.damaged("exit", path, err, "end state taken from the journal's end record; file rewritten")
-		if werr := supervisor.WriteJSON(path, ex); werr != nil && !errors.Is(werr, os.ErrNotExist) {
-			e.log.Warn("rewrite exit.json", "path", path, "err", werr)
+		if werr := proto.WriteExit(dir, ex); werr != nil && !errors.Is(werr, os.ErrNotExist) {
+			e.writeFailed("exit", filepath.Base(dir), werr)
 		}
 		return ex, true, nil
 	}
@@ -95,22 +143,22 @@ func (e *Engine) readExit(dir string) (supervisor.Exit, bool, error) {
 // the session's supervisor, which holds the record in memory (on the
 // session's own socket, or on the socket of the host serving it), and
 // rewrites the file from the answer.
-func (e *Engine) readMeta(id, dir string, m *supervisor.Meta) error {
-	err := supervisor.ReadJSON(supervisor.MetaPath(dir), m)
-	if err == nil || !errors.Is(err, supervisor.ErrDamaged) {
+func (e *Engine) readMeta(id, dir string, m *proto.Meta) error {
+	err := fsutil.ReadJSON(proto.MetaPath(dir), m)
+	if err == nil || !errors.Is(err, fsutil.ErrDamaged) {
 		return err
 	}
-	path := supervisor.MetaPath(dir)
+	path := proto.MetaPath(dir)
 	if live, ok := supervisor.LiveMeta(id, e.socketPath(id), filepath.Join(e.home, "run", "s"), e.fallbackSocketDir()); ok {
 		*m = live
 		e.damaged("meta", path, err, "record taken from the running supervisor; file rewritten")
-		if werr := supervisor.WriteJSON(path, *m); werr != nil {
-			e.log.Warn("rewrite meta.json", "path", path, "err", werr)
+		if werr := proto.WriteMeta(dir, *m); werr != nil && !errors.Is(werr, os.ErrNotExist) {
+			e.writeFailed("meta", id, werr)
 		}
 		return nil
 	}
 	e.damaged("meta", path, err, "no supervisor answers for the session: its processes are swept by cgroup and it is reported lost")
-	*m = supervisor.Meta{}
+	*m = proto.Meta{}
 	return err
 }
 
@@ -129,7 +177,7 @@ func (s *session) outputEnd() int64 {
 	return outputEndOf(ex)
 }
 
-func outputEndOf(ex *supervisor.Exit) int64 {
+func outputEndOf(ex *proto.Exit) int64 {
 	if ex == nil {
 		return 0
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // The home out of space is a state of its own: exec refuses new sessions
@@ -126,25 +126,34 @@ func reserve(cfg *config.Config, total int64) int64 {
 	return min(total/10, maxDefaultReserve)
 }
 
+// fsInfo is what homeSpace needs to know of a file system (statFS):
+// bytes free to us and in all, inodes (0 where there are none to count)
+// and free inodes, and whether it is mounted read-only.
+type fsInfo struct {
+	freeBytes, totalBytes int64
+	inodes, freeInodes    int64
+	readOnly              bool
+}
+
 // homeSpace measures the filesystem of home: mounted read-only, or free
 // space below cfg's reserve.
 func homeSpace(home string, cfg *config.Config) DiskStatus {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(home, &st); err != nil {
+	st, err := statFS(home)
+	if err != nil {
 		return DiskStatus{}
 	}
 	d := DiskStatus{
-		FreeBytes:    int64(st.Bavail) * int64(st.Bsize),
-		ReserveBytes: reserve(cfg, int64(st.Blocks)*int64(st.Bsize)),
-		FreeInodes:   int64(st.Ffree),
+		FreeBytes:    st.freeBytes,
+		ReserveBytes: reserve(cfg, st.totalBytes),
+		FreeInodes:   st.freeInodes,
 	}
 	switch {
-	case mountedReadOnly(&st):
+	case st.readOnly:
 		d.set(apitype.CodeHomeUnwritable, fmt.Sprintf("the filesystem of %s is mounted read-only", home))
 	case d.FreeBytes < d.ReserveBytes || d.FreeBytes == 0:
 		d.set(apitype.CodeDiskFull, fmt.Sprintf("%s free on the filesystem of %s, below the reserve of %s", sizeText(d.FreeBytes), home, sizeText(d.ReserveBytes)))
-	case st.Files > 0 && st.Ffree < minFreeInodes:
-		d.set(apitype.CodeDiskFull, fmt.Sprintf("%d free inodes on the filesystem of %s", st.Ffree, home))
+	case st.inodes > 0 && st.freeInodes < minFreeInodes:
+		d.set(apitype.CodeDiskFull, fmt.Sprintf("%d free inodes on the filesystem of %s", st.freeInodes, home))
 	}
 	return d
 }
@@ -231,15 +240,19 @@ func refusalError(code, reason string) *apitype.Error {
 	return apitype.Errorf(apitype.CodeDiskFull, "The conch home is out of disk space (%s): no new command is started until space is freed. Running sessions go on; output they cannot record yet is held back.", reason)
 }
 
-// lostNote is the sentence an end result carries when output of the
-// session is gone for good ("" when none is).
-func lostNote(ex supervisor.Exit) string {
+// lostNote is the sentence an end result carries when something of the
+// session is gone for good: output, or the record of its end ("" when
+// nothing is).
+func lostNote(ex proto.Exit) string {
 	var parts []string
 	if ex.DroppedBytes > 0 {
 		parts = append(parts, fmt.Sprintf("%d bytes of output were dropped by the journal cap (journalMaxBytes) and are gone for good", ex.DroppedBytes))
 	}
 	if ex.UnrecordedBytes > 0 {
 		parts = append(parts, fmt.Sprintf("%d bytes of output could not be recorded because the conch home is out of disk space or cannot be written and are gone for good", ex.UnrecordedBytes))
+	}
+	if ex.NotRecorded != "" {
+		parts = append(parts, "this end state could not be recorded on disk ("+ex.NotRecorded+"): a restarted gateway will not know it")
 	}
 	if len(parts) == 0 {
 		return limitNote(ex.LimitHits)
@@ -251,7 +264,7 @@ func lostNote(ex supervisor.Exit) string {
 // that they did not end (supervisor.LimitHits): a child the OOM killer
 // ended while the command went on, forks the task limit refused. "" when
 // nothing.
-func limitNote(h *supervisor.LimitHits) string {
+func limitNote(h *proto.LimitHits) string {
 	if h == nil {
 		return ""
 	}

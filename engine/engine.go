@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
@@ -390,7 +391,7 @@ func (e *Engine) Close() error {
 	running := e.sessions.Select(startedRunning)
 	e.mu.Unlock()
 	if !e.conf().Survive() {
-		e.killAll(running, supervisor.KilledByShutdown)
+		e.killAll(running, proto.KilledByShutdown)
 		// One deadline for all of them.
 		deadline := time.After(e.conf().Exec("").KillGrace + 3*time.Second)
 	wait:
@@ -457,7 +458,7 @@ func startedRunning(s *session) bool { return s.running() && !s.pending() }
 // from the spawn pipe or from a socket subscription; when it closes without
 // an end state the supervisor is re-contacted, and declared lost when it
 // is gone.
-func (e *Engine) track(s *session, events <-chan supervisor.Event, closeEvents func()) {
+func (e *Engine) track(s *session, events <-chan proto.Event, closeEvents func()) {
 	defer e.wg.Done()
 	defer func() { closeEvents() }()
 	var lastOutput time.Time
@@ -519,7 +520,7 @@ func (e *Engine) track(s *session, events <-chan supervisor.Event, closeEvents f
 
 // resubscribe reconnects to a session's supervisor: three tries a second
 // apart while its process is alive.
-func (e *Engine) resubscribe(s *session) (<-chan supervisor.Event, func(), error) {
+func (e *Engine) resubscribe(s *session) (<-chan proto.Event, func(), error) {
 	s.mu.Lock()
 	meta := s.meta
 	s.mu.Unlock()
@@ -569,35 +570,31 @@ func (e *Engine) markLost(s *session) {
 		// finished cleaning up: the recorded state is the truth.
 		ex.Final = true
 		ex.DescendantsKilled += supervisor.Sweep(meta)
-		supervisor.WriteJSON(supervisor.ExitPath(s.dir), ex)
-		e.ended(s, ex)
+		e.ended(s, e.recordExit(s, ex, false))
 		return
 	}
 	n := supervisor.Sweep(meta)
 	now := time.Now()
-	ex := supervisor.Exit{
-		State: supervisor.StateLost, EndedAt: now.UnixMilli(), DescendantsKilled: n,
+	ex := proto.Exit{
+		State: proto.StateLost, EndedAt: now.UnixMilli(), DescendantsKilled: n,
 		OutputBytes: cursor, Final: true,
 		Reason: "Command lost: its supervisor ended without recording an exit status.",
 	}
 	if meta.StartedAt > 0 {
 		ex.DurationMs = now.UnixMilli() - meta.StartedAt
 	}
-	if err := supervisor.WriteJSON(supervisor.ExitPath(s.dir), ex); err != nil {
-		e.log.Warn("write lost exit.json", "session", s.id, "err", err)
-	}
-	e.ended(s, ex)
+	e.ended(s, e.recordExit(s, ex, false))
 }
 
 // ended handles a session's end: it wakes waiters, deletes a foreground
 // session nobody will read, and queues the exit notice.
-func (e *Engine) ended(s *session, ex supervisor.Exit) {
+func (e *Engine) ended(s *session, ex proto.Exit) {
 	e.checkGuard(s)
 	if !s.finish(ex) {
 		return
 	}
 	st, _, _ := s.snapshot()
-	if ex.State != supervisor.StateDenied {
+	if ex.State != proto.StateDenied {
 		e.ledgerEnd(s, ex, st.Gated || st.ApprovalID != "")
 		e.finishedNotice(s, ex)
 	}
@@ -615,7 +612,7 @@ func (e *Engine) ended(s *session, ex supervisor.Exit) {
 	if !st.Backgrounded {
 		return // the exec call in its yield window takes it from here
 	}
-	if ex.State == supervisor.StateDenied || st.Gated && st.ApprovalID != "" {
+	if ex.State == proto.StateDenied || st.Gated && st.ApprovalID != "" {
 		// An approval-gated session's outcomes are told by its approval
 		// events (denied, running, finished), never by an exit notice
 		// as well: one notice per outcome.
@@ -683,7 +680,7 @@ func hasOutput(dir string) bool {
 
 // reattach loads every session of the home.
 func (e *Engine) reattach() {
-	// Hosts write late what their sessions owe (supervisor.Spec.State);
+	// Hosts write late what their sessions owe (proto.Spec.State);
 	// a host whose engine died may still be writing.
 	supervisor.FlushHosts(filepath.Join(e.home, "run", "s"), e.fallbackSocketDir())
 	dir := filepath.Join(e.home, "sessions")
@@ -698,25 +695,25 @@ func (e *Engine) reattach() {
 			e.dirs.Adopt(dir, id)
 			continue
 		}
-		s := newSession(id, sdir, "")
-		s.jdir = supervisor.JournalDir(sdir)
+		s := e.newSession(id, sdir, "")
+		s.jdir = proto.JournalDir(sdir)
 		// A supervisor that could not write meta.json (a full disk)
 		// keeps it in memory and serves it.
-		var live *supervisor.Meta
-		if _, err := os.Stat(supervisor.MetaPath(sdir)); err != nil {
+		var live *proto.Meta
+		if _, err := os.Stat(proto.MetaPath(sdir)); err != nil {
 			if m, ok := supervisor.LiveMeta(id, e.socketPath(id), filepath.Join(e.home, "run", "s"), e.fallbackSocketDir()); ok {
 				live = &m
 			}
 		}
-		err := supervisor.ReadJSON(filepath.Join(sdir, "state.json"), &s.st)
-		if errors.Is(err, supervisor.ErrDamaged) {
+		err := fsutil.ReadJSON(proto.StatePath(sdir), &s.st)
+		if errors.Is(err, fsutil.ErrDamaged) {
 			// Rebuilt from meta.json below; what only state.json knew
 			// (drain cursors, retention flags) starts over.
-			e.damaged("state", filepath.Join(sdir, "state.json"), err, "rebuilt from meta.json")
+			e.damaged("state", proto.StatePath(sdir), err, "rebuilt from meta.json")
 			s.st = state{}
 		}
 		if err == nil && s.st.PendingApprovalID != "" {
-			if _, statErr := os.Stat(supervisor.MetaPath(sdir)); statErr != nil {
+			if _, statErr := os.Stat(proto.MetaPath(sdir)); statErr != nil {
 				s.agent = s.st.Agent
 				e.sessions.Put(id, s)
 				if ex, ok, _ := e.readExit(sdir); ok {
@@ -732,7 +729,7 @@ func (e *Engine) reattach() {
 			// died before it wrote the files it owed (FlushHosts has
 			// had the live ones write theirs). Nothing runs unless
 			// meta.json exists; what a dead host left is ended.
-			if _, err := os.Stat(supervisor.MetaPath(sdir)); err != nil && live == nil {
+			if _, err := os.Stat(proto.MetaPath(sdir)); err != nil && live == nil {
 				supervisor.SweepSession(id)
 				os.RemoveAll(sdir)
 				continue
@@ -832,7 +829,7 @@ func (e *Engine) reattach() {
 
 // foundEnded records the end of a session the engine found ended at its
 // start, and its ledger end record if no engine wrote it.
-func (e *Engine) foundEnded(s *session, ex supervisor.Exit) {
+func (e *Engine) foundEnded(s *session, ex proto.Exit) {
 	if s.finish(ex) {
 		e.observedEnd(s, ex)
 	}
@@ -958,6 +955,9 @@ type Stats struct {
 	Pending int
 	// Damaged counts the damaged state files found, by kind (damage.go).
 	Damaged map[string]int64
+	// WriteFailures counts the failed writes of session state files, by
+	// file: exit, state, meta (damage.go).
+	WriteFailures map[string]int64
 }
 
 // Stats returns the engine's current gauges.
@@ -972,6 +972,7 @@ func (e *Engine) Stats() Stats {
 	st.ExecSum, st.ExecCount = e.counters.sum, e.counters.count
 	e.mu.Unlock()
 	_, st.Damaged = e.DamageCounts()
+	st.WriteFailures = e.WriteFailures()
 	for _, s := range ss {
 		if s.pending() {
 			st.Pending++
@@ -989,7 +990,7 @@ func (e *Engine) Stats() Stats {
 // waits for them to end (conch serve --stop-sessions).
 func (e *Engine) StopSessions() {
 	running := e.sessions.Select(startedRunning)
-	e.killAll(running, supervisor.KilledByShutdown)
+	e.killAll(running, proto.KilledByShutdown)
 	for _, s := range running {
 		select {
 		case <-s.ended:

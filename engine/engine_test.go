@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 
 	"github.com/conchsh/conch/apitype"
@@ -22,7 +21,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "supervise-limited" {
 		// A supervisor whose descriptor limit is os.Args[2].
 		n, _ := strconv.Atoi(os.Args[2])
-		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: uint64(n), Max: uint64(n)})
+		setDescriptorLimit(n)
 		os.Exit(supervisor.Main(os.Args[3:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "emfile-engine" {

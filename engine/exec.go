@@ -20,10 +20,12 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/host"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // Exec runs the exec tool for agent (docs/tools.md). The result is never a Go
@@ -126,7 +128,7 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 		}
 		// The caller gave up during the yield window: the run goes too.
 		s.update(func(st *state) { st.AgentEnded = true })
-		if !e.killSession(s, supervisor.KilledByAgent) {
+		if !e.killSession(s, proto.KilledByAgent) {
 			// Not delivered (its supervisor is stopped or gone): the
 			// caller is gone, nothing to wait for.
 			return e.background(s, pl)
@@ -294,14 +296,14 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 	if err != nil {
 		return nil, e.homeWriteError(err), false
 	}
-	s := newSession(id, dir, pl.Agent)
+	s := e.newSession(id, dir, pl.Agent)
 	s.st = state{
 		Agent: pl.Agent, Command: pl.Command, Name: deriveName(pl.Command), Cwd: pl.Cwd, Host: pl.Host,
 		PTY: pl.PTY, CreatedAt: time.Now().UnixMilli(), TimeoutSec: pl.Timeout.Seconds(),
 		Gated: pl.Gate == host.GatePolicy, NodeID: nodeIDOf(pl),
 	}
 	// A local supervisor writes state.json from the spec (a host only if
-	// the session outlives the call; see supervisor.Spec.State).
+	// the session outlives the call; see proto.Spec.State).
 	if pl.Node != nil {
 		err = s.createState()
 	}
@@ -318,7 +320,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 			return nil, e.homeWriteError(err), false
 		}
 		st := s.st
-		s = newSession(id, dir, pl.Agent)
+		s = e.newSession(id, dir, pl.Agent)
 		s.st = st
 		if err = s.saveLocked(); err == nil {
 			err = e.launch(s, pl, p, g.requestID, "", g.pinned)
@@ -328,8 +330,8 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		e.noteWrite(err)
 		// A supervisor killed for not reporting in time may have started
 		// the command already: end its tree before forgetting it.
-		var meta supervisor.Meta
-		if supervisor.ReadJSON(supervisor.MetaPath(s.dir), &meta) == nil {
+		var meta proto.Meta
+		if fsutil.ReadJSON(proto.MetaPath(s.dir), &meta) == nil {
 			supervisor.Sweep(meta)
 		} else if pl.Node == nil {
 			supervisor.SweepSession(s.id) // a host that died before writing it
@@ -340,7 +342,7 @@ func (e *Engine) spawn(pl *plan, p apitype.ExecParams, g gateResult) (*session, 
 		}
 		if errors.Is(err, supervisor.ErrReportTimeout) {
 			// A start that did not happen: its supervisor will not run
-			// it later (supervisor.Spec.StartBy).
+			// it later (proto.Spec.StartBy).
 			return nil, execError(apitype.Errorf(apitype.CodeUnavailable, "The command was not started: %v. Try again.", err)), false
 		}
 		if supervisor.IsResourceExhausted(err) {
@@ -372,7 +374,7 @@ func (e *Engine) homeWriteError(err error) apitype.Result {
 // the session and records the run in the ledger.
 func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, approvalID string, pinned bool) error {
 	id, dir := s.id, s.dir
-	spec := supervisor.Spec{
+	spec := proto.Spec{
 		ID: id, Agent: pl.Agent, Name: deriveName(pl.Command), Command: pl.Command, Argv: pl.Argv,
 		Env: append(pl.Env, "CONCH_SESSION_ID="+id), Dir: pl.Cwd, Host: pl.Host, HostReason: pl.HostReason,
 		PTY: pl.PTY, Cols: 120, Rows: 30, Stdin: pl.Stdin, TimeoutMs: pl.Timeout.Milliseconds(),
@@ -415,10 +417,10 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 		s.meta = *h.Meta
 		s.start = time.UnixMilli(s.meta.StartedAt)
 	} else {
-		s.meta = supervisor.Meta{ID: id, Agent: pl.Agent, PID: h.PID, PGID: h.PID, Socket: socket,
+		s.meta = proto.Meta{ID: id, Agent: pl.Agent, PID: h.PID, PGID: h.PID, Socket: socket,
 			SupervisorPID: h.SupervisorPID, SupervisorStartTime: supervisor.StartTime(h.SupervisorPID),
 			StartedAt: s.start.UnixMilli(), Cwd: pl.Cwd, Stdin: pl.Stdin}
-		if err := supervisor.ReadJSON(supervisor.MetaPath(dir), &s.meta); err != nil {
+		if err := fsutil.ReadJSON(proto.MetaPath(dir), &s.meta); err != nil {
 			e.log.Warn("read meta.json", "session", id, "err", err)
 		} else {
 			s.start = time.UnixMilli(s.meta.StartedAt)
@@ -439,7 +441,7 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 
 // start starts spec on its host (a local supervisor for the gateway and
 // the sandbox, the node hub for a gateway's host=node run).
-func (e *Engine) start(spec supervisor.Spec, pl *plan, requestID, approvalID string) (*supervisor.Handle, error) {
+func (e *Engine) start(spec proto.Spec, pl *plan, requestID, approvalID string) (*proto.Handle, error) {
 	// The start is bounded by what is left of the caller's yield window.
 	ctx := context.Background()
 	if d := startBound(pl, approvalID); d > 0 {
@@ -471,7 +473,7 @@ func nodeIDOf(pl *plan) string {
 // current supervisor host when sessions share them, else in the warm
 // spare, else in a new process; it waits for the start report no longer
 // than ctx's deadline allows (supervisor.Pool.StartWithin).
-func (e *Engine) commit(ctx context.Context, spec supervisor.Spec) (*supervisor.Handle, error) {
+func (e *Engine) commit(ctx context.Context, spec proto.Spec) (*proto.Handle, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		return e.pool.StartWithin(spec, max(time.Until(dl), time.Millisecond))
 	}
@@ -512,8 +514,11 @@ func (e *Engine) hostGone(h *supervisor.Host) {
 		if _, err := os.Stat(s.dir); err != nil {
 			continue // removed
 		}
-		if err := supervisor.WriteJSON(supervisor.ExitPath(s.dir), *ex); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			e.log.Warn("write exit.json after its host exited", "session", s.id, "err", err)
+		if err := proto.WriteExit(s.dir, *ex); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			e.writeFailed("exit", s.id, err)
+			s.mu.Lock()
+			s.exit.NotRecorded = err.Error()
+			s.mu.Unlock()
 		}
 	}
 }
@@ -633,7 +638,7 @@ func (e *Engine) foregroundResult(s *session, pl *plan) apitype.Result {
 
 // endResult turns an end state and the rendered output into the exec
 // result: completed (exited by itself, not 126 or 127) or failed.
-func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSettings) apitype.Result {
+func endResult(s *session, ex proto.Exit, out outputText, set config.ExecSettings) apitype.Result {
 	st, _, _ := s.snapshot()
 	dur := ex.DurationMs
 	trunc := out.truncated || ex.DroppedBytes > 0 || ex.UnrecordedBytes > 0
@@ -686,9 +691,9 @@ func endResult(s *session, ex supervisor.Exit, out outputText, set config.ExecSe
 // none, or when the command itself was killed (its whole tree goes then,
 // by request). backgrounded picks the advice: a foreground run should use
 // background:true, a background session lasts only as long as its command.
-func leftoverNote(ex supervisor.Exit, backgrounded bool) string {
+func leftoverNote(ex proto.Exit, backgrounded bool) string {
 	n := ex.DescendantsKilled
-	if n <= 0 || ex.State != supervisor.StateExited && ex.State != supervisor.StateSignaled {
+	if n <= 0 || ex.State != proto.StateExited && ex.State != proto.StateSignaled {
 		return ""
 	}
 	what := "1 background process started by this command was stopped when it ended"
@@ -704,9 +709,9 @@ func leftoverNote(ex supervisor.Exit, backgrounded bool) string {
 // failureReason returns the reason text of a failed run (not found, not
 // executable, timed out, killed, signaled, lost), or "" for a run
 // that completed (exited by itself with a code other than 126 and 127).
-func failureReason(ex supervisor.Exit, timeoutSec float64) string {
+func failureReason(ex proto.Exit, timeoutSec float64) string {
 	switch ex.State {
-	case supervisor.StateExited:
+	case proto.StateExited:
 		switch *ex.ExitCode {
 		case 127:
 			return "Command not found"
@@ -714,11 +719,11 @@ func failureReason(ex supervisor.Exit, timeoutSec float64) string {
 			return "Command not executable (permission denied)"
 		}
 		return ""
-	case supervisor.StateKilled:
+	case proto.StateKilled:
 		if ex.TimedOut {
 			return fmt.Sprintf("Command timed out after %s seconds. If this command is expected to take longer, re-run with a higher timeout (e.g., exec timeout=300).", strconv.FormatFloat(timeoutSec, 'f', -1, 64))
 		}
-		if deref(ex.KilledBy) == string(supervisor.KilledByOOM) && ex.Reason != "" {
+		if deref(ex.KilledBy) == string(proto.KilledByOOM) && ex.Reason != "" {
 			return ex.Reason // out of memory, with the limit
 		}
 		sig := "SIGTERM"
@@ -726,9 +731,9 @@ func failureReason(ex supervisor.Exit, timeoutSec float64) string {
 			sig = *ex.Signal
 		}
 		return fmt.Sprintf("Command killed by %s (signal %s)", deref(ex.KilledBy), sig)
-	case supervisor.StateSignaled:
+	case proto.StateSignaled:
 		return fmt.Sprintf("Command aborted by signal %s", deref(ex.Signal))
-	case supervisor.StateLost:
+	case proto.StateLost:
 		if ex.Reason != "" {
 			return ex.Reason // a node session's: what the gateway knows of its loss
 		}
@@ -749,22 +754,22 @@ func deref(p *string) string {
 
 // killSession asks a session's supervisor to run the kill sequence. It
 // reports whether the request reached a supervisor.
-func (e *Engine) killSession(s *session, by supervisor.KilledBy) bool {
+func (e *Engine) killSession(s *session, by proto.KilledBy) bool {
 	return e.requestKill(s, by) == nil
 }
 
 // requestKill is killSession with the error: one wrapping
 // supervisor.ErrNotResponding when the supervisor is stopped or wedged
 // (the kill was not delivered), supervisor.ErrUnreachable when it is gone.
-func (e *Engine) requestKill(s *session, by supervisor.KilledBy) error {
-	_, err := supervisor.Call(s.socket, supervisor.Request{Op: "kill", Session: s.id, By: string(by)})
+func (e *Engine) requestKill(s *session, by proto.KilledBy) error {
+	_, err := supervisor.Call(s.socket, proto.Request{Op: "kill", Session: s.id, By: string(by)})
 	return err
 }
 
 // killAll asks the supervisors of sessions to kill them, all at once: a
 // supervisor that does not answer costs its bound (supervisor.Call) once,
 // not once per session.
-func (e *Engine) killAll(sessions []*session, by supervisor.KilledBy) {
+func (e *Engine) killAll(sessions []*session, by proto.KilledBy) {
 	var wg sync.WaitGroup
 	for _, s := range sessions {
 		wg.Add(1)
@@ -794,7 +799,7 @@ func workdirFrom(ctx context.Context) string {
 // and the bwrap and landlock sandboxes. A docker sandbox's processes are
 // in the container (its limits are the container's), and a node's
 // session runs on the node.
-func (e *Engine) sessionLimits(pl *plan) *supervisor.Limits {
+func (e *Engine) sessionLimits(pl *plan) *proto.Limits {
 	if pl.Node != nil || pl.Sandbox != nil && len(pl.Sandbox.KillArgv) > 0 {
 		return nil
 	}
@@ -802,5 +807,5 @@ func (e *Engine) sessionLimits(pl *plan) *supervisor.Limits {
 	if l.MemoryBytes == 0 && l.Pids == 0 && l.CPUWeight == 0 {
 		return nil
 	}
-	return &supervisor.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUWeight: l.CPUWeight}
+	return &proto.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUWeight: l.CPUWeight}
 }

@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/internal/fsutil"
@@ -124,9 +123,10 @@ func (e *Engine) EffectivePolicy(agent, reqSecurity, reqAsk, command, cwd, path 
 	p.Request = policy.Request{
 		Command: command, Security: p.Security, Ask: p.Ask, Host: "gateway", Allowlist: p.Allowlist,
 		SafeBins: set.SafeBins, TrustedDirs: set.SafeBinTrustedDirs, Profiles: profiles,
-		StrictInlineEval: set.StrictInlineEval,
+		StrictInlineEval: set.StrictInlineEval, Shell: shellLanguage,
 		// macOS and Windows file systems fold case; Linux ones do not.
-		Env: policy.Env{PATH: path, Cwd: cwd, Home: home, FoldCase: runtime.GOOS == "darwin" || runtime.GOOS == "windows"},
+		Env: policy.Env{PATH: path, Cwd: cwd, Home: home, FoldCase: runtime.GOOS == "darwin" || runtime.GOOS == "windows",
+			WindowsPaths: runtime.GOOS == "windows"},
 	}
 	return p
 }
@@ -296,11 +296,11 @@ func dirIdentity(path string) *approvals.FileID {
 	if err != nil {
 		return nil
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	dev, ino, ok := fileIdentity(path, fi)
 	if !ok {
 		return nil
 	}
-	return &approvals.FileID{Device: uint64(st.Dev), Inode: st.Ino}
+	return &approvals.FileID{Device: dev, Inode: ino}
 }
 
 // envHash hashes the request's env overrides (keys and values) so the
@@ -415,7 +415,7 @@ func ExplainPolicy(home, agent, cwd, command string) (Explanation, error) {
 	path := hostenv.DaemonPATH()
 	// The engine's login PATH: cached in the home, else probed now.
 	if lp, _, err := hostenv.StartLoginProbe(loginCachePath(home)).Wait(-1); err == nil && lp != "" {
-		path = hostenv.MergePATH(lp, path)
+		path = hostenv.MergePATHList(lp, path, string(os.PathListSeparator))
 	}
 	if pp := cfg.Exec(agent).PathPrepend; len(pp) > 0 {
 		path = prependPath(pp, path)

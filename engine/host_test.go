@@ -14,7 +14,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/host"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // fakeHost stands in for the gateway host in the engine's own tests: it
@@ -27,7 +27,7 @@ type fakeHost struct {
 
 	mu      sync.Mutex
 	planned int
-	starts  []supervisor.Spec
+	starts  []proto.Spec
 }
 
 func (f *fakeHost) Name() string { return "gateway" }
@@ -46,7 +46,7 @@ func (f *fakeHost) Plan(ctx context.Context, req host.Request, pl *host.Plan) *a
 	return nil
 }
 
-func (f *fakeHost) Start(ctx context.Context, pl *host.Plan, spec supervisor.Spec, run host.Run) (*supervisor.Handle, error) {
+func (f *fakeHost) Start(ctx context.Context, pl *host.Plan, spec proto.Spec, run host.Run) (*proto.Handle, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.starts = append(f.starts, spec)

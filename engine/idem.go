@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/registry"
-	"github.com/conchsh/conch/internal/supervisor"
 )
 
 func (e *Engine) idemPath() string { return filepath.Join(e.home, "state", "idempotency.json") }
@@ -18,7 +18,7 @@ func (e *Engine) idemPath() string { return filepath.Join(e.home, "state", "idem
 // file is reported and its keys are forgotten.
 func (e *Engine) loadIdem() {
 	st, err := registry.OpenIdem(e.idemPath())
-	if errors.Is(err, supervisor.ErrDamaged) {
+	if errors.Is(err, fsutil.ErrDamaged) {
 		e.damaged("idempotency", e.idemPath(), err, "idempotency keys forgotten")
 	}
 	e.idem = st

@@ -7,7 +7,7 @@ import (
 
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // The ledger is written by one goroutine in call order, so exec calls do
@@ -142,11 +142,11 @@ func (e *Engine) stopLedger() {
 // ledgerEnd records a session's end. Once the record is written the
 // session's state says so (ledgerEnd), so that an engine that finds the
 // session ended later does not record it again.
-func (e *Engine) ledgerEnd(s *session, ex supervisor.Exit, gated bool) {
+func (e *Engine) ledgerEnd(s *session, ex proto.Exit, gated bool) {
 	e.ledgerEndRecord(s, ex, gated, false)
 }
 
-func (e *Engine) ledgerEndRecord(s *session, ex supervisor.Exit, gated, observed bool) {
+func (e *Engine) ledgerEndRecord(s *session, ex proto.Exit, gated, observed bool) {
 	if st, _, _ := s.snapshot(); st.LedgerEnd {
 		return // recorded by an earlier engine
 	}
@@ -168,9 +168,9 @@ func (e *Engine) ledgerEndRecord(s *session, ex supervisor.Exit, gated, observed
 // end record is not: it ended while no engine ran, or the engine died
 // before its end record was written. The record says it was observed
 // after the fact and carries the end state of the supervisor's files.
-func (e *Engine) observedEnd(s *session, ex supervisor.Exit) {
+func (e *Engine) observedEnd(s *session, ex proto.Exit) {
 	st, _, _ := s.snapshot()
-	if !st.LedgerExec || st.LedgerEnd || ex.State == supervisor.StateDenied {
+	if !st.LedgerExec || st.LedgerEnd || ex.State == proto.StateDenied {
 		return
 	}
 	e.ledgerEndRecord(s, ex, st.Gated || st.ApprovalID != "", true)

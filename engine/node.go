@@ -14,16 +14,17 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/host"
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/conchsh/conch/policy"
 )
 
@@ -154,7 +155,7 @@ func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareRe
 	if err != nil || !fi.IsDir() {
 		return rep, nodeErr(apitype.NodeRunDenied, "approval requires an existing canonical cwd")
 	}
-	st := fi.Sys().(*syscall.Stat_t)
+	dev, ino, _ := fileIdentity(canon, fi)
 	env := e.nodeEnv(set, nil, false)
 	eff := e.EffectivePolicy(p.AgentID, p.Tool.Security, p.Tool.Ask, p.RawCommand, canon, envValue(env, "PATH"))
 	if eff.FileErr != nil {
@@ -173,7 +174,7 @@ func (e *Engine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareRe
 	d := policy.Evaluate(eff.Request)
 	plan := apitype.NodePlan{
 		PlanID: newUUID(), Argv: p.Command, RawCommand: p.RawCommand, Cwd: canon,
-		CwdIdentity: [2]uint64{uint64(st.Dev), st.Ino}, EnvHash: p.EnvHash, AgentID: p.AgentID,
+		CwdIdentity: [2]uint64{dev, ino}, EnvHash: p.EnvHash, AgentID: p.AgentID,
 		ExpiresAtMs: time.Now().Add(e.conf().ApprovalTimeout() + 60*time.Second).UnixMilli(),
 	}
 	verdict := apitype.NodeVerdict{Segments: []string{}}
@@ -275,7 +276,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 	}
 	// The session id first: a clash (the gateway retries with a fresh
 	// id) must not use up the plan.
-	dir := supervisor.SessionDir(e.home, p.SessionID)
+	dir := proto.SessionDir(e.home, p.SessionID)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if os.IsExist(err) {
 			return rep, &apitype.Error{Code: apitype.NodeSessionIDInUse, Message: apitype.NodeInvalidRequest + ": session id in use"}
@@ -363,6 +364,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 	if np.pinned != "" {
 		argv = []string{argv[0], argv[1], np.pinned}
 	}
+	argv = nodeShellArgv(argv)
 	var keys []string
 	for k := range p.Env {
 		keys = append(keys, k)
@@ -373,7 +375,7 @@ func (e *Engine) NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apityp
 		PTY: p.PTY, Stdin: stdin, Timeout: time.Duration(max(p.TimeoutMs, 0)) * time.Millisecond, Set: set, EnvHash: pl.EnvHash,
 		Local: true,
 	}
-	s := newSession(p.SessionID, dir, p.AgentID)
+	s := e.newSession(p.SessionID, dir, p.AgentID)
 	s.st = state{
 		Agent: p.AgentID, Command: p.RawCommand, Name: deriveName(p.RawCommand), Cwd: pl.Cwd, Host: "node",
 		PTY: p.PTY, CreatedAt: time.Now().UnixMilli(), TimeoutSec: run.Timeout.Seconds(), Backgrounded: true,
@@ -407,7 +409,7 @@ func (e *Engine) NodeSession(id string) (dir string, changed <-chan struct{}, ok
 		}
 		// Finished and swept from the registry, or never known: the
 		// files tell.
-		d := supervisor.SessionDir(e.home, id)
+		d := proto.SessionDir(e.home, id)
 		if _, err := os.Stat(d); err != nil {
 			return "", nil, false
 		}
@@ -423,22 +425,22 @@ func (e *Engine) NodeSession(id string) (dir string, changed <-chan struct{}, ok
 // supervisor reports the end (its exit.json and meta.json may be written
 // later, or not at all for a session that ended at once), or, for a
 // session no longer registered, its files'.
-func (e *Engine) NodeEnd(id string) (ex supervisor.Exit, command string, ended bool) {
+func (e *Engine) NodeEnd(id string) (ex proto.Exit, command string, ended bool) {
 	s, _ := e.sessions.Get(id)
 	var dir string
 	if s == nil {
 		if !nodeSessionID.MatchString(id) {
-			return supervisor.Exit{}, "", false
+			return proto.Exit{}, "", false
 		}
-		dir = supervisor.SessionDir(e.home, id)
+		dir = proto.SessionDir(e.home, id)
 		var ok bool
-		if ex, ok, _ = supervisor.ReadExit(dir); !ok || !ex.Final {
-			return supervisor.Exit{}, "", false
+		if ex, ok, _ = proto.ReadExit(dir); !ok || !ex.Final {
+			return proto.Exit{}, "", false
 		}
 	} else {
 		_, exit, _ := s.snapshot()
 		if exit == nil {
-			return supervisor.Exit{}, "", false
+			return proto.Exit{}, "", false
 		}
 		ex, dir = *exit, s.dir
 		s.mu.Lock()
@@ -446,8 +448,8 @@ func (e *Engine) NodeEnd(id string) (ex supervisor.Exit, command string, ended b
 		s.mu.Unlock()
 	}
 	if command == "" {
-		var meta supervisor.Meta
-		supervisor.ReadJSON(supervisor.MetaPath(dir), &meta)
+		var meta proto.Meta
+		fsutil.ReadJSON(proto.MetaPath(dir), &meta)
 		command = meta.Command
 	}
 	return ex, command, true
@@ -455,13 +457,13 @@ func (e *Engine) NodeEnd(id string) (ex supervisor.Exit, command string, ended b
 
 // NodeCall forwards a control request of the gateway to the supervisor of
 // session id (system.session.*).
-func (e *Engine) NodeCall(id string, req supervisor.Request) (supervisor.Reply, error) {
+func (e *Engine) NodeCall(id string, req proto.Request) (proto.Reply, error) {
 	s, _ := e.sessions.Get(id)
 	if s == nil {
-		return supervisor.Reply{}, fmt.Errorf("No session found for %s", id)
+		return proto.Reply{}, fmt.Errorf("No session found for %s", id)
 	}
 	if !s.running() {
-		return supervisor.Reply{}, fmt.Errorf("No active session found for %s", id)
+		return proto.Reply{}, fmt.Errorf("No active session found for %s", id)
 	}
 	if req.Op == "kill" {
 		s.update(func(st *state) { st.AgentEnded = true })

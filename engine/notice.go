@@ -8,18 +8,18 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/render"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // endWord is the <end> of an exit notice: code N, signal SIG, killed by
 // WHO, lost.
-func endWord(ex supervisor.Exit) string {
+func endWord(ex proto.Exit) string {
 	switch ex.State {
-	case supervisor.StateExited:
+	case proto.StateExited:
 		return fmt.Sprintf("code %d", *ex.ExitCode)
-	case supervisor.StateSignaled:
+	case proto.StateSignaled:
 		return "signal " + deref(ex.Signal)
-	case supervisor.StateKilled:
+	case proto.StateKilled:
 		return "killed by " + deref(ex.KilledBy)
 	}
 	return ex.State
@@ -27,7 +27,7 @@ func endWord(ex supervisor.Exit) string {
 
 // queueExitNotice queues the exit notice of a backgrounded session for its
 // agent, at most once per session.
-func (e *Engine) queueExitNotice(s *session, ex supervisor.Exit) {
+func (e *Engine) queueExitNotice(s *session, ex proto.Exit) {
 	s.mu.Lock()
 	st := s.st
 	if st.Notice.Queued || st.AgentEnded || st.ObservedEnd || st.Hidden {
@@ -41,7 +41,7 @@ func (e *Engine) queueExitNotice(s *session, ex supervisor.Exit) {
 	if !set.NotifyOnExit {
 		return
 	}
-	ok := ex.State == supervisor.StateExited && *ex.ExitCode == 0
+	ok := ex.State == proto.StateExited && *ex.ExitCode == 0
 	tail, _ := e.tail(s, 400)
 	snippet := render.Snippet(tail)
 	if ok && snippet == "" && !set.NotifyOnExitEmptySuccess {

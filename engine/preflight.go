@@ -2,11 +2,12 @@ package engine
 
 import (
 	"fmt"
-	"github.com/conchsh/conch/apitype"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/conchsh/conch/apitype"
 
 	"mvdan.cc/sh/v3/syntax"
 )

@@ -14,6 +14,7 @@ import (
 	"github.com/conchsh/conch/internal/keys"
 	"github.com/conchsh/conch/internal/render"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/conchsh/conch/internal/visible"
 )
 
@@ -175,17 +176,17 @@ func (e *Engine) pendingAction(s *session, st state, p apitype.ProcessParams) ap
 }
 
 // listStatus is the status word of list and poll.
-func listStatus(ex *supervisor.Exit) string {
+func listStatus(ex *proto.Exit) string {
 	if ex == nil {
 		return "running"
 	}
 	switch ex.State {
-	case supervisor.StateExited:
+	case proto.StateExited:
 		if *ex.ExitCode == 0 {
 			return "completed"
 		}
 		return "failed"
-	case supervisor.StateKilled, supervisor.StateLost, supervisor.StateDenied:
+	case proto.StateKilled, proto.StateLost, proto.StateDenied:
 		return ex.State
 	}
 	return "failed"
@@ -193,11 +194,11 @@ func listStatus(ex *supervisor.Exit) string {
 
 // runStatus is the status of poll, log and wait results: running,
 // completed (exit 0) or failed.
-func runStatus(ex *supervisor.Exit) string {
+func runStatus(ex *proto.Exit) string {
 	if ex == nil {
 		return "running"
 	}
-	if ex.State == supervisor.StateExited && *ex.ExitCode == 0 {
+	if ex.State == proto.StateExited && *ex.ExitCode == 0 {
 		return "completed"
 	}
 	return "failed"
@@ -259,7 +260,7 @@ func (e *Engine) list(agent string) apitype.Result {
 	return apitype.Result{Text: text, Details: &apitype.ListDetails{Status: "completed", Sessions: entries}}
 }
 
-func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) apitype.SessionEntry {
+func (e *Engine) entry(s *session, st state, ex *proto.Exit, cursor int64) apitype.SessionEntry {
 	tail, _, _ := e.viewTail(s, 2000)
 	s.mu.Lock()
 	pid := s.pid
@@ -291,7 +292,7 @@ func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) 
 		en.ExitCode, en.Signal, en.ExitSignal, en.KilledBy = ex.ExitCode, ex.Signal, ex.Signal, ex.KilledBy
 		dk := ex.DescendantsKilled
 		en.DescendantsKilled = &dk
-		if ex.State == supervisor.StateDenied {
+		if ex.State == proto.StateDenied {
 			en.Reason = ex.Reason
 			en.PID = nil
 		}
@@ -304,7 +305,7 @@ func (e *Engine) entry(s *session, st state, ex *supervisor.Exit, cursor int64) 
 // outputLoss is what of a session's output is gone for good: from its
 // end state once it ended, else from its journal (the cap's drops so
 // far). Every view of a session reports it the same way.
-func outputLoss(s *session, ex *supervisor.Exit) apitype.OutputLoss {
+func outputLoss(s *session, ex *proto.Exit) apitype.OutputLoss {
 	if ex != nil {
 		l := apitype.OutputLoss{DroppedBytes: ex.DroppedBytes, UnrecordedBytes: ex.UnrecordedBytes}
 		if l.DroppedBytes == 0 {
@@ -319,17 +320,17 @@ func outputLoss(s *session, ex *supervisor.Exit) apitype.OutputLoss {
 }
 
 // endLine is the state sentence that ends a poll text.
-func endLine(ex *supervisor.Exit) string {
+func endLine(ex *proto.Exit) string {
 	if ex == nil {
 		return "Process still running."
 	}
 	switch ex.State {
-	case supervisor.StateExited:
+	case proto.StateExited:
 		return fmt.Sprintf("Process exited with code %d.", *ex.ExitCode)
-	case supervisor.StateSignaled:
+	case proto.StateSignaled:
 		return fmt.Sprintf("Process exited with signal %s.", deref(ex.Signal))
-	case supervisor.StateKilled:
-		if r, ok := strings.CutPrefix(ex.Reason, "Command killed: "); ok && deref(ex.KilledBy) == string(supervisor.KilledByOOM) {
+	case proto.StateKilled:
+		if r, ok := strings.CutPrefix(ex.Reason, "Command killed: "); ok && deref(ex.KilledBy) == string(proto.KilledByOOM) {
 			return "Process was killed: " + r + "." // out of memory, with the limit
 		}
 		sig := "SIGTERM"
@@ -337,12 +338,12 @@ func endLine(ex *supervisor.Exit) string {
 			sig = *ex.Signal
 		}
 		return fmt.Sprintf("Process was killed by %s (signal %s).", deref(ex.KilledBy), sig)
-	case supervisor.StateLost:
+	case proto.StateLost:
 		if r, ok := strings.CutPrefix(ex.Reason, "Command lost: "); ok && !strings.HasPrefix(r, "its supervisor ended") {
 			return "Process lost: " + r // a node session's reason
 		}
 		return "Process lost (its supervisor ended without an exit status)."
-	case supervisor.StateDenied:
+	case proto.StateDenied:
 		return "Not run: exec denied (" + ex.Reason + ")."
 	}
 	return "Process ended (" + ex.State + ")."
@@ -412,7 +413,7 @@ func readNewOutput(s *session, o readOpts, limit int) (out string, res readResul
 // drain cursor and adds the run state. st and ex are
 // the session's state taken before the read, so that an end reported
 // comes with all the output.
-func (e *Engine) pollResult(s *session, st state, ex *supervisor.Exit, agent string, p apitype.ProcessParams, since int64, out string, res readResult, skipped int, view string) apitype.Result {
+func (e *Engine) pollResult(s *session, st state, ex *proto.Exit, agent string, p apitype.ProcessParams, since int64, out string, res readResult, skipped int, view string) apitype.Result {
 	if out == "" {
 		out = "(no new output)"
 	}
@@ -617,13 +618,13 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 
 // liveStatus asks a running session's supervisor for its live state,
 // waiting at most supervisor.ReplyTimeout.
-func (e *Engine) liveStatus(s *session) (*supervisor.Status, error) {
+func (e *Engine) liveStatus(s *session) (*proto.Status, error) {
 	return e.liveStatusWithin(s, supervisor.ReplyTimeout)
 }
 
 // liveStatusWithin is liveStatus waiting at most d.
-func (e *Engine) liveStatusWithin(s *session, d time.Duration) (*supervisor.Status, error) {
-	rep, err := supervisor.CallWithin(s.socket, supervisor.Request{Op: "status", Session: s.id}, d)
+func (e *Engine) liveStatusWithin(s *session, d time.Duration) (*proto.Status, error) {
+	rep, err := supervisor.CallWithin(s.socket, proto.Request{Op: "status", Session: s.id}, d)
 	if err != nil {
 		return nil, err
 	}
@@ -730,14 +731,14 @@ func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
 		s.mu.Lock()
 		s.lastInput = time.Now()
 		s.mu.Unlock()
-		if _, err := supervisor.Call(s.socket, supervisor.Request{Op: "write", Session: s.id, Data: pt}); errors.Is(err, supervisor.ErrNotResponding) {
+		if _, err := supervisor.Call(s.socket, proto.Request{Op: "write", Session: s.id, Data: pt}); errors.Is(err, supervisor.ErrNotResponding) {
 			return processError(apitype.Errorf(apitype.CodeUnavailable, "%s", notResponding(s, "the input may or may not have been written.")))
 		} else if err != nil {
 			return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s stdin is not writable (%v).", s.id, err))
 		}
 	}
 	if p.Action == "write" && p.EOF != nil && *p.EOF {
-		if _, err := supervisor.Call(s.socket, supervisor.Request{Op: "closeStdin", Session: s.id}); err != nil {
+		if _, err := supervisor.Call(s.socket, proto.Request{Op: "closeStdin", Session: s.id}); err != nil {
 			return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s stdin is not writable (%v).", s.id, err))
 		}
 		text = strings.TrimSuffix(text, ".") + " (stdin closed)."
@@ -754,9 +755,9 @@ func (e *Engine) kill(s *session, operator bool) apitype.Result {
 	if !s.running() {
 		return processError(noActive(s.id))
 	}
-	by := supervisor.KilledByAgent
+	by := proto.KilledByAgent
 	if operator {
-		by = supervisor.KilledByOperator // the agent is told: no AgentEnded
+		by = proto.KilledByOperator // the agent is told: no AgentEnded
 	}
 	s.update(func(st *state) { st.AgentEnded = !operator; st.PollBackoff = 0 })
 	if err := e.requestKill(s, by); err != nil {
@@ -771,7 +772,7 @@ func (e *Engine) kill(s *session, operator bool) apitype.Result {
 			e.markLost(s)
 			return apitype.Result{
 				Text:    fmt.Sprintf("Unable to terminate session %s: no active supervisor run or process id.", s.id),
-				Details: &apitype.StatusDetails{Status: "failed", State: supervisor.StateLost, SessionID: s.id, Name: st.Name},
+				Details: &apitype.StatusDetails{Status: "failed", State: proto.StateLost, SessionID: s.id, Name: st.Name},
 			}
 		}
 	}
@@ -801,9 +802,9 @@ func (e *Engine) removeAction(s *session, operator bool) apitype.Result {
 		if st.Host == "node" && e.opt.Nodes != nil {
 			e.opt.Nodes.Removed(s.id)
 		}
-		by := supervisor.KilledByAgent
+		by := proto.KilledByAgent
 		if operator {
-			by = supervisor.KilledByOperator
+			by = proto.KilledByOperator
 		}
 		e.killSession(s, by)
 		if !s.running() {

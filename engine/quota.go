@@ -9,6 +9,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // admit applies quotas.maxRunning and the exec rate limit
@@ -138,7 +139,7 @@ func (e *Engine) trimRunning(agent string, sizes map[*session]int64, total, limi
 		s.mu.Lock()
 		socket := s.socket
 		s.mu.Unlock()
-		rep, err := supervisor.Call(socket, supervisor.Request{Op: "trim", Session: s.id, MaxBytes: share})
+		rep, err := supervisor.Call(socket, proto.Request{Op: "trim", Session: s.id, MaxBytes: share})
 		if err != nil {
 			e.log.Warn("trim journal", "session", s.id, "err", err)
 			continue

@@ -3,8 +3,10 @@ package engine
 import (
 	"bytes"
 	"fmt"
-	"github.com/conchsh/conch/internal/keys"
 	"strings"
+
+	"github.com/conchsh/conch/internal/keys"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/journal"
@@ -64,7 +66,7 @@ func (e *Engine) screenSnapshot(s *session, socket string, cols, rows int) (snap
 	if s.running() {
 		// A supervisor that is ending, gone or older than op screen
 		// leaves the journal, which has all the output it saw.
-		if rep, err := supervisor.Call(socket, supervisor.Request{Op: "screen", Session: s.id}); err == nil && rep.Screen != nil {
+		if rep, err := supervisor.Call(socket, proto.Request{Op: "screen", Session: s.id}); err == nil && rep.Screen != nil {
 			return *rep.Screen, rep.Cursor, rep.Screen.SkippedBytes > 0, nil
 		}
 	}

@@ -1,14 +1,14 @@
 package engine
 
 import (
+	"errors"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // state is state.json, written only by the engine.
@@ -63,9 +63,9 @@ type session struct {
 
 	mu     sync.Mutex // guards the fields below
 	st     state
-	meta   supervisor.Meta
-	cursor int64            // newest known journal end
-	exit   *supervisor.Exit // final end state, nil while running
+	meta   proto.Meta
+	cursor int64       // newest known journal end
+	exit   *proto.Exit // final end state, nil while running
 	pid    int
 	socket string
 	start  time.Time
@@ -79,6 +79,7 @@ type session struct {
 	pendingRun *pendingRun        // what the approved run needs (memory only)
 	approvalID string             // approval of a gated run
 	release    func()             // tells its supervisor host the directory goes (nil: none)
+	saveFailed func(error)        // told of a failed write of state.json (nil: nobody); immutable
 	trimmed    bool               // the journal quota trimmed its journal (the agent was told)
 	guard      *sandbox.Guard     // the sandbox's protected paths, checked once at the end (memory only; nil: none)
 	// drawsScreen: the running PTY session was seen drawing a full
@@ -90,6 +91,14 @@ type session struct {
 
 func newSession(id, dir, agent string) *session {
 	return &session{id: id, dir: dir, jdir: dir, agent: agent, change: make(chan struct{}), ended: make(chan struct{})}
+}
+
+// newSession is newSession whose failed writes of state.json the engine
+// logs and counts (writeFailed).
+func (e *Engine) newSession(id, dir, agent string) *session {
+	s := newSession(id, dir, agent)
+	s.saveFailed = func(err error) { e.writeFailed("state", id, err) }
+	return s
 }
 
 // changed returns a channel that is closed at the next change.
@@ -116,7 +125,7 @@ func (s *session) setCursor(c int64) {
 }
 
 // finish records the final end state once.
-func (s *session) finish(ex supervisor.Exit) bool {
+func (s *session) finish(ex proto.Exit) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.exit != nil {
@@ -131,7 +140,7 @@ func (s *session) finish(ex supervisor.Exit) bool {
 	return true
 }
 
-func (s *session) snapshot() (state, *supervisor.Exit, int64) {
+func (s *session) snapshot() (state, *proto.Exit, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st, s.exit, s.cursor
@@ -148,12 +157,18 @@ func (s *session) running() bool {
 
 // createState writes the first state.json of a new session directory.
 func (s *session) createState() error {
-	return supervisor.CreateJSON(filepath.Join(s.dir, "state.json"), s.st)
+	return proto.CreateState(s.dir, s.st)
 }
 
-// saveLocked writes state.json; s.mu must be held.
+// saveLocked writes state.json; s.mu must be held. A failed write (but
+// for a directory already removed) is also told to saveFailed; the state
+// in memory stays whole, and the next save writes all of it.
 func (s *session) saveLocked() error {
-	return supervisor.WriteJSON(filepath.Join(s.dir, "state.json"), s.st)
+	err := proto.WriteState(s.dir, s.st)
+	if err != nil && s.saveFailed != nil && !errors.Is(err, os.ErrNotExist) {
+		s.saveFailed(err)
+	}
+	return err
 }
 
 // markLedger records what the ledger holds of the session in its state

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // TestStopAnswersCallsInFlight: Stop answers every call in flight at once
@@ -31,7 +31,7 @@ func TestStopAnswersCallsInFlight(t *testing.T) {
 	select {
 	case r := <-agentDone:
 		d := r.Details.(*apitype.ExecDetails)
-		if d.State != supervisor.StateKilled || d.KilledBy == nil || *d.KilledBy != string(supervisor.KilledByAgent) {
+		if d.State != proto.StateKilled || d.KilledBy == nil || *d.KilledBy != string(proto.KilledByAgent) {
 			t.Fatalf("cancelled call: %q %+v", r.Text, d)
 		}
 	case <-time.After(30 * time.Second):
@@ -87,7 +87,7 @@ func TestStopAnswersCallsInFlight(t *testing.T) {
 		if st, _, _ := s.snapshot(); !st.Backgrounded {
 			t.Errorf("session %s is not backgrounded", id)
 		}
-		e.killSession(s, supervisor.KilledByShutdown)
+		e.killSession(s, proto.KilledByShutdown)
 		select {
 		case <-s.ended:
 		case <-time.After(30 * time.Second):

@@ -205,7 +205,9 @@ func newPlanner(opt Options) (*planner, error) {
 	}
 	pl := &planner{opt: opt, ws: ws, wsReal: real, rootPath: real, targets: map[string]*target{}}
 	if opt.AllowOutside {
-		pl.rootPath = "/"
+		// The file system's root ("/"; on Windows the workspace's
+		// drive: a path on another drive is refused in target).
+		pl.rootPath = hostRules.root(real)
 	}
 	if pl.root, err = os.OpenRoot(pl.rootPath); err != nil {
 		return nil, errorf(CodeIO, "Workspace %s is not accessible: %v", ws, osErr(err))
@@ -325,7 +327,7 @@ func (pl *planner) target(path string, follow bool) (*target, error) {
 	if only && !within(pl.wsReal, filepath.Dir(real)) {
 		return nil, escape
 	}
-	if real == pl.wsReal || real == "/" {
+	if real == pl.wsReal || isFSRoot(real) {
 		return nil, errorf(CodeInvalidPatch, "Cannot patch %s: is a directory", display)
 	}
 	if follow {
@@ -355,11 +357,16 @@ func (pl *planner) target(path string, follow bool) (*target, error) {
 	if pl.protected(abs, real) {
 		return nil, errorf(CodeOutside, "Path is protected in the sandbox: %s", display)
 	}
-	rel := real
-	if pl.rootPath != "/" {
+	var rel string
+	switch r := hostRules.root(real); {
+	case hostRules.same(pl.rootPath, r):
+		rel = real[len(r):]
+	case pl.opt.AllowOutside:
+		// The root is the workspace's drive (Windows): real is on
+		// another, which the os.Root cannot reach.
+		return nil, errorf(CodeOutside, "Cannot patch %s: it is on another drive than the workspace", display)
+	default:
 		rel, _ = filepath.Rel(pl.rootPath, real)
-	} else {
-		rel = strings.TrimPrefix(real, "/")
 	}
 	pl.named = display
 	if t := pl.targets[rel]; t != nil {
@@ -409,7 +416,7 @@ func (pl *planner) realParent(abs, path string) (string, error) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, fs.ErrNotExist) || dir == "/" {
+		if !errors.Is(err, fs.ErrNotExist) || isFSRoot(dir) {
 			return "", errorf(CodeIO, "Cannot resolve %s: %v", path, osErr(err))
 		}
 		missing = append(missing, filepath.Base(dir))
@@ -511,14 +518,6 @@ func (pl *planner) hash(t *target, keep bool) error {
 func hashBytes(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
-}
-
-// within reports whether p is root or below it (both clean and absolute).
-func within(root, p string) bool {
-	if root == "/" {
-		return strings.HasPrefix(p, "/")
-	}
-	return p == root || strings.HasPrefix(p, root+"/")
 }
 
 // osErr strips the operation and path from an *fs.PathError: messages

@@ -52,7 +52,7 @@ func Evaluate(req Request) Decision {
 	a := analyze(req.Command)
 	e := newEvaluator(&req)
 
-	all := a.OK
+	all := a.OK && req.Shell == ""
 	e.segments = a.segments()
 	var pinned strings.Builder
 	if a.OK {
@@ -108,19 +108,27 @@ func Evaluate(req Request) Decision {
 		}
 	case ask == AskOff:
 		d.Outcome, d.Reason = OutcomeDeny, deniedAllowlistMiss
-		if !a.OK && boundReason(a.Reason) {
+		if req.Shell != "" {
+			d.Reason += " (commands run in PowerShell here, which the allowlist analysis does not read)"
+		} else if !a.OK && boundReason(a.Reason) {
 			// A bound, not a shape: say which, so the agent can split
 			// the command instead of asking for an allowlist entry.
 			d.Reason += " (" + a.Reason + ")"
 		}
+	case req.Shell != "":
+		d.Outcome, d.Reason = OutcomePrompt, unparsedShellReason
 	default:
 		d.Outcome, d.Reason = OutcomePrompt, promptReason(d.Analysis, heredoc)
 	}
-	if sec == SecurityAllowlist && d.Outcome != OutcomeRun {
+	if sec == SecurityAllowlist && d.Outcome != OutcomeRun && req.Shell == "" {
 		d.Persist = persist(d.Analysis.Parts)
 	}
 	return d
 }
+
+// unparsedShellReason is the prompt of a command whose shell this
+// package does not parse (Request.Shell).
+const unparsedShellReason = "approval required: commands run in PowerShell here, which the allowlist analysis does not read (it parses bash), so no allowlist entry or safe bin can satisfy them"
 
 // boundReason reports whether an analysis failed on one of its bounds
 // (MaxSegments, MaxExpandedWords, MaxExpandedBytes, the scan budget of

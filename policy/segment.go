@@ -128,6 +128,9 @@ func (e *evaluator) allowMatchPath(res resolved) *allowPattern {
 		return nil
 	}
 	path := res.path
+	if e.req.Env.WindowsPaths {
+		path = strings.ReplaceAll(path, `\`, "/")
+	}
 	if e.req.Env.FoldCase {
 		path = strings.ToLower(path)
 	}

@@ -123,6 +123,11 @@ type Env struct {
 	// allowlist patterns then match paths ignoring case. False (Linux):
 	// "/x/bin/tool" does not match the different file "/x/BIN/TOOL".
 	FoldCase bool
+	// WindowsPaths says the host's paths are Windows paths (a drive
+	// letter, "\" as the separator): a resolved path is then matched
+	// against allowlist patterns with "\" read as "/", as patterns are.
+	// False: "\" is an ordinary character of a file name.
+	WindowsPaths bool
 	// Stat returns the file info of name, following symlinks. nil means
 	// os.Stat.
 	Stat func(name string) (fs.FileInfo, error)
@@ -168,7 +173,18 @@ type Request struct {
 	Terminal bool
 	// Env is the execution host's environment for resolution.
 	Env Env
+	// Shell is the language the host's shell reads the command in: ""
+	// for a POSIX shell, the language this package parses (as bash), or
+	// ShellPowerShell, which it does not parse: no segment is then
+	// satisfied (a PowerShell subexpression such as @(…) is a word to
+	// bash), so in allowlist mode every command asks or, with ask=off,
+	// is denied, and allow-always persists nothing.
+	Shell string
 }
+
+// ShellPowerShell is Request.Shell for a host whose commands run in
+// PowerShell (Windows).
+const ShellPowerShell = "powershell"
 
 // The segment verdicts.
 const (

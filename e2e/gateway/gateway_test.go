@@ -15,7 +15,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -399,7 +399,7 @@ func TestGatewaySoak(t *testing.T) {
 // host forwards from its gateway declares a range for every number
 // (apitype.Ranges panics on a numeric field without one).
 func TestForwardedSupervisorRequestHasRanges(t *testing.T) {
-	if rs := apitype.Ranges(supervisor.Request{}); len(rs) < 6 {
+	if rs := apitype.Ranges(proto.Request{}); len(rs) < 6 {
 		t.Fatalf("ranges: %+v", rs)
 	}
 }

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -237,7 +239,7 @@ func TestRestartSurvival(t *testing.T) {
 	// While no conch runs, session 2 ends by itself: its supervisor
 	// (which may be a host of session 1 too) commits the end state.
 	e2etest.Eventually(t, 10*time.Second, func() string {
-		if ex, ok, _ := supervisor.ReadExit(filepath.Join(home, "sessions", id2)); !ok || !ex.Final {
+		if ex, ok, _ := proto.ReadExit(filepath.Join(home, "sessions", id2)); !ok || !ex.Final {
 			return "session 2 still running"
 		}
 		return ""
@@ -373,8 +375,8 @@ func TestRestartDuringYieldWindow(t *testing.T) {
 func TestSupervisorModes(t *testing.T) {
 	meta := func(t *testing.T, home, id string) (pid int, socket string) {
 		t.Helper()
-		var m supervisor.Meta
-		if err := supervisor.ReadJSON(supervisor.MetaPath(supervisor.SessionDir(home, id)), &m); err != nil {
+		var m proto.Meta
+		if err := fsutil.ReadJSON(proto.MetaPath(proto.SessionDir(home, id)), &m); err != nil {
 			t.Fatalf("meta.json of %s: %v", id, err)
 		}
 		return m.SupervisorPID, m.Socket
@@ -530,9 +532,9 @@ func TestHostCrashAfterEnd(t *testing.T) {
 		n, _ := strconv.Atoi(pid)
 		syscall.Kill(n, syscall.SIGKILL)
 	}
-	dir := supervisor.SessionDir(home, id)
+	dir := proto.SessionDir(home, id)
 	e2etest.Eventually(t, 5*time.Second, func() string {
-		ex, ok, err := supervisor.ReadExit(dir)
+		ex, ok, err := proto.ReadExit(dir)
 		if !ok || !ex.Final || ex.ExitCode == nil || *ex.ExitCode != 3 {
 			return fmt.Sprintf("exit.json: %+v %v", ex, err)
 		}

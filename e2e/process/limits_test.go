@@ -8,6 +8,7 @@ import (
 
 	"github.com/conchsh/conch/internal/e2etest"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // TestSessionLimitsThroughConch: through the real binary, a gateway
@@ -19,7 +20,7 @@ import (
 // ran to its end (exit 0) and the forks all started.
 func TestSessionLimitsThroughConch(t *testing.T) {
 	const mem = 32 << 20
-	want := []supervisor.Limit{{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: mem}, {Key: "pids", Setting: "quotas.session.pids", Value: 16}}
+	want := []proto.Limit{{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: mem}, {Key: "pids", Setting: "quotas.session.pids", Value: 16}}
 	if enforced, warns := supervisor.ProbeLimits(want); len(enforced) < 2 {
 		t.Skipf("memory and pids limits cannot both be enforced here: %v", warns)
 	}

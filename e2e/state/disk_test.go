@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // TestFullDiskHoldsOutput runs a command whose output does not fit on the
@@ -199,7 +199,7 @@ func diskFullScenario(t *testing.T, env []string) {
 		t.Fatalf("kill took %v", took)
 	}
 	t.Logf("kill on a full disk answered in %v", took)
-	if _, err := os.Stat(supervisor.ExitPath(supervisor.SessionDir(home, ids["A"]))); err == nil {
+	if _, err := os.Stat(proto.ExitPath(proto.SessionDir(home, ids["A"]))); err == nil {
 		t.Fatal("exit.json written on a full disk: the test does not exercise the in-memory end state")
 	}
 
@@ -223,7 +223,7 @@ func diskFullScenario(t *testing.T, env []string) {
 	// the capped journal's end says what is gone for good.
 	os.Remove(filler)
 	e2etest.Eventually(t, 60*time.Second, func() string {
-		ex, ok, err := supervisor.ReadExit(supervisor.SessionDir(home, ids["A"]))
+		ex, ok, err := proto.ReadExit(proto.SessionDir(home, ids["A"]))
 		if !ok || ex.State != "killed" {
 			return "A's exit.json not written: " + errString(err)
 		}
@@ -421,7 +421,7 @@ func TestDiskFullDefaultJournal(t *testing.T) {
 		g.Do("DELETE", "/v1/sessions/"+id, g.Token, nil, nil)
 	}
 	e2etest.Eventually(t, 60*time.Second, func() string {
-		if ex, ok, _ := supervisor.ReadExit(supervisor.SessionDir(home, ids["A"])); !ok || ex.State != "killed" {
+		if ex, ok, _ := proto.ReadExit(proto.SessionDir(home, ids["A"])); !ok || ex.State != "killed" {
 			return "A's exit.json not written"
 		}
 		return ""

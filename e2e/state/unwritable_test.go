@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // errorDisk mounts a fresh 64 MiB ext4 image (mounted with
@@ -133,7 +133,7 @@ func homeUnwritableScenario(t *testing.T, env []string) {
 		}
 		return ""
 	})
-	exitPath := supervisor.ExitPath(supervisor.SessionDir(home, id))
+	exitPath := proto.ExitPath(proto.SessionDir(home, id))
 	if _, err := os.Stat(exitPath); err == nil {
 		t.Fatal("exit.json written on a read-only home: the test does not exercise the in-memory end state")
 	}
@@ -180,7 +180,7 @@ func homeUnwritableScenario(t *testing.T, env []string) {
 	}
 	// The end state kept in memory is written.
 	e2etest.Eventually(t, 60*time.Second, func() string {
-		ex, ok, err := supervisor.ReadExit(supervisor.SessionDir(home, id))
+		ex, ok, err := proto.ReadExit(proto.SessionDir(home, id))
 		if !ok || ex.ExitCode == nil || *ex.ExitCode != 3 {
 			return "exit.json not written: " + errString(err)
 		}

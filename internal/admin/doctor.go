@@ -12,18 +12,19 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/ledger"
 	"github.com/conchsh/conch/internal/sandbox"
 	"github.com/conchsh/conch/internal/shim"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/conchsh/conch/policy"
 )
 
@@ -47,17 +48,20 @@ func Doctor(home string) []Finding {
 	add := func(id, level, format string, args ...any) {
 		out = append(out, Finding{ID: id, Level: level, Message: fmt.Sprintf(format, args...)})
 	}
-	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm() != 0o700 {
+	if !modeBits {
+		add("home.permissions", "info", "%s", noModeBits)
+	}
+	if fi, err := os.Stat(home); err == nil && modeBits && fi.Mode().Perm() != 0o700 {
 		add("home.permissions", "error", "%s has mode %o, want 0700", home, fi.Mode().Perm())
 	}
 	for _, f := range homeSecrets(home) {
 		p := filepath.Join(home, f)
 		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
-			if fi.Mode().Perm()&0o077 != 0 {
+			if modeBits && fi.Mode().Perm()&0o077 != 0 {
 				add("home.permissions", "error", "%s has mode %o, want 0600", p, fi.Mode().Perm())
 			}
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-				add("home.permissions", "error", "%s is owned by uid %d", p, st.Uid)
+			if uid, ok := fileOwner(fi); ok && uid != os.Getuid() {
+				add("home.permissions", "error", "%s is owned by uid %d", p, uid)
 			}
 		}
 	}
@@ -67,8 +71,8 @@ func Doctor(home string) []Finding {
 	homeInfo, _ := os.Stat(home)
 	homeUID := -1
 	if homeInfo != nil {
-		if st, ok := homeInfo.Sys().(*syscall.Stat_t); ok {
-			homeUID = int(st.Uid)
+		if uid, ok := fileOwner(homeInfo); ok {
+			homeUID = uid
 		}
 	}
 	// The gateway runs as the home's owner; doctor usually runs as the same user.
@@ -187,8 +191,8 @@ func Doctor(home string) []Finding {
 	doctorSessionLimits(add, cfg, agents)
 	if sandboxed {
 		l := limitAgent
-		var want []supervisor.Limit
-		for _, x := range []supervisor.Limit{{Key: "memoryBytes", Setting: "sandbox.limits.memoryBytes", Value: float64(l.MemoryBytes)},
+		var want []proto.Limit
+		for _, x := range []proto.Limit{{Key: "memoryBytes", Setting: "sandbox.limits.memoryBytes", Value: float64(l.MemoryBytes)},
 			{Key: "pids", Setting: "sandbox.limits.pids", Value: float64(l.Pids)}, {Key: "cpus", Setting: "sandbox.limits.cpus", Value: l.CPUs}} {
 			if x.Value > 0 {
 				want = append(want, x)
@@ -213,7 +217,7 @@ func Doctor(home string) []Finding {
 	entries, _ := os.ReadDir(filepath.Join(home, "sessions"))
 	lost := 0
 	for _, en := range entries {
-		if ex, ok, _ := supervisor.ReadExit(filepath.Join(home, "sessions", en.Name())); ok && ex.State == supervisor.StateLost {
+		if ex, ok, _ := proto.ReadExit(filepath.Join(home, "sessions", en.Name())); ok && ex.State == proto.StateLost {
 			lost++
 		}
 	}
@@ -225,7 +229,7 @@ func Doctor(home string) []Finding {
 		Name        string `json:"name"`
 		ExpiresAtMs int64  `json:"expiresAtMs"`
 	}
-	if supervisor.ReadJSON(filepath.Join(home, "nodes", "pending.json"), &pending) == nil {
+	if fsutil.ReadJSON(filepath.Join(home, "nodes", "pending.json"), &pending) == nil {
 		waiting := 0
 		for _, p := range pending {
 			if p.ExpiresAtMs > time.Now().UnixMilli() {
@@ -327,8 +331,8 @@ func doctorSessionLimits(add func(id, level, format string, args ...any), cfg *c
 	}
 	for _, l := range order {
 		who := "agent " + strings.Join(seen[l], ", ")
-		var want []supervisor.Limit
-		for _, x := range []supervisor.Limit{{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: float64(l.MemoryBytes)},
+		var want []proto.Limit
+		for _, x := range []proto.Limit{{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: float64(l.MemoryBytes)},
 			{Key: "pids", Setting: "quotas.session.pids", Value: float64(l.Pids)},
 			{Key: "cpuWeight", Setting: "quotas.session.cpuWeight", Value: float64(l.CPUWeight)}} {
 			if x.Value > 0 {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/policy"
@@ -34,7 +33,7 @@ import (
 // left as it was and the error is returned.
 func DoctorFix(home string) ([]string, error) {
 	var done []string
-	if fi, err := os.Stat(home); err == nil && fi.Mode().Perm() != 0o700 {
+	if fi, err := os.Stat(home); err == nil && modeBits && fi.Mode().Perm() != 0o700 {
 		if err := os.Chmod(home, 0o700); err != nil {
 			return done, err
 		}
@@ -43,10 +42,10 @@ func DoctorFix(home string) ([]string, error) {
 	for _, f := range homeSecrets(home) {
 		p := filepath.Join(home, f)
 		fi, err := os.Lstat(p)
-		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
+		if err != nil || !modeBits || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
 			continue
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		if uid, ok := fileOwner(fi); ok && uid != os.Getuid() {
 			continue
 		}
 		if err := os.Chmod(p, fi.Mode().Perm()&0o700); err != nil {

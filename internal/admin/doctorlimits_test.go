@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // TestDoctorSessionLimits: doctor says which session limits this machine
@@ -19,7 +20,7 @@ func TestDoctorSessionLimits(t *testing.T) {
 	os.WriteFile(filepath.Join(home, "config.json"), []byte(`{"quotas":{"session":{"memoryBytes":1073741824,"pids":100,"cpuWeight":50}},
 		"agents":{"free":{"quotas":{"session":{"memoryBytes":0,"pids":0,"cpuWeight":0}}}}}`), 0o600)
 	got := findings(home)["containment.session_limits"]
-	want := []supervisor.Limit{{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: 1 << 30},
+	want := []proto.Limit{{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: 1 << 30},
 		{Key: "pids", Setting: "quotas.session.pids", Value: 100}, {Key: "cpuWeight", Setting: "quotas.session.cpuWeight", Value: 50}}
 	enforced, warns := supervisor.ProbeLimits(want)
 	t.Logf("here: enforced %v, not %v; findings %v", enforced, warns, got)

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/ledger"
@@ -46,13 +45,16 @@ type loosePath struct {
 // paths owned by the current user are returned: another owner is reported
 // (and left alone by --fix) as home.permissions.
 func looseModes(home string, skip []string) []loosePath {
+	if !modeBits {
+		return nil
+	}
 	var out []loosePath
 	check := func(path string, d fs.DirEntry) {
 		fi, err := d.Info()
 		if err != nil {
 			return
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		if uid, ok := fileOwner(fi); ok && uid != os.Getuid() {
 			return
 		}
 		switch {

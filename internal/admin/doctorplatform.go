@@ -14,11 +14,22 @@ import (
 type check struct{ name, level, text string }
 
 // noCgroup is doctor's check when no session cgroup can be made: always
-// on macOS, which has no cgroups and no child subreaper.
+// on macOS, which has no cgroups and no child subreaper, and on Windows
+// (Job Objects instead).
 var noCgroup = noCgroupFor(runtime.GOOS)
 
 // noCgroupFor is noCgroup on goos (a GOOS value).
 func noCgroupFor(goos string) check {
+	if goos == "windows" {
+		// Not yet run on Windows.
+		return check{"containment.job", "info",
+			"Windows has no cgroups: each session has a supervisor of its own and runs in a Job Object " +
+				"(created suspended, then assigned, so everything the command starts is born in it and cannot leave it; " +
+				"a kill terminates the job; a supervisor that dies takes its job with it). Session limits: memoryBytes bounds the " +
+				"memory the job commits (allocations fail past it; nothing is killed for it), pids the processes alive at once " +
+				"(not threads), cpus is a hard cap, cpuWeight a weight of 1 to 9. An interrupt is Ctrl+C in a PTY session, " +
+				"Ctrl+Break to the command's process group otherwise; there is no SIGHUP, SIGSTOP or SIGCONT"}
+	}
 	if goos == "darwin" {
 		return check{"containment.tracker", "warn",
 			"macOS has no cgroups: a session is contained by its process group and a tracker of the processes it starts " +

@@ -54,6 +54,9 @@ func TestPlatformChecksMacOS(t *testing.T) {
 			t.Errorf("containment on macOS does not say %q: %s", w, c.text)
 		}
 	}
+	if c := noCgroupFor("windows"); c.name != "containment.job" || !strings.Contains(c.text, "Job Object") {
+		t.Errorf("windows: %+v", c)
+	}
 	if noCgroupFor("linux").name != "containment.no_cgroup" {
 		t.Errorf("linux: %+v", noCgroupFor("linux"))
 	}

@@ -1,6 +1,7 @@
 package archtest
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -163,5 +164,37 @@ func TestAdaptersStayAboveTheEngine(t *testing.T) {
 	}
 	if seen < len(protocolAdapters) {
 		t.Errorf("found %d of the %d adapters: update protocolAdapters", seen, len(protocolAdapters))
+	}
+}
+
+// TestSupervisorVocabularyIsALeaf: the supervisor's vocabulary
+// (internal/supervisor/proto: the spec, the control messages, the end
+// states, the session files) depends on no conch package but the leaves it
+// names, so a package that only speaks of sessions (the registry, the node
+// port) never imports the supervisor that runs them.
+func TestSupervisorVocabularyIsALeaf(t *testing.T) {
+	leaves := []string{mod + "/internal/fsutil", mod + "/internal/journal", mod + "/internal/keys", mod + "/internal/vt"}
+	speakers := []string{mod + "/internal/registry", mod + "/internal/nodeport"}
+	found := 0
+	for _, p := range listPackages(t) {
+		switch {
+		case p.ImportPath == mod+"/internal/supervisor/proto":
+			found++
+			for _, d := range p.Deps {
+				if strings.HasPrefix(d, mod+"/") && !slices.Contains(leaves, d) {
+					t.Errorf("internal/supervisor/proto depends on %s: it is a leaf (only %v)", d, leaves)
+				}
+			}
+		case slices.Contains(speakers, p.ImportPath):
+			found++
+			for _, d := range p.Deps {
+				if d == mod+"/internal/supervisor" {
+					t.Errorf("%s depends on internal/supervisor: name sessions with internal/supervisor/proto", p.ImportPath)
+				}
+			}
+		}
+	}
+	if found != 1+len(speakers) {
+		t.Errorf("found %d of the %d packages checked: update the test", found, 1+len(speakers))
 	}
 }

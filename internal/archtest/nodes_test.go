@@ -80,13 +80,13 @@ func TestNoHTTPTestInProduction(t *testing.T) {
 
 // TestNodeHostReadsSessionsThroughAPIs: the node host learns a session's
 // state from its engine and reads its output through
-// supervisor.ReadOutput; it never reads the session directory's files
+// proto.ReadOutput; it never reads the session directory's files
 // itself, whose writing the supervisor may defer (an end state read from
 // exit.json came up to a poll interval late).
 func TestNodeHostReadsSessionsThroughAPIs(t *testing.T) {
 	banned := map[string][]string{
-		"supervisor": {"ReadExit", "MetaPath", "ExitPath", "JournalDir", "SessionDir", "LogPath"},
-		"journal":    {"Read", "ReadAll", "ReadTail", "ReadEnd", "Stat", "Create"},
+		"proto":   {"ReadExit", "MetaPath", "ExitPath", "JournalDir", "SessionDir", "LogPath"},
+		"journal": {"Read", "ReadAll", "ReadTail", "ReadEnd", "Stat", "Create"},
 	}
 	fset := token.NewFileSet()
 	files, err := filepath.Glob("../nodehost/*.go")
@@ -107,7 +107,7 @@ func TestNodeHostReadsSessionsThroughAPIs(t *testing.T) {
 				return true
 			}
 			if x, ok := sel.X.(*ast.Ident); ok && slices.Contains(banned[x.Name], sel.Sel.Name) {
-				t.Errorf("%s: nodehost uses %s.%s: read sessions through the engine and supervisor.ReadOutput", fset.Position(sel.Pos()), x.Name, sel.Sel.Name)
+				t.Errorf("%s: nodehost uses %s.%s: read sessions through the engine and proto.ReadOutput", fset.Position(sel.Pos()), x.Name, sel.Sel.Name)
 			}
 			return true
 		})

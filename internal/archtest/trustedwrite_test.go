@@ -24,7 +24,7 @@ var writesInPlace = map[string]string{
 	"internal/supervisor/contain_linux.go:*":        "cgroup control files",
 	"internal/supervisor/limits_linux.go:*":         "cgroup control files",
 	"internal/supervisor/sys_linux.go:startOutside": "cgroup.procs",
-	"internal/supervisor/files.go:writeFile":        "CreateJSON: a first record created exclusively (nobody reads it before it is complete), removed on failure",
+	"internal/fsutil/json.go:writeNew":              "CreateJSON: a first record created exclusively (nobody reads it before it is complete), removed on failure",
 	"internal/fsutil/lock.go:LockFile":              "lock files: their content is never read",
 	"internal/ledger/ledger.go:openOwn":             "the ledger's own files: its lock, HEAD (rewritten in place at a fixed size; ledger verify reports an empty or torn one) and segments (appended)",
 	"internal/sandbox/git.go:placeholder":           "an empty placeholder file git expects, nothing is read from it",
@@ -103,8 +103,14 @@ func eachFunc(t *testing.T, f func(rel string, fset *token.FileSet, fn *ast.Func
 }
 
 // writesFileInPlace reports os.WriteFile, os.Create and os.OpenFile with
-// O_CREATE but without O_APPEND.
+// O_CREATE but without O_APPEND, and the same flags given to
+// openNoFollow (internal/sandbox's os.OpenFile that refuses a symlink,
+// per OS).
 func writesFileInPlace(call *ast.CallExpr) bool {
+	if id, ok := call.Fun.(*ast.Ident); ok && id.Name == "openNoFollow" && len(call.Args) >= 2 {
+		flags := types(call.Args[1])
+		return flags["O_CREATE"] && !flags["O_APPEND"]
+	}
 	sel, ok := call.Fun.(*ast.SelectorExpr)
 	if !ok {
 		return false

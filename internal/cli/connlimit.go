@@ -3,7 +3,6 @@ package cli
 import (
 	"net"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -23,11 +22,7 @@ const httpIdleTimeout = 2 * time.Minute
 // socket each hold at once: half and an eighth of the descriptor limit,
 // which leaves at least three eighths to the engine.
 func connCaps() (tcp, sock int) {
-	var rl syscall.Rlimit
-	n := 1024
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil && rl.Cur > 0 && rl.Cur < 1<<30 {
-		n = int(rl.Cur)
-	}
+	n := descriptorLimit()
 	return max(n/2, 32), max(n/8, 16)
 }
 

@@ -14,8 +14,6 @@ import (
 
 	"mvdan.cc/sh/v3/syntax"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/conchsh/conch/client"
 	"github.com/spf13/cobra"
 )
@@ -359,7 +357,7 @@ func signalNumber(name string) int {
 	if !strings.HasPrefix(name, "SIG") {
 		name = "SIG" + name
 	}
-	return int(unix.SignalNum(strings.ToUpper(name)))
+	return signalNum(strings.ToUpper(name))
 }
 
 // shellJoin quotes arguments for a POSIX shell and joins them with spaces.

@@ -90,7 +90,7 @@ func runNode(home, gateway, token, name, ca, podToken, logLevel string, followPa
 	// Watched once the stop signals are caught: the parent's end then
 	// stops the node as SIGTERM does.
 	if followParent {
-		if err := exitWithParent(); err != nil {
+		if err := exitWithParent(stop); err != nil {
 			fmt.Fprintf(stderr, "conch node: %v\n", err)
 			return ExitUnavailable
 		}

@@ -29,8 +29,9 @@ func parentIsGoTool() bool {
 // returns errParentGone when the parent already ended. macOS has no
 // parent-death signal: a kqueue watches the parent for NOTE_EXIT (which
 // works for any visible process), and a goroutine turns the event into
-// the signal. Not yet run on macOS.
-func exitWithParent() error {
+// the signal (which stops the process, so stop is not called). Not yet
+// run on macOS.
+func exitWithParent(stop func()) error {
 	kq, err := unix.Kqueue()
 	if err != nil {
 		return fmt.Errorf("kqueue: %w", err)

@@ -25,8 +25,8 @@ func parentIsGoTool() bool {
 // its threads until the process ends, so for go run that is the process's
 // end. The setting belongs to this process's thread that made the call;
 // Go never ends the threads of goroutines that are not locked to them, so
-// it lasts.
-func exitWithParent() error {
+// it lasts. The signal stops the process, so stop is not called.
+func exitWithParent(stop func()) error {
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_PDEATHSIG): %w", err)
 	}

@@ -16,11 +16,11 @@ func TestExitWithParentAlreadyGone(t *testing.T) {
 		startPPID = saved
 		unix.Prctl(unix.PR_SET_PDEATHSIG, 0, 0, 0, 0)
 	})
-	if err := exitWithParent(); err != nil {
+	if err := exitWithParent(nil); err != nil {
 		t.Fatalf("with the parent alive: %v", err)
 	}
 	startPPID = os.Getppid() + 1 // the parent that started "us" is not the one we have
-	if err := exitWithParent(); err != errParentGone {
+	if err := exitWithParent(nil); err != errParentGone {
 		t.Fatalf("after a reparent: %v, want errParentGone", err)
 	}
 }

@@ -9,19 +9,12 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/internal/approvals"
-	"golang.org/x/sys/unix"
 )
 
 // The approval prompt of `conch exec` on a terminal, with an engine in
 // this process: the decision is written to the home's approvals store as
 // the CLI user (cli:USER), as `conch approvals approve` does on the
 // home's files, and the engine picks it up.
-
-// isTerminal reports whether f is a terminal.
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), ioctlReadTermios)
-	return err == nil
-}
 
 // promptApproval asks on the terminal for a decision on an approval of an
 // in-process run and records it in the home's approvals store, where the

@@ -133,7 +133,7 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if *followParent {
-		if err := exitWithParent(); err != nil {
+		if err := exitWithParent(stop); err != nil {
 			fmt.Fprintf(stderr, "conch serve: %v\n", err)
 			return ExitUnavailable
 		}

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -79,8 +81,8 @@ func KillLeftovers(t testing.TB, home string) {
 	exec.Command("pkill", "-9", "-f", "supervise --home "+home).Run()
 	dirs, _ := filepath.Glob(filepath.Join(home, "sessions", "*"))
 	for _, dir := range dirs {
-		var m supervisor.Meta
-		if supervisor.ReadJSON(supervisor.MetaPath(dir), &m) == nil {
+		var m proto.Meta
+		if fsutil.ReadJSON(proto.MetaPath(dir), &m) == nil {
 			supervisor.Sweep(m)
 		}
 	}
@@ -418,7 +420,7 @@ func SupervisorPID(t testing.TB, home, id string) int {
 	var b []byte
 	Eventually(t, 5*time.Second, func() string {
 		var err error
-		if b, err = os.ReadFile(filepath.Join(home, "sessions", id, "meta.json")); err != nil {
+		if b, err = os.ReadFile(proto.MetaPath(proto.SessionDir(home, id))); err != nil {
 			return err.Error()
 		}
 		return ""

@@ -1,6 +1,8 @@
 // Package fsutil holds the few file-system primitives every other package
 // shares, written once: the atomic file writer (WriteFile, CreateFile,
-// Write) and the flock(2) helpers (Lock, TryLock, Unlock, LockFile). It
+// Write), the checksummed JSON of conch's state files on top of it
+// (WriteJSON, WriteJSONDurable, CreateJSON, ReadJSON, ErrDamaged: json.go)
+// and the flock(2) helpers (Lock, TryLock, Unlock, LockFile). It
 // uses the standard library only (not even net), so the leaves (journal,
 // ledger, approvals, auth, hostenv) may import it.
 //

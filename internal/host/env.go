@@ -45,33 +45,68 @@ func InheritedBase() map[string]string {
 	return env
 }
 
-// Build returns the environment as sorted KEY=VALUE strings.
-func (s EnvSpec) Build() []string {
+// Build returns the environment as sorted KEY=VALUE strings, with this
+// system's rules (envRules).
+func (s EnvSpec) Build() []string { return s.build(hostEnvRules) }
+
+// envRules are how a system's environment works: whether its keys fold
+// case (Windows: "Path" and "PATH" are one variable) and what separates
+// the entries of PATH.
+type envRules struct {
+	fold    bool
+	listSep string
+}
+
+var (
+	unixEnvRules    = envRules{listSep: ":"}
+	windowsEnvRules = envRules{fold: true, listSep: ";"}
+)
+
+// build is Build under the rules r. Where keys fold case, a variable
+// keeps the spelling it first had (Base's "Path") and takes the value
+// set last in any spelling.
+func (s EnvSpec) build(r envRules) []string {
 	env := make(map[string]string, len(s.Base)+8)
-	for k, v := range s.Base {
-		env[k] = v
+	spelling := map[string]string{} // upper-cased key → the key in env, when r.fold
+	key := func(k string) string {
+		if !r.fold {
+			return k
+		}
+		u := strings.ToUpper(k)
+		if have, ok := spelling[u]; ok {
+			return have
+		}
+		spelling[u] = k
+		return k
+	}
+	set := func(k, v string) { env[key(k)] = v }
+	get := func(k string) string { return env[key(k)] }
+	// Base in a fixed order: of two spellings of one key, the first in
+	// sort order is kept.
+	for _, k := range SortedKeys(s.Base) {
+		set(k, s.Base[k])
 	}
 	for _, l := range s.Layers {
-		for k, v := range l {
-			env[k] = v
+		for _, k := range SortedKeys(l) {
+			set(k, l[k])
 		}
 	}
 	if s.LoginPATH != "" {
-		env["PATH"] = hostenv.MergePATH(s.LoginPATH, env["PATH"])
+		set("PATH", hostenv.MergePATHList(s.LoginPATH, get("PATH"), r.listSep))
 	}
 	if len(s.PathPrepend) > 0 {
-		env["PATH"] = PrependPath(s.PathPrepend, env["PATH"])
+		set("PATH", prependPathList(s.PathPrepend, get("PATH"), r.listSep))
 	}
-	env["CONCH_SHELL"] = "exec"
-	env["OPENCLAW_SHELL"] = "exec"
+	set("CONCH_SHELL", "exec")
+	set("OPENCLAW_SHELL", "exec")
 	if s.PTY {
 		switch t := os.Getenv("TERM"); {
 		case s.Term != "":
-			env["TERM"] = s.Term
+			set("TERM", s.Term)
 		case t != "":
-			env["TERM"] = t
+			set("TERM", t)
 		default:
-			env["TERM"] = "xterm-256color"
+			set("TERM", "xterm-256color")
 		}
 	}
 	out := make([]string, 0, len(env))
@@ -85,6 +120,11 @@ func (s EnvSpec) Build() []string {
 // PrependPath puts entries (trimmed, de-duplicated, ~ and ~/ expanded) in
 // front of path.
 func PrependPath(entries []string, path string) string {
+	return prependPathList(entries, path, string(os.PathListSeparator))
+}
+
+// prependPathList is PrependPath for a PATH whose entries sep separates.
+func prependPathList(entries []string, path, sep string) string {
 	seen := map[string]bool{}
 	var out []string
 	for _, p := range entries {
@@ -94,20 +134,20 @@ func PrependPath(entries []string, path string) string {
 			out = append(out, p)
 		}
 	}
-	for _, p := range strings.Split(path, ":") {
+	for _, p := range strings.Split(path, sep) {
 		if p != "" && !seen[p] {
 			seen[p] = true
 			out = append(out, p)
 		}
 	}
-	return strings.Join(out, ":")
+	return strings.Join(out, sep)
 }
 
-// ExpandTilde expands a leading "~" or "~/" to the home directory of the
-// user conch runs as; expanded reports whether it did. "~user" is not
+// ExpandTilde expands a leading "~", "~/" or, on Windows, "~\" to the
+// home directory of the user conch runs as; expanded reports whether it did. "~user" is not
 // expanded, nor is anything when the home is unknown.
 func ExpandTilde(p string) (string, bool) {
-	if p != "~" && !strings.HasPrefix(p, "~/") {
+	if p != "~" && !strings.HasPrefix(p, "~/") && !strings.HasPrefix(p, "~"+string(filepath.Separator)) {
 		return p, false
 	}
 	home, err := os.UserHomeDir()

@@ -9,7 +9,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/hostenv"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 func init() { Register("gateway", func(d Deps) Host { return &gateway{d: d} }) }
@@ -36,8 +36,8 @@ func (g *gateway) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Erro
 	pl.Cwd = def
 	if p.Workdir != "" {
 		w, tilde := ExpandTilde(p.Workdir)
-		if !tilde && !filepath.IsAbs(w) {
-			w = filepath.Join(def, w)
+		if !tilde {
+			w = workdirUnder(def, w)
 		}
 		if isDir(w) {
 			pl.Cwd = filepath.Clean(w)
@@ -65,11 +65,11 @@ func (g *gateway) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Erro
 	pl.EnvKeys = SortedKeys(p.Env)
 	pl.EnvHash = EnvHash(p.Env)
 	pl.Env = spec.Build()
-	pl.Argv = []string{ShellPath(), "-c", p.Command}
+	pl.Argv = ShellArgv(p.Command)
 	return nil
 }
 
-func (g *gateway) Start(ctx context.Context, pl *Plan, spec supervisor.Spec, run Run) (*supervisor.Handle, error) {
+func (g *gateway) Start(ctx context.Context, pl *Plan, spec proto.Spec, run Run) (*proto.Handle, error) {
 	return g.d.Launch(ctx, spec)
 }
 

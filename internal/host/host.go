@@ -25,7 +25,7 @@ import (
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // Host plans and starts runs of one kind.
@@ -42,7 +42,7 @@ type Host interface {
 	// Start starts a planned run whose session record exists: spec is the
 	// supervisor spec the engine built from pl. The handle's events
 	// follow the run until its end.
-	Start(ctx context.Context, pl *Plan, spec supervisor.Spec, run Run) (*supervisor.Handle, error)
+	Start(ctx context.Context, pl *Plan, spec proto.Spec, run Run) (*proto.Handle, error)
 }
 
 // Gate says which policy gate a plan passes before Start. The zero value
@@ -101,7 +101,7 @@ type Plan struct {
 	Warnings  []string
 	Set       config.ExecSettings
 	EnvHash   string // of the request's env overrides
-	Sandbox   *supervisor.SandboxSpec
+	Sandbox   *proto.SandboxSpec
 	SbInfo    *apitype.SandboxInfo
 	// Guard records the paths the sandbox protects, to be checked when
 	// the run ends (nil: none).
@@ -131,7 +131,7 @@ type Deps struct {
 	// supervisor.Pool: its spare or its supervisor hosts), waiting for
 	// its start no longer than ctx's deadline allows (the caller's yield
 	// window; no deadline: the pool's own bound).
-	Launch func(ctx context.Context, spec supervisor.Spec) (*supervisor.Handle, error)
+	Launch func(ctx context.Context, spec proto.Spec) (*proto.Handle, error)
 	// Nodes runs host=node calls on node hosts; nil: no node available.
 	Nodes Nodes
 	// NodeBinding is the node an agent's calls are bound to, or "".

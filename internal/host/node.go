@@ -8,7 +8,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/nodeport"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 func init() { Register("node", func(d Deps) Host { return &nodeHost{d: d} }) }
@@ -87,7 +87,7 @@ func (h *nodeHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Err
 }
 
 // Start starts a planned node run through the hub.
-func (h *nodeHost) Start(ctx context.Context, pl *Plan, spec supervisor.Spec, r Run) (*supervisor.Handle, error) {
+func (h *nodeHost) Start(ctx context.Context, pl *Plan, spec proto.Spec, r Run) (*proto.Handle, error) {
 	spec.Host = "node"
 	run := apitype.NodeRunParams{
 		PlanID: pl.Node.Prep.PlanID, Command: pl.Argv, RawCommand: pl.Command, Cwd: pl.Cwd, Env: pl.Node.Params,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // recHub is the gateway's node hub as the node host sees it: it selects
@@ -20,7 +20,7 @@ import (
 type recHub struct {
 	nodes  []NodeRef
 	starts []apitype.NodeRunParams
-	specs  []supervisor.Spec
+	specs  []proto.Spec
 }
 
 func (h *recHub) Select(query string) (NodeRef, *apitype.Error) {
@@ -36,7 +36,7 @@ func (h *recHub) Prepare(context.Context, string, apitype.NodePrepareParams) (ap
 	return apitype.NodePrepareReply{}, nil
 }
 
-func (h *recHub) Start(nodeID string, spec supervisor.Spec, run apitype.NodeRunParams) (*supervisor.Handle, error) {
+func (h *recHub) Start(nodeID string, spec proto.Spec, run apitype.NodeRunParams) (*proto.Handle, error) {
 	h.starts, h.specs = append(h.starts, run), append(h.specs, spec)
 	return nil, nil
 }
@@ -72,7 +72,7 @@ func TestNodePlan(t *testing.T) {
 	// Start sends the plan as it is: the prepared plan id, the overrides
 	// only, approval and its decision from the approval.
 	pl.Node.Prep.PlanID, pl.Node.Decision, pl.Timeout = "plan-1", "allow-once", 90*time.Second
-	spec := supervisor.Spec{ID: "sess-1", Cols: 80, Rows: 24}
+	spec := proto.Spec{ID: "sess-1", Cols: 80, Rows: 24}
 	for _, approval := range []string{"", "appr-1"} {
 		if _, err := h.Start(context.Background(), pl, spec, Run{RequestID: "req-1", ApprovalID: approval}); err != nil {
 			t.Fatal(err)
@@ -122,13 +122,13 @@ func TestNodePlan(t *testing.T) {
 // (Deps.Launch), unchanged; the supervisor itself is tested in its
 // package and end to end.
 func TestGatewayAndSandboxStartLaunchLocally(t *testing.T) {
-	var got []supervisor.Spec
-	d := Deps{Launch: func(_ context.Context, s supervisor.Spec) (*supervisor.Handle, error) {
+	var got []proto.Spec
+	d := Deps{Launch: func(_ context.Context, s proto.Spec) (*proto.Handle, error) {
 		got = append(got, s)
 		return nil, nil
 	}}
 	for _, h := range []Host{&gateway{d: d}, &sandboxHost{d: d}} {
-		if _, err := h.Start(context.Background(), &Plan{}, supervisor.Spec{ID: "s-" + h.Name()}, Run{}); err != nil {
+		if _, err := h.Start(context.Background(), &Plan{}, proto.Spec{ID: "s-" + h.Name()}, Run{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/conchsh/conch/internal/hostenv"
 	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // The pod host runs the sandboxes of the kubernetes backend
@@ -115,7 +115,7 @@ func (h *podHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Erro
 }
 
 // Start starts a planned pod run through the hub, as a node run.
-func (h *podHost) Start(ctx context.Context, pl *Plan, spec supervisor.Spec, r Run) (*supervisor.Handle, error) {
+func (h *podHost) Start(ctx context.Context, pl *Plan, spec proto.Spec, r Run) (*proto.Handle, error) {
 	return (&nodeHost{d: h.d}).Start(ctx, pl, spec, r)
 }
 

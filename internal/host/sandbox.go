@@ -11,7 +11,7 @@ import (
 	"github.com/conchsh/conch/internal/sandbox"
 	_ "github.com/conchsh/conch/internal/sandbox/backends" // sandbox.For knows every backend
 	"github.com/conchsh/conch/internal/sandbox/docker"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 func init() { Register("sandbox", func(d Deps) Host { return &sandboxHost{d: d} }) }
@@ -119,7 +119,7 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 		pl.Guard = sandbox.NewGuard(ws, run.Protected)
 	}
 	layers := backend.Layers(run)
-	pl.Sandbox = &supervisor.SandboxSpec{
+	pl.Sandbox = &proto.SandboxSpec{
 		Backend: backend.Name(), Scope: sb.Scope, Layers: layers,
 		MemoryBytes: sb.MemoryBytes, Pids: sb.Pids, CPUs: sb.CPUs,
 		BlockFD:    run.BlockFD,
@@ -138,6 +138,6 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 	return nil
 }
 
-func (h *sandboxHost) Start(ctx context.Context, pl *Plan, spec supervisor.Spec, run Run) (*supervisor.Handle, error) {
+func (h *sandboxHost) Start(ctx context.Context, pl *Plan, spec proto.Spec, run Run) (*proto.Handle, error) {
 	return h.d.Launch(ctx, spec)
 }

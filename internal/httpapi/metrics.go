@@ -28,14 +28,20 @@ var (
 	descNodes           = prometheus.NewDesc("conch_nodes_connected", "Connected node hosts.", nil, nil)
 	descPanics          = prometheus.NewDesc("conch_handler_panics_total", "Panics recovered in request handlers, by adapter.", []string{"adapter"}, nil)
 	descCorrupt         = prometheus.NewDesc("conch_corrupt_files_total", "Damaged state files found (cut short, not JSON, checksum mismatch, unreadable journal records), by kind.", []string{"kind"}, nil)
+	descWriteFailures   = prometheus.NewDesc("conch_state_write_failures_total", "Writes of session state files (exit.json, state.json, meta.json) that failed, by file.", []string{"file"}, nil)
 )
+
+// writeFailureFiles are the session files whose failed writes are counted,
+// each reported (0 too) so that a rate over the counter needs no absent
+// series.
+var writeFailureFiles = []string{"exit", "state", "meta"}
 
 // conchCollector reads the engine's counters and gauges at each scrape:
 // the engine keeps the numbers, this only names them.
 type conchCollector struct{ s *Server }
 
 func (c conchCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessionsRunning, descExecTotal, descExecDuration, descDiskFull, descUnwritable, descFreeBytes, descApprovals, descNodes, descPanics, descCorrupt} {
+	for _, d := range []*prometheus.Desc{descSessionsRunning, descExecTotal, descExecDuration, descDiskFull, descUnwritable, descFreeBytes, descApprovals, descNodes, descPanics, descCorrupt, descWriteFailures} {
 		ch <- d
 	}
 }
@@ -65,6 +71,9 @@ func (c conchCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, kind := range corruptKinds {
 		ch <- prometheus.MustNewConstMetric(descCorrupt, prometheus.CounterValue, float64(st.Damaged[kind]), kind)
+	}
+	for _, file := range writeFailureFiles {
+		ch <- prometheus.MustNewConstMetric(descWriteFailures, prometheus.CounterValue, float64(st.WriteFailures[file]), file)
 	}
 }
 

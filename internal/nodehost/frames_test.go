@@ -15,7 +15,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/nodehost"
 	"github.com/conchsh/conch/internal/nodelink"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // alive checks that the node still answers a request on gc.
@@ -110,7 +110,7 @@ func TestNodeRefusesBadParams(t *testing.T) {
 	for _, c := range []numCase{
 		{"system.run", flat, rangedFields(t, apitype.NodeRunParams{})},
 		{"system.session.read", flat, rangedFields(t, apitype.NodeSessionParams{})},
-		{"system.session.signal", nested, rangedFields(t, supervisor.Request{})},
+		{"system.session.signal", nested, rangedFields(t, proto.Request{})},
 	} {
 		for field, rg := range c.ranges {
 			over := rg.Max + 1

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/approvals"
@@ -36,7 +37,6 @@ import (
 	"github.com/conchsh/conch/internal/guard"
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/nodelink"
-	"github.com/conchsh/conch/internal/supervisor"
 )
 
 // Engine is the node's local engine as the node host uses it: it runs
@@ -51,10 +51,10 @@ type Engine interface {
 	NodeSession(id string) (dir string, changed <-chan struct{}, ok bool)
 	// NodeEnd returns the final end state of session id once it has
 	// one (ended is false before), and its command.
-	NodeEnd(id string) (ex supervisor.Exit, command string, ended bool)
+	NodeEnd(id string) (ex proto.Exit, command string, ended bool)
 	// NodeCall forwards a control request (system.session.*) to the
 	// session's supervisor.
-	NodeCall(id string, req supervisor.Request) (supervisor.Reply, error)
+	NodeCall(id string, req proto.Request) (proto.Reply, error)
 	// Config is the node's configuration (workspaces, apply_patch).
 	Config() *config.Config
 }
@@ -145,7 +145,7 @@ func LoadIdentity(home string) (ed25519.PrivateKey, error) {
 
 func loadState(home string) State {
 	var st State
-	supervisor.ReadJSON(statePath(home), &st)
+	fsutil.ReadJSON(statePath(home), &st)
 	return st
 }
 
@@ -153,7 +153,7 @@ func saveState(home string, st State) error {
 	if err := os.MkdirAll(filepath.Dir(statePath(home)), 0o700); err != nil {
 		return err
 	}
-	return supervisor.WriteJSONDurable(statePath(home), st)
+	return fsutil.WriteJSONDurable(statePath(home), st)
 }
 
 // Run connects to the gateway and serves it until ctx ends or a fatal
@@ -491,7 +491,7 @@ func (n *node) request(l *link, f apitype.Frame) {
 		n.stream(l, p.SessionID, "", "", p.Since)
 	case strings.HasPrefix(f.Method, "system.session."):
 		var p apitype.NodeSessionParams
-		var req supervisor.Request
+		var req proto.Request
 		e := decodeParams(f.Params, &p)
 		if e == nil {
 			e = decodeParams(p.Request, &req)
@@ -503,7 +503,7 @@ func (n *node) request(l *link, f apitype.Frame) {
 		req.Op = strings.TrimPrefix(f.Method, "system.session.")
 		rep, err := eng.NodeCall(p.SessionID, req)
 		if err != nil {
-			rep = supervisor.Reply{Error: err.Error()}
+			rep = proto.Reply{Error: err.Error()}
 		}
 		l.reply(f.ID, rep, nil)
 	case f.Method == "system.patch.apply":
@@ -615,7 +615,7 @@ func (n *node) stream(l *link, id, runID, command string, since int64) {
 				buf = buf[:0]
 				return err
 			}
-			end, err := supervisor.ReadOutput(dir, cur, func(c journal.Chunk) error {
+			end, err := proto.ReadOutput(dir, cur, func(c journal.Chunk) error {
 				s := c.Stream.String()
 				if c.Cursor != cur || s != bufStream || len(buf)+len(c.Data) > batch {
 					if err := flush(); err != nil {
@@ -641,7 +641,7 @@ func (n *node) stream(l *link, id, runID, command string, since int64) {
 				if command == "" {
 					command = cmd
 				}
-				success := ex.State == supervisor.StateExited && ex.ExitCode != nil && *ex.ExitCode == 0
+				success := ex.State == proto.StateExited && ex.ExitCode != nil && *ex.ExitCode == 0
 				l.event("exec.finished", apitype.NodeFinished{RunID: runID, SessionID: id, Host: "node", Command: command,
 					ExitCode: ex.ExitCode, TimedOut: ex.TimedOut, Success: success, State: ex.State, Signal: ex.Signal,
 					KilledBy: ex.KilledBy, Cursor: cur, Exit: raw})

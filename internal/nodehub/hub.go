@@ -21,7 +21,7 @@ import (
 	"github.com/conchsh/conch/internal/guard"
 	"github.com/conchsh/conch/internal/nodelink"
 	"github.com/conchsh/conch/internal/nodeport"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // Close codes (nodelink's, named here for the hub's readers).
@@ -449,7 +449,7 @@ func (h *Hub) serve(ws *nodelink.Conn, hash string, paired *Paired) {
 		h.disconnect(old, nodelink.ClosePolicyViolation, "replaced by a newer connection")
 	}
 	var late string
-	h.store.Update(func(st *State) error {
+	h.updateStore(func(st *State) error {
 		for i := range st.Paired {
 			p := &st.Paired[i]
 			if p.NodeID == hello.NodeID && p.Undelivered && p.InviteHash == hash && p.PublicKey == hello.PublicKey {
@@ -548,7 +548,7 @@ func (h *Hub) promote(c *conn) {
 		h.disconnect(old, nodelink.ClosePolicyViolation, "replaced by a newer connection")
 	}
 	name := ""
-	h.store.Update(func(st *State) error {
+	h.updateStore(func(st *State) error {
 		for i := range st.Paired {
 			p := &st.Paired[i]
 			if p.NodeID == id {
@@ -582,7 +582,7 @@ func (h *Hub) offline(c *conn) {
 	c.cancel()
 	c.failCalls()
 	if was {
-		h.store.Update(func(st *State) error {
+		h.updateStore(func(st *State) error {
 			for i := range st.Paired {
 				if st.Paired[i].NodeID == id {
 					st.Paired[i].LastSeen = time.Now().UnixMilli()
@@ -709,7 +709,7 @@ func (h *Hub) nodeEvent(c *conn, f apitype.Frame) {
 			if m := h.mirror(fin.SessionID, c.hello.NodeID); m != nil {
 				// An end state that cannot be trusted still ends the
 				// session (nothing waits for ever), as lost.
-				m.end(supervisor.Exit{State: supervisor.StateLost, EndedAt: time.Now().UnixMilli(),
+				m.end(proto.Exit{State: proto.StateLost, EndedAt: time.Now().UnixMilli(),
 					Reason: fmt.Sprintf("Command lost: node %s reported an invalid end state (%v).", c.hello.NodeID, err)})
 			}
 			return
@@ -859,7 +859,7 @@ func (h *Hub) Approve(q string) (Paired, error) {
 	h.mu.Unlock()
 	h.pairMu.Unlock()
 	if c != nil && c.event("node.paired", map[string]string{"nodeToken": tok, "nodeId": p.NodeID}) == nil {
-		h.store.Update(func(st *State) error {
+		h.updateStore(func(st *State) error {
 			for i := range st.Paired {
 				if st.Paired[i].NodeID == p.NodeID {
 					st.Paired[i].Undelivered = false

@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conchsh/conch/internal/unixsock"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/unixsock"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/journal"
@@ -35,13 +38,13 @@ type mirror struct {
 	w       *journal.Writer
 	nodeCur int64 // the node's cursor of the last byte mirrored
 	offset  int64 // node cursor minus local cursor
-	final   *supervisor.Exit
+	final   *proto.Exit
 	subs    map[chan struct{}]struct{}
 	ln      net.Listener
 	stopped bool
 	// pendingKill is a kill asked for while the node was unreachable: it
 	// is delivered when the node is back (resume).
-	pendingKill *supervisor.Request
+	pendingKill *proto.Request
 }
 
 func (m *mirror) kick() {
@@ -54,16 +57,16 @@ func (m *mirror) kick() {
 }
 
 // Start mirrors spec.ID and sends system.run.
-func (h *Hub) Start(nodeID string, spec supervisor.Spec, run apitype.NodeRunParams) (*supervisor.Handle, error) {
-	dir := supervisor.SessionDir(h.opt.Home, spec.ID)
+func (h *Hub) Start(nodeID string, spec proto.Spec, run apitype.NodeRunParams) (*proto.Handle, error) {
+	dir := proto.SessionDir(h.opt.Home, spec.ID)
 	// A new session, maybe in a reused directory (see supervisor's launch).
-	w, err := journal.Create(supervisor.JournalDir(dir), journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes, New: true})
+	w, err := journal.Create(proto.JournalDir(dir), journal.Options{MaxBytes: spec.JournalMaxBytes, HeadBytes: spec.JournalHeadBytes, New: true})
 	if err != nil {
 		return nil, err
 	}
 	m := &mirror{h: h, id: spec.ID, nodeID: nodeID, agent: spec.Agent, dir: dir, w: w, subs: map[chan struct{}]struct{}{}}
-	meta := supervisor.Meta{
-		V: supervisor.ProtocolVersion, ID: spec.ID, Agent: spec.Agent, Name: spec.Name, Command: spec.Command, Argv: spec.Argv,
+	meta := proto.Meta{
+		V: proto.ProtocolVersion, ID: spec.ID, Agent: spec.Agent, Name: spec.Name, Command: spec.Command, Argv: spec.Argv,
 		Cwd: run.Cwd, Host: "node", NodeID: nodeID, PTY: spec.PTY, Cols: spec.Cols, Rows: spec.Rows, Stdin: spec.Stdin,
 		State: "starting", StartedAt: time.Now().UnixMilli(), SupervisorPID: os.Getpid(),
 		SupervisorStartTime: supervisor.StartTime(os.Getpid()), Socket: spec.Socket, KillGraceMs: spec.KillGraceMs,
@@ -86,7 +89,7 @@ func (h *Hub) Start(nodeID string, spec supervisor.Spec, run apitype.NodeRunPara
 	h.mu.Lock()
 	h.mirrors[spec.ID] = m
 	h.mu.Unlock()
-	fail := func(err error) (*supervisor.Handle, error) {
+	fail := func(err error) (*proto.Handle, error) {
 		m.stop()
 		h.dropMirror(m)
 		return nil, err
@@ -103,11 +106,11 @@ func (h *Hub) Start(nodeID string, spec supervisor.Spec, run apitype.NodeRunPara
 	var rep apitype.NodeRunReply
 	json.Unmarshal(b, &rep)
 	meta.State, meta.PID = "running", rep.PID
-	if err := supervisor.WriteJSON(supervisor.MetaPath(dir), meta); err != nil {
+	if err := proto.WriteMeta(dir, meta); err != nil {
 		closeEvents()
 		return fail(err)
 	}
-	return &supervisor.Handle{PID: rep.PID, SupervisorPID: os.Getpid(), Events: events, Close: closeEvents}, nil
+	return &proto.Handle{PID: rep.PID, SupervisorPID: os.Getpid(), Events: events, Close: closeEvents}, nil
 }
 
 func (h *Hub) dropMirror(m *mirror) {
@@ -116,7 +119,7 @@ func (h *Hub) dropMirror(m *mirror) {
 		delete(h.mirrors, m.id)
 	}
 	h.mu.Unlock()
-	h.store.Update(func(st *State) error {
+	h.updateStore(func(st *State) error {
 		delete(st.Routes, m.id)
 		return nil
 	})
@@ -144,17 +147,17 @@ func (h *Hub) restore() {
 			}
 			continue
 		}
-		dir := supervisor.SessionDir(h.opt.Home, id)
-		if ex, ok, _ := supervisor.ReadExit(dir); ok && ex.Final {
+		dir := proto.SessionDir(h.opt.Home, id)
+		if ex, ok, _ := proto.ReadExit(dir); ok && ex.Final {
 			gone = append(gone, id)
 			continue
 		}
-		var meta supervisor.Meta
-		if err := supervisor.ReadJSON(supervisor.MetaPath(dir), &meta); err != nil {
+		var meta proto.Meta
+		if err := fsutil.ReadJSON(proto.MetaPath(dir), &meta); err != nil {
 			gone = append(gone, id)
 			continue
 		}
-		w, err := journal.Create(supervisor.JournalDir(dir), journal.Options{})
+		w, err := journal.Create(proto.JournalDir(dir), journal.Options{})
 		if err != nil {
 			h.log.Warn("reopen node session journal", "session", id, "err", err)
 			continue
@@ -162,7 +165,7 @@ func (h *Hub) restore() {
 		m := &mirror{h: h, id: id, nodeID: r.NodeID, agent: r.Agent, dir: dir, w: w, offset: r.Offset, subs: map[chan struct{}]struct{}{}}
 		m.nodeCur = w.Cursor() + r.Offset
 		if r.KillBy != "" {
-			m.pendingKill = &supervisor.Request{V: supervisor.ProtocolVersion, Op: "kill", Session: id, By: r.KillBy}
+			m.pendingKill = &proto.Request{V: proto.ProtocolVersion, Op: "kill", Session: id, By: r.KillBy}
 		}
 		if err := m.listen(meta.Socket); err != nil {
 			w.Close()
@@ -170,14 +173,19 @@ func (h *Hub) restore() {
 			continue
 		}
 		meta.SupervisorPID, meta.SupervisorStartTime = os.Getpid(), supervisor.StartTime(os.Getpid())
-		supervisor.WriteJSON(supervisor.MetaPath(dir), meta)
+		if err := proto.WriteMeta(dir, meta); err != nil {
+			// The old meta.json names the gateway process before this
+			// one, so a reader that finds that process gone would take
+			// the session for lost: serve it only from memory, and say so.
+			h.log.Warn("node session meta.json not rewritten: it names the previous gateway", "session", id, "err", err)
+		}
 		h.mirrors[id] = m
 		if !paired[r.NodeID] {
 			orphans = append(orphans, m)
 		}
 	}
 	if len(gone) > 0 {
-		h.store.Update(func(st *State) error {
+		h.updateStore(func(st *State) error {
 			for _, id := range gone {
 				delete(st.Routes, id)
 			}
@@ -191,8 +199,8 @@ func (h *Hub) restore() {
 
 // removedExit is the end state of a session whose node was removed
 // before it reported the end: no node can be reached to learn it.
-func removedExit(nodeID string) supervisor.Exit {
-	return supervisor.Exit{State: supervisor.StateLost, EndedAt: time.Now().UnixMilli(),
+func removedExit(nodeID string) proto.Exit {
+	return proto.Exit{State: proto.StateLost, EndedAt: time.Now().UnixMilli(),
 		Reason: fmt.Sprintf("Command lost: node %s was removed from the gateway before the command ended; it may still run on that machine.", nodeID)}
 }
 
@@ -207,8 +215,8 @@ func (h *Hub) endSessionsOf(nodeID string) {
 
 // subscribe returns a channel of supervisor events: cursor updates and,
 // last, the end state.
-func (m *mirror) subscribe() (<-chan supervisor.Event, func()) {
-	out := make(chan supervisor.Event, 16)
+func (m *mirror) subscribe() (<-chan proto.Event, func()) {
+	out := make(chan proto.Event, 16)
 	wake := make(chan struct{}, 1)
 	done := make(chan struct{})
 	var once sync.Once
@@ -235,9 +243,9 @@ func (m *mirror) subscribe() (<-chan supervisor.Event, func()) {
 			cur := m.w.Cursor()
 			stopped := m.stopped
 			m.mu.Unlock()
-			ev := supervisor.Event{Cursor: cur}
+			ev := proto.Event{Cursor: cur}
 			if final != nil {
-				ev = supervisor.Event{Cursor: final.OutputBytes, Exit: final}
+				ev = proto.Event{Cursor: final.OutputBytes, Exit: final}
 			} else if cur == last {
 				if stopped {
 					return
@@ -286,13 +294,13 @@ func (m *mirror) serve(c net.Conn) {
 	sc.Buffer(make([]byte, 64<<10), 32<<20)
 	enc := json.NewEncoder(c)
 	for sc.Scan() {
-		var req supervisor.Request
-		if err := json.Unmarshal(sc.Bytes(), &req); err != nil || req.V != supervisor.ProtocolVersion {
-			enc.Encode(supervisor.Reply{Error: "bad request"})
+		var req proto.Request
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil || req.V != proto.ProtocolVersion {
+			enc.Encode(proto.Reply{Error: "bad request"})
 			continue
 		}
 		if req.Op == "subscribe" {
-			enc.Encode(supervisor.Reply{OK: true})
+			enc.Encode(proto.Reply{OK: true})
 			events, stop := m.subscribe()
 			go func() {
 				// The peer closing ends the subscription.
@@ -313,9 +321,9 @@ func (m *mirror) serve(c net.Conn) {
 }
 
 // forward sends a control request to the node's supervisor.
-func (m *mirror) forward(req supervisor.Request) supervisor.Reply {
+func (m *mirror) forward(req proto.Request) proto.Reply {
 	if req.Op == "hello" {
-		return supervisor.Reply{OK: true}
+		return proto.Reply{OK: true}
 	}
 	raw, _ := json.Marshal(req)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
@@ -328,11 +336,11 @@ func (m *mirror) forward(req supervisor.Request) supervisor.Reply {
 			m.mu.Unlock()
 			m.setRoute(func(r *Route) { r.KillBy = firstNonEmpty(req.By, "agent") })
 		}
-		return supervisor.Reply{Error: aerr.Message}
+		return proto.Reply{Error: aerr.Message}
 	}
-	var rep supervisor.Reply
+	var rep proto.Reply
 	if err := json.Unmarshal(b, &rep); err != nil {
-		return supervisor.Reply{Error: err.Error()}
+		return proto.Reply{Error: err.Error()}
 	}
 	return rep
 }
@@ -373,7 +381,7 @@ func (m *mirror) output(o apitype.NodeOutput) {
 
 // end records the session's end state (checked by checkFinished, or made
 // by the gateway).
-func (m *mirror) end(ex supervisor.Exit) {
+func (m *mirror) end(ex proto.Exit) {
 	m.mu.Lock()
 	if m.final != nil || m.stopped {
 		m.mu.Unlock()
@@ -383,15 +391,18 @@ func (m *mirror) end(ex supervisor.Exit) {
 	ex.OutputBytes = m.w.Cursor()
 	ex.OutputSha256 = ""
 	// The journal's end record is a second copy of exit.json, as a
-	// local supervisor writes one (supervisor.ReadExit falls back on it).
+	// local supervisor writes one (proto.ReadExit falls back on it).
 	if b, err := json.Marshal(ex); err == nil {
 		if err := m.w.AppendEnd(b); err != nil {
 			m.h.log.Warn("journal end record of node session", "session", m.id, "err", err)
 		}
 	}
-	m.w.Sync()
-	if err := supervisor.WriteJSON(supervisor.ExitPath(m.dir), ex); err != nil {
+	if err := m.w.Sync(); err != nil {
+		m.h.log.Warn("journal sync of node session", "session", m.id, "err", err)
+	}
+	if err := proto.WriteExit(m.dir, ex); err != nil {
 		m.h.log.Warn("write exit.json of node session", "session", m.id, "err", err)
+		ex.NotRecorded = err.Error()
 	}
 	m.w.Close()
 	m.final = &ex
@@ -418,7 +429,9 @@ func (m *mirror) stop() {
 	}
 	m.stopped = true
 	if m.final == nil {
-		m.w.Sync()
+		if err := m.w.Sync(); err != nil {
+			m.h.log.Warn("journal sync of node session", "session", m.id, "err", err)
+		}
 		m.w.Close()
 	}
 	ln := m.ln
@@ -459,14 +472,14 @@ func (m *mirror) resume(c *conn) {
 		return // the connection went again; the next one resumes
 	}
 	m.h.log.Warn("node lost a session", "session", m.id, "node", m.nodeID, "err", aerr.Message)
-	m.end(supervisor.Exit{State: supervisor.StateLost, EndedAt: time.Now().UnixMilli(),
+	m.end(proto.Exit{State: proto.StateLost, EndedAt: time.Now().UnixMilli(),
 		Reason: fmt.Sprintf("Command lost: node %s no longer knows the session (%s).", m.nodeID, aerr.Message)})
 }
 
 // setRoute changes the mirror's route in nodes/sessions.json (if it is
 // still there).
 func (m *mirror) setRoute(f func(*Route)) {
-	m.h.store.Update(func(st *State) error {
+	m.h.updateStore(func(st *State) error {
 		r, ok := st.Routes[m.id]
 		if !ok {
 			return errStop
@@ -488,7 +501,7 @@ func firstNonEmpty(a, b string) string {
 // before its node reported the end: a restarted gateway does not resume
 // it, and its kill still reaches the node at its next connection.
 func (h *Hub) Removed(id string) {
-	h.store.Update(func(st *State) error {
+	h.updateStore(func(st *State) error {
 		r, ok := st.Routes[id]
 		if !ok {
 			return errStop
@@ -520,12 +533,12 @@ func (h *Hub) reap(c *conn) {
 		if live {
 			continue // this gateway still follows it; its end drops the route
 		}
-		raw, _ := json.Marshal(supervisor.Request{V: supervisor.ProtocolVersion, Op: "kill", Session: id, By: r.KillBy})
+		raw, _ := json.Marshal(proto.Request{V: proto.ProtocolVersion, Op: "kill", Session: id, By: r.KillBy})
 		_, aerr := c.call(c.ctx, "system.session.kill", apitype.NodeSessionParams{SessionID: id, Request: raw}, 10*time.Second)
 		if aerr != nil && aerr.Code == apitype.NodeUnavailable {
 			return // the connection went; the next one tries again
 		}
-		h.store.Update(func(st *State) error {
+		h.updateStore(func(st *State) error {
 			delete(st.Routes, id)
 			return nil
 		})

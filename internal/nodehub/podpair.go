@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // Sandbox pods (the kubernetes backend, docs/kubernetes.md). The gateway
@@ -141,7 +141,7 @@ func (h *Hub) Running(nodeID string) int {
 // being deleted) and its unused invites: its connection is closed and its
 // running sessions end as lost with reason.
 func (h *Hub) DropPod(nodeID, inviteHash, reason string) {
-	h.store.Update(func(st *State) error {
+	h.updateStore(func(st *State) error {
 		st.Paired = filter(st.Paired, func(p Paired) bool { return p.NodeID != nodeID || nodeID == "" })
 		st.Invites = filter(st.Invites, func(in Invite) bool { return in.Hash != inviteHash })
 		for sid, r := range st.Routes {
@@ -164,7 +164,7 @@ func (h *Hub) DropPod(nodeID, inviteHash, reason string) {
 	}
 	h.mu.Unlock()
 	for _, m := range ms {
-		m.end(supervisor.Exit{State: supervisor.StateLost, EndedAt: time.Now().UnixMilli(), Reason: "Command lost: " + reason})
+		m.end(proto.Exit{State: proto.StateLost, EndedAt: time.Now().UnixMilli(), Reason: "Command lost: " + reason})
 	}
 	if c != nil {
 		h.disconnect(c, CloseRevoked, "sandbox pod removed")

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/fsutil"
 )
 
 func TestParseNodeRef(t *testing.T) {
@@ -462,7 +462,7 @@ func TestLegacyNamesRewritten(t *testing.T) {
 	home := t.TempDir()
 	a, b, c, d := "aaaaaa111111111111111111", "bbbbbb222222222222222222", "cccccc333333333333333333", "dddddd444444444444444444"
 	os.MkdirAll(filepath.Join(home, "nodes"), 0o700)
-	supervisor.WriteJSON(filepath.Join(home, "nodes", "paired.json"), []Paired{
+	fsutil.WriteJSON(filepath.Join(home, "nodes", "paired.json"), []Paired{
 		{NodeID: a, Name: "n1"}, {NodeID: b, Name: a}, {NodeID: c, Name: "n1"}, {NodeID: d, Name: "node-aaaaaa"},
 	})
 	h := testHub(t, home)

@@ -14,13 +14,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conchsh/conch/internal/fsutil"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/fsutil"
 )
 
 // Invite is a join token, stored hashed (nodes/invites.json).
@@ -141,7 +140,7 @@ func (s *Store) Update(f func(*State) error) error {
 		if b, _ := json.Marshal(v); bytes.Equal(b, before[name]) {
 			continue
 		}
-		if err := supervisor.WriteJSON(s.path(name), v); err != nil {
+		if err := fsutil.WriteJSON(s.path(name), v); err != nil {
 			return err
 		}
 	}
@@ -168,7 +167,7 @@ func (s *Store) load() (*State, error) {
 	st := &State{Routes: map[string]Route{}}
 	for name, v := range map[string]any{"invites.json": &st.Invites, "pending.json": &st.Pending, "paired.json": &st.Paired, "sessions.json": &st.Routes} {
 		// ReadJSON checks the checksum WriteJSON adds (and strips it).
-		err := supervisor.ReadJSON(s.path(name), v)
+		err := fsutil.ReadJSON(s.path(name), v)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -268,4 +267,14 @@ func (s *Store) Approve(q string) (Paired, string, error) {
 		return nil
 	})
 	return out, tok, err
+}
+
+// updateStore is Store.Update for a change the caller goes on without
+// when it cannot be written (the node store's files on a full or
+// read-only disk): the failure is logged, never dropped. errStop (no
+// change) is not a failure.
+func (h *Hub) updateStore(f func(*State) error) {
+	if err := h.store.Update(f); err != nil && !errors.Is(err, errStop) {
+		h.log.Warn("node store not written", "err", err)
+	}
 }

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 func TestStoreInvitesAndApprove(t *testing.T) {
@@ -86,9 +87,9 @@ func TestRestoreRouteOfRemovedNode(t *testing.T) {
 	paired, gone := "aaaaaa111111111111111111", "bbbbbb222222222222222222"
 	s, _ := OpenStore(home)
 	for sid, node := range map[string]string{"s-kept": paired, "s-gone": gone} {
-		dir := supervisor.SessionDir(home, sid)
+		dir := proto.SessionDir(home, sid)
 		os.MkdirAll(dir, 0o700)
-		if err := supervisor.WriteJSON(supervisor.MetaPath(dir), supervisor.Meta{ID: sid, Host: "node", NodeID: node, State: "running", Socket: filepath.Join(dir, "s")}); err != nil {
+		if err := fsutil.WriteJSON(proto.MetaPath(dir), proto.Meta{ID: sid, Host: "node", NodeID: node, State: "running", Socket: filepath.Join(dir, "s")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,11 +100,11 @@ func TestRestoreRouteOfRemovedNode(t *testing.T) {
 		return nil
 	})
 	h := testHub(t, home)
-	ex, ok, _ := supervisor.ReadExit(supervisor.SessionDir(home, "s-gone"))
-	if !ok || !ex.Final || ex.State != supervisor.StateLost || !strings.Contains(ex.Reason, "removed") {
+	ex, ok, _ := proto.ReadExit(proto.SessionDir(home, "s-gone"))
+	if !ok || !ex.Final || ex.State != proto.StateLost || !strings.Contains(ex.Reason, "removed") {
 		t.Fatalf("session of a removed node: %+v %v", ex, ok)
 	}
-	if _, ok, _ := supervisor.ReadExit(supervisor.SessionDir(home, "s-kept")); ok {
+	if _, ok, _ := proto.ReadExit(proto.SessionDir(home, "s-kept")); ok {
 		t.Fatalf("session of a paired node ended")
 	}
 	st, _ := h.store.Read()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/nodelink"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // Everything a node sends is input. Its frames are checked here, in one
@@ -44,8 +44,8 @@ var (
 
 // endStates are the end states a session may report.
 var endStates = map[string]bool{
-	supervisor.StateExited: true, supervisor.StateSignaled: true, supervisor.StateKilled: true,
-	supervisor.StateLost: true, supervisor.StateDenied: true,
+	proto.StateExited: true, proto.StateSignaled: true, proto.StateKilled: true,
+	proto.StateLost: true, proto.StateDenied: true,
 }
 
 // inputError names the field of node input that failed.
@@ -150,11 +150,11 @@ func checkOutput(o apitype.NodeOutput) error {
 
 // killedBy checks a kill's cause against the closed set of causes.
 func killedBy(field, v string) error {
-	if supervisor.KilledBy(v).Valid() {
+	if proto.KilledBy(v).Valid() {
 		return nil
 	}
 	var all []string
-	for _, k := range supervisor.KilledByAll {
+	for _, k := range proto.KilledByAll {
 		all = append(all, string(k))
 	}
 	return bad(field, "%q is not one of %s", truncate(v, 32), strings.Join(all, ", "))
@@ -202,7 +202,7 @@ func truncate(s string, n int) string {
 // checkFinished checks an exec.finished event and returns the end state
 // to record: the node's exit.json record when it sent one, else the
 // event's own fields.
-func checkFinished(f apitype.NodeFinished) (ex supervisor.Exit, err error) {
+func checkFinished(f apitype.NodeFinished) (ex proto.Exit, err error) {
 	err = first(
 		match("sessionId", sessionIDRE, f.SessionID),
 		optional("runId", tokenRE, f.RunID),
@@ -221,13 +221,13 @@ func checkFinished(f apitype.NodeFinished) (ex supervisor.Exit, err error) {
 			err = ranges(&f)
 		}
 	}()
-	top := supervisor.Exit{State: f.State, ExitCode: f.ExitCode, Signal: f.Signal, KilledBy: f.KilledBy, TimedOut: f.TimedOut, EndedAt: time.Now().UnixMilli()}
+	top := proto.Exit{State: f.State, ExitCode: f.ExitCode, Signal: f.Signal, KilledBy: f.KilledBy, TimedOut: f.TimedOut, EndedAt: time.Now().UnixMilli()}
 	if err := checkExit("", top); err != nil {
 		return ex, err
 	}
 	ex = top
 	if len(f.Exit) > 0 && string(f.Exit) != "null" {
-		var rec supervisor.Exit
+		var rec proto.Exit
 		if err := json.Unmarshal(f.Exit, &rec); err != nil {
 			return ex, bad("exit", "not an exit record: %v", err)
 		}
@@ -244,22 +244,22 @@ func checkFinished(f apitype.NodeFinished) (ex supervisor.Exit, err error) {
 
 // checkExit checks an end-state record: a state of the allowed set,
 // fields that agree with it, a bounded reason, numbers in range.
-func checkExit(prefix string, ex supervisor.Exit) error {
-	if err := oneOf(prefix+"state", ex.State, supervisor.StateExited, supervisor.StateSignaled, supervisor.StateKilled, supervisor.StateLost, supervisor.StateDenied); err != nil {
+func checkExit(prefix string, ex proto.Exit) error {
+	if err := oneOf(prefix+"state", ex.State, proto.StateExited, proto.StateSignaled, proto.StateKilled, proto.StateLost, proto.StateDenied); err != nil {
 		return err
 	}
 	if ex.ExitCode != nil {
 		if err := between(prefix+"exitCode", int64(*ex.ExitCode), -1, 255); err != nil {
 			return err
 		}
-	} else if ex.State == supervisor.StateExited {
+	} else if ex.State == proto.StateExited {
 		return bad(prefix+"exitCode", "missing for state exited")
 	}
 	if ex.Signal != nil {
 		if err := match(prefix+"signal", signalRE, *ex.Signal); err != nil {
 			return err
 		}
-	} else if ex.State == supervisor.StateSignaled {
+	} else if ex.State == proto.StateSignaled {
 		return bad(prefix+"signal", "missing for state signaled")
 	}
 	if ex.KilledBy != nil {
@@ -303,7 +303,7 @@ func checkReply(method string, b json.RawMessage) error {
 			ranges(&rep),
 		)
 	case strings.HasPrefix(method, "system.session."):
-		var rep supervisor.Reply
+		var rep proto.Reply
 		if err := json.Unmarshal(b, &rep); err != nil {
 			return bad("payload", "%v", err)
 		}

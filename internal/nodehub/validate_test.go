@@ -21,14 +21,14 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/nodelink"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 func ptr[T any](v T) *T { return &v }
 
 // goodFinished is an exec.finished a real node sends.
-func goodFinished() (apitype.NodeFinished, supervisor.Exit) {
-	ex := supervisor.Exit{State: "exited", ExitCode: ptr(3), EndedAt: time.Now().UnixMilli(), DurationMs: 12,
+func goodFinished() (apitype.NodeFinished, proto.Exit) {
+	ex := proto.Exit{State: "exited", ExitCode: ptr(3), EndedAt: time.Now().UnixMilli(), DurationMs: 12,
 		OutputBytes: 5, OutputSha256: strings.Repeat("ab", 32), Final: true, Reason: "line one\nline two"}
 	raw, _ := json.Marshal(ex)
 	return apitype.NodeFinished{RunID: "6f1c2b2e-1d2c-4c1e-9d7e-0c1f2e3d4c5b", SessionID: "quiet-bay-1", Host: "node", Command: "echo hi",
@@ -41,58 +41,58 @@ func goodFinished() (apitype.NodeFinished, supervisor.Exit) {
 // bounds.
 func finishedMutations(rng *mrand.Rand) []struct {
 	field string
-	edit  func(*apitype.NodeFinished, *supervisor.Exit)
+	edit  func(*apitype.NodeFinished, *proto.Exit)
 } {
 	type m = struct {
 		field string
-		edit  func(*apitype.NodeFinished, *supervisor.Exit)
+		edit  func(*apitype.NodeFinished, *proto.Exit)
 	}
 	neg := func() int64 { return -1 - rng.Int63n(1<<40) }
 	long := func(n int) string { return strings.Repeat("x", n+1+rng.Intn(1024)) }
 	out := []m{
-		{"sessionId", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.SessionID = "" }},
-		{"sessionId", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.SessionID = "../etc" }},
-		{"sessionId", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.SessionID = long(64) }},
-		{"sessionId", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.SessionID = "Quiet" }},
-		{"runId", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.RunID = long(maxToken) }},
-		{"runId", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.RunID = "a b" }},
-		{"host", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.Host = "gateway" }},
-		{"command", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.Command = long(maxText) }},
-		{"output", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.Output = long(maxOutput) }},
-		{"cursor", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.Cursor = neg() }},
-		{"state", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.State = "running" }},
-		{"state", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.State = "" }},
-		{"state", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.State = "EXITED" }},
-		{"exitCode", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.ExitCode = ptr(-2 - rng.Intn(1000)) }},
-		{"exitCode", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.ExitCode = ptr(256 + rng.Intn(1000)) }},
-		{"exitCode", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.ExitCode = nil }},
-		{"signal", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.Signal = ptr("KILL") }},
-		{"signal", func(f *apitype.NodeFinished, _ *supervisor.Exit) {
+		{"sessionId", func(f *apitype.NodeFinished, _ *proto.Exit) { f.SessionID = "" }},
+		{"sessionId", func(f *apitype.NodeFinished, _ *proto.Exit) { f.SessionID = "../etc" }},
+		{"sessionId", func(f *apitype.NodeFinished, _ *proto.Exit) { f.SessionID = long(64) }},
+		{"sessionId", func(f *apitype.NodeFinished, _ *proto.Exit) { f.SessionID = "Quiet" }},
+		{"runId", func(f *apitype.NodeFinished, _ *proto.Exit) { f.RunID = long(maxToken) }},
+		{"runId", func(f *apitype.NodeFinished, _ *proto.Exit) { f.RunID = "a b" }},
+		{"host", func(f *apitype.NodeFinished, _ *proto.Exit) { f.Host = "gateway" }},
+		{"command", func(f *apitype.NodeFinished, _ *proto.Exit) { f.Command = long(maxText) }},
+		{"output", func(f *apitype.NodeFinished, _ *proto.Exit) { f.Output = long(maxOutput) }},
+		{"cursor", func(f *apitype.NodeFinished, _ *proto.Exit) { f.Cursor = neg() }},
+		{"state", func(f *apitype.NodeFinished, _ *proto.Exit) { f.State = "running" }},
+		{"state", func(f *apitype.NodeFinished, _ *proto.Exit) { f.State = "" }},
+		{"state", func(f *apitype.NodeFinished, _ *proto.Exit) { f.State = "EXITED" }},
+		{"exitCode", func(f *apitype.NodeFinished, _ *proto.Exit) { f.ExitCode = ptr(-2 - rng.Intn(1000)) }},
+		{"exitCode", func(f *apitype.NodeFinished, _ *proto.Exit) { f.ExitCode = ptr(256 + rng.Intn(1000)) }},
+		{"exitCode", func(f *apitype.NodeFinished, _ *proto.Exit) { f.ExitCode = nil }},
+		{"signal", func(f *apitype.NodeFinished, _ *proto.Exit) { f.Signal = ptr("KILL") }},
+		{"signal", func(f *apitype.NodeFinished, _ *proto.Exit) {
 			f.State, f.Signal, f.ExitCode = "signaled", nil, nil
 		}},
-		{"killedBy", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.KilledBy = ptr("Agent\n") }},
-		{"killedBy", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.KilledBy = ptr(long(32)) }},
-		{"exit", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.Exit = json.RawMessage(`"exited"`) }},
-		{"exit", func(f *apitype.NodeFinished, _ *supervisor.Exit) { f.Exit = json.RawMessage(`{"state":5}`) }},
-		{"exit.state", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.State = "running" }},
-		{"exit.state", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.State = "" }},
-		{"exit.exitCode", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.ExitCode = ptr(256 + rng.Intn(1<<20)) }},
-		{"exit.exitCode", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.ExitCode = nil }},
-		{"exit.signal", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.Signal = ptr("SIG" + long(12)) }},
-		{"exit.killedBy", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.KilledBy = ptr("root; rm") }},
-		{"exit.reason", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.Reason = strings.Repeat("r", 3<<20) }},
-		{"exit.reason", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.Reason = long(maxReason) }},
-		{"exit.reason", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.Reason = "done\x1b[2J" }},
-		{"exit.endedAt", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.EndedAt = neg() }},
-		{"exit.endedAt", func(_ *apitype.NodeFinished, e *supervisor.Exit) {
+		{"killedBy", func(f *apitype.NodeFinished, _ *proto.Exit) { f.KilledBy = ptr("Agent\n") }},
+		{"killedBy", func(f *apitype.NodeFinished, _ *proto.Exit) { f.KilledBy = ptr(long(32)) }},
+		{"exit", func(f *apitype.NodeFinished, _ *proto.Exit) { f.Exit = json.RawMessage(`"exited"`) }},
+		{"exit", func(f *apitype.NodeFinished, _ *proto.Exit) { f.Exit = json.RawMessage(`{"state":5}`) }},
+		{"exit.state", func(_ *apitype.NodeFinished, e *proto.Exit) { e.State = "running" }},
+		{"exit.state", func(_ *apitype.NodeFinished, e *proto.Exit) { e.State = "" }},
+		{"exit.exitCode", func(_ *apitype.NodeFinished, e *proto.Exit) { e.ExitCode = ptr(256 + rng.Intn(1<<20)) }},
+		{"exit.exitCode", func(_ *apitype.NodeFinished, e *proto.Exit) { e.ExitCode = nil }},
+		{"exit.signal", func(_ *apitype.NodeFinished, e *proto.Exit) { e.Signal = ptr("SIG" + long(12)) }},
+		{"exit.killedBy", func(_ *apitype.NodeFinished, e *proto.Exit) { e.KilledBy = ptr("root; rm") }},
+		{"exit.reason", func(_ *apitype.NodeFinished, e *proto.Exit) { e.Reason = strings.Repeat("r", 3<<20) }},
+		{"exit.reason", func(_ *apitype.NodeFinished, e *proto.Exit) { e.Reason = long(maxReason) }},
+		{"exit.reason", func(_ *apitype.NodeFinished, e *proto.Exit) { e.Reason = "done\x1b[2J" }},
+		{"exit.endedAt", func(_ *apitype.NodeFinished, e *proto.Exit) { e.EndedAt = neg() }},
+		{"exit.endedAt", func(_ *apitype.NodeFinished, e *proto.Exit) {
 			e.EndedAt = time.Now().Add(48*time.Hour).UnixMilli() + rng.Int63n(1<<40)
 		}},
-		{"exit.durationMs", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.DurationMs = neg() }},
-		{"exit.durationMs", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.DurationMs = maxMs + 1 + rng.Int63n(1<<40) }},
-		{"exit.descendantsKilled", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.DescendantsKilled = -1 - rng.Intn(1000) }},
-		{"exit.outputBytes", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.OutputBytes = neg() }},
-		{"exit.droppedBytes", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.DroppedBytes = neg() }},
-		{"exit.outputSha256", func(_ *apitype.NodeFinished, e *supervisor.Exit) { e.OutputSha256 = "zz" }},
+		{"exit.durationMs", func(_ *apitype.NodeFinished, e *proto.Exit) { e.DurationMs = neg() }},
+		{"exit.durationMs", func(_ *apitype.NodeFinished, e *proto.Exit) { e.DurationMs = maxMs + 1 + rng.Int63n(1<<40) }},
+		{"exit.descendantsKilled", func(_ *apitype.NodeFinished, e *proto.Exit) { e.DescendantsKilled = -1 - rng.Intn(1000) }},
+		{"exit.outputBytes", func(_ *apitype.NodeFinished, e *proto.Exit) { e.OutputBytes = neg() }},
+		{"exit.droppedBytes", func(_ *apitype.NodeFinished, e *proto.Exit) { e.DroppedBytes = neg() }},
+		{"exit.outputSha256", func(_ *apitype.NodeFinished, e *proto.Exit) { e.OutputSha256 = "zz" }},
 	}
 	return out
 }
@@ -316,8 +316,8 @@ func TestBadFinishedEndsLost(t *testing.T) {
 			}
 		}
 		f.SessionID = sid
-		spec := supervisor.Spec{ID: sid, Agent: "main", Command: "true", Socket: filepath.Join(sock, fmt.Sprintf("%d.sock", i))}
-		os.MkdirAll(supervisor.SessionDir(home, sid), 0o700)
+		spec := proto.Spec{ID: sid, Agent: "main", Command: "true", Socket: filepath.Join(sock, fmt.Sprintf("%d.sock", i))}
+		os.MkdirAll(proto.SessionDir(home, sid), 0o700)
 		started := make(chan error, 1)
 		go func() {
 			_, err := h.Start(n.id, spec, apitype.NodeRunParams{SessionID: sid, Stream: true})
@@ -335,12 +335,12 @@ func TestBadFinishedEndsLost(t *testing.T) {
 			t.Fatal(err)
 		}
 		n.send(apitype.Frame{Type: "event", Event: "exec.finished", Payload: mustJSON(f)})
-		dir := supervisor.SessionDir(home, sid)
-		var ex supervisor.Exit
+		dir := proto.SessionDir(home, sid)
+		var ex proto.Exit
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			var ok bool
-			if ex, ok, _ = supervisor.ReadExit(dir); ok && ex.Final {
+			if ex, ok, _ = proto.ReadExit(dir); ok && ex.Final {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -376,10 +376,10 @@ func TestFramesOfAnotherNode(t *testing.T) {
 	sock, _ := os.MkdirTemp("", "cnh")
 	defer os.RemoveAll(sock)
 	const sid = "calm-lake"
-	os.MkdirAll(supervisor.SessionDir(home, sid), 0o700)
+	os.MkdirAll(proto.SessionDir(home, sid), 0o700)
 	started := make(chan error, 1)
 	go func() {
-		_, err := h.Start(a.id, supervisor.Spec{ID: sid, Agent: "main", Command: "true", Socket: filepath.Join(sock, "s.sock")},
+		_, err := h.Start(a.id, proto.Spec{ID: sid, Agent: "main", Command: "true", Socket: filepath.Join(sock, "s.sock")},
 			apitype.NodeRunParams{SessionID: sid, Stream: true})
 		started <- err
 	}()
@@ -408,7 +408,7 @@ func TestFramesOfAnotherNode(t *testing.T) {
 	evil.ExitCode = ptr(66)
 	b.send(apitype.Frame{Type: "event", Event: "exec.finished", Payload: mustJSON(evil)})
 	flush(b)
-	if _, ok, _ := supervisor.ReadExit(supervisor.SessionDir(home, sid)); ok {
+	if _, ok, _ := proto.ReadExit(proto.SessionDir(home, sid)); ok {
 		t.Fatalf("another node ended the session")
 	}
 	// The session's own node: its output, its end, then a second end.
@@ -418,7 +418,7 @@ func TestFramesOfAnotherNode(t *testing.T) {
 	again.ExitCode = ptr(9)
 	a.send(apitype.Frame{Type: "event", Event: "exec.finished", Payload: mustJSON(again)})
 	flush(a)
-	ex, ok, _ := supervisor.ReadExit(supervisor.SessionDir(home, sid))
+	ex, ok, _ := proto.ReadExit(proto.SessionDir(home, sid))
 	if !ok || ex.State != "exited" || ex.ExitCode == nil || *ex.ExitCode != 3 || ex.OutputBytes != 5 {
 		t.Fatalf("end state: %+v (ok %v), want exited 3 after the node's 5 bytes", ex, ok)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // Ref names a selected node.
@@ -42,7 +42,7 @@ type Hub interface {
 	Prepare(ctx context.Context, nodeID string, p apitype.NodePrepareParams) (apitype.NodePrepareReply, *apitype.Error)
 	// Start mirrors spec.ID into the local session directory and sends
 	// system.run; the handle behaves like a local supervisor's.
-	Start(nodeID string, spec supervisor.Spec, run apitype.NodeRunParams) (*supervisor.Handle, error)
+	Start(nodeID string, spec proto.Spec, run apitype.NodeRunParams) (*proto.Handle, error)
 	// Removed records that session id was removed before its node
 	// reported the end: it is never resumed after a restart, and its
 	// kill reaches the node when it is back.

@@ -9,16 +9,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/conchsh/conch/internal/slug"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // Session directories are reused. A foreground exec that ends at once
-// writes nothing in its directory (supervisor.Spec.State), so the
+// writes nothing in its directory (proto.Spec.State), so the
 // directory was all it cost the disk; but making and deleting an inode
 // per call adds up: on ext4 without a journal every inode made scans
 // past those deleted in the last minutes, which under load was a tenth
@@ -58,7 +57,7 @@ type DirPool struct {
 }
 
 // NewDirPool returns an empty pool for the sessions of home
-// (home/sessions, supervisor.SessionDir).
+// (home/sessions, proto.SessionDir).
 func NewDirPool(home string) *DirPool { return &DirPool{home: home} }
 
 // take returns the oldest pooled directory ("" when there is none): the
@@ -165,7 +164,7 @@ func (p *DirPool) Reserve() (id, dir string, err error) {
 		if p.Quarantined(c) {
 			return true
 		}
-		d := supervisor.SessionDir(p.home, c)
+		d := proto.SessionDir(p.home, c)
 		if free := p.take(); free != "" {
 			err := renameNoReplace(free, d)
 			switch {
@@ -178,10 +177,10 @@ func (p *DirPool) Reserve() (id, dir string, err error) {
 				}
 				dir = d
 				return false
-			case errors.Is(err, unix.EEXIST):
+			case errors.Is(err, syscall.EEXIST):
 				p.giveBack(free)
 				return true
-			case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS):
+			case errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSYS):
 				p.disable()
 				os.Remove(free)
 			}

@@ -4,10 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 func newPool(t *testing.T) (*DirPool, string) {
@@ -16,14 +15,6 @@ func newPool(t *testing.T) (*DirPool, string) {
 		t.Fatal(err)
 	}
 	return NewDirPool(home), home
-}
-
-func inode(t *testing.T, p string) uint64 {
-	fi, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Sys().(*syscall.Stat_t).Ino
 }
 
 // TestDirPoolReuse: a removed session's directory is emptied, pooled,
@@ -35,7 +26,7 @@ func TestDirPoolReuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dir != supervisor.SessionDir(home, id) {
+	if dir != proto.SessionDir(home, id) {
 		t.Fatalf("dir %s for id %s", dir, id)
 	}
 	os.WriteFile(filepath.Join(dir, "state.json"), []byte("{}"), 0o600)

@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/fsutil"
 )
 
 // IdemEntry is one idempotency key of one agent. The exported fields are
@@ -75,7 +75,7 @@ const (
 )
 
 // IdemStore holds the idempotency keys of a home and keeps the finished
-// ones in a file (checksummed JSON, supervisor.WriteJSON).
+// ones in a file (checksummed JSON, fsutil.WriteJSON).
 //
 // Locking: mu guards the table and is never held during file I/O. File
 // writes are serialised by wmu (lock order wmu, then mu, briefly, to take a
@@ -86,7 +86,7 @@ const (
 // replaces a newer one.
 type IdemStore struct {
 	path string
-	// write stores the file; supervisor.WriteJSON (tests replace it).
+	// write stores the file; fsutil.WriteJSON (tests replace it).
 	write func(path string, v any) error
 
 	mu      sync.Mutex // guards entries and gen
@@ -100,15 +100,15 @@ type IdemStore struct {
 func idemMapKey(agent, key string) string { return agent + "\x00" + key }
 
 // OpenIdem loads the store kept at path. A missing file is an empty
-// store. A damaged file (errors.Is(err, supervisor.ErrDamaged)) also gives
+// store. A damaged file (errors.Is(err, fsutil.ErrDamaged)) also gives
 // an empty, usable store together with the error, for the caller to
 // report; the next write replaces the file.
 func OpenIdem(path string) (*IdemStore, error) {
-	s := &IdemStore{path: path, write: supervisor.WriteJSON, entries: map[string]*IdemEntry{}}
+	s := &IdemStore{path: path, write: fsutil.WriteJSON, entries: map[string]*IdemEntry{}}
 	// The entries are an object's "entries"; an earlier conch wrote the
 	// bare list.
 	var raw json.RawMessage
-	err := supervisor.ReadJSON(path, &raw)
+	err := fsutil.ReadJSON(path, &raw)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			err = nil

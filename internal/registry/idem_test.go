@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/fsutil"
 )
 
 func never(*IdemEntry) bool { return false }
@@ -84,7 +84,7 @@ func TestIdemPersist(t *testing.T) {
 		t.Fatalf("reloaded entry: %v %+v", out, en)
 	}
 	legacy := filepath.Join(t.TempDir(), "legacy.json")
-	supervisor.WriteJSON(legacy, []*IdemEntry{{Agent: "a", Key: "old", Fingerprint: "f", Text: "t"}})
+	fsutil.WriteJSON(legacy, []*IdemEntry{{Agent: "a", Key: "old", Fingerprint: "f", Text: "t"}})
 	if s3, err := OpenIdem(legacy); err != nil || s3.Len() != 1 {
 		t.Fatalf("legacy list: %v", err)
 	}
@@ -108,7 +108,7 @@ func TestIdemWriteOutsideLock(t *testing.T) {
 			entered <- struct{}{}
 			<-unblock
 		}
-		return supervisor.WriteJSON(p, v)
+		return fsutil.WriteJSON(p, v)
 	}
 	a, _ := s.Begin("a", "1", "fp", 1, never)
 	finished := make(chan struct{})

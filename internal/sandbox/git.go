@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/internal/fsutil"
@@ -477,14 +476,14 @@ func placeholders(g string) {
 	// and create without following one (a linked member fails the run
 	// later, in Bwrap.Command).
 	if b, err := readNoFollow(filepath.Join(g, "config")); err == nil && bytes.Contains(bytes.ToLower(b), []byte("worktreeconfig")) {
-		if f, err := os.OpenFile(filepath.Join(g, "config.worktree"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644); err == nil {
+		if f, err := openNoFollow(filepath.Join(g, "config.worktree"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
 			f.Close()
 		}
 	}
 }
 
 func readNoFollow(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := openNoFollow(p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -505,7 +504,7 @@ func placeholder(ws, rel string, dir bool) error {
 		}
 	}
 	p := filepath.Join(ws, rel)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	f, err := openNoFollow(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
@@ -520,8 +519,8 @@ func chownLikeParent(p string) {
 		return
 	}
 	if up, err := os.Lstat(filepath.Dir(p)); err == nil {
-		if st, ok := up.Sys().(*syscall.Stat_t); ok {
-			os.Lchown(p, int(st.Uid), int(st.Gid))
+		if uid, gid, ok := fileOwner(up); ok {
+			os.Lchown(p, uid, gid)
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/conchsh/conch/internal/fsutil"
 )
@@ -134,15 +133,15 @@ func (g *Guard) walk(f func(rel string, fi fs.FileInfo) bool) {
 // describe hashes what is at p (fi its Lstat).
 func describe(p string, fi fs.FileInfo) guardEntry {
 	e := guardEntry{mode: fi.Mode()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		e.uid, e.gid = int(st.Uid), int(st.Gid)
+	if uid, gid, ok := fileOwner(fi); ok {
+		e.uid, e.gid = uid, gid
 	}
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		t, _ := os.Readlink(p)
 		e.sum = sha256.Sum256([]byte(t))
 	case fi.Mode().IsRegular():
-		if f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0); err == nil {
+		if f, err := openNoFollow(p, os.O_RDONLY, 0); err == nil {
 			h := sha256.New()
 			io.Copy(h, f)
 			f.Close()

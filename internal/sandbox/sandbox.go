@@ -326,7 +326,10 @@ func For(ctx context.Context, s config.SandboxSettings) (Backend, error) {
 			return nil, fmt.Errorf("sandbox backend %s exists only on %s", s.Backend, goos)
 		}
 		if b == nil {
-			return nil, fmt.Errorf("unknown sandbox backend %q", s.Backend)
+			// A name config accepts that no file of this build
+			// registered: a backend of another system (bwrap and
+			// landlock need Linux; none is built for Windows).
+			return nil, fmt.Errorf("sandbox backend %q is not built into this program (%s/%s)", s.Backend, runtime.GOOS, runtime.GOARCH)
 		}
 		if err := b.Available(ctx); err != nil {
 			return nil, fmt.Errorf("sandbox backend %s: %w", s.Backend, err)

@@ -176,7 +176,7 @@ func locate(ctx context.Context) Program {
 		}
 		return Program{Path: path, From: from}, true
 	}
-	if p := filepath.Join(filepath.Dir(self), Name); isExecutable(p) {
+	if p := filepath.Join(filepath.Dir(self), Name+exeSuffix); isExecutable(p) {
 		if prog, ok := try(p, FromBeside); ok {
 			return prog
 		}
@@ -247,5 +247,6 @@ func Current() Program {
 
 func isExecutable(p string) bool {
 	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+	// Windows has no execute bits: its programs are the .exe files.
+	return err == nil && fi.Mode().IsRegular() && (fi.Mode()&0o111 != 0 || exeSuffix != "")
 }

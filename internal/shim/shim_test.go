@@ -12,6 +12,7 @@ import (
 
 	"github.com/conchsh/conch/internal/shim"
 	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 var (
@@ -97,7 +98,7 @@ func TestHandshake(t *testing.T) {
 func TestSuperviseRefusesAnotherProtocol(t *testing.T) {
 	good, skewed := shims(t)
 	home := t.TempDir()
-	spec := supervisor.Spec{ID: "s1", Argv: []string{"/bin/sh", "-c", "exit 0"}, Dir: home, Stdin: "closed", Socket: filepath.Join(home, "s1.sock"), NoCgroup: true}
+	spec := proto.Spec{ID: "s1", Argv: []string{"/bin/sh", "-c", "exit 0"}, Dir: home, Stdin: "closed", Socket: filepath.Join(home, "s1.sock"), NoCgroup: true}
 	prog := shim.Program{Path: skewed}
 	env := append(os.Environ(), shim.SuperviseEnv())
 	h, err := supervisor.Launch(prog.SuperviseArgv(), home, spec, env, scaled(t))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"net"
 	"os"
 	"os/exec"
@@ -12,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -26,32 +26,6 @@ var (
 	ErrGone     = errors.New("supervisor is gone")
 	ErrNoReport = errors.New("supervisor ended before reporting")
 )
-
-// Handle is an engine's view of a supervisor it launched.
-type Handle struct {
-	// PID is the command's process id.
-	PID int
-	// SupervisorPID is the supervisor's process id.
-	SupervisorPID int
-	// Events delivers cursor updates and, last, the final end state. It is
-	// closed when the supervisor closes its end (after the end state, or
-	// when it dies).
-	Events <-chan Event
-	// Close stops the delivery of Events (the supervisor is untouched).
-	Close func()
-	// Warnings name sandbox limits the supervisor could not enforce.
-	Warnings []string
-	// Socket is the session's control socket (Meta.Socket): its own, or
-	// its host's, where requests must name the session.
-	Socket string
-	// Meta is the session's meta.json as the supervisor wrote it (or, in
-	// a host, will), or nil from a supervisor that did not report it.
-	Meta *Meta
-	// Release, when set, tells the session's host that the engine is
-	// about to remove the session's directory, so it writes nothing more
-	// there. Call it only once the session has ended.
-	Release func()
-}
 
 // Spare is a supervisor process started ahead of need: it has paid the
 // process start-up cost and waits for a spec on fd 3. Commit hands it one;
@@ -79,8 +53,7 @@ func StartSpare(argv []string, home string, env []string) (*Spare, error) {
 	args := append(append([]string{}, argv[1:]...), "--home", home)
 	cmd := exec.Command(argv[0], args...)
 	cmd.Env = env
-	cmd.ExtraFiles = []*os.File{specR, readyW}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	passPipes(cmd, specR, readyW)
 	err = cmd.Start()
 	specR.Close()
 	readyW.Close()
@@ -102,7 +75,7 @@ func (sp *Spare) Close() {
 // Commit gives the spare its session and waits up to readyTimeout for its
 // report. A supervisor that does not report in time is killed. The spare
 // cannot be used again, whatever the outcome.
-func (sp *Spare) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) {
+func (sp *Spare) Commit(spec proto.Spec, readyTimeout time.Duration) (*proto.Handle, error) {
 	b, err := encodeSpec(spec)
 	if err != nil {
 		sp.Close()
@@ -117,8 +90,8 @@ func (sp *Spare) Commit(spec Spec, readyTimeout time.Duration) (*Handle, error) 
 }
 
 // encodeSpec is spec as sent to a supervisor: one line of JSON.
-func encodeSpec(spec Spec) ([]byte, error) {
-	spec.V = ProtocolVersion
+func encodeSpec(spec proto.Spec) ([]byte, error) {
+	spec.V = proto.ProtocolVersion
 	b, err := json.Marshal(spec)
 	return append(b, '\n'), err
 }
@@ -149,7 +122,7 @@ func (e reportTimeout) Is(target error) bool { return target == ErrReportTimeout
 // commit reads the ready report on readyR, which then carries the
 // session's events. wrote reports how sending the spec went. kill is
 // called when no report comes within readyTimeout.
-func commit(readyR *os.File, wrote <-chan error, readyTimeout time.Duration, kill func()) (*Handle, error) {
+func commit(readyR *os.File, wrote <-chan error, readyTimeout time.Duration, kill func()) (*proto.Handle, error) {
 	// A pipe from os.Pipe takes deadlines: no goroutine waits for the
 	// report.
 	readyR.SetReadDeadline(time.Now().Add(readyTimeout))
@@ -177,14 +150,14 @@ func commit(readyR *os.File, wrote <-chan error, readyTimeout time.Duration, kil
 		readyR.Close()
 		return nil, reportError(r)
 	}
-	events := make(chan Event, 16)
+	events := make(chan proto.Event, 16)
 	go decodeEvents(br, readyR, events)
-	return &Handle{PID: r.PID, Socket: r.Socket, Events: events, Close: func() { readyR.Close() }, Warnings: r.Warnings, Meta: r.Meta}, nil
+	return &proto.Handle{PID: r.PID, Socket: r.Socket, Events: events, Close: func() { readyR.Close() }, Warnings: r.Warnings, Meta: r.Meta}, nil
 }
 
 // Launch starts a supervisor for spec and waits for its report: StartSpare
 // followed by Commit.
-func Launch(argv []string, home string, spec Spec, env []string, readyTimeout time.Duration) (*Handle, error) {
+func Launch(argv []string, home string, spec proto.Spec, env []string, readyTimeout time.Duration) (*proto.Handle, error) {
 	sp, err := StartSpare(argv, home, env)
 	if err != nil {
 		return nil, err
@@ -192,12 +165,12 @@ func Launch(argv []string, home string, spec Spec, env []string, readyTimeout ti
 	return sp.Commit(spec, readyTimeout)
 }
 
-func decodeEvents(r *bufio.Reader, c interface{ Close() error }, out chan<- Event) {
+func decodeEvents(r *bufio.Reader, c interface{ Close() error }, out chan<- proto.Event) {
 	defer close(out)
 	defer c.Close()
 	dec := json.NewDecoder(r)
 	for {
-		var ev Event
+		var ev proto.Event
 		if err := dec.Decode(&ev); err != nil {
 			return
 		}
@@ -234,7 +207,7 @@ func replyTimeout(op string) time.Duration {
 // Call sends one request to the supervisor listening on socket and returns
 // its reply, waiting at most ReplyTimeout for it (a write longer: see
 // replyTimeout). A reply with OK false is returned as an error.
-func Call(socket string, req Request) (Reply, error) {
+func Call(socket string, req proto.Request) (proto.Reply, error) {
 	return CallWithin(socket, req, replyTimeout(req.Op))
 }
 
@@ -242,22 +215,22 @@ func Call(socket string, req Request) (Reply, error) {
 // connection and the reply: a caller with a deadline of its own passes
 // what is left of it. A supervisor that takes the connection and does not
 // answer in time gives an error wrapping ErrNotResponding.
-func CallWithin(socket string, req Request, d time.Duration) (Reply, error) {
+func CallWithin(socket string, req proto.Request, d time.Duration) (proto.Reply, error) {
 	d = min(max(d, time.Millisecond), replyTimeout(req.Op))
 	deadline := time.Now().Add(d)
 	c, err := net.DialTimeout("unix", socket, min(d, 2*time.Second))
 	if err != nil {
-		return Reply{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return proto.Reply{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	defer c.Close()
 	c.SetDeadline(deadline)
-	req.V = ProtocolVersion
+	req.V = proto.ProtocolVersion
 	if err := json.NewEncoder(c).Encode(req); err != nil {
-		return Reply{}, callError(err, d)
+		return proto.Reply{}, callError(err, d)
 	}
-	var rep Reply
+	var rep proto.Reply
 	if err := json.NewDecoder(c).Decode(&rep); err != nil {
-		return Reply{}, callError(err, d)
+		return proto.Reply{}, callError(err, d)
 	}
 	if !rep.OK && rep.Error == errNoSession {
 		// A host whose session has ended: as a single supervisor's
@@ -296,7 +269,7 @@ func FlushHosts(dirs ...string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			Call(sock, Request{Op: "flush"})
+			Call(sock, proto.Request{Op: "flush"})
 		}()
 	}
 	wg.Wait()
@@ -306,28 +279,28 @@ func FlushHosts(dirs ...string) {
 // and the host sockets in hostDirs) for session id's meta.json as they keep
 // it in memory: a supervisor that could not write the file (a full disk)
 // still serves its session.
-func LiveMeta(id, socket string, hostDirs ...string) (Meta, bool) {
+func LiveMeta(id, socket string, hostDirs ...string) (proto.Meta, bool) {
 	socks := []string{socket}
 	for _, d := range hostDirs {
 		m, _ := filepath.Glob(filepath.Join(d, "host-*.sock"))
 		socks = append(socks, m...)
 	}
 	for _, sock := range socks {
-		if rep, err := Call(sock, Request{Op: "meta", Session: id}); err == nil && rep.Meta != nil && rep.Meta.ID == id {
+		if rep, err := Call(sock, proto.Request{Op: "meta", Session: id}); err == nil && rep.Meta != nil && rep.Meta.ID == id {
 			return *rep.Meta, true
 		}
 	}
-	return Meta{}, false
+	return proto.Meta{}, false
 }
 
 // Subscribe connects to a supervisor and returns its event stream, closed
 // when the supervisor ends (after the final event) or dies.
-func Subscribe(socket, session string) (<-chan Event, func(), error) {
+func Subscribe(socket, session string) (<-chan proto.Event, func(), error) {
 	c, err := net.DialTimeout("unix", socket, 2*time.Second)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
-	if err := json.NewEncoder(c).Encode(Request{V: ProtocolVersion, Op: "subscribe", Session: session}); err != nil {
+	if err := json.NewEncoder(c).Encode(proto.Request{V: proto.ProtocolVersion, Op: "subscribe", Session: session}); err != nil {
 		c.Close()
 		return nil, nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
@@ -335,7 +308,7 @@ func Subscribe(socket, session string) (<-chan Event, func(), error) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	line, err := br.ReadBytes('\n')
 	c.SetReadDeadline(time.Time{})
-	var rep Reply
+	var rep proto.Reply
 	if err == nil {
 		err = json.Unmarshal(line, &rep)
 	}
@@ -343,7 +316,7 @@ func Subscribe(socket, session string) (<-chan Event, func(), error) {
 		c.Close()
 		return nil, nil, fmt.Errorf("%w: subscribe: %v %s", ErrUnreachable, err, rep.Error)
 	}
-	out := make(chan Event, 16)
+	out := make(chan proto.Event, 16)
 	go decodeEvents(br, c, out)
 	return out, func() { c.Close() }, nil
 }
@@ -367,7 +340,7 @@ func CleanRun(home string, dirs ...string) []string {
 	var removed []string
 	dead := func(pid string) bool {
 		n, err := strconv.Atoi(pid)
-		return err == nil && n > 0 && (syscall.Kill(n, 0) == syscall.ESRCH || isZombie(n))
+		return err == nil && n > 0 && pidGone(n)
 	}
 	for _, d := range dirs {
 		socks, _ := filepath.Glob(filepath.Join(d, "*.sock"))
@@ -388,7 +361,7 @@ func CleanRun(home string, dirs ...string) []string {
 				c.Close()
 				continue
 			}
-			if errors.Is(err, syscall.ECONNREFUSED) && os.Remove(sock) == nil {
+			if isRefused(err) && os.Remove(sock) == nil {
 				removed = append(removed, sock)
 			}
 		}

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"os"
 	"os/exec"
 	"strings"
@@ -33,7 +34,7 @@ type containment struct {
 func newCgroup(name string) *containment { return &containment{} }
 
 // describe is nil: no cgroup is in use.
-func (c *containment) describe() *Cgroup { return nil }
+func (c *containment) describe() *proto.Cgroup { return nil }
 
 func (c *containment) cgroupDir() string { return "" }
 
@@ -98,7 +99,7 @@ func (c *containment) remove() {
 
 // setLimits enforces nothing: the limits need cgroups. Each limit asked
 // for gets a warning naming its setting.
-func (c *containment) setLimits(name string, want []Limit) (map[string]float64, []string) {
+func (c *containment) setLimits(name string, want []proto.Limit) (map[string]float64, []string) {
 	var warns []string
 	for _, l := range want {
 		warns = append(warns, fmt.Sprintf("Warning: %s is not enforced (macOS has no cgroups).", l.Setting))
@@ -119,12 +120,12 @@ func (c *containment) pidsRefused() uint64 { return 0 }
 
 // applyLimits records the spec's limits as not enforced (nil when none
 // were asked for); a sandbox limit is also a warning of the result.
-func (s *sup) applyLimits() *LimitsMeta {
-	want := s.spec.limitList()
+func (s *sup) applyLimits() *proto.LimitsMeta {
+	want := s.spec.LimitList()
 	if len(want) == 0 {
 		return nil
 	}
-	m := &LimitsMeta{}
+	m := &proto.LimitsMeta{}
 	_, m.Unenforced = s.cont.setLimits("", want)
 	for _, w := range m.Unenforced {
 		if strings.HasPrefix(w, "Warning: sandbox.") {
@@ -198,7 +199,7 @@ func descendants(root int) []int {
 // process group, while its leader is the recorded process (a reused pgid
 // must not be signalled). Members that left the group are lost with the
 // supervisor's tracker. It returns how many processes it found.
-func Sweep(m Meta) int {
+func Sweep(m proto.Meta) int {
 	if m.PGID <= 0 || m.PIDStartTime == 0 || !Alive(m.PID, m.PIDStartTime) {
 		return 0
 	}
@@ -221,16 +222,16 @@ func SweepSession(id string) int { return 0 }
 func CgroupAvailable() bool { return false }
 
 // ProbeLimits reports that no limit can be enforced here.
-func ProbeLimits(want []Limit) (map[string]float64, []string) {
+func ProbeLimits(want []proto.Limit) (map[string]float64, []string) {
 	return (&containment{}).setLimits("", want)
 }
 
 // CgroupPids is nil: there are no session cgroups.
-func CgroupPids(m Meta) []int { return nil }
+func CgroupPids(m proto.Meta) []int { return nil }
 
 // SessionPids lists a session's processes: the main process and its
 // descendants.
-func SessionPids(m Meta) []int {
+func SessionPids(m proto.Meta) []int {
 	if m.PID <= 0 || !Alive(m.PID, m.PIDStartTime) {
 		return nil
 	}

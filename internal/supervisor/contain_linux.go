@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"golang.org/x/sys/unix"
 )
 
@@ -72,11 +73,11 @@ func newCgroup(name string) *containment {
 }
 
 // Describe says which containment is in use, for meta.json.
-func (c *containment) describe() *Cgroup {
+func (c *containment) describe() *proto.Cgroup {
 	if c.v2 == "" && c.v1 == "" {
 		return nil
 	}
-	cg := &Cgroup{V2: c.v2}
+	cg := &proto.Cgroup{V2: c.v2}
 	if c.v1 != "" {
 		cg.V1 = map[string]string{c.v1ctl: c.v1}
 	}
@@ -459,7 +460,7 @@ func descendants(root int) []int {
 // Sweep kills what is left of a session whose supervisor is gone: its
 // cgroup members and its process group. It returns how many processes it
 // found. Used by the engine to clean up after a lost supervisor.
-func Sweep(m Meta) int {
+func Sweep(m proto.Meta) int {
 	c := &containment{pgid: m.PGID}
 	if m.Cgroup != nil {
 		c.v2 = m.Cgroup.V2
@@ -526,7 +527,7 @@ func Sweep(m Meta) int {
 func SweepSession(id string) int {
 	mounts, own := cgroupMountsOnce(), ownCgroupsOnce()
 	n := 0
-	sweep := func(parent string, m func(dir string) Meta) {
+	sweep := func(parent string, m func(dir string) proto.Meta) {
 		prefix := "conch-" + id + "-"
 		dirs, _ := filepath.Glob(filepath.Join(parent, prefix+"*"))
 		for _, d := range dirs {
@@ -541,7 +542,7 @@ func SweepSession(id string) int {
 	}
 	if mnt, ok := mounts["cgroup2"]; ok {
 		if rel, ok := own[""]; ok {
-			sweep(filepath.Join(mnt, rel), func(d string) Meta { return Meta{Cgroup: &Cgroup{V2: d}} })
+			sweep(filepath.Join(mnt, rel), func(d string) proto.Meta { return proto.Meta{Cgroup: &proto.Cgroup{V2: d}} })
 		}
 	}
 	// The tracking controllers first: their processes are killed before
@@ -554,8 +555,8 @@ func SweepSession(id string) int {
 	}
 	for _, ctl := range ctls {
 		if mnt, ok := mounts[ctl]; ok {
-			sweep(filepath.Join(mnt, own[ctl]), func(d string) Meta {
-				return Meta{Cgroup: &Cgroup{V1: map[string]string{ctl: d}}}
+			sweep(filepath.Join(mnt, own[ctl]), func(d string) proto.Meta {
+				return proto.Meta{Cgroup: &proto.Cgroup{V1: map[string]string{ctl: d}}}
 			})
 		}
 	}
@@ -577,7 +578,7 @@ func CgroupAvailable() bool {
 // (Key → value) and a warning naming the setting of each that cannot be
 // enforced. The processes are placed by start (born in the v1 cgroups)
 // and place.
-func (c *containment) setLimits(name string, want []Limit) (map[string]float64, []string) {
+func (c *containment) setLimits(name string, want []proto.Limit) (map[string]float64, []string) {
 	type file = cgFile
 	enforced := map[string]float64{}
 	var warns []string
@@ -676,7 +677,7 @@ func (c *containment) place(pids []int) error {
 
 // ProbeLimits reports which of want a session could enforce here: it
 // creates a throw-away session cgroup, sets the limits and removes it.
-func ProbeLimits(want []Limit) (map[string]float64, []string) {
+func ProbeLimits(want []proto.Limit) (map[string]float64, []string) {
 	name := fmt.Sprintf("probe-%d", os.Getpid())
 	c := newCgroup(name)
 	defer c.remove()
@@ -685,7 +686,7 @@ func ProbeLimits(want []Limit) (map[string]float64, []string) {
 
 // CgroupPids lists the processes of a session's cgroup (v2, else one of
 // its v1 cgroups).
-func CgroupPids(m Meta) []int {
+func CgroupPids(m proto.Meta) []int {
 	if m.Cgroup == nil {
 		return nil
 	}
@@ -700,7 +701,7 @@ func CgroupPids(m Meta) []int {
 
 // SessionPids lists a session's processes: its cgroup's members, or
 // without a cgroup the main process and its descendants.
-func SessionPids(m Meta) []int {
+func SessionPids(m proto.Meta) []int {
 	if pids := CgroupPids(m); len(pids) > 0 {
 		return pids
 	}

@@ -12,9 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/conchsh/conch/internal/unixsock"
-
-	"github.com/creack/pty"
 )
 
 // listen opens the session's control socket; in a host, the session is
@@ -50,8 +49,8 @@ func listenControl(path string, find func(id string) *sup) (net.Listener, error)
 	// another user could otherwise read or replace our sockets.
 	if fi, err := os.Stat(filepath.Dir(path)); err != nil {
 		return nil, err
-	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return nil, fmt.Errorf("socket directory %s is owned by uid %d, not %d", filepath.Dir(path), st.Uid, os.Getuid())
+	} else if uid, ok := fileUID(fi); ok && uid != os.Getuid() {
+		return nil, fmt.Errorf("socket directory %s is owned by uid %d, not %d", filepath.Dir(path), uid, os.Getuid())
 	} else if fi.Mode().Perm()&0o077 != 0 {
 		// Only we may reach the sockets in it. (unixsock never changes
 		// the umask: it is the process's, and a host starts other
@@ -102,13 +101,13 @@ func serve(c *net.UnixConn, find func(id string) *sup) {
 	sc.Buffer(make([]byte, 64<<10), 32<<20)
 	enc := json.NewEncoder(c)
 	for sc.Scan() {
-		var req Request
+		var req proto.Request
 		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
-			enc.Encode(Reply{Error: "bad request: " + err.Error()})
+			enc.Encode(proto.Reply{Error: "bad request: " + err.Error()})
 			continue
 		}
-		if req.V != ProtocolVersion {
-			enc.Encode(Reply{Error: fmt.Sprintf("unsupported protocol version %d", req.V)})
+		if req.V != proto.ProtocolVersion {
+			enc.Encode(proto.Reply{Error: fmt.Sprintf("unsupported protocol version %d", req.V)})
 			continue
 		}
 		if req.Op == "flush" && req.Session == "" {
@@ -116,16 +115,16 @@ func serve(c *net.UnixConn, find func(id string) *sup) {
 			// reads the home (sup.flushFiles); a single supervisor owes
 			// none.
 			hostSessions.flushAll()
-			enc.Encode(Reply{OK: true})
+			enc.Encode(proto.Reply{OK: true})
 			continue
 		}
 		s := find(req.Session)
 		if s == nil {
-			enc.Encode(Reply{Error: errNoSession})
+			enc.Encode(proto.Reply{Error: errNoSession})
 			continue
 		}
 		if req.Op == "subscribe" {
-			enc.Encode(Reply{OK: true})
+			enc.Encode(proto.Reply{OK: true})
 			sub := s.addSubscriber(c)
 			// Reading on detects the peer closing; requests are not
 			// accepted on a subscription.
@@ -138,93 +137,93 @@ func serve(c *net.UnixConn, find func(id string) *sup) {
 	c.Close()
 }
 
-func (s *sup) handle(req Request) Reply {
+func (s *sup) handle(req proto.Request) proto.Reply {
 	switch req.Op {
 	case "hello":
-		return Reply{OK: true, PID: s.cmd.Process.Pid}
+		return proto.Reply{OK: true, PID: s.cmd.Process.Pid}
 	case "status":
-		return Reply{OK: true, Status: s.status()}
+		return proto.Reply{OK: true, Status: s.status()}
 	case "meta":
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.meta == nil {
-			return Reply{Error: "session is starting"}
+			return proto.Reply{Error: "session is starting"}
 		}
-		return Reply{OK: true, Meta: s.meta}
+		return proto.Reply{OK: true, Meta: s.meta}
 	case "write":
 		if err := s.write(req.Data); err != nil {
-			return Reply{Error: err.Error()}
+			return proto.Reply{Error: err.Error()}
 		}
-		return Reply{OK: true}
+		return proto.Reply{OK: true}
 	case "closeStdin":
 		if err := s.closeStdin(); err != nil {
-			return Reply{Error: err.Error()}
+			return proto.Reply{Error: err.Error()}
 		}
-		return Reply{OK: true}
+		return proto.Reply{OK: true}
 	case "signal":
 		s.cont.signal(syscall.Signal(req.Sig))
-		return Reply{OK: true}
+		return proto.Reply{OK: true}
 	case "kill":
 		grace := s.grace()
 		if req.GraceMs != nil {
 			grace = time.Duration(*req.GraceMs) * time.Millisecond
 		}
-		by := KilledBy(req.By)
+		by := proto.KilledBy(req.By)
 		if by == "" {
-			by = KilledByAgent
+			by = proto.KilledByAgent
 		}
-		if !by.Valid() || by == KilledByOOM {
-			return Reply{Error: fmt.Sprintf("kill: unknown cause %q", req.By)}
+		if !by.Valid() || by == proto.KilledByOOM {
+			return proto.Reply{Error: fmt.Sprintf("kill: unknown cause %q", req.By)}
 		}
 		s.kill(by, grace)
-		return Reply{OK: true}
+		return proto.Reply{OK: true}
 	case "trim":
 		if req.MaxBytes <= 0 {
-			return Reply{Error: "trim: maxBytes must be positive"}
+			return proto.Reply{Error: "trim: maxBytes must be positive"}
 		}
 		s.jmu.Lock()
 		j := s.j
 		s.jmu.Unlock()
 		if j == nil {
-			return Reply{Error: "trim: no journal"}
+			return proto.Reply{Error: "trim: no journal"}
 		}
 		_, after, err := j.Trim(req.MaxBytes)
 		if err != nil {
-			return Reply{Error: err.Error()}
+			return proto.Reply{Error: err.Error()}
 		}
 		s.logf("journal trimmed to %d bytes (cap %d)", after, req.MaxBytes)
-		return Reply{OK: true, Bytes: after}
+		return proto.Reply{OK: true, Bytes: after}
 	case "resize":
 		if s.ptmx == nil {
-			return Reply{Error: "not a PTY session"}
+			return proto.Reply{Error: "not a PTY session"}
 		}
 		if req.Cols < 1 || req.Rows < 1 || req.Cols > 0xffff || req.Rows > 0xffff {
-			return Reply{Error: fmt.Sprintf("invalid size %dx%d", req.Cols, req.Rows)}
+			return proto.Reply{Error: fmt.Sprintf("invalid size %dx%d", req.Cols, req.Rows)}
 		}
 		// The emulator first: output the program writes for the new
 		// size must not be emulated at the old one.
 		s.term.Resize(req.Cols, req.Rows)
-		if err := pty.Setsize(s.ptmx, &pty.Winsize{Cols: uint16(req.Cols), Rows: uint16(req.Rows)}); err != nil {
-			return Reply{Error: err.Error()}
+		if err := s.setPTYSize(req.Cols, req.Rows); err != nil {
+			return proto.Reply{Error: err.Error()}
 		}
-		return Reply{OK: true}
+		return proto.Reply{OK: true}
 	case "screen":
 		if s.term == nil {
-			return Reply{Error: "not a PTY session"}
+			return proto.Reply{Error: "not a PTY session"}
 		}
 		// The pump stores the cursor after feeding the terminal: the
 		// snapshot covers at least the output up to cur.
 		cur := s.cursor.Load()
 		snap := s.term.Snapshot()
-		return Reply{OK: true, Screen: &snap, Cursor: cur}
+		return proto.Reply{OK: true, Screen: &snap, Cursor: cur}
 	}
-	return Reply{Error: fmt.Sprintf("unknown op %q", req.Op)}
+	return proto.Reply{Error: fmt.Sprintf("unknown op %q", req.Op)}
 }
 
-func (s *sup) status() *Status {
+func (s *sup) status() *proto.Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := &Status{PID: s.cmd.Process.Pid, Cursor: s.cursor.Load(), Stdin: s.stdinState, Modes: s.modes.Modes(), KilledBy: string(s.killedBy), LastOutputNs: s.lastOutput.Load()}
+	st := &proto.Status{PID: s.cmd.Process.Pid, Cursor: s.cursor.Load(), Stdin: s.stdinState, Modes: s.modes.Modes(), KilledBy: string(s.killedBy), LastOutputNs: s.lastOutput.Load()}
 	st.JournalError, _ = s.journalErr.Load().(string)
 	select {
 	case <-s.mainExited:
@@ -244,9 +243,10 @@ func (s *sup) answer() {
 	failed := false
 	for r := range s.term.Replies() {
 		s.wmu.Lock()
-		s.ptmx.SetWriteDeadline(time.Now().Add(time.Second))
-		_, err := s.ptmx.Write(r)
-		s.ptmx.SetWriteDeadline(time.Time{})
+		in := s.ptyInput()
+		in.SetWriteDeadline(time.Now().Add(time.Second))
+		_, err := in.Write(r)
+		in.SetWriteDeadline(time.Time{})
 		s.wmu.Unlock()
 		if err != nil && !failed {
 			s.logf("write terminal reply: %v", err)
@@ -266,7 +266,7 @@ func (s *sup) write(p []byte) error {
 	s.mu.Lock()
 	w := s.stdin
 	if s.ptmx != nil {
-		w = s.ptmx
+		w = s.ptyInput()
 	}
 	s.mu.Unlock()
 	if w == nil {
@@ -288,7 +288,7 @@ func (s *sup) write(p []byte) error {
 
 func (s *sup) closeStdin() error {
 	if s.ptmx != nil {
-		return s.write([]byte{0x04})
+		return s.write([]byte(ptyEOF))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,15 +27,15 @@ func TestFullDiskKillAfterEndAndExitInMemory(t *testing.T) {
 	home := filepath.Join(mnt, "home")
 	os.MkdirAll(home, 0o700)
 	gate := filepath.Join(t.TempDir(), "go")
-	spec := testDefaults(home, Spec{ID: "full1", Argv: []string{"/bin/sh", "-c", "until [ -e " + gate + " ]; do sleep 0.02; done; head -c 100000 /dev/zero | tr '\\0' x; echo; echo done"},
+	spec := testDefaults(home, proto.Spec{ID: "full1", Argv: []string{"/bin/sh", "-c", "until [ -e " + gate + " ]; do sleep 0.02; done; head -c 100000 /dev/zero | tr '\\0' x; echo; echo done"},
 		Socket: filepath.Join(t.TempDir(), "s.sock"), NoCgroup: true})
 	h, err := Launch([]string{os.Args[0], "supervise"}, home, spec, []string{"PATH=" + os.Getenv("PATH")}, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	dir := SessionDir(home, spec.ID)
-	if _, err := os.Stat(MetaPath(dir)); err != nil {
+	dir := proto.SessionDir(home, spec.ID)
+	if _, err := os.Stat(proto.MetaPath(dir)); err != nil {
 		t.Fatalf("meta.json: %v", err)
 	}
 
@@ -57,7 +58,7 @@ func TestFullDiskKillAfterEndAndExitInMemory(t *testing.T) {
 	// Held back, and the command has ended.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		rep, err := Call(h.Socket, Request{Op: "status"})
+		rep, err := Call(h.Socket, proto.Request{Op: "status"})
 		if err == nil && rep.Status.JournalError != "" && rep.Status.Ending {
 			break
 		}
@@ -67,21 +68,21 @@ func TestFullDiskKillAfterEndAndExitInMemory(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	start := time.Now()
-	if _, err := Call(h.Socket, Request{Op: "kill", By: "agent"}); err != nil {
+	if _, err := Call(h.Socket, proto.Request{Op: "kill", By: "agent"}); err != nil {
 		t.Fatal(err)
 	}
 	ex := final(t, h, 30*time.Second)
 	if took := time.Since(start); took > 15*time.Second {
 		t.Fatalf("the end took %v after the kill", took)
 	}
-	if ex.State != StateExited || ex.UnrecordedBytes <= 0 || !ex.Final {
+	if ex.State != proto.StateExited || ex.UnrecordedBytes <= 0 || !ex.Final {
 		t.Fatalf("end state %+v", ex)
 	}
-	if _, err := os.Stat(ExitPath(dir)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(proto.ExitPath(dir)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("exit.json on a full disk: %v", err)
 	}
 	// The supervisor stays and serves the session.
-	rep, err := Call(h.Socket, Request{Op: "meta"})
+	rep, err := Call(h.Socket, proto.Request{Op: "meta"})
 	if err != nil || rep.Meta == nil || rep.Meta.ID != spec.ID {
 		t.Fatalf("op meta while exit.json is owed: %+v %v", rep, err)
 	}
@@ -89,7 +90,7 @@ func TestFullDiskKillAfterEndAndExitInMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev := <-sub; ev.Exit == nil || ev.Exit.State != StateExited || ev.Exit.UnrecordedBytes != ex.UnrecordedBytes {
+	if ev := <-sub; ev.Exit == nil || ev.Exit.State != proto.StateExited || ev.Exit.UnrecordedBytes != ex.UnrecordedBytes {
 		t.Fatalf("a new subscriber got %+v", ev)
 	}
 	closeSub()
@@ -102,7 +103,7 @@ func TestFullDiskKillAfterEndAndExitInMemory(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	got, ok, err := ReadExit(dir)
+	got, ok, err := proto.ReadExit(dir)
 	if !ok || got.State != ex.State || got.UnrecordedBytes != ex.UnrecordedBytes || !got.Final {
 		t.Fatalf("exit.json after space came back: %+v %v %v", got, ok, err)
 	}

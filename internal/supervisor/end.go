@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // filesDelay is how long a host's session runs before its meta.json and
@@ -22,12 +21,12 @@ const filesDelay = 250 * time.Millisecond
 // engine has written one (a torn pair can only lack state.json, which the
 // engine recovers from meta.json).
 func (s *sup) writeFiles() error {
-	if err := WriteJSON(MetaPath(s.dir), s.meta); err != nil {
-		return fmt.Errorf("write meta.json: %w", err)
+	if err := proto.WriteMeta(s.dir, *s.meta); err != nil {
+		return err
 	}
 	if len(s.spec.State) > 0 {
-		if err := CreateJSON(filepath.Join(s.dir, "state.json"), s.spec.State); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("write state.json: %w", err)
+		if err := proto.CreateState(s.dir, s.spec.State); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
 		}
 	}
 	return nil
@@ -141,7 +140,7 @@ func (s *sup) isReleased() bool {
 }
 
 // run waits for the main process, settles output and descendants, and
-// commits the end state.
+// commits the end state: the steps below, in order.
 func (s *sup) run() {
 	<-s.mainExited
 	end := time.Now()
@@ -153,58 +152,102 @@ func (s *sup) run() {
 	exitTimer := time.AfterFunc(100*time.Millisecond, func() { s.writeExitOnce(provisional, false) })
 	defer exitTimer.Stop()
 
+	pumped := make(chan struct{})
+	go func() { s.outputs.Wait(); close(pumped) }()
+	s.settle(pumped)
+	s.waitHeldOutput(pumped)
+	left := s.endDescendants()
+	s.drainOutput(pumped)
+	s.dropStdin()
+	ex := s.exitRecord(end, left, true)
+	exitTimer.Stop()
+	// A host reports the end first and writes exit.json a moment later,
+	// and only if the session's directory is still there then: a
+	// foreground call's directory is removed by the engine as soon as
+	// the result is out, and the file was a third of a host's disk work.
+	// Until the file is written the host keeps the session, so an engine
+	// that restarts meanwhile learns the end state from it instead.
+	deferred := s.deferExit()
+	if !deferred {
+		s.writeExitOnce(ex, true)
+	}
+	s.publishEnd(ex)
+	s.closeSession()
+	if s.shared {
+		s.finishInHost(ex, deferred)
+	}
+	close(s.done)
+}
+
+// settle waits for the output pumps to end, at most the spec's settle
+// time (250 ms by default) after the main process exited.
+func (s *sup) settle(pumped <-chan struct{}) {
 	settle := time.Duration(s.spec.SettleMs) * time.Millisecond
 	if settle <= 0 {
 		settle = 250 * time.Millisecond
 	}
-	pumped := make(chan struct{})
-	go func() { s.outputs.Wait(); close(pumped) }()
 	select {
 	case <-pumped:
 	case <-time.After(settle):
 	}
-	if held, _ := s.journalErr.Load().(string); held != "" {
-		// Output is held back by a journal that cannot be written: give
-		// the disk a chance to free up before the end state is final.
-		s.mu.Lock()
-		killed := s.killedBy != ""
-		s.mu.Unlock()
-		if killed {
-			// A kill ends the session now: what the disk cannot take
-			// is counted, not waited for.
-			s.abandonOutput("killed")
-		} else {
-			s.logf("the command ended with output held back (%s); waiting up to 60 s for the journal", held)
-			select {
-			case <-pumped:
-			case <-time.After(60 * time.Second):
-				s.abandonOutput("no space after 60 s")
-			}
-		}
+}
+
+// waitHeldOutput gives a disk that holds output back (a journal that
+// cannot be written) a chance to free up before the end state is final:
+// up to 60 s for a command that ended by itself, none for a killed one,
+// whose output the disk cannot take is counted, not waited for.
+func (s *sup) waitHeldOutput(pumped <-chan struct{}) {
+	held, _ := s.journalErr.Load().(string)
+	if held == "" {
+		return
 	}
-	// Descendants left behind by a command that ended by itself get the
-	// kill sequence too; a session never stays open because a grandchild
-	// holds a pipe.
+	s.mu.Lock()
+	killed := s.killedBy != ""
+	s.mu.Unlock()
+	if killed {
+		s.abandonOutput("killed")
+		return
+	}
+	s.logf("the command ended with output held back (%s); waiting up to 60 s for the journal", held)
+	select {
+	case <-pumped:
+	case <-time.After(60 * time.Second):
+		s.abandonOutput("no space after 60 s")
+	}
+}
+
+// endDescendants gives the descendants a command that ended by itself
+// left behind the kill sequence too (a session never stays open because
+// a grandchild holds a pipe), or waits for a kill under way to take the
+// tree. It returns how many were left.
+func (s *sup) endDescendants() int {
 	s.mu.Lock()
 	killing := s.killing
 	s.mu.Unlock()
-	left := 0
-	if !killing {
-		if s.spec.Sandbox != nil {
-			// bwrap's own processes (the monitor, the namespace's init)
-			// end right after the command: they are not leftovers.
-			s.waitTreeGone(200 * time.Millisecond)
-		}
-		left = len(s.cont.members())
-		if left > 0 {
-			s.treeKill(s.grace())
-		} else {
-			s.killInside(s.grace())
-		}
-	} else {
+	if killing {
 		s.waitTreeGone(s.grace() + 2*time.Second)
+		return 0
 	}
+	if s.spec.Sandbox != nil {
+		// bwrap's own processes (the monitor, the namespace's init)
+		// end right after the command: they are not leftovers.
+		s.waitTreeGone(200 * time.Millisecond)
+	}
+	left := len(s.cont.members())
+	if left > 0 {
+		s.treeKill(s.grace())
+	} else {
+		s.killInside(s.grace())
+	}
+	return left
+}
+
+// drainOutput reads the output to its end once the tree is gone, and
+// stops reading what a process outside the tree still holds open, so
+// the pumps end before the journal closes.
+func (s *sup) drainOutput(pumped <-chan struct{}) {
 	if s.ptmx != nil {
+		s.ptyTreeGone()
 		// All slaves are closed once the group is gone; reading to EIO
 		// keeps the last bytes. A stray holder outside the tree must not
 		// keep us open forever.
@@ -222,8 +265,7 @@ func (s *sup) run() {
 	case <-pumped:
 	case <-time.After(2 * time.Second):
 		// A process outside the tree (it left the cgroup) still holds
-		// a pipe: stop reading it, so the pumps end before the journal
-		// closes.
+		// a pipe: stop reading it.
 		s.logf("output pipes still open 2s after the tree was killed; closing")
 		for _, r := range s.readers {
 			r.Close()
@@ -234,24 +276,22 @@ func (s *sup) run() {
 			s.logf("output pumps did not end")
 		}
 	}
+}
+
+// dropStdin closes the command's stdin pipe, if it is still open.
+func (s *sup) dropStdin() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.stdin != nil {
 		s.stdin.Close()
 		s.stdin = nil
 	}
-	s.mu.Unlock()
-	ex := s.exitRecord(end, left, true)
-	exitTimer.Stop()
-	// A host reports the end first and writes exit.json a moment later,
-	// and only if the session's directory is still there then: a
-	// foreground call's directory is removed by the engine as soon as
-	// the result is out, and the file was a third of a host's disk work.
-	// Until the file is written the host keeps the session, so an engine
-	// that restarts meanwhile learns the end state from it instead.
-	deferred := s.deferExit()
-	if !deferred {
-		s.writeExitOnce(ex, true)
-	}
+}
+
+// publishEnd makes ex the final end state, sends it to the subscribers
+// (a single supervisor makes it durable meanwhile) and gives them a
+// moment to receive it.
+func (s *sup) publishEnd(ex proto.Exit) {
 	s.mu.Lock()
 	s.final = &ex
 	subs := s.subs
@@ -263,7 +303,6 @@ func (s *sup) run() {
 	if !s.shared {
 		s.persist()
 	}
-	// Give subscribers a moment to receive the end state.
 	deadline := time.After(2 * time.Second)
 	for _, sub := range subs {
 		select {
@@ -271,42 +310,50 @@ func (s *sup) run() {
 		case <-deadline:
 		}
 	}
-	// The end state stays served on the socket until it is on disk.
+}
+
+// closeSession stops serving the session: a single supervisor first
+// makes an end state that had to wait for the disk durable (it stays
+// served on the socket until it is on disk); then the socket and the
+// cgroups go.
+func (s *sup) closeSession() {
 	if !s.shared && s.owed() {
-		Persist(ExitPath(s.dir))
+		if err := proto.PersistExit(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.logf("%v", err)
+		}
 	}
 	if s.ln != nil {
 		s.ln.Close()
 		os.Remove(s.spec.Socket)
 	}
 	s.cont.remove()
-	if s.shared {
-		// A host makes the end durable a moment later, and not at all
-		// for a session whose directory the engine has removed by then
-		// (a foreground call that returned its result): on a busy
-		// gateway those fsyncs were a tenth of the CPU. (The engine
-		// renames a directory before it deletes it, so a directory
-		// seen here takes no file after it is gone.)
-		select {
-		case <-time.After(250 * time.Millisecond):
-		case <-hostRetired:
-		case <-s.releasedCh:
-		}
-		s.flushFiles()
-		if _, err := os.Stat(s.dir); err == nil && !s.isReleased() {
-			if deferred {
-				s.writeExitOnce(ex, true)
-			}
-			s.owed()
-			s.persist()
-		} else {
-			s.jmu.Lock()
-			s.j.CloseUnsynced()
-			s.jmu.Unlock()
-		}
-		hostSessions.remove(s)
+}
+
+// finishInHost ends a host's session: it makes the end durable a moment
+// later, and not at all for a session whose directory the engine has
+// removed by then (a foreground call that returned its result): on a
+// busy gateway those fsyncs were a tenth of the CPU. (The engine renames
+// a directory before it deletes it, so a directory seen here takes no
+// file after it is gone.) The deferred final exit.json is written then.
+func (s *sup) finishInHost(ex proto.Exit, deferred bool) {
+	select {
+	case <-time.After(250 * time.Millisecond):
+	case <-hostRetired:
+	case <-s.releasedCh:
 	}
-	close(s.done)
+	s.flushFiles()
+	if _, err := os.Stat(s.dir); err == nil && !s.isReleased() {
+		if deferred {
+			s.writeExitOnce(ex, true)
+		}
+		s.owed()
+		s.persist()
+	} else {
+		s.jmu.Lock()
+		s.j.CloseUnsynced()
+		s.jmu.Unlock()
+	}
+	hostSessions.remove(s)
 }
 
 // persist makes the journal and exit.json, which every process already
@@ -318,12 +365,12 @@ func (s *sup) persist() {
 		s.logf("journal close: %v", err)
 	}
 	s.jmu.Unlock()
-	if err := Persist(ExitPath(s.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		s.logf("persist exit.json: %v", err)
+	if err := proto.PersistExit(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.logf("%v", err)
 	}
 }
 
-func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
+func (s *sup) exitRecord(end time.Time, descendants int, final bool) proto.Exit {
 	ooms := s.cont.oomKills() // read before the lock: a file
 	var refused uint64
 	s.mu.Lock()
@@ -337,10 +384,10 @@ func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
 	if s.hits == nil {
 		// Counted once, when the main process has ended: the end's
 		// sweep of what it left refuses forks on purpose.
-		s.hits = &LimitHits{OOMKills: ooms, MemoryBytes: s.memLimit, PidsRefused: refused, Pids: s.pidsLimit}
+		s.hits = &proto.LimitHits{OOMKills: ooms, MemoryBytes: s.memLimit, PidsRefused: refused, Pids: s.pidsLimit}
 	}
 	ws := s.mainStatus
-	ex := Exit{
+	ex := proto.Exit{
 		EndedAt:    end.UnixMilli(),
 		DurationMs: end.Sub(s.started).Milliseconds(),
 		TimedOut:   s.timedOut,
@@ -350,29 +397,29 @@ func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
 	case ws.Exited():
 		c := ws.ExitStatus()
 		ex.ExitCode = &c
-		ex.State = StateExited
+		ex.State = proto.StateExited
 	case ws.Signaled():
-		name := unix.SignalName(ws.Signal())
+		name := signalName(ws.Signal())
 		if name == "" {
 			name = fmt.Sprintf("SIG%d", int(ws.Signal()))
 		}
 		ex.Signal = &name
-		ex.State = StateSignaled
+		ex.State = proto.StateSignaled
 	}
 	if s.killedBy != "" {
 		by := string(s.killedBy)
 		ex.KilledBy = &by
-		ex.State = StateKilled
+		ex.State = proto.StateKilled
 	} else if ooms > 0 && (ws.Signaled() && ws.Signal() == syscall.SIGKILL || ws.Exited() && ws.ExitStatus() == 128+int(syscall.SIGKILL)) {
 		// The kernel's OOM killer ended the main process (or the
 		// child whose status a shell passed on, 128+9) for the
 		// session's memory limit: a kill, and its cause.
-		by := string(KilledByOOM)
+		by := string(proto.KilledByOOM)
 		ex.KilledBy = &by
-		ex.State = StateKilled
+		ex.State = proto.StateKilled
 		ex.Reason = oomReason(s.memLimit)
 	}
-	oomEnded := ex.KilledBy != nil && *ex.KilledBy == string(KilledByOOM)
+	oomEnded := ex.KilledBy != nil && *ex.KilledBy == string(proto.KilledByOOM)
 	if h := *s.hits; h.PidsRefused > 0 || h.OOMKills > 0 && !oomEnded {
 		if oomEnded {
 			h.OOMKills = 0 // the kill is the end state's
@@ -393,7 +440,7 @@ func (s *sup) exitRecord(end time.Time, descendants int, final bool) Exit {
 
 // writeExitOnce writes exit.json; once the final record is written, a
 // provisional one no longer is.
-func (s *sup) writeExitOnce(ex Exit, final bool) {
+func (s *sup) writeExitOnce(ex proto.Exit, final bool) {
 	s.exitMu.Lock()
 	defer s.exitMu.Unlock()
 	if s.exitFinal {
@@ -413,7 +460,7 @@ func (s *sup) writeExitOnce(ex Exit, final bool) {
 	}
 	s.exitDue = &ex
 	if err := s.writeExitLocked(); err != nil {
-		s.logf("write exit.json: %v (kept in memory until it can be written)", err)
+		s.logf("%v (kept in memory until it can be written)", err)
 		s.retryWrites()
 	}
 }
@@ -424,7 +471,7 @@ func (s *sup) writeExitLocked() error {
 	if s.exitDue == nil {
 		return nil
 	}
-	if err := WriteJSON(ExitPath(s.dir), *s.exitDue); err != nil {
+	if err := proto.WriteExit(s.dir, *s.exitDue); err != nil {
 		if errors.Is(err, os.ErrNotExist) { // the engine removed the session
 			s.exitDue = nil
 			return nil

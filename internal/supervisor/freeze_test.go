@@ -1,7 +1,10 @@
+//go:build unix
+
 package supervisor
 
 import (
 	"errors"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,7 +67,7 @@ func TestPoolFrozenHost(t *testing.T) {
 	}
 	cont()
 	ex := final(t, a, poolDeadline)
-	if ex.State != StateExited || ex.ExitCode == nil || *ex.ExitCode != 0 || ex.KilledBy != nil {
+	if ex.State != proto.StateExited || ex.ExitCode == nil || *ex.ExitCode != 0 || ex.KilledBy != nil {
 		t.Errorf("the command that ended by itself during the freeze: %+v, want exited 0", ex)
 	}
 	// The frozen host, running again, reads the specs it was sent: it

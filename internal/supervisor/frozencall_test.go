@@ -1,7 +1,10 @@
+//go:build unix
+
 package supervisor
 
 import (
 	"errors"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"sync"
 	"syscall"
 	"testing"
@@ -44,7 +47,7 @@ func TestFrozenHostBoundedByCaller(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			_, errs[i] = Call(a.Socket, Request{Op: op, Session: spec.ID, Data: []byte("x"), MaxBytes: 1})
+			_, errs[i] = Call(a.Socket, proto.Request{Op: op, Session: spec.ID, Data: []byte("x"), MaxBytes: 1})
 			took[i] = time.Since(start)
 		}()
 	}
@@ -58,7 +61,7 @@ func TestFrozenHostBoundedByCaller(t *testing.T) {
 		}
 	}
 	start = time.Now()
-	if _, err := CallWithin(a.Socket, Request{Op: "status", Session: spec.ID}, 200*time.Millisecond); !errors.Is(err, ErrNotResponding) || time.Since(start) > 2*time.Second {
+	if _, err := CallWithin(a.Socket, proto.Request{Op: "status", Session: spec.ID}, 200*time.Millisecond); !errors.Is(err, ErrNotResponding) || time.Since(start) > 2*time.Second {
 		t.Errorf("CallWithin 200ms: %v after %v", err, time.Since(start))
 	}
 }

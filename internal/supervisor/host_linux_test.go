@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // startHost starts the test binary as a supervisor host on a fresh home;
@@ -40,7 +42,7 @@ func startHost(t *testing.T) (*Host, string) {
 	return h, home
 }
 
-func hostSpec(home string, spec Spec) Spec {
+func hostSpec(home string, spec proto.Spec) proto.Spec {
 	if spec.ID == "" {
 		counter++ // callers without an id are not concurrent
 		spec.ID = fmt.Sprintf("h%d", counter)
@@ -51,8 +53,8 @@ func hostSpec(home string, spec Spec) Spec {
 
 // lastExit drains hd's events and returns the last end state among them
 // (nil if none came).
-func lastExit(hd *Handle) *Exit {
-	var ex *Exit
+func lastExit(hd *proto.Handle) *proto.Exit {
+	var ex *proto.Exit
 	for ev := range hd.Events {
 		if ev.Exit != nil {
 			ex = ev.Exit
@@ -63,7 +65,7 @@ func lastExit(hd *Handle) *Exit {
 
 func output(dir string) string {
 	var b strings.Builder
-	journal.Read(JournalDir(dir), 0, func(c journal.Chunk) error { b.Write(c.Data); return nil })
+	journal.Read(proto.JournalDir(dir), 0, func(c journal.Chunk) error { b.Write(c.Data); return nil })
 	return b.String()
 }
 
@@ -79,7 +81,7 @@ func TestHostManySessions(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			spec := hostSpec(home, Spec{ID: fmt.Sprintf("many%d", i), Argv: []string{"/bin/sh", "-c", fmt.Sprintf("echo out%d; echo err%d >&2; exit %d", i, i, i%7)}})
+			spec := hostSpec(home, proto.Spec{ID: fmt.Sprintf("many%d", i), Argv: []string{"/bin/sh", "-c", fmt.Sprintf("echo out%d; echo err%d >&2; exit %d", i, i, i%7)}})
 			hd, err := h.Commit(spec, 10*time.Second)
 			if err != nil {
 				errs <- err
@@ -89,7 +91,7 @@ func TestHostManySessions(t *testing.T) {
 				errs <- fmt.Errorf("session %d: supervisor %d socket %s", i, hd.SupervisorPID, hd.Socket)
 			}
 			ex := lastExit(hd)
-			dir := SessionDir(home, spec.ID)
+			dir := proto.SessionDir(home, spec.ID)
 			switch {
 			case ex == nil || !ex.Final || *ex.ExitCode != i%7:
 				errs <- fmt.Errorf("session %d: end %+v", i, ex)
@@ -117,19 +119,19 @@ func TestHostManySessions(t *testing.T) {
 	}
 	// Nothing was released: every session's files are written.
 	for i := 0; i < n; i++ {
-		dir := SessionDir(home, fmt.Sprintf("many%d", i))
-		var meta Meta
-		if err := ReadJSON(MetaPath(dir), &meta); err != nil || meta.SupervisorPID != h.PID() || meta.Cgroup == nil {
+		dir := proto.SessionDir(home, fmt.Sprintf("many%d", i))
+		var meta proto.Meta
+		if err := fsutil.ReadJSON(proto.MetaPath(dir), &meta); err != nil || meta.SupervisorPID != h.PID() || meta.Cgroup == nil {
 			t.Errorf("session %d: meta.json %+v %v", i, meta, err)
 		}
-		if ex, ok, err := ReadExit(dir); !ok || !ex.Final || *ex.ExitCode != i%7 {
+		if ex, ok, err := proto.ReadExit(dir); !ok || !ex.Final || *ex.ExitCode != i%7 {
 			t.Errorf("session %d: exit.json %+v %v", i, ex, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(home, "run", "s", fmt.Sprintf("host-%d.sock", h.PID()))); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("host socket left behind: %v", err)
 	}
-	if _, err := h.Commit(hostSpec(home, Spec{Argv: []string{"true"}}), time.Second); !errors.Is(err, ErrHostGone) {
+	if _, err := h.Commit(hostSpec(home, proto.Spec{Argv: []string{"true"}}), time.Second); !errors.Is(err, ErrHostGone) {
 		t.Errorf("commit to a retired host: %v", err)
 	}
 }
@@ -141,13 +143,13 @@ func TestHostManySessions(t *testing.T) {
 func TestHostSessionsApart(t *testing.T) {
 	h, home := startHost(t)
 	tag := fmt.Sprintf("%d.%d", 980, os.Getpid()%1000)
-	keep := hostSpec(home, Spec{Stdin: "open", Argv: []string{"/bin/sh", "-c", "read x; echo got $x; sleep " + tag}})
+	keep := hostSpec(home, proto.Spec{Stdin: "open", Argv: []string{"/bin/sh", "-c", "read x; echo got $x; sleep " + tag}})
 	hk, err := h.Commit(keep, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Ends at once, leaving a setsid double-forked sleep behind.
-	daemon := hostSpec(home, Spec{Argv: []string{"/bin/sh", "-c", "(setsid sleep " + tag + " &); ls /proc/self/fd; grep SigIgn /proc/self/status"}})
+	daemon := hostSpec(home, proto.Spec{Argv: []string{"/bin/sh", "-c", "(setsid sleep " + tag + " &); ls /proc/self/fd; grep SigIgn /proc/self/status"}})
 	hd, err := h.Commit(daemon, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +158,7 @@ func TestHostSessionsApart(t *testing.T) {
 	if ex == nil || ex.DescendantsKilled != 1 {
 		t.Fatalf("the daemonised grandchild was not ended with its session: %+v", ex)
 	}
-	out := output(SessionDir(home, daemon.ID))
+	out := output(proto.SessionDir(home, daemon.ID))
 	// ls lists 0, 1, 2 and the directory it reads (3).
 	if fds := strings.Fields(out[:strings.Index(out, "SigIgn")]); strings.Join(fds, " ") != "0 1 2 3" {
 		t.Errorf("the command inherited descriptors: %q", fds)
@@ -170,13 +172,13 @@ func TestHostSessionsApart(t *testing.T) {
 	if left := alive("sleep " + tag); len(left) != 1 || left[0] != strconv.Itoa(hk.PID) {
 		t.Fatalf("processes running: %v, want the kept session's shell %d", left, hk.PID)
 	}
-	if _, err := Call(hk.Socket, Request{Op: "write", Session: keep.ID, Data: []byte("one\n")}); err != nil {
+	if _, err := Call(hk.Socket, proto.Request{Op: "write", Session: keep.ID, Data: []byte("one\n")}); err != nil {
 		t.Fatal(err)
 	}
 	// The host forgets an ended session a moment after its end state.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := Call(hk.Socket, Request{Op: "status", Session: daemon.ID})
+		_, err := Call(hk.Socket, proto.Request{Op: "status", Session: daemon.ID})
 		if errors.Is(err, ErrUnreachable) {
 			break
 		}
@@ -185,10 +187,10 @@ func TestHostSessionsApart(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := Call(hk.Socket, Request{Op: "status", Session: "nope"}); !errors.Is(err, ErrUnreachable) {
+	if _, err := Call(hk.Socket, proto.Request{Op: "status", Session: "nope"}); !errors.Is(err, ErrUnreachable) {
 		t.Errorf("status of an unknown session: %v", err)
 	}
-	st, err := Call(hk.Socket, Request{Op: "status", Session: keep.ID})
+	st, err := Call(hk.Socket, proto.Request{Op: "status", Session: keep.ID})
 	if err != nil || st.Status.PID != hk.PID {
 		t.Fatalf("status: %+v %v", st, err)
 	}
@@ -197,19 +199,19 @@ func TestHostSessionsApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	if _, err := Call(hk.Socket, Request{Op: "kill", Session: keep.ID, By: "operator"}); err != nil {
+	if _, err := Call(hk.Socket, proto.Request{Op: "kill", Session: keep.ID, By: "operator"}); err != nil {
 		t.Fatal(err)
 	}
-	var kex *Exit
+	var kex *proto.Exit
 	for ev := range ch {
 		if ev.Exit != nil {
 			kex = ev.Exit
 		}
 	}
-	if kex == nil || kex.State != StateKilled || *kex.KilledBy != "operator" {
+	if kex == nil || kex.State != proto.StateKilled || *kex.KilledBy != "operator" {
 		t.Fatalf("kill through the host socket: %+v", kex)
 	}
-	if got := output(SessionDir(home, keep.ID)); got != "got one\n" {
+	if got := output(proto.SessionDir(home, keep.ID)); got != "got one\n" {
 		t.Errorf("kept session output %q", got)
 	}
 	if left := alive("sleep " + tag); len(left) != 0 {
@@ -221,12 +223,12 @@ func TestHostSessionsApart(t *testing.T) {
 // by a host (the engine gives it a supervisor of its own).
 func TestHostNeedsCgroup(t *testing.T) {
 	h, home := startHost(t)
-	_, err := h.Commit(hostSpec(home, Spec{NoCgroup: true, Argv: []string{"true"}}), 10*time.Second)
+	_, err := h.Commit(hostSpec(home, proto.Spec{NoCgroup: true, Argv: []string{"true"}}), 10*time.Second)
 	if !errors.Is(err, ErrNeedsCgroup) {
 		t.Fatalf("err = %v", err)
 	}
 	// The host still serves others.
-	hd, err := h.Commit(hostSpec(home, Spec{Argv: []string{"true"}}), 10*time.Second)
+	hd, err := h.Commit(hostSpec(home, proto.Spec{Argv: []string{"true"}}), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,11 +244,11 @@ func TestHostNeedsCgroup(t *testing.T) {
 func TestHostDeath(t *testing.T) {
 	h, home := startHost(t)
 	tag := fmt.Sprintf("%d.%d", 981, os.Getpid()%1000)
-	var metas []Meta
+	var metas []proto.Meta
 	var ids []string
-	var hds []*Handle
+	var hds []*proto.Handle
 	for i := 0; i < 3; i++ {
-		spec := hostSpec(home, Spec{Argv: []string{"/bin/sh", "-c", "sleep " + tag}})
+		spec := hostSpec(home, proto.Spec{Argv: []string{"/bin/sh", "-c", "sleep " + tag}})
 		start := time.Now()
 		hd, err := h.Commit(spec, 10*time.Second)
 		if err != nil {
@@ -259,7 +261,7 @@ func TestHostDeath(t *testing.T) {
 		// loaded machine the commit alone may take that long: then the
 		// file may rightly be there, and only a file found sooner is
 		// wrong.
-		_, err = os.Stat(MetaPath(SessionDir(home, spec.ID)))
+		_, err = os.Stat(proto.MetaPath(proto.SessionDir(home, spec.ID)))
 		if took := time.Since(start); err == nil && took < filesDelay {
 			t.Errorf("a host wrote meta.json of a session that had started %v before", took)
 		}
@@ -274,7 +276,7 @@ func TestHostDeath(t *testing.T) {
 		}
 	}
 	// Not sent, or sent as the host's last descriptors closed.
-	if _, err := h.Commit(hostSpec(home, Spec{Argv: []string{"true"}}), 2*time.Second); !errors.Is(err, ErrHostGone) && !errors.Is(err, ErrHostDied) {
+	if _, err := h.Commit(hostSpec(home, proto.Spec{Argv: []string{"true"}}), 2*time.Second); !errors.Is(err, ErrHostGone) && !errors.Is(err, ErrHostDied) {
 		t.Errorf("commit to a dead host: %v", err)
 	}
 	for _, m := range metas[:2] {
@@ -305,16 +307,16 @@ func TestHostPipeHeldOutside(t *testing.T) {
 	// The grandchild moves itself to the host's own cgroup (the parent
 	// of the session's), then writes after the session has ended.
 	cmd := fmt.Sprintf(`(sh -c 'echo $$ > %s$(dirname $(grep "^0::" /proc/self/cgroup | cut -d: -f3))/cgroup.procs && sleep 3; echo late' &); echo early`, mnt)
-	spec := hostSpec(home, Spec{Argv: []string{"/bin/sh", "-c", cmd}})
+	spec := hostSpec(home, proto.Spec{Argv: []string{"/bin/sh", "-c", cmd}})
 	start := time.Now()
 	hd, err := h.Commit(spec, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ex := lastExit(hd)
-	dir := SessionDir(home, spec.ID)
-	var meta Meta
-	ReadJSON(MetaPath(dir), &meta)
+	dir := proto.SessionDir(home, spec.ID)
+	var meta proto.Meta
+	fsutil.ReadJSON(proto.MetaPath(dir), &meta)
 	if mnt == "" || meta.Cgroup == nil || meta.Cgroup.V2 == "" {
 		t.Skip("the session has no cgroup v2 directory to leave")
 	}
@@ -325,7 +327,7 @@ func TestHostPipeHeldOutside(t *testing.T) {
 		t.Errorf("output %q", out)
 	}
 	time.Sleep(3 * time.Second) // the grandchild writes now, into a closed pipe
-	log, _ := os.ReadFile(LogPath(dir))
+	log, _ := os.ReadFile(proto.LogPath(dir))
 	if !strings.Contains(string(log), "closing") || strings.Contains(string(log), "holding") {
 		t.Errorf("supervisor.log:\n%s", log)
 	}
@@ -343,26 +345,26 @@ func TestHostPipeHeldOutside(t *testing.T) {
 func TestHostDefersFiles(t *testing.T) {
 	h, home := startHost(t)
 	state := json.RawMessage(`{"agent":"a1","command":"x"}`)
-	commit := func(id string, argv ...string) *Handle {
+	commit := func(id string, argv ...string) *proto.Handle {
 		t.Helper()
-		dir := SessionDir(home, id)
+		dir := proto.SessionDir(home, id)
 		if err := os.MkdirAll(dir, 0o700); err != nil { // the engine's reservation
 			t.Fatal(err)
 		}
-		hd, err := h.Commit(hostSpec(home, Spec{ID: id, Argv: argv, State: state}), 10*time.Second)
+		hd, err := h.Commit(hostSpec(home, proto.Spec{ID: id, Argv: argv, State: state}), 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return hd
 	}
-	end := func(hd *Handle) {
+	end := func(hd *proto.Handle) {
 		t.Helper()
 		if ex := lastExit(hd); ex == nil || !ex.Final {
 			t.Fatalf("no end state: %+v", ex)
 		}
 	}
 	names := func(id string) string {
-		ents, _ := os.ReadDir(SessionDir(home, id))
+		ents, _ := os.ReadDir(proto.SessionDir(home, id))
 		var n []string
 		for _, e := range ents {
 			n = append(n, e.Name())
@@ -405,22 +407,22 @@ func TestHostDefersFiles(t *testing.T) {
 		t.Logf("released %v after its start, past filesDelay: its files (%q) prove nothing", relTook, got)
 	}
 	var st map[string]string
-	if err := ReadJSON(filepath.Join(SessionDir(home, "kept"), "state.json"), &st); err != nil || st["agent"] != "a1" {
+	if err := fsutil.ReadJSON(filepath.Join(proto.SessionDir(home, "kept"), "state.json"), &st); err != nil || st["agent"] != "a1" {
 		t.Errorf("state.json from the spec: %v %v", st, err)
 	}
 	// The engine's own state.json is not replaced.
-	late := SessionDir(home, "late")
+	late := proto.SessionDir(home, "late")
 	os.MkdirAll(late, 0o700)
-	if err := WriteJSON(filepath.Join(late, "state.json"), map[string]string{"agent": "engine"}); err != nil {
+	if err := fsutil.WriteJSON(filepath.Join(late, "state.json"), map[string]string{"agent": "engine"}); err != nil {
 		t.Fatal(err)
 	}
 	end(commit("late", "/bin/sh", "-c", "true"))
 	FlushHosts(filepath.Join(home, "run", "s"))
-	if err := ReadJSON(filepath.Join(late, "state.json"), &st); err != nil || st["agent"] != "engine" {
+	if err := fsutil.ReadJSON(filepath.Join(late, "state.json"), &st); err != nil || st["agent"] != "engine" {
 		t.Errorf("the engine's state.json was replaced: %v %v", st, err)
 	}
-	for _, hd := range []*Handle{running, flushed} {
-		Call(hd.Socket, Request{Op: "kill", Session: hd.Meta.ID, By: "agent"})
+	for _, hd := range []*proto.Handle{running, flushed} {
+		Call(hd.Socket, proto.Request{Op: "kill", Session: hd.Meta.ID, By: "agent"})
 		end(hd)
 	}
 }
@@ -431,7 +433,7 @@ func TestHostLargeSpec(t *testing.T) {
 	h, home := startHost(t)
 	big := strings.Repeat("x", 3*maxInlineSpec/2)
 	for _, env := range [][]string{{"PATH=" + os.Getenv("PATH")}, {"PATH=" + os.Getenv("PATH"), "BIG=" + big}} {
-		spec := hostSpec(home, Spec{Argv: []string{"/bin/sh", "-c", `printf %s "${#BIG}"`}, Env: env})
+		spec := hostSpec(home, proto.Spec{Argv: []string{"/bin/sh", "-c", `printf %s "${#BIG}"`}, Env: env})
 		if b, _ := encodeSpec(spec); (len(b) > maxInlineSpec) != (len(env) == 2) {
 			t.Fatalf("spec of %d bytes does not test what it should", len(b))
 		}
@@ -445,7 +447,7 @@ func TestHostLargeSpec(t *testing.T) {
 		if len(env) == 2 {
 			want = fmt.Sprint(len(big))
 		}
-		if got := output(SessionDir(home, spec.ID)); got != want {
+		if got := output(proto.SessionDir(home, spec.ID)); got != want {
 			t.Errorf("spec of %d env entries: output %q, want %q", len(env), got, want)
 		}
 	}
@@ -458,7 +460,7 @@ func TestHostLargeSpec(t *testing.T) {
 func TestHostStartErrorByCode(t *testing.T) {
 	h, home := startHost(t)
 	for _, name := range []string{syscall.EMFILE.Error(), ErrNeedsCgroup.Error(), "open pty"} {
-		spec := hostSpec(home, Spec{Argv: []string{"/nonexistent/" + name}})
+		spec := hostSpec(home, proto.Spec{Argv: []string{"/nonexistent/" + name}})
 		_, err := h.Commit(spec, 30*time.Second)
 		if err == nil {
 			t.Fatalf("%q started", name)

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"os/exec"
 	"syscall"
 	"time"
@@ -13,7 +14,7 @@ func (s *sup) grace() time.Duration {
 
 // kill starts the kill sequence once; later calls only keep the first
 // cause.
-func (s *sup) kill(by KilledBy, grace time.Duration) {
+func (s *sup) kill(by proto.KilledBy, grace time.Duration) {
 	s.mu.Lock()
 	if s.killedBy == "" {
 		select {
@@ -26,7 +27,7 @@ func (s *sup) kill(by KilledBy, grace time.Duration) {
 		default:
 		}
 		s.killedBy = by
-		s.timedOut = by == KilledByTimeout
+		s.timedOut = by == proto.KilledByTimeout
 	}
 	if s.killing {
 		s.mu.Unlock()

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"os"
 	"slices"
 	"testing"
@@ -21,8 +22,8 @@ func BenchmarkHostTrueLimits(b *testing.B) {
 	if !CgroupAvailable() {
 		b.Skip("no session cgroups here")
 	}
-	lim := &Limits{MemoryBytes: 1 << 30, Pids: 4096}
-	if enforced, warns := ProbeLimits((&Spec{Limits: lim}).limitList()); len(enforced) < 2 {
+	lim := &proto.Limits{MemoryBytes: 1 << 30, Pids: 4096}
+	if enforced, warns := ProbeLimits((&proto.Spec{Limits: lim}).LimitList()); len(enforced) < 2 {
 		b.Skipf("the session limits cannot be enforced here: %v", warns)
 	}
 	home := b.TempDir()
@@ -34,15 +35,15 @@ func BenchmarkHostTrueLimits(b *testing.B) {
 		h.Close()
 		<-h.Exited()
 	}()
-	run := func(id string, lim *Limits) time.Duration {
-		spec := hostSpec(home, Spec{ID: id, Argv: []string{"/bin/sh", "-c", "true"}, Limits: lim})
+	run := func(id string, lim *proto.Limits) time.Duration {
+		spec := hostSpec(home, proto.Spec{ID: id, Argv: []string{"/bin/sh", "-c", "true"}, Limits: lim})
 		time.Sleep(20 * time.Millisecond)
 		t0 := time.Now()
 		hd, err := h.Commit(spec, 10*time.Second)
 		if err != nil {
 			b.Fatal(err)
 		}
-		var ex *Exit
+		var ex *proto.Exit
 		for ev := range hd.Events {
 			if ev.Exit != nil && ev.Exit.Final {
 				ex = ev.Exit
@@ -50,13 +51,13 @@ func BenchmarkHostTrueLimits(b *testing.B) {
 			}
 		}
 		d := time.Since(t0)
-		if ex == nil || ex.State != StateExited {
+		if ex == nil || ex.State != proto.StateExited {
 			b.Fatalf("end %+v", ex)
 		}
 		for range hd.Events {
 		}
 		hd.Release()
-		os.RemoveAll(SessionDir(home, spec.ID))
+		os.RemoveAll(proto.SessionDir(home, spec.ID))
 		return d
 	}
 	var on, off []time.Duration

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // enableV2 reports whether the v2 cgroup dir has controller ctl, asking
@@ -169,12 +171,12 @@ func keyedCount(path, key string) uint64 {
 // (s.warnings); a session limit only says so in meta.json and in `conch
 // doctor`, or every result on a machine without the controllers would
 // carry it.
-func (s *sup) applyLimits() *LimitsMeta {
-	want := s.spec.limitList()
+func (s *sup) applyLimits() *proto.LimitsMeta {
+	want := s.spec.LimitList()
 	if len(want) == 0 {
 		return nil
 	}
-	m := &LimitsMeta{}
+	m := &proto.LimitsMeta{}
 	if s.spec.NoCgroup {
 		for _, l := range want {
 			m.Unenforced = append(m.Unenforced, fmt.Sprintf("Warning: %s is not enforced (cgroups are disabled for this session).", l.Setting))

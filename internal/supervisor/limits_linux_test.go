@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"fmt"
+	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +16,9 @@ import (
 // needLimit skips unless a session cgroup on this machine can enforce
 // the limit (a v2 cgroup with the controller, or a writable v1
 // hierarchy), and says which was found.
-func needLimit(t *testing.T, l Limit) {
+func needLimit(t *testing.T, l proto.Limit) {
 	t.Helper()
-	enforced, warns := ProbeLimits([]Limit{l})
+	enforced, warns := ProbeLimits([]proto.Limit{l})
 	if _, ok := enforced[l.Key]; !ok {
 		t.Skipf("%s cannot be enforced here: %v", l.Key, warns)
 	}
@@ -27,23 +29,23 @@ func needLimit(t *testing.T, l Limit) {
 // killer, and the end state says so: killed, killedBy oom, the limit in
 // the reason; not a bare SIGKILL (the state before was "signaled").
 func TestSessionOOMReported(t *testing.T) {
-	needLimit(t, Limit{"memoryBytes", "quotas.session.memoryBytes", 32 << 20})
+	needLimit(t, proto.Limit{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: 32 << 20})
 	dd, err := exec.LookPath("dd")
 	if err != nil {
 		t.Skip("no dd")
 	}
-	h, dir := launch(t, Spec{Argv: []string{dd, "if=/dev/zero", "of=/dev/null", "bs=200M", "count=1"},
-		Limits: &Limits{MemoryBytes: 32 << 20, Pids: 64}})
+	h, dir := launch(t, proto.Spec{Argv: []string{dd, "if=/dev/zero", "of=/dev/null", "bs=200M", "count=1"},
+		Limits: &proto.Limits{MemoryBytes: 32 << 20, Pids: 64}})
 	ex := final(t, h, 60*time.Second)
 	t.Logf("end state %s, reason %q", ex.State, ex.Reason)
-	if ex.State != StateKilled || ex.KilledBy == nil || *ex.KilledBy != string(KilledByOOM) {
+	if ex.State != proto.StateKilled || ex.KilledBy == nil || *ex.KilledBy != string(proto.KilledByOOM) {
 		t.Fatalf("end state %+v, want killed by oom", ex)
 	}
 	if !strings.Contains(ex.Reason, "out of memory") || !strings.Contains(ex.Reason, fmt.Sprint(32<<20)) {
 		t.Fatalf("reason %q does not name the limit", ex.Reason)
 	}
-	var meta Meta
-	if err := ReadJSON(MetaPath(dir), &meta); err != nil {
+	var meta proto.Meta
+	if err := fsutil.ReadJSON(proto.MetaPath(dir), &meta); err != nil {
 		t.Fatal(err)
 	}
 	if meta.Limits == nil || meta.Limits.Enforced["memoryBytes"] != 32<<20 || meta.Limits.Enforced["pids"] != 64 {
@@ -54,10 +56,10 @@ func TestSessionOOMReported(t *testing.T) {
 // TestSessionMemoryUnderLimit: the same command under a limit it fits in
 // exits 0: the limit is not the kill.
 func TestSessionMemoryUnderLimit(t *testing.T) {
-	needLimit(t, Limit{"memoryBytes", "quotas.session.memoryBytes", 512 << 20})
-	h, _ := launch(t, Spec{Argv: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=16M", "count=1"},
-		Limits: &Limits{MemoryBytes: 512 << 20}})
-	if ex := final(t, h, 60*time.Second); ex.State != StateExited || *ex.ExitCode != 0 {
+	needLimit(t, proto.Limit{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: 512 << 20})
+	h, _ := launch(t, proto.Spec{Argv: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=16M", "count=1"},
+		Limits: &proto.Limits{MemoryBytes: 512 << 20}})
+	if ex := final(t, h, 60*time.Second); ex.State != proto.StateExited || *ex.ExitCode != 0 {
 		t.Fatalf("end state %+v", ex)
 	}
 }
@@ -66,9 +68,9 @@ func TestSessionMemoryUnderLimit(t *testing.T) {
 // background processes; the processes it runs are in the session's limit
 // cgroups from the start (the main process reads its own membership).
 func TestSessionPidsLimit(t *testing.T) {
-	needLimit(t, Limit{"pids", "quotas.session.pids", 16})
-	h, dir := launch(t, Spec{Argv: []string{"/bin/sh", "-c", "cat /proc/self/cgroup; for i in $(seq 40); do sleep 2 & done 2>&1; wait; echo done"},
-		Limits: &Limits{Pids: 16, CPUWeight: 50}})
+	needLimit(t, proto.Limit{Key: "pids", Setting: "quotas.session.pids", Value: 16})
+	h, dir := launch(t, proto.Spec{Argv: []string{"/bin/sh", "-c", "cat /proc/self/cgroup; for i in $(seq 40); do sleep 2 & done 2>&1; wait; echo done"},
+		Limits: &proto.Limits{Pids: 16, CPUWeight: 50}})
 	// The supervisor's thread that started the command went back to the
 	// supervisor's own cgroups: none of its threads is in the session's.
 	if tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", h.SupervisorPID)); err != nil || len(tasks) == 0 {
@@ -89,8 +91,8 @@ func TestSessionPidsLimit(t *testing.T) {
 	if !strings.Contains(strings.ToLower(out), "fork") && !strings.Contains(out, "Resource temporarily unavailable") {
 		t.Fatalf("40 processes started under pids 16 (%+v): %s", ex, out)
 	}
-	var meta Meta
-	if err := ReadJSON(MetaPath(dir), &meta); err != nil {
+	var meta proto.Meta
+	if err := fsutil.ReadJSON(proto.MetaPath(dir), &meta); err != nil {
 		t.Fatal(err)
 	}
 	for ctl, want := range map[string]bool{"pids": true, "cpu": true} {
@@ -124,8 +126,8 @@ func TestLimitsV2Files(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte("cpuset cpu io memory pids\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "memory.events"), []byte("low 0\nhigh 0\nmax 7\noom 2\noom_kill 2\noom_group_kill 0\n"), 0o644)
 	c := &containment{v2: dir}
-	enforced, warns := c.setLimits("x", []Limit{{"memoryBytes", "quotas.session.memoryBytes", 1 << 30},
-		{"pids", "quotas.session.pids", 4096}, {"cpuWeight", "quotas.session.cpuWeight", 100}, {"cpus", "sandbox.limits.cpus", 1.5}})
+	enforced, warns := c.setLimits("x", []proto.Limit{{Key: "memoryBytes", Setting: "quotas.session.memoryBytes", Value: 1 << 30},
+		{Key: "pids", Setting: "quotas.session.pids", Value: 4096}, {Key: "cpuWeight", Setting: "quotas.session.cpuWeight", Value: 100}, {Key: "cpus", Setting: "sandbox.limits.cpus", Value: 1.5}})
 	if len(warns) != 0 || len(enforced) != 4 {
 		t.Fatalf("enforced %v, warnings %v", enforced, warns)
 	}
@@ -154,10 +156,10 @@ func TestLimitsV2Files(t *testing.T) {
 // TestLimitListMerge: a sandbox's limits replace the session's of the
 // same kind; the rest stay.
 func TestLimitListMerge(t *testing.T) {
-	spec := Spec{Limits: &Limits{MemoryBytes: 1 << 30, Pids: 4096, CPUWeight: 100},
-		Sandbox: &SandboxSpec{Pids: 512, CPUs: 2}}
-	got := map[string]Limit{}
-	for _, l := range spec.limitList() {
+	spec := proto.Spec{Limits: &proto.Limits{MemoryBytes: 1 << 30, Pids: 4096, CPUWeight: 100},
+		Sandbox: &proto.SandboxSpec{Pids: 512, CPUs: 2}}
+	got := map[string]proto.Limit{}
+	for _, l := range spec.LimitList() {
 		got[l.Key] = l
 	}
 	if got["pids"].Value != 512 || got["pids"].Setting != "sandbox.limits.pids" || got["memoryBytes"].Value != 1<<30 ||
@@ -171,7 +173,7 @@ func TestLimitListMerge(t *testing.T) {
 // v1 limit cgroups and nobody else's, and every starting thread goes back
 // to the supervisor's cgroups (a thread moves itself, writing "0").
 func TestConcurrentStartsBornInTheirOwnCgroups(t *testing.T) {
-	needLimit(t, Limit{"pids", "quotas.session.pids", 64})
+	needLimit(t, proto.Limit{Key: "pids", Setting: "quotas.session.pids", Value: 64})
 	const n = 8
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -182,7 +184,7 @@ func TestConcurrentStartsBornInTheirOwnCgroups(t *testing.T) {
 			name := fmt.Sprintf("born%d-%d", i, os.Getpid())
 			c := newCgroup(name)
 			defer c.remove()
-			if _, warns := c.setLimits(name, []Limit{{"pids", "quotas.session.pids", 64}}); len(warns) > 0 {
+			if _, warns := c.setLimits(name, []proto.Limit{{Key: "pids", Setting: "quotas.session.pids", Value: 64}}); len(warns) > 0 {
 				errs <- fmt.Errorf("%v", warns)
 				return
 			}

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -185,7 +186,7 @@ func (p *Pool) warn(msg string, args ...any) {
 // from a host that died with the session committed is returned as is
 // (ErrHostDied: the command may have started); a host gone before it took
 // the session is retired and the start tried once more.
-func (p *Pool) Start(spec Spec) (*Handle, error) { return p.StartWithin(spec, 0) }
+func (p *Pool) Start(spec proto.Spec) (*proto.Handle, error) { return p.StartWithin(spec, 0) }
 
 // StartWithin is Start for a caller that waits at most d (0: no bound of
 // its own) for the start: a supervisor host that is up (it has reported a
@@ -196,7 +197,7 @@ func (p *Pool) Start(spec Spec) (*Handle, error) { return p.StartWithin(spec, 0)
 // seconds on a loaded machine. The wait for a start-up slot (MaxStarting)
 // is bounded by d too. A start that did not report in time did not happen
 // and will not (Spec.StartBy): its error wraps ErrReportTimeout.
-func (p *Pool) StartWithin(spec Spec, d time.Duration) (*Handle, error) {
+func (p *Pool) StartWithin(spec proto.Spec, d time.Duration) (*proto.Handle, error) {
 	within := commitTimeout
 	if d > 0 {
 		within = min(max(d, minCallerReport), commitTimeout)
@@ -317,7 +318,7 @@ func (p *Pool) slot(d time.Duration) error {
 }
 
 // result is what Start returns for a single supervisor's start.
-func (p *Pool) result(h *Handle, err error) (*Handle, error) {
+func (p *Pool) result(h *proto.Handle, err error) (*proto.Handle, error) {
 	switch {
 	case err == nil:
 		p.started()

@@ -1,8 +1,11 @@
+//go:build unix
+
 package supervisor
 
 import (
 	"errors"
 	"fmt"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"os"
 	"path/filepath"
 	"sync"
@@ -58,10 +61,10 @@ func newPool(t *testing.T, shared bool, retireAfter int, hostExited func(*Host))
 	return p, home, w
 }
 
-func poolSpec(home string, argv ...string) Spec {
+func poolSpec(home string, argv ...string) proto.Spec {
 	counter++ // callers are not concurrent
 	id := fmt.Sprintf("p%d", counter)
-	return testDefaults(home, Spec{ID: id, Argv: argv, Socket: filepath.Join(home, id+".sock")})
+	return testDefaults(home, proto.Spec{ID: id, Argv: argv, Socket: filepath.Join(home, id+".sock")})
 }
 
 // waitFor polls cond until it holds, failing the test after poolDeadline.
@@ -94,7 +97,7 @@ func processGone(pid int) bool {
 }
 
 // runs starts spec in the pool and checks that the command ran to exit 0.
-func runs(t *testing.T, p *Pool, spec Spec) *Handle {
+func runs(t *testing.T, p *Pool, spec proto.Spec) *proto.Handle {
 	t.Helper()
 	hd, err := p.Start(spec)
 	if err != nil {
@@ -249,7 +252,7 @@ func TestPoolCloseHosts(t *testing.T) {
 	if p.WaitHosts(200 * time.Millisecond) {
 		t.Fatal("the host exited after Close while its session ran")
 	}
-	if _, err := Call(hd.Socket, Request{Op: "write", Session: spec.ID, Data: []byte("in\n")}); err != nil {
+	if _, err := Call(hd.Socket, proto.Request{Op: "write", Session: spec.ID, Data: []byte("in\n")}); err != nil {
 		t.Fatalf("the session's host stopped serving after Close: %v", err)
 	}
 	if ex := final(t, hd, poolDeadline); ex.ExitCode == nil || *ex.ExitCode != 0 {
@@ -268,7 +271,7 @@ func TestPoolConcurrentStarts(t *testing.T) {
 		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
 			p, home, _ := newPool(t, shared, 3, nil)
 			const n = 12
-			specs := make([]Spec, n)
+			specs := make([]proto.Spec, n)
 			for i := range specs {
 				specs[i] = poolSpec(home, "/bin/sh", "-c", fmt.Sprintf("echo run-%d", i))
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // The supervisor under test holds its PTY slave, as on macOS, when the
@@ -30,7 +31,7 @@ func TestPTYSlaveHeld(t *testing.T) {
 		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
 			home := t.TempDir()
 			counter++
-			spec := testDefaults(home, Spec{ID: fmt.Sprintf("t%d", counter), PTY: true,
+			spec := testDefaults(home, proto.Spec{ID: fmt.Sprintf("t%d", counter), PTY: true,
 				Argv: []string{"/bin/sh", "-c", "echo ready; while [ ! -e GO ]; do sleep 0.01; done; seq 1 20000; echo END"}})
 			spec.Socket = filepath.Join(home, spec.ID+".sock")
 			env := []string{"PATH=" + os.Getenv("PATH"), fmt.Sprintf("CONCH_TEST_HOLD_PTY_SLAVE=%d", map[bool]int{false: 0, true: 1}[hold])}
@@ -38,10 +39,10 @@ func TestPTYSlaveHeld(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dir := SessionDir(home, spec.ID)
+			dir := proto.SessionDir(home, spec.ID)
 			output := func() string {
 				var b strings.Builder
-				journal.Read(JournalDir(dir), 0, func(c journal.Chunk) error { b.Write(c.Data); return nil })
+				journal.Read(proto.JournalDir(dir), 0, func(c journal.Chunk) error { b.Write(c.Data); return nil })
 				return b.String()
 			}
 			for deadline := time.Now().Add(30 * time.Second); !strings.Contains(output(), "ready"); time.Sleep(10 * time.Millisecond) {
@@ -54,7 +55,7 @@ func TestPTYSlaveHeld(t *testing.T) {
 			}
 			os.WriteFile(filepath.Join(home, "GO"), nil, 0o600)
 			ex := final(t, h, 30*time.Second)
-			if ex.State != StateExited || ex.ExitCode == nil || *ex.ExitCode != 0 {
+			if ex.State != proto.StateExited || ex.ExitCode == nil || *ex.ExitCode != 0 {
 				t.Fatalf("exit %+v", ex)
 			}
 			out := strings.ReplaceAll(output(), "\r\n", "\n")

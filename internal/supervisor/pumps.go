@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // pump copies one output stream into the journal.
@@ -138,11 +139,11 @@ func (s *sup) feed(sub *subscriber) {
 		s.mu.Unlock()
 		cur := s.cursor.Load()
 		if final != nil {
-			enc.Encode(Event{Cursor: final.OutputBytes, Exit: final})
+			enc.Encode(proto.Event{Cursor: final.OutputBytes, Exit: final})
 			return
 		}
 		if cur != last {
-			if err := enc.Encode(Event{Cursor: cur}); err != nil {
+			if err := enc.Encode(proto.Event{Cursor: cur}); err != nil {
 				return
 			}
 			last = cur

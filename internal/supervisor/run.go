@@ -18,6 +18,7 @@ import (
 
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/keys"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"github.com/conchsh/conch/internal/vt"
 )
 
@@ -42,11 +43,7 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: conch supervise --home DIR [--session ID | --host] (internal; started by the engine)")
 		return 2
 	}
-	// fd 3 and 4 come without close-on-exec; the command and its
-	// children must not inherit them (a daemon holding fd 4 would keep
-	// the engine's event pipe open after the supervisor died).
-	syscall.CloseOnExec(3)
-	syscall.CloseOnExec(4)
+	specIn, readyOut := sessionPipes(*host)
 	// Whatever else the engine inherited without close-on-exec (from an
 	// MCP client, a shell, a service manager) came along too; none of it
 	// may reach the command, least of all a sandboxed one.
@@ -57,10 +54,8 @@ func Main(args []string) int {
 	// stderr, which here are /dev/null or a log.
 	becomeSubreaper()
 	if *host {
-		return hostMain(*home, os.NewFile(3, "host"))
+		return hostMain(*home, specIn)
 	}
-	specIn := os.NewFile(3, "spec")
-	readyOut := os.NewFile(4, "ready")
 	if specIn == nil || readyOut == nil {
 		fmt.Fprintln(os.Stderr, "conch supervise: fd 3 and 4 must be set up by the engine")
 		return 2
@@ -78,7 +73,7 @@ var errStartExpired = errors.New("the engine stopped waiting for this start befo
 // runSession runs the session whose spec is read from specIn or, when
 // specIn is nil, is specBytes.
 func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os.File, shared bool) int {
-	var spec Spec
+	var spec proto.Spec
 	var err error
 	if specIn != nil {
 		err = json.NewDecoder(specIn).Decode(&spec)
@@ -89,8 +84,8 @@ func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os
 	if errors.Is(err, io.EOF) && id == "" && !shared {
 		return 0 // a spare that was never used
 	}
-	if err == nil && spec.V != ProtocolVersion {
-		err = fmt.Errorf("spec version %d, want %d", spec.V, ProtocolVersion)
+	if err == nil && spec.V != proto.ProtocolVersion {
+		err = fmt.Errorf("spec version %d, want %d", spec.V, proto.ProtocolVersion)
 	}
 	if err == nil && id != "" && spec.ID != id {
 		err = fmt.Errorf("spec is for session %q, not %q", spec.ID, id)
@@ -111,7 +106,7 @@ func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os
 		readyOut.Close()
 		return 1
 	}
-	s := &sup{spec: spec, dir: SessionDir(home, spec.ID), shared: shared, done: make(chan struct{}), mainExited: make(chan struct{}), finalSet: make(chan struct{}), releasedCh: make(chan struct{})}
+	s := &sup{spec: spec, dir: proto.SessionDir(home, spec.ID), shared: shared, done: make(chan struct{}), mainExited: make(chan struct{}), finalSet: make(chan struct{}), releasedCh: make(chan struct{})}
 	if err := s.launch(); err != nil {
 		json.NewEncoder(readyOut).Encode(ready{Error: err.Error(), Code: readyCode(err), NoSpace: errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)})
 		readyOut.Close()
@@ -128,7 +123,7 @@ func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os
 			// The engine gave up on this launch (its ready timeout):
 			// nobody knows the command runs, so it must not.
 			s.logf("the engine did not take the ready report (%v); killing the session", err)
-			s.kill(KilledByShutdown, 0)
+			s.kill(proto.KilledByShutdown, 0)
 		}
 	}
 	s.run()
@@ -137,7 +132,7 @@ func runSession(home, id string, specIn *os.File, specBytes []byte, readyOut *os
 
 // sup is one running supervisor.
 type sup struct {
-	spec Spec
+	spec proto.Spec
 	dir  string
 	// shared is set when the supervisor is a host of many sessions.
 	shared bool
@@ -153,7 +148,7 @@ type sup struct {
 	// hits are the session's limit events counted when its main process
 	// ended (limitHits), before the end's sweep of what it left (which
 	// refuses forks on purpose); guarded by mu.
-	hits *LimitHits
+	hits *proto.LimitHits
 
 	jmu sync.Mutex // guards j and sum
 	j   *journal.Writer
@@ -172,8 +167,11 @@ type sup struct {
 
 	outputs sync.WaitGroup // the output pumps
 	readers []*os.File     // their pipes (nil with a PTY)
-	ptmx    *os.File       // PTY master, or nil
+	ptmx    *os.File       // PTY master, or nil (Windows: the pseudoconsole's output)
 	slave   *os.File       // our copy of the PTY slave, held until the command exits (holdPTYSlave), or nil
+	// pty is the system's own state of a PTY session (ptyState; Windows:
+	// the pseudoconsole and its input pipe).
+	pty ptyState
 	// term emulates the PTY's screen (nil without a PTY); answered is
 	// closed when answer, which writes its replies to ptmx, returns.
 	term     *vt.Terminal
@@ -184,19 +182,20 @@ type sup struct {
 	stdin      *os.File   // pipe write end (Stdin "open"), nil once closed
 	stdinState string
 	modes      keys.Tracker
-	killedBy   KilledBy
+	killedBy   proto.KilledBy
 	timedOut   bool
 	killing    bool
 	killCount  int // descendants signalled by a kill sequence
 	subs       []*subscriber
-	final      *Exit
+	final      *proto.Exit
 
 	mainExited chan struct{} // closed when the main process was reaped
 	mainStatus syscall.WaitStatus
 	done       chan struct{} // closed when the end state is final
 	finalSet   chan struct{} // closed when final is set
 
-	meta *Meta // meta.json's content
+	meta *proto. // meta.json's content
+		Meta
 
 	// A host writes a session's meta.json and state.json only once it
 	// has run for filesDelay, when the engine goes away or asks for it,
@@ -207,10 +206,10 @@ type sup struct {
 	released   bool          // the engine is done with the session: no more files
 	releasedCh chan struct{} // closed by release
 
-	exitMu      sync.Mutex // serialises exit.json writes
-	exitFinal   bool       // the final exit.json is written
-	exitWritten bool       // an exit.json (provisional or final) is written
-	exitDue     *Exit      // a record that could not be written yet (a full disk)
+	exitMu      sync.Mutex  // serialises exit.json writes
+	exitFinal   bool        // the final exit.json is written
+	exitWritten bool        // an exit.json (provisional or final) is written
+	exitDue     *proto.Exit // a record that could not be written yet (a full disk)
 
 	// Files that could not be written (a full disk) are kept in memory
 	// and retried by retryWrites until they are on disk; the supervisor
@@ -226,7 +225,7 @@ type sup struct {
 }
 
 func (s *sup) logf(format string, args ...any) {
-	f, err := os.OpenFile(LogPath(s.dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(proto.LogPath(s.dir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return
 	}

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
 // The test binary doubles as the supervisor: `<test> supervise ...`.
@@ -27,7 +29,7 @@ var counter int
 
 // testDefaults fills in what the tests' specs leave out: the home as the
 // working directory, stdin closed, a 300 ms kill grace.
-func testDefaults(home string, spec Spec) Spec {
+func testDefaults(home string, spec proto.Spec) proto.Spec {
 	if spec.Dir == "" {
 		spec.Dir = home
 	}
@@ -40,7 +42,7 @@ func testDefaults(home string, spec Spec) Spec {
 	return spec
 }
 
-func launch(t *testing.T, spec Spec) (*Handle, string) {
+func launch(t *testing.T, spec proto.Spec) (*proto.Handle, string) {
 	t.Helper()
 	home := t.TempDir()
 	counter++
@@ -53,11 +55,11 @@ func launch(t *testing.T, spec Spec) (*Handle, string) {
 	if err != nil {
 		t.Fatalf("launch: %v", err)
 	}
-	return h, SessionDir(home, spec.ID)
+	return h, proto.SessionDir(home, spec.ID)
 }
 
 // final drains events until the end state.
-func final(t *testing.T, h *Handle, within time.Duration) Exit {
+func final(t *testing.T, h *proto.Handle, within time.Duration) proto.Exit {
 	t.Helper()
 	timeout := time.After(within)
 	for {
@@ -99,35 +101,35 @@ func waitAlive(t *testing.T, pattern string, n int) {
 }
 
 func TestExitRecord(t *testing.T) {
-	h, dir := launch(t, Spec{Argv: []string{"/bin/sh", "-c", "printf hello; printf world >&2; exit 3"}})
+	h, dir := launch(t, proto.Spec{Argv: []string{"/bin/sh", "-c", "printf hello; printf world >&2; exit 3"}})
 	ex := final(t, h, 10*time.Second)
-	if ex.State != StateExited || *ex.ExitCode != 3 || ex.OutputBytes != 10 || !ex.Final {
+	if ex.State != proto.StateExited || *ex.ExitCode != 3 || ex.OutputBytes != 10 || !ex.Final {
 		t.Fatalf("exit = %+v", ex)
 	}
 	// The digest covers the journal bytes in arrival order (the two
 	// pipes may deliver in either order).
 	h256 := sha256.New()
-	journal.Read(JournalDir(dir), 0, func(c journal.Chunk) error { h256.Write(c.Data); return nil })
+	journal.Read(proto.JournalDir(dir), 0, func(c journal.Chunk) error { h256.Write(c.Data); return nil })
 	if ex.OutputSha256 != hex.EncodeToString(h256.Sum(nil)) {
 		t.Fatalf("sha = %s", ex.OutputSha256)
 	}
-	onDisk, ok, err := ReadExit(dir)
+	onDisk, ok, err := proto.ReadExit(dir)
 	if !ok || err != nil || onDisk.OutputSha256 != ex.OutputSha256 {
 		t.Fatalf("exit.json: %+v %v %v", onDisk, ok, err)
 	}
 	byStream := map[journal.Stream]string{}
-	journal.Read(JournalDir(dir), 0, func(c journal.Chunk) error {
+	journal.Read(proto.JournalDir(dir), 0, func(c journal.Chunk) error {
 		byStream[c.Stream] += string(c.Data)
 		return nil
 	})
 	if byStream[journal.Stdout] != "hello" || byStream[journal.Stderr] != "world" {
 		t.Fatalf("streams = %v", byStream)
 	}
-	var meta Meta
-	if err := ReadJSON(MetaPath(dir), &meta); err != nil || meta.PID != h.PID || meta.SupervisorPID != h.SupervisorPID {
+	var meta proto.Meta
+	if err := fsutil.ReadJSON(proto.MetaPath(dir), &meta); err != nil || meta.PID != h.PID || meta.SupervisorPID != h.SupervisorPID {
 		t.Fatalf("meta %+v %v", meta, err)
 	}
-	for _, f := range []string{MetaPath(dir), ExitPath(dir)} {
+	for _, f := range []string{proto.MetaPath(dir), proto.ExitPath(dir)} {
 		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("%s mode %v %v", f, fi.Mode(), err)
 		}
@@ -136,7 +138,7 @@ func TestExitRecord(t *testing.T) {
 
 func TestSpawnError(t *testing.T) {
 	home := t.TempDir()
-	_, err := Launch([]string{os.Args[0], "supervise"}, home, Spec{ID: "bad", Argv: []string{"/nonexistent/zsh", "-c", "true"}, Dir: home, Stdin: "closed", Socket: filepath.Join(home, "s.sock")}, nil, 10*time.Second)
+	_, err := Launch([]string{os.Args[0], "supervise"}, home, proto.Spec{ID: "bad", Argv: []string{"/nonexistent/zsh", "-c", "true"}, Dir: home, Stdin: "closed", Socket: filepath.Join(home, "s.sock")}, nil, 10*time.Second)
 	if err == nil || err.Error() != "spawn /nonexistent/zsh: no such file or directory" {
 		t.Fatalf("err = %v", err)
 	}
@@ -148,9 +150,9 @@ func TestKillTree(t *testing.T) {
 	for _, noCgroup := range []bool{false, true} {
 		t.Run(fmt.Sprintf("noCgroup=%v", noCgroup), func(t *testing.T) {
 			tag := fmt.Sprintf("%d.%d", 950+counter, os.Getpid()%1000)
-			h, dir := launch(t, Spec{NoCgroup: noCgroup, Argv: []string{"/bin/sh", "-c", "sleep " + tag + " & setsid sleep " + tag + " & (sleep " + tag + " &); sleep " + tag}})
-			var meta Meta
-			ReadJSON(MetaPath(dir), &meta)
+			h, dir := launch(t, proto.Spec{NoCgroup: noCgroup, Argv: []string{"/bin/sh", "-c", "sleep " + tag + " & setsid sleep " + tag + " & (sleep " + tag + " &); sleep " + tag}})
+			var meta proto.Meta
+			fsutil.ReadJSON(proto.MetaPath(dir), &meta)
 			if noCgroup && meta.Cgroup != nil {
 				t.Fatalf("cgroup used: %+v", meta.Cgroup)
 			}
@@ -161,15 +163,15 @@ func TestKillTree(t *testing.T) {
 			waitAlive(t, "^sleep "+regexp.QuoteMeta(tag)+"$", 4)
 			// killedBy is a closed set: another cause is refused and
 			// kills nothing.
-			if _, err := Call(meta.Socket, Request{Op: "kill", By: "nobody"}); err == nil || !strings.Contains(err.Error(), `unknown cause "nobody"`) {
+			if _, err := Call(meta.Socket, proto.Request{Op: "kill", By: "nobody"}); err == nil || !strings.Contains(err.Error(), `unknown cause "nobody"`) {
 				t.Fatalf("kill by an unknown cause: %v", err)
 			}
-			if _, err := Call(meta.Socket, Request{Op: "kill", By: "operator"}); err != nil {
+			if _, err := Call(meta.Socket, proto.Request{Op: "kill", By: "operator"}); err != nil {
 				t.Fatal(err)
 			}
 			ex := final(t, h, 10*time.Second)
 			// sh, plus four sleeps: background, setsid, orphaned, foreground.
-			if ex.State != StateKilled || *ex.KilledBy != "operator" || ex.DescendantsKilled != 4 {
+			if ex.State != proto.StateKilled || *ex.KilledBy != "operator" || ex.DescendantsKilled != 4 {
 				t.Fatalf("exit = %+v", ex)
 			}
 			if left := alive("sleep " + tag); len(left) != 0 {
@@ -183,23 +185,23 @@ func TestControlSocket(t *testing.T) {
 	// The command waits for the file "end" after stdin is closed, so the
 	// supervisor is still there for the calls that follow the close.
 	end := filepath.Join(t.TempDir(), "end")
-	h, dir := launch(t, Spec{Stdin: "open", Argv: []string{"/bin/sh", "-c", "read a; echo got $a; read b; echo got $b; while [ ! -e " + end + " ]; do sleep 0.01; done"}})
-	var meta Meta
-	ReadJSON(MetaPath(dir), &meta)
-	st, err := Call(meta.Socket, Request{Op: "status"})
+	h, dir := launch(t, proto.Spec{Stdin: "open", Argv: []string{"/bin/sh", "-c", "read a; echo got $a; read b; echo got $b; while [ ! -e " + end + " ]; do sleep 0.01; done"}})
+	var meta proto.Meta
+	fsutil.ReadJSON(proto.MetaPath(dir), &meta)
+	st, err := Call(meta.Socket, proto.Request{Op: "status"})
 	if err != nil || st.Status.Stdin != "open" || st.Status.PID != h.PID {
 		t.Fatalf("status %+v %v", st.Status, err)
 	}
-	if _, err := Call(meta.Socket, Request{Op: "write", Data: []byte("x\n")}); err != nil {
+	if _, err := Call(meta.Socket, proto.Request{Op: "write", Data: []byte("x\n")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Call(meta.Socket, Request{Op: "closeStdin"}); err != nil {
+	if _, err := Call(meta.Socket, proto.Request{Op: "closeStdin"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Call(meta.Socket, Request{Op: "write", Data: []byte("y\n")}); err == nil || !strings.Contains(err.Error(), "stdin is closed") {
+	if _, err := Call(meta.Socket, proto.Request{Op: "write", Data: []byte("y\n")}); err == nil || !strings.Contains(err.Error(), "stdin is closed") {
 		t.Fatalf("write after close: %v", err)
 	}
-	if _, err := Call(meta.Socket, Request{Op: "dance"}); err == nil || err.Error() != `unknown op "dance"` {
+	if _, err := Call(meta.Socket, proto.Request{Op: "dance"}); err == nil || err.Error() != `unknown op "dance"` {
 		t.Fatalf("unknown op: %v", err)
 	}
 	if err := os.WriteFile(end, nil, 0o600); err != nil {
@@ -207,7 +209,7 @@ func TestControlSocket(t *testing.T) {
 	}
 	ex := final(t, h, 10*time.Second)
 	var out, in string
-	journal.ReadAll(JournalDir(dir), 0, func(c journal.Chunk) error {
+	journal.ReadAll(proto.JournalDir(dir), 0, func(c journal.Chunk) error {
 		if c.Stream == journal.Input {
 			in += string(c.Data)
 		} else {
@@ -232,25 +234,25 @@ func TestControlSocket(t *testing.T) {
 }
 
 func TestTimeoutAndShutdown(t *testing.T) {
-	h, _ := launch(t, Spec{TimeoutMs: 200, Argv: []string{"/bin/sh", "-c", "sleep 30"}})
+	h, _ := launch(t, proto.Spec{TimeoutMs: 200, Argv: []string{"/bin/sh", "-c", "sleep 30"}})
 	ex := final(t, h, 10*time.Second)
-	if ex.State != StateKilled || *ex.KilledBy != "timeout" || !ex.TimedOut {
+	if ex.State != proto.StateKilled || *ex.KilledBy != "timeout" || !ex.TimedOut {
 		t.Fatalf("timeout: %+v", ex)
 	}
-	h, _ = launch(t, Spec{Argv: []string{"/bin/sh", "-c", "sleep 30"}})
+	h, _ = launch(t, proto.Spec{Argv: []string{"/bin/sh", "-c", "sleep 30"}})
 	p, _ := os.FindProcess(h.SupervisorPID)
 	p.Signal(os.Interrupt)
 	ex = final(t, h, 10*time.Second)
-	if ex.State != StateKilled || *ex.KilledBy != "shutdown" || ex.TimedOut {
+	if ex.State != proto.StateKilled || *ex.KilledBy != "shutdown" || ex.TimedOut {
 		t.Fatalf("shutdown: %+v", ex)
 	}
 }
 
 func TestSweepLost(t *testing.T) {
 	tag := fmt.Sprintf("%d.%d", 970, os.Getpid()%1000)
-	h, dir := launch(t, Spec{Argv: []string{"/bin/sh", "-c", "setsid sleep " + tag + " & sleep " + tag}})
-	var meta Meta
-	ReadJSON(MetaPath(dir), &meta)
+	h, dir := launch(t, proto.Spec{Argv: []string{"/bin/sh", "-c", "setsid sleep " + tag + " & sleep " + tag}})
+	var meta proto.Meta
+	fsutil.ReadJSON(proto.MetaPath(dir), &meta)
 	// Both sleeps run (the shell's command line names them too).
 	waitAlive(t, "^sleep "+regexp.QuoteMeta(tag)+"$", 2)
 	p, _ := os.FindProcess(h.SupervisorPID)

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,10 +34,10 @@ func sessionCgroups(pid int) []string {
 // failing to start) leave none of their cgroups behind once their host
 // has ended them, in any hierarchy.
 func TestHostLeavesNoCgroups(t *testing.T) {
-	needLimit(t, Limit{"pids", "quotas.session.pids", 64})
+	needLimit(t, proto.Limit{Key: "pids", Setting: "quotas.session.pids", Value: 64})
 	h, home := startHost(t)
-	lim := &Limits{MemoryBytes: 256 << 20, Pids: 64}
-	specs := []Spec{
+	lim := &proto.Limits{MemoryBytes: 256 << 20, Pids: 64}
+	specs := []proto.Spec{
 		{Argv: []string{"/bin/sh", "-c", "true"}},
 		{Argv: []string{"/bin/sh", "-c", "echo out; exit 3"}},
 		{Argv: []string{"/bin/sh", "-c", "sleep 30 & sleep 30 & echo left"}},
@@ -55,7 +56,7 @@ func TestHostLeavesNoCgroups(t *testing.T) {
 		}
 	}
 	// A start that fails must not leave its cgroups either.
-	if _, err := h.Commit(hostSpec(home, Spec{ID: "leftbad", Argv: []string{"/no/such/program"}, Limits: lim}), 10*time.Second); err == nil {
+	if _, err := h.Commit(hostSpec(home, proto.Spec{ID: "leftbad", Argv: []string{"/no/such/program"}, Limits: lim}), 10*time.Second); err == nil {
 		t.Fatal("a missing program started")
 	}
 	pid := h.PID()
@@ -76,10 +77,10 @@ func TestHostLeavesNoCgroups(t *testing.T) {
 // end at once, and removes the cgroup once the process is gone, while
 // the host lives on.
 func TestHostRetriesBusyCgroup(t *testing.T) {
-	needLimit(t, Limit{"pids", "quotas.session.pids", 64})
+	needLimit(t, proto.Limit{Key: "pids", Setting: "quotas.session.pids", Value: 64})
 	h, home := startHost(t)
-	hd, err := h.Commit(hostSpec(home, Spec{ID: "busy", Argv: []string{"/bin/sh", "-c", "read x"}, Stdin: "open",
-		Limits: &Limits{Pids: 64}}), 10*time.Second)
+	hd, err := h.Commit(hostSpec(home, proto.Spec{ID: "busy", Argv: []string{"/bin/sh", "-c", "read x"}, Stdin: "open",
+		Limits: &proto.Limits{Pids: 64}}), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,10 +98,10 @@ func TestHostRetriesBusyCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	// End the session: its stdin closes, read returns.
-	if r, err := Call(hd.Socket, Request{Op: "closeStdin", Session: "busy"}); err != nil || !r.OK {
+	if r, err := Call(hd.Socket, proto.Request{Op: "closeStdin", Session: "busy"}); err != nil || !r.OK {
 		t.Fatalf("closeStdin: %+v %v", r, err)
 	}
-	if ex := lastExit(hd); ex == nil || !ex.Final || ex.State != StateExited {
+	if ex := lastExit(hd); ex == nil || !ex.Final || ex.State != proto.StateExited {
 		t.Fatalf("end %+v", ex)
 	}
 	if _, err := os.Stat(dir); err != nil {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 )
 
 // maxSocketPath is the longest path a unix socket address holds (the size
@@ -40,7 +39,7 @@ func Listen(path string, perm fs.FileMode) (net.Listener, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmpDir)
-	if err := os.Chmod(tmpDir, 0o700); err != nil {
+	if err := makePrivate(tmpDir); err != nil {
 		return nil, err
 	}
 	bindAt := filepath.Join(tmpDir, "s")
@@ -56,7 +55,7 @@ func Listen(path string, perm fs.FileMode) (net.Listener, error) {
 		return nil, err
 	}
 	ln.SetUnlinkOnClose(false)
-	if err := os.Chmod(bindAt, perm); err != nil {
+	if err := setMode(bindAt, perm); err != nil {
 		ln.Close()
 		os.Remove(bindAt)
 		return nil, err
@@ -75,22 +74,6 @@ func Listen(path string, perm fs.FileMode) (net.Listener, error) {
 func privateDir(dir, path string) error {
 	if err := ownDir(dir, 0o077); err != nil {
 		return fmt.Errorf("socket path %s is too long to bind in a private directory, and %w", path, err)
-	}
-	return nil
-}
-
-// ownDir checks that dir belongs to this process's user and that its mode
-// has none of the bits in deny.
-func ownDir(dir string, deny fs.FileMode) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("socket directory %s is owned by uid %d, not %d", dir, st.Uid, os.Getuid())
-	}
-	if m := fi.Mode().Perm(); m&deny != 0 {
-		return fmt.Errorf("socket directory %s has mode %o: others may enter or change it", dir, m)
 	}
 	return nil
 }

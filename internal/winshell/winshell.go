@@ -2,8 +2,8 @@
 // its command line: PowerShell 7 (pwsh.exe) from %ProgramFiles%,
 // %ProgramW6432% or PATH, else Windows PowerShell 5.1 (powershell.exe).
 // It is pure: the environment and the file system are given to it, so its
-// rules are tested on every OS. conch's gateway and node do not run on
-// Windows yet; this is the part of them that is written.
+// rules are tested on every OS. internal/host's ShellArgv calls it on
+// Windows.
 package winshell
 
 import (

@@ -1,4 +1,4 @@
 package backends_test
 
-// osBackends are the backends registered only on this OS.
-var osBackends = []string{"bwrap", "landlock"}
+// osBackends are the backends registered on this OS.
+var osBackends = []string{"docker", "bwrap", "landlock"}

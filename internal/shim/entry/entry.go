@@ -14,8 +14,6 @@ import (
 	"fmt"
 	"os"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/conchsh/conch/internal/shim"
 	"github.com/conchsh/conch/internal/supervisor"
 )
@@ -56,18 +54,15 @@ func Main(args []string) (code int, ok bool) {
 }
 
 // refuse ends a supervisor started by a conch of protocol theirs: the
-// reason goes to stderr and, when the engine's ready pipe (fd 4) is
-// there, as a failed ready report whose code the engine maps to
+// reason goes to stderr and, when the engine's ready pipe is there
+// (reportReady), as a failed ready report whose code the engine maps to
 // shim.ErrSkew.
 func refuse(theirs string) int {
 	self, _ := os.Executable()
 	err := &shim.SkewError{Path: self, Theirs: shim.Protocol(), Ours: theirs}
 	msg := fmt.Sprintf("conch started %s with protocol %s; it speaks %s: install conch and %s from one version (go install ./cmd/...)", self, theirs, shim.Protocol(), shim.Name)
 	fmt.Fprintln(os.Stderr, msg)
-	var st unix.Stat_t
-	if unix.Fstat(4, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
-		line, _ := json.Marshal(map[string]any{"ok": false, "error": err.Error(), "code": supervisor.CodeProtocolSkew})
-		unix.Write(4, append(line, '\n'))
-	}
+	line, _ := json.Marshal(map[string]any{"ok": false, "error": err.Error(), "code": supervisor.CodeProtocolSkew})
+	reportReady(append(line, '\n'))
 	return 2
 }

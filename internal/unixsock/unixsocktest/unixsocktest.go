@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package unixsocktest is for tests of the code that creates private unix
 // sockets: it checks that creating one never changes the process umask,
 // which every command forked meanwhile (by a supervisor in another

@@ -1,4 +1,4 @@
-package supervisor
+package proto
 
 // KilledBy says who asked for a session's kill sequence: the killedBy of
 // a killed session's end state. The set is closed: the supervisor refuses

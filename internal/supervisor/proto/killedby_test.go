@@ -1,4 +1,4 @@
-package supervisor
+package proto
 
 import (
 	"os"
@@ -11,7 +11,7 @@ import (
 // table's killed line in docs/sessions.md and of its own table there, and
 // nothing else is valid.
 func TestKilledByDocumented(t *testing.T) {
-	b, err := os.ReadFile("../../docs/sessions.md")
+	b, err := os.ReadFile("../../../docs/sessions.md")
 	if err != nil {
 		t.Fatal(err)
 	}
