@@ -248,6 +248,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 		e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.agent, Fields: ledger.Decision{
 			ApprovalID: req.ID, Decision: decision, DecidedBy: decidedBy, Persisted: nonNil(persisted)}}, true)
 	}
+	approvedStep("recorded")
 	if _, err := e.store.Consume(req.ID); err != nil && decidedBy != "timeout" {
 		e.deny(s, "approval-request-failed", "")
 		return
@@ -274,6 +275,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	if pl.Stdin == "closed" && pr.params.Background != nil && *pr.params.Background {
 		pl.Stdin = "open"
 	}
+	approvedStep("consumed")
 	s.mu.Lock()
 	s.approval = nil
 	s.pendingRun = nil
@@ -288,11 +290,16 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	if note != "" {
 		e.queueNotice(s, apitype.Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID, Text: note})
 	}
+	approvedStep("marked")
 	if err := e.launch(s, pl, pr.params, pr.gate.requestID, req.ID, pr.gate.pinned); err != nil {
-		reason := "spawn-failed"
+		// The approval was granted; the run never started. The ledger
+		// says so after the decision, and the reason names both.
+		reason := fmt.Sprintf("spawn-failed (%s; the start failed: %v)", grantedBy(decision, decidedBy), err)
 		if pl.Node != nil {
 			reason = err.Error() // the node's refusal
 		}
+		e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.agent, Fields: ledger.Decision{
+			ApprovalID: req.ID, Decision: "dropped", DecidedBy: "engine", Persisted: []string{}}}, true)
 		e.deny(s, reason, "")
 		return
 	}
@@ -512,6 +519,58 @@ func (e *Engine) withdraw(s *session) {
 // longer run.
 const reasonDropped = "approval-dropped"
 
+// approvedStep marks the steps of an approved run's start, for tests
+// that end the engine at each one (a variable for tests).
+var approvedStep = func(step string) {}
+
+// grantedBy says who granted an approval, for the reason of a run that
+// was approved and did not start: "approved (allow-once by operator-x)".
+func grantedBy(decision, by string) string {
+	switch {
+	case decision == "" && by == "":
+		return "approved"
+	case by == "" || by == "timeout":
+		return fmt.Sprintf("approved (%s)", decision)
+	}
+	return fmt.Sprintf("approved (%s by %s)", decision, by)
+}
+
+// ledgerHasDecision reports whether the ledger holds a decision on
+// approval id (an engine that died after recording one).
+func (e *Engine) ledgerHasDecision(id string) bool {
+	recs, _ := ledger.Tail(e.home, 0, ledger.Filter{Approval: id})
+	for _, r := range recs {
+		if r.Type == ledger.TypeDecision {
+			return true
+		}
+	}
+	return false
+}
+
+// lostBeforeStart ends a session found at the engine's start that was
+// approved and being started by an engine that died before the run had a
+// supervisor (its state names the approval; no meta.json, no output): it
+// ends denied, approval-dropped with who approved it, and the ledger says
+// the run was dropped. It was deleted without a word.
+func (e *Engine) lostBeforeStart(s *session) {
+	s.approvalID = s.st.ApprovalID
+	s.start = time.UnixMilli(s.st.CreatedAt)
+	decision, by := "", ""
+	s.approval = &approvals.Request{ID: s.st.ApprovalID} // for the notice
+	if req, err := e.store.Get(s.st.ApprovalID); err == nil {
+		decision, by = string(req.Decision), req.DecidedBy
+		s.approval = req
+		if !e.ledgerHasDecision(req.ID) && decision != "" {
+			// Its record of the decision did not reach the ledger.
+			e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.agent, Fields: ledger.Decision{
+				ApprovalID: req.ID, Decision: decision, DecidedBy: by, Persisted: []string{}}}, true)
+		}
+	}
+	e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.agent, Fields: ledger.Decision{
+		ApprovalID: s.st.ApprovalID, Decision: "dropped", DecidedBy: "engine", Persisted: []string{}}}, true)
+	e.deny(s, reasonDropped+" ("+grantedBy(decision, by)+", but the gateway stopped before the approved run started)", "")
+}
+
 // reloadPending handles a session reserved by an approval, found at the
 // engine's start. Its prepared plan (with the environment's values, which
 // are never stored) died with the engine that made it, so no decision can
@@ -543,18 +602,22 @@ func (e *Engine) reloadPending(s *session) {
 			ApprovalID: req.ID, Decision: "deny", DecidedBy: req.DecidedBy, Persisted: []string{}}}, true)
 		e.deny(s, "user-denied", "")
 		return
-	case approvals.Expired, approvals.Consumed:
+	case approvals.Expired:
 		e.deny(s, "approval-timeout", "")
 		return
 	case approvals.Dropped:
 		why = req.DropReason // maybe by a decision made while no engine ran
-	case approvals.Allowed:
-		why = "the gateway restarted after the decision, before the run started"
-		// Decided while the engine that held the run lived, which died
-		// before it acted (and before it recorded the decision): the
-		// ledger shows who allowed it, then that the run was dropped.
-		e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.st.Agent, Fields: ledger.Decision{
-			ApprovalID: req.ID, Decision: string(req.Decision), DecidedBy: req.DecidedBy, Persisted: []string{}}}, true)
+	case approvals.Consumed, approvals.Allowed:
+		// Allowed, and the engine that held the run died before it
+		// started it (there is no meta.json): before it acted, or as it
+		// consumed the approval, and maybe before its record of the
+		// decision reached the ledger. The ledger shows who allowed it,
+		// once, then that the run was dropped.
+		why = grantedBy(string(req.Decision), req.DecidedBy) + ", but the gateway stopped before the approved run started"
+		if !e.ledgerHasDecision(req.ID) {
+			e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.st.Agent, Fields: ledger.Decision{
+				ApprovalID: req.ID, Decision: string(req.Decision), DecidedBy: req.DecidedBy, Persisted: []string{}}}, true)
+		}
 	}
 	e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.st.Agent, Fields: ledger.Decision{
 		ApprovalID: req.ID, Decision: "dropped", DecidedBy: "engine", Persisted: []string{}}}, true)

@@ -239,6 +239,35 @@ func lostNote(ex proto.Exit) string {
 		parts = append(parts, "this end state could not be recorded on disk ("+ex.NotRecorded+"): a restarted gateway will not know it")
 	}
 	if len(parts) == 0 {
+		return limitNote(ex.LimitHits)
+	}
+	return "\n\n(Warning: " + strings.Join(parts, "; ") + ".)" + limitNote(ex.LimitHits)
+}
+
+// limitNote says what the session's limits did to processes of a command
+// that they did not end (supervisor.LimitHits): a child the OOM killer
+// ended while the command went on, forks the task limit refused. "" when
+// nothing.
+func limitNote(h *proto.LimitHits) string {
+	if h == nil {
+		return ""
+	}
+	var parts []string
+	if h.OOMKills > 0 {
+		what := fmt.Sprintf("the kernel's OOM killer killed %d process(es) of this command", h.OOMKills)
+		if h.MemoryBytes > 0 {
+			what += fmt.Sprintf(" at the session's memory limit (%s, quotas.session.memoryBytes)", sizeText(int64(h.MemoryBytes)))
+		}
+		parts = append(parts, what+"; the command went on without them")
+	}
+	if h.PidsRefused > 0 {
+		what := fmt.Sprintf("%d process or thread creation(s) failed at the session's task limit", h.PidsRefused)
+		if h.Pids > 0 {
+			what += fmt.Sprintf(" (%d, quotas.session.pids)", int64(h.Pids))
+		}
+		parts = append(parts, what+": a program saw fork fail (Resource temporarily unavailable)")
+	}
+	if len(parts) == 0 {
 		return ""
 	}
 	return "\n\n(Warning: " + strings.Join(parts, "; ") + ".)"

@@ -382,9 +382,7 @@ func (e *Engine) Close() error {
 	running := e.sessions.Select(startedRunning)
 	e.mu.Unlock()
 	if !e.conf().Survive() {
-		for _, s := range running {
-			e.killSession(s, proto.KilledByShutdown)
-		}
+		e.killAll(running, proto.KilledByShutdown)
 		// One deadline for all of them.
 		deadline := time.After(e.conf().Exec("").KillGrace + 3*time.Second)
 	wait:
@@ -768,6 +766,18 @@ func (e *Engine) reattachReserved(s *session, sdir string) bool {
 // the record).
 func (e *Engine) reattachWithoutMeta(s *session, sdir string, err error) {
 	supervisor.SweepSession(s.id)
+	if !hasOutput(s.jdir) && errors.Is(err, os.ErrNotExist) && s.st.ApprovalID != "" && !s.st.LedgerExec {
+		// An approved run whose engine died starting it: the agent
+		// polls it for the outcome.
+		s.agent = s.st.Agent
+		e.sessions.Put(s.id, s)
+		if ex, ok, _ := e.readExit(sdir); ok {
+			e.foundEnded(s, ex)
+		} else {
+			e.lostBeforeStart(s)
+		}
+		return
+	}
 	if !hasOutput(s.jdir) && errors.Is(err, os.ErrNotExist) {
 		// A supervisor that never started: nothing to follow.
 		os.RemoveAll(sdir)
@@ -1003,9 +1013,7 @@ func (e *Engine) Stats() Stats {
 // waits for them to end (conch serve --stop-sessions).
 func (e *Engine) StopSessions() {
 	running := e.sessions.Select(startedRunning)
-	for _, s := range running {
-		e.killSession(s, proto.KilledByShutdown)
-	}
+	e.killAll(running, proto.KilledByShutdown)
 	for _, s := range running {
 		select {
 		case <-s.ended:

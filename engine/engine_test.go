@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "approval-engine" {
 		approvalEngine(os.Args[2:]) // never returns
 	}
+	if len(os.Args) > 1 && os.Args[1] == "approval-engine-crash" {
+		approvalEngineCrash(os.Args[2:]) // never returns
+	}
 	if dir, err := os.MkdirTemp("", "engine-test-"); err == nil {
 		cache := filepath.Join(dir, "login-path.json")
 		hostenv.StartLoginProbe(cache).Wait(-1)

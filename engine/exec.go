@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -127,7 +128,11 @@ func (e *Engine) exec(ctx context.Context, agent string, p apitype.ExecParams) a
 		}
 		// The caller gave up during the yield window: the run goes too.
 		s.update(func(st *state) { st.AgentEnded = true })
-		e.killSession(s, proto.KilledByAgent)
+		if !e.killSession(s, proto.KilledByAgent) {
+			// Not delivered (its supervisor is stopped or gone): the
+			// caller is gone, nothing to wait for.
+			return e.background(s, pl)
+		}
 		select {
 		case <-s.ended:
 			return e.foregroundResult(s, pl)
@@ -437,8 +442,15 @@ func (e *Engine) launch(s *session, pl *plan, p apitype.ExecParams, requestID, a
 // start starts spec on its host (a local supervisor for the gateway and
 // the sandbox, the node hub for a gateway's host=node run).
 func (e *Engine) start(spec proto.Spec, pl *plan, requestID, approvalID string) (*proto.Handle, error) {
+	// The start is bounded by what is left of the caller's yield window.
+	ctx := context.Background()
+	if d := startBound(pl, approvalID); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
 	if pl.Local {
-		return e.commit(spec)
+		return e.commit(ctx, spec)
 	}
 	// The host that planned the run starts it: a kubernetes sandbox run
 	// reports host sandbox, but only the pod host may start it (the
@@ -447,7 +459,7 @@ func (e *Engine) start(spec proto.Spec, pl *plan, requestID, approvalID string) 
 	if !ok {
 		return nil, fmt.Errorf("exec host %s is not available in this build", pl.Runner)
 	}
-	return h.Start(context.Background(), pl, spec, host.Run{RequestID: requestID, ApprovalID: approvalID})
+	return h.Start(ctx, pl, spec, host.Run{RequestID: requestID, ApprovalID: approvalID})
 }
 
 func nodeIDOf(pl *plan) string {
@@ -459,9 +471,25 @@ func nodeIDOf(pl *plan) string {
 
 // commit starts spec under a supervisor from the engine's pool: in the
 // current supervisor host when sessions share them, else in the warm
-// spare, else in a new process.
-func (e *Engine) commit(spec proto.Spec) (*proto.Handle, error) {
+// spare, else in a new process; it waits for the start report no longer
+// than ctx's deadline allows (supervisor.Pool.StartWithin).
+func (e *Engine) commit(ctx context.Context, spec proto.Spec) (*proto.Handle, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		return e.pool.StartWithin(spec, max(time.Until(dl), time.Millisecond))
+	}
 	return e.pool.Start(spec)
+}
+
+// startBound is how long an exec call waits for its supervisor's start
+// report (supervisor.Pool.StartWithin): what is left of its yield window,
+// so that a call answers within it (and a small bound) even when the
+// supervisor host is stopped or wedged; 0 (the pool's own bound) for a run
+// nobody waits on (an approved run) or a call without a window.
+func startBound(pl *plan, approvalID string) time.Duration {
+	if approvalID != "" || pl.Window < 0 {
+		return 0
+	}
+	return max(pl.Window-pl.LoginWait, time.Millisecond)
 }
 
 // hostGone is called by the pool once h has exited: it writes the end
@@ -727,8 +755,30 @@ func deref(p *string) string {
 // killSession asks a session's supervisor to run the kill sequence. It
 // reports whether the request reached a supervisor.
 func (e *Engine) killSession(s *session, by proto.KilledBy) bool {
+	return e.requestKill(s, by) == nil
+}
+
+// requestKill is killSession with the error: one wrapping
+// supervisor.ErrNotResponding when the supervisor is stopped or wedged
+// (the kill was not delivered), supervisor.ErrUnreachable when it is gone.
+func (e *Engine) requestKill(s *session, by proto.KilledBy) error {
 	_, err := supervisor.Call(s.socket, proto.Request{Op: "kill", Session: s.id, By: string(by)})
-	return err == nil
+	return err
+}
+
+// killAll asks the supervisors of sessions to kill them, all at once: a
+// supervisor that does not answer costs its bound (supervisor.Call) once,
+// not once per session.
+func (e *Engine) killAll(sessions []*session, by proto.KilledBy) {
+	var wg sync.WaitGroup
+	for _, s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.killSession(s, by)
+		}()
+	}
+	wg.Wait()
 }
 
 type workdirKey struct{}

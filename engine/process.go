@@ -464,8 +464,12 @@ func (e *Engine) pollResult(s *session, st state, ex *proto.Exit, agent string, 
 		d.AwaitingInput = &apitype.Awaiting{Prompt: a.Prompt, IdleMs: a.IdleMs}
 	}
 	if ex == nil {
-		if stat, err := e.liveStatus(s); err == nil && stat.JournalError != "" {
+		stat, err := e.liveStatusWithin(s, pollStatusWait)
+		switch {
+		case err == nil && stat.JournalError != "":
 			end += fmt.Sprintf("\nWarning: output is held back because the journal cannot be written (%s); the command waits on its output until there is room again.", stat.JournalError)
+		case errors.Is(err, supervisor.ErrNotResponding) && s.running():
+			end += "\nWarning: " + notResponding(s, "the output shown is what it recorded so far, and the session's state is unknown until it answers again.")
 		}
 	}
 	return apitype.Result{Text: out + "\n\n" + end, Details: d}
@@ -634,13 +638,34 @@ func logText(window []render.Line, ex *proto.Exit) string {
 	return strings.Join(texts, "\n")
 }
 
-// liveStatus asks a running session's supervisor for its live state.
+// liveStatus asks a running session's supervisor for its live state,
+// waiting at most supervisor.ReplyTimeout.
 func (e *Engine) liveStatus(s *session) (*proto.Status, error) {
-	rep, err := supervisor.Call(s.socket, proto.Request{Op: "status", Session: s.id})
+	return e.liveStatusWithin(s, supervisor.ReplyTimeout)
+}
+
+// liveStatusWithin is liveStatus waiting at most d.
+func (e *Engine) liveStatusWithin(s *session, d time.Duration) (*proto.Status, error) {
+	rep, err := supervisor.CallWithin(s.socket, proto.Request{Op: "status", Session: s.id}, d)
 	if err != nil {
 		return nil, err
 	}
 	return rep.Status, nil
+}
+
+// pollStatusWait bounds the status question of a poll or log of a
+// running session: what it adds (a journal that cannot be written, a
+// supervisor that does not answer) is a warning, and the read itself
+// needs no supervisor.
+const pollStatusWait = time.Second
+
+// notResponding is the text of a request a session's supervisor did not
+// answer (supervisor.ErrNotResponding): what the agent can rely on.
+func notResponding(s *session, what string) string {
+	s.mu.Lock()
+	pid := s.meta.SupervisorPID
+	s.mu.Unlock()
+	return fmt.Sprintf("Session %s: its supervisor (pid %d) is not responding (stopped, wedged or overloaded); %s", s.id, pid, what)
 }
 
 func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
@@ -651,6 +676,9 @@ func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
 	if err != nil {
 		if !s.running() {
 			return processError(noActive(s.id))
+		}
+		if errors.Is(err, supervisor.ErrNotResponding) {
+			return processError(apitype.Errorf(apitype.CodeUnavailable, "%s", notResponding(s, "nothing was sent. Try again later, or kill the session.")))
 		}
 		return processError(apitype.Errorf(apitype.CodeUnavailable, "Session %s: supervisor unreachable (%v).", s.id, err))
 	}
@@ -725,7 +753,9 @@ func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
 		s.mu.Lock()
 		s.lastInput = time.Now()
 		s.mu.Unlock()
-		if _, err := supervisor.Call(s.socket, proto.Request{Op: "write", Session: s.id, Data: pt}); err != nil {
+		if _, err := supervisor.Call(s.socket, proto.Request{Op: "write", Session: s.id, Data: pt}); errors.Is(err, supervisor.ErrNotResponding) {
+			return processError(apitype.Errorf(apitype.CodeUnavailable, "%s", notResponding(s, "the input may or may not have been written.")))
+		} else if err != nil {
 			return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s stdin is not writable (%v).", s.id, err))
 		}
 	}
@@ -752,7 +782,14 @@ func (e *Engine) kill(s *session, operator bool) apitype.Result {
 		by = proto.KilledByOperator // the agent is told: no AgentEnded
 	}
 	s.update(func(st *state) { st.AgentEnded = !operator; st.PollBackoff = 0 })
-	if !e.killSession(s, by) {
+	if err := e.requestKill(s, by); err != nil {
+		if errors.Is(err, supervisor.ErrNotResponding) && s.running() {
+			// Nothing to wait for: the kill was not delivered (and
+			// the agent is told of the end when it comes).
+			s.update(func(st *state) { st.AgentEnded = false })
+			return apitype.Result{Text: notResponding(s, "the kill was not delivered and the command may still run. Try again."),
+				Details: &apitype.StatusDetails{Status: "running", State: "running", SessionID: s.id, Name: st.Name}}
+		}
 		if s.running() && !supervisor.Alive(s.meta.SupervisorPID, s.meta.SupervisorStartTime) {
 			e.markLost(s)
 			return apitype.Result{

@@ -150,6 +150,9 @@ func (e *Engine) trimRunning(agent string, sizes map[*session]int64, total, limi
 		s.trimmed = true
 		s.mu.Unlock()
 		if first {
+			// A deliberate cut, not damage: reads show it as dropped
+			// output. Said once per session, like the notice.
+			e.log.Warn("journal trimmed by quota", "session", s.id, "agent", agent, "before", sizes[s], "after", rep.Bytes, "quota", "quotas.journalBytes")
 			reason := "journal trimmed to head + tail (quotas.journalBytes)"
 			e.queueNotice(s, apitype.Notice{Kind: "evicted", SessionID: s.id, Text: fmt.Sprintf("Exec session %s evicted (%s)", s.id, reason)})
 			e.emit("session.evicted", agent, map[string]any{"sessionId": s.id, "reason": reason})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -58,6 +59,14 @@ func splitGap(info journal.Info, a, b int64) (dropped, lost int64) {
 	return dropped, b - a - dropped
 }
 
+// removed reports whether a journal's directory is gone: its session was
+// removed (remove, clear, the cleanup sweep) while it was read, which is
+// no damage.
+func removed(dir string) bool {
+	_, err := os.Stat(dir)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
 // gapMarker is the line that stands for a dropped range.
 func gapMarker(bytes, lines int64) string {
 	return fmt.Sprintf("[… %d bytes (%d lines) dropped …]", bytes, lines)
@@ -110,6 +119,18 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 				info = &i
 			}
 			dropped, lost := splitGap(*info, expected, c.Cursor)
+			if lost > 0 {
+				// The writer's cap or a quota trim may have dropped more
+				// since info was read (the dropped range grows while the
+				// command writes): only what the journal's newest
+				// account does not explain is damage.
+				i, _ := journal.Stat(dir)
+				info = &i
+				dropped, lost = splitGap(*info, expected, c.Cursor)
+				if removed(dir) {
+					lost = 0 // the session was removed meanwhile: not damage
+				}
+			}
 			r.Flush(out)
 			if first {
 				res.skippedBytes = dropped
@@ -144,7 +165,7 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil
 	}
-	if err == nil && o.until <= 0 && o.outputEnd > max(end, since) {
+	if err == nil && o.until <= 0 && o.outputEnd > max(end, since) && !removed(dir) {
 		// The journal's end is lost (a segment cut short).
 		lost := o.outputEnd - max(end, since)
 		emit(render.Line{Cursor: o.outputEnd - lost, End: o.outputEnd, Text: unreadableMarker(lost)})

@@ -70,7 +70,7 @@ func (g *gateway) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Erro
 }
 
 func (g *gateway) Start(ctx context.Context, pl *Plan, spec proto.Spec, run Run) (*proto.Handle, error) {
-	return g.d.Launch(spec)
+	return g.d.Launch(ctx, spec)
 }
 
 // LoginNotKnown is the warning of a gateway run that started before the

@@ -128,8 +128,10 @@ type Deps struct {
 	// takes).
 	LoginPATH func(window time.Duration) (path string, known bool, waited time.Duration)
 	// Launch starts a spec under a local supervisor (the engine's
-	// supervisor.Pool: its spare or its supervisor hosts).
-	Launch func(spec proto.Spec) (*proto.Handle, error)
+	// supervisor.Pool: its spare or its supervisor hosts), waiting for
+	// its start no longer than ctx's deadline allows (the caller's yield
+	// window; no deadline: the pool's own bound).
+	Launch func(ctx context.Context, spec proto.Spec) (*proto.Handle, error)
 	// Nodes runs host=node calls on node hosts; nil: no node available.
 	Nodes Nodes
 	// NodeBinding is the node an agent's calls are bound to, or "".

@@ -123,7 +123,10 @@ func TestNodePlan(t *testing.T) {
 // package and end to end.
 func TestGatewayAndSandboxStartLaunchLocally(t *testing.T) {
 	var got []proto.Spec
-	d := Deps{Launch: func(s proto.Spec) (*proto.Handle, error) { got = append(got, s); return nil, nil }}
+	d := Deps{Launch: func(_ context.Context, s proto.Spec) (*proto.Handle, error) {
+		got = append(got, s)
+		return nil, nil
+	}}
 	for _, h := range []Host{&gateway{d: d}, &sandboxHost{d: d}} {
 		if _, err := h.Start(context.Background(), &Plan{}, proto.Spec{ID: "s-" + h.Name()}, Run{}); err != nil {
 			t.Fatal(err)

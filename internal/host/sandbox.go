@@ -42,6 +42,9 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 	if err != nil {
 		return SandboxUnavailable(err)
 	}
+	if w := sandbox.PathWarning(ws); w != "" {
+		pl.Warnings = append(pl.Warnings, w)
+	}
 	view := sandbox.NewView(ws, sb, backend.Name())
 	pl.Cwd = ws
 	if w := p.Workdir; w != "" {
@@ -137,5 +140,5 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 }
 
 func (h *sandboxHost) Start(ctx context.Context, pl *Plan, spec proto.Spec, run Run) (*proto.Handle, error) {
-	return h.d.Launch(spec)
+	return h.d.Launch(ctx, spec)
 }

@@ -118,6 +118,9 @@ func GitProtected(home, ws, access string) ([]string, error) {
 		}
 		for _, r := range refs {
 			prel, inside, err := resolveIn(wsReal, r.path)
+			if err != nil && r.soft {
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("the git configuration of %s (%s) names %w", top, r.key, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -120,6 +121,10 @@ type gitRef struct {
 	make bool   // made empty when missing, so it can be mounted
 	repo bool   // a git directory (protected as the workspace's own are)
 	key  string // what names it, for messages
+	// soft: a path no key names (git's default programs): one that
+	// passes through a symbolic link in the workspace is skipped, not a
+	// failed run (the run's PATH warning covers it).
+	soft bool
 }
 
 // gitConfigEntry is one line of `git config --list --show-origin
@@ -287,6 +292,20 @@ func gitConfigRefs(top, gd string) ([]gitRef, error) {
 			refs = append(refs, keyRefs(gitConfigEntry{scope: "env", key: key, value: v}, "", top, home, env)...)
 		}
 	}
+	// The programs git runs from PATH when no key names one (its
+	// default pager, editor, ssh, gpg): a PATH directory inside the
+	// workspace would let the command plant them. Those present are
+	// protected like a named program; a missing one is not made (an
+	// empty file in your bin directory would show in git status), and
+	// the run's result warns of the directory (PathWarning).
+	for _, d := range filepath.SplitList(envValue(env, "PATH")) {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		for _, prog := range gitDefaultPrograms {
+			refs = append(refs, gitRef{path: filepath.Join(d, prog), key: "git's default program " + prog, soft: true})
+		}
+	}
 	// Every file an include names that git did not read now, as git
 	// reads it on its own (the includes in it too). Bounded: git itself
 	// stops at a depth of 10.
@@ -347,6 +366,41 @@ func enclosingRepo(dir string) (top, gd string, ok bool) {
 		return "", "", false
 	}
 	return lines[1], lines[0], true
+}
+
+// gitDefaultPrograms are the programs git runs by name from PATH when no
+// key or variable names one: the pager (less), the editor (vi), ssh for
+// ssh remotes, gpg, gpgsm and ssh-keygen for signatures, man for git help.
+var gitDefaultPrograms = []string{"less", "vi", "ssh", "gpg", "gpgsm", "ssh-keygen", "man"}
+
+// PathWarning is the warning of a sandboxed run whose workspace holds a
+// directory of the gateway's PATH (or when PATH has a relative entry,
+// which is inside the workspace whenever your shell's working directory
+// is): a command there can plant programs that your shell and git (its
+// pager, editor, ssh, gpg) run on the host. "" when it holds none.
+func PathWarning(ws string) string {
+	wsReal, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		return ""
+	}
+	var in []string
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if d == "" || !filepath.IsAbs(d) {
+			in = append(in, strconv.Quote(d)+" (relative)")
+			continue
+		}
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			real = filepath.Clean(d) // missing now: the command could make it
+		}
+		if _, inside := Within(wsReal, real); inside {
+			in = append(in, d)
+		}
+	}
+	if len(in) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Warning: the gateway's PATH holds %s, inside the workspace: a sandboxed command can put programs there that your shell and git (its pager less, editor vi, ssh, gpg) run on the host; conch protects only the programs present there when a run starts. Keep workspace directories out of PATH.", strings.Join(in, ", "))
 }
 
 // gitEnvKeys are the environment variables git takes a program or a

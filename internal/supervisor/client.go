@@ -181,22 +181,56 @@ func decodeEvents(r *bufio.Reader, c interface{ Close() error }, out chan<- prot
 	}
 }
 
+// ErrNotResponding is wrapped by a control request's error when the
+// supervisor took the connection but did not answer in time: it is
+// stopped (SIGSTOP), wedged or starved. Unlike ErrUnreachable it says
+// nothing about whether the supervisor lives; the request may still be
+// carried out when it runs again.
+var ErrNotResponding = errors.New("supervisor not responding")
+
+// ReplyTimeout bounds a control request (Call): a live supervisor answers
+// in milliseconds, also on a loaded machine; one that does not within this
+// is stopped, wedged or starved, and the caller is told so instead of
+// waiting. A write is given writeDeadline more, the time a supervisor
+// waits for room in the command's input.
+const ReplyTimeout = 3 * time.Second
+
+// replyTimeout is how long Call waits for the answer to op.
+func replyTimeout(op string) time.Duration {
+	switch op {
+	case "write", "closeStdin":
+		return writeDeadline + ReplyTimeout
+	}
+	return ReplyTimeout
+}
+
 // Call sends one request to the supervisor listening on socket and returns
-// its reply. A reply with OK false is returned as an error.
+// its reply, waiting at most ReplyTimeout for it (a write longer: see
+// replyTimeout). A reply with OK false is returned as an error.
 func Call(socket string, req proto.Request) (proto.Reply, error) {
-	c, err := net.DialTimeout("unix", socket, 2*time.Second)
+	return CallWithin(socket, req, replyTimeout(req.Op))
+}
+
+// CallWithin is Call waiting at most d (at most Call's own bound) for the
+// connection and the reply: a caller with a deadline of its own passes
+// what is left of it. A supervisor that takes the connection and does not
+// answer in time gives an error wrapping ErrNotResponding.
+func CallWithin(socket string, req proto.Request, d time.Duration) (proto.Reply, error) {
+	d = min(max(d, time.Millisecond), replyTimeout(req.Op))
+	deadline := time.Now().Add(d)
+	c, err := net.DialTimeout("unix", socket, min(d, 2*time.Second))
 	if err != nil {
 		return proto.Reply{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(deadline)
 	req.V = proto.ProtocolVersion
 	if err := json.NewEncoder(c).Encode(req); err != nil {
-		return proto.Reply{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return proto.Reply{}, callError(err, d)
 	}
 	var rep proto.Reply
 	if err := json.NewDecoder(c).Decode(&rep); err != nil {
-		return proto.Reply{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return proto.Reply{}, callError(err, d)
 	}
 	if !rep.OK && rep.Error == errNoSession {
 		// A host whose session has ended: as a single supervisor's
@@ -207,6 +241,16 @@ func Call(socket string, req proto.Request) (proto.Reply, error) {
 		return rep, errors.New(rep.Error)
 	}
 	return rep, nil
+}
+
+// callError classifies a failed request on a connected socket: no answer
+// within d is ErrNotResponding, anything else (the supervisor closed the
+// connection: it exited) ErrUnreachable.
+func callError(err error, d time.Duration) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w (no answer within %v: stopped, wedged or overloaded)", ErrNotResponding, d)
+	}
+	return fmt.Errorf("%w: %v", ErrUnreachable, err)
 }
 
 // FlushHosts asks every supervisor host whose socket is in one of dirs to

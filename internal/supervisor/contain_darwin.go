@@ -115,6 +115,9 @@ func (c *containment) start(cmd *exec.Cmd) error {
 // oomKills is 0: no memory limit is enforced, so no OOM kill is ours.
 func (c *containment) oomKills() uint64 { return 0 }
 
+// pidsRefused is 0: no task limit is enforced.
+func (c *containment) pidsRefused() uint64 { return 0 }
+
 // applyLimits records the spec's limits as not enforced (nil when none
 // were asked for); a sandbox limit is also a warning of the result.
 func (s *sup) applyLimits() *proto.LimitsMeta {

@@ -205,6 +205,9 @@ func (c *containment) start(cmd *exec.Cmd) error {
 // nothing.
 func (c *containment) oomKills() uint64 { return 0 }
 
+// pidsRefused is 0: no task limit is enforced here.
+func (c *containment) pidsRefused() uint64 { return 0 }
+
 // applyLimits sets the spec's limits on the job and records them (nil
 // when none were asked for); a sandbox limit not in force is also a
 // warning of the result.

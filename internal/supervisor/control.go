@@ -255,6 +255,10 @@ func (s *sup) answer() {
 	}
 }
 
+// writeDeadline is how long a write waits for room in the command's
+// input (a command that does not read it).
+const writeDeadline = 5 * time.Second
+
 // errStdinClosed is reported when input arrives after stdin was closed.
 var errStdinClosed = errors.New("stdin is closed")
 
@@ -269,7 +273,7 @@ func (s *sup) write(p []byte) error {
 		return errStdinClosed
 	}
 	s.wmu.Lock()
-	w.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	w.SetWriteDeadline(time.Now().Add(writeDeadline))
 	_, err := w.Write(p)
 	w.SetWriteDeadline(time.Time{})
 	s.wmu.Unlock()

@@ -372,8 +372,20 @@ func (s *sup) persist() {
 
 func (s *sup) exitRecord(end time.Time, descendants int, final bool) proto.Exit {
 	ooms := s.cont.oomKills() // read before the lock: a file
+	var refused uint64
+	s.mu.Lock()
+	first := s.hits == nil
+	s.mu.Unlock()
+	if first {
+		refused = s.cont.pidsRefused()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.hits == nil {
+		// Counted once, when the main process has ended: the end's
+		// sweep of what it left refuses forks on purpose.
+		s.hits = &proto.LimitHits{OOMKills: ooms, MemoryBytes: s.memLimit, PidsRefused: refused, Pids: s.pidsLimit}
+	}
 	ws := s.mainStatus
 	ex := proto.Exit{
 		EndedAt:    end.UnixMilli(),
@@ -406,6 +418,13 @@ func (s *sup) exitRecord(end time.Time, descendants int, final bool) proto.Exit 
 		ex.KilledBy = &by
 		ex.State = proto.StateKilled
 		ex.Reason = oomReason(s.memLimit)
+	}
+	oomEnded := ex.KilledBy != nil && *ex.KilledBy == string(proto.KilledByOOM)
+	if h := *s.hits; h.PidsRefused > 0 || h.OOMKills > 0 && !oomEnded {
+		if oomEnded {
+			h.OOMKills = 0 // the kill is the end state's
+		}
+		ex.LimitHits = &h
 	}
 	ex.DescendantsKilled = descendants + s.killCount
 	s.jmu.Lock()

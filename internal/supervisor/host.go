@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -159,6 +160,8 @@ type Host struct {
 	mu      sync.Mutex
 	closed  bool
 	started int // sessions sent to this host
+
+	up atomic.Bool // it has reported a start
 }
 
 // StartHost starts `argv... --home home --host` in its own session, with
@@ -196,6 +199,11 @@ func StartHost(argv []string, home string, env []string) (*Host, error) {
 
 // PID is the host's process id.
 func (h *Host) PID() int { return h.cmd.Process.Pid }
+
+// Up reports whether the host has reported a start: its process is
+// running and answers (Pool.StartWithin gives it less time than one that
+// is still starting).
+func (h *Host) Up() bool { return h.up.Load() }
 
 // Started reports how many sessions were sent to the host.
 func (h *Host) Started() int {
@@ -307,6 +315,7 @@ func (h *Host) Commit(spec proto.Spec, readyTimeout time.Duration) (*proto.Handl
 		}
 		return nil, err
 	}
+	h.up.Store(true)
 	hd.SupervisorPID = h.cmd.Process.Pid
 	id := spec.ID
 	hd.Release = func() { h.release(id) }

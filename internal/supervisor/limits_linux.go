@@ -134,6 +134,19 @@ func (c *containment) oomKills() uint64 {
 	return n
 }
 
+// pidsRefused is how many forks the session's task limit refused:
+// pids.events' max in the v2 cgroup and in the v1 pids cgroup.
+func (c *containment) pidsRefused() uint64 {
+	var n uint64
+	if c.v2 != "" {
+		n += keyedCount(filepath.Join(c.v2, "pids.events"), "max")
+	}
+	if d := c.limits["pids"]; d != "" {
+		n += keyedCount(filepath.Join(d, "pids.events"), "max")
+	}
+	return n
+}
+
 // keyedCount reads the value of key from a cgroup file of "key value"
 // lines, 0 when it is missing.
 func keyedCount(path, key string) uint64 {
@@ -171,6 +184,7 @@ func (s *sup) applyLimits() *proto.LimitsMeta {
 	} else {
 		m.Enforced, m.Unenforced = s.cont.setLimits(fmt.Sprintf("%s-%d", s.spec.ID, os.Getpid()), want)
 		s.memLimit = m.Enforced["memoryBytes"]
+		s.pidsLimit = m.Enforced["pids"]
 	}
 	for _, w := range m.Unenforced {
 		if strings.HasPrefix(w, "Warning: sandbox.") {

@@ -186,12 +186,38 @@ func (p *Pool) warn(msg string, args ...any) {
 // from a host that died with the session committed is returned as is
 // (ErrHostDied: the command may have started); a host gone before it took
 // the session is retired and the start tried once more.
-func (p *Pool) Start(spec proto.Spec) (*proto.Handle, error) {
+func (p *Pool) Start(spec proto.Spec) (*proto.Handle, error) { return p.StartWithin(spec, 0) }
+
+// StartWithin is Start for a caller that waits at most d (0: no bound of
+// its own) for the start: a supervisor host that is up (it has reported a
+// start before) is given d to report, at least minCallerReport and at most
+// commitTimeout, since an answer takes it milliseconds and one that gives
+// none in that time is stopped, wedged or starved; a supervisor process
+// that is still starting is given commitTimeout, as a process start takes
+// seconds on a loaded machine. The wait for a start-up slot (MaxStarting)
+// is bounded by d too. A start that did not report in time did not happen
+// and will not (Spec.StartBy): its error wraps ErrReportTimeout.
+func (p *Pool) StartWithin(spec proto.Spec, d time.Duration) (*proto.Handle, error) {
+	within := commitTimeout
+	if d > 0 {
+		within = min(max(d, minCallerReport), commitTimeout)
+	}
 	// Bound concurrent supervisor start-ups: hundreds of Go processes
 	// starting at once on a small machine starve each other past the
 	// ready timeout.
-	p.starting <- struct{}{}
+	deadline := time.Now().Add(within)
+	slotWait := time.Duration(0) // as long as it takes
+	if d > 0 {
+		slotWait = within
+	}
+	if err := p.slot(slotWait); err != nil {
+		return nil, err
+	}
 	defer func() { <-p.starting }()
+	if d > 0 {
+		// The wait for the slot counts.
+		within = max(time.Until(deadline), time.Second)
+	}
 	if p.cfg.Shared && !spec.NoCgroup {
 		for attempt := 0; attempt < 2; attempt++ {
 			h, err := p.currentHost()
@@ -202,7 +228,11 @@ func (p *Pool) Start(spec proto.Spec) (*proto.Handle, error) {
 				p.warn("start supervisor host", "err", err)
 				break
 			}
-			hd, err := h.Commit(spec, commitTimeout)
+			wait := commitTimeout
+			if h.Up() {
+				wait = within
+			}
+			hd, err := h.Commit(spec, wait)
 			switch {
 			case err == nil:
 				p.started()
@@ -260,6 +290,31 @@ func (p *Pool) Start(spec proto.Spec) (*proto.Handle, error) {
 		p.warn("spare supervisor unusable; starting a new one", "err", err)
 	}
 	return p.result(Launch(p.argv(), p.cfg.Home, spec, p.cfg.Env, commitTimeout))
+}
+
+// minCallerReport is the least a caller's bound gives a supervisor host
+// that is up to report a start (StartWithin).
+const minCallerReport = 3 * time.Second
+
+// slot takes a start-up slot, waiting at most d (0: as long as it takes).
+func (p *Pool) slot(d time.Duration) error {
+	select {
+	case p.starting <- struct{}{}:
+		return nil
+	default:
+	}
+	if d <= 0 {
+		p.starting <- struct{}{}
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case p.starting <- struct{}{}:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("%w: %d supervisor starts ahead of this one did not finish within %v (a supervisor host stopped, wedged or starved), and the command was not started", ErrReportTimeout, cap(p.starting), d)
+	}
 }
 
 // result is what Start returns for a single supervisor's start.

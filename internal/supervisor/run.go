@@ -143,8 +143,12 @@ type sup struct {
 	// warnings are sandbox limits that are not enforced.
 	warnings []string
 	// memLimit is the memory limit in force (bytes, 0: none), named in
-	// the reason of an out-of-memory kill.
-	memLimit float64
+	// the reason of an out-of-memory kill; pidsLimit the task limit.
+	memLimit, pidsLimit float64
+	// hits are the session's limit events counted when its main process
+	// ended (limitHits), before the end's sweep of what it left (which
+	// refuses forks on purpose); guarded by mu.
+	hits *proto.LimitHits
 
 	jmu sync.Mutex // guards j and sum
 	j   *journal.Writer

@@ -145,6 +145,9 @@ func (h *Host) PID() int { return 0 }
 // Started is 0: a host that cannot start has started no session.
 func (h *Host) Started() int { return 0 }
 
+// Up is false: no host process runs.
+func (h *Host) Up() bool { return false }
+
 // Close does nothing.
 func (h *Host) Close() {}
 

@@ -91,6 +91,10 @@ type Exit struct {
 	// journaled (a full disk at a kill, or for 60 s after the end): gone
 	// for good, like DroppedBytes.
 	UnrecordedBytes int64 `json:"unrecordedBytes,omitempty"`
+	// LimitHits, when set, says the session's limits hit a child (an OOM
+	// kill the main process outlived, forks refused) though the command
+	// was not ended by them.
+	LimitHits *LimitHits `json:"limitHits,omitempty"`
 	// NotRecorded is set, in memory only, on an end state that could not
 	// be written to exit.json (the error, in words): the process holding
 	// it knows how the session ended, and a restart will not, so a result

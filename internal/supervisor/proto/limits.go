@@ -63,3 +63,15 @@ func (spec *Spec) LimitList() []Limit {
 	}
 	return out
 }
+
+// LimitHits are what a session's limits did to it short of ending it
+// (Exit.LimitHits): processes the OOM killer ended for the memory limit
+// while the main process went on, and forks the task limit refused.
+// Counted from the cgroups' event counters (v2 memory.events oom_kill and
+// pids.events max; v1 memory.oom_control oom_kill and pids.events max).
+type LimitHits struct {
+	OOMKills    uint64  `json:"oomKills,omitempty"`
+	MemoryBytes float64 `json:"memoryBytes,omitempty"` // the memory limit, bytes
+	PidsRefused uint64  `json:"pidsRefused,omitempty"`
+	Pids        float64 `json:"pids,omitempty"` // the task limit
+}
