@@ -10,13 +10,16 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/shim/entry"
 	"github.com/conchsh/conch/internal/supervisor"
 )
 
-// The test binary doubles as the supervisor.
+// The test binary doubles as conch-shim (the supervisor, and the
+// sandbox init: a sandbox's Command may start os.Executable() as
+// `sandbox-init --hold`, which would otherwise run the tests again).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "supervise" {
-		os.Exit(supervisor.Main(os.Args[2:]))
+	if code, ok := entry.Main(os.Args[1:]); ok {
+		os.Exit(code)
 	}
 	if len(os.Args) > 2 && os.Args[1] == "supervise-limited" {
 		// A supervisor whose descriptor limit is os.Args[2].

@@ -669,35 +669,66 @@ func notResponding(s *session, what string) string {
 }
 
 func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
+	stat, res, ok := e.writableStatus(s)
+	if !ok {
+		return res
+	}
+	parts, warnings, text, res, ok := encodeInput(s.id, p, stat)
+	if !ok {
+		return res
+	}
+	if res, ok := e.sendInput(s, p, parts); !ok {
+		return res
+	}
+	if p.Action == "write" && p.EOF != nil && *p.EOF {
+		if _, err := supervisor.Call(s.socket, proto.Request{Op: "closeStdin", Session: s.id}); err != nil {
+			return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s stdin is not writable (%v).", s.id, err))
+		}
+		text = strings.TrimSuffix(text, ".") + " (stdin closed)."
+	}
+	if len(warnings) > 0 {
+		text += "\nWarnings:\n- " + strings.Join(warnings, "\n- ")
+	}
+	st, _, cursor := s.snapshot()
+	return apitype.Result{Text: text, Details: &apitype.StatusDetails{Status: "running", SessionID: s.id, Name: st.Name, Cursor: &cursor}}
+}
+
+// writableStatus is the live status of s when its input can be written
+// to; otherwise the result that says why not, and false.
+func (e *Engine) writableStatus(s *session) (*proto.Status, apitype.Result, bool) {
 	if !s.running() {
-		return processError(noActive(s.id))
+		return nil, processError(noActive(s.id)), false
 	}
 	stat, err := e.liveStatus(s)
 	if err != nil {
 		if !s.running() {
-			return processError(noActive(s.id))
+			return stat, processError(noActive(s.id)), false
 		}
 		if errors.Is(err, supervisor.ErrNotResponding) {
-			return processError(apitype.Errorf(apitype.CodeUnavailable, "%s", notResponding(s, "nothing was sent. Try again later, or kill the session.")))
+			return stat, processError(apitype.Errorf(apitype.CodeUnavailable, "%s", notResponding(s, "nothing was sent. Try again later, or kill the session."))), false
 		}
-		return processError(apitype.Errorf(apitype.CodeUnavailable, "Session %s: supervisor unreachable (%v).", s.id, err))
+		return stat, processError(apitype.Errorf(apitype.CodeUnavailable, "Session %s: supervisor unreachable (%v).", s.id, err)), false
 	}
-	st, _, _ := s.snapshot()
 	if stat.Stdin == "closed" {
 		msg := fmt.Sprintf("Session %s stdin is not writable.", s.id)
 		if s.meta.Stdin == "closed" {
 			msg += " (stdin was closed at start; use background:true or pty:true for interactive input)"
 		}
-		return processError(apitype.Errorf(apitype.CodeInvalidState, "%s", msg))
+		return stat, processError(apitype.Errorf(apitype.CodeInvalidState, "%s", msg)), false
 	}
+	return stat, apitype.Result{}, true
+}
+
+// encodeInput turns an input action (write, send-keys, submit, paste)
+// into the bytes to write, in parts (send-keys with a delay writes each
+// part on its own), with its warnings and the answer's text; or the
+// result that refuses it, and false.
+func encodeInput(id string, p apitype.ProcessParams, stat *proto.Status) (parts [][]byte, warnings []string, text string, res apitype.Result, ok bool) {
 	pty := stat.Stdin == "pty"
-	var parts [][]byte
-	var warnings []string
-	var text string
 	switch p.Action {
 	case "write":
 		parts = [][]byte{[]byte(p.Data)}
-		text = fmt.Sprintf("Wrote %d bytes to session %s.", len(p.Data), s.id)
+		text = fmt.Sprintf("Wrote %d bytes to session %s.", len(p.Data), id)
 	case "send-keys":
 		parts, warnings = keys.Encode(p.Literal, p.Hex, p.Keys, stat.Modes)
 		n := 0
@@ -705,9 +736,9 @@ func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
 			n += len(pt)
 		}
 		if n == 0 {
-			return processError(apitype.Errorf(apitype.CodeInvalidArgument, "No key data provided."))
+			return nil, nil, "", processError(apitype.Errorf(apitype.CodeInvalidArgument, "No key data provided.")), false
 		}
-		text = fmt.Sprintf("Sent %d bytes to session %s.", n, s.id)
+		text = fmt.Sprintf("Sent %d bytes to session %s.", n, id)
 	case "submit":
 		// data first, then the line end: the line the model meant.
 		end, name := byte('\n'), "LF"
@@ -716,13 +747,13 @@ func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
 		}
 		parts = [][]byte{append([]byte(p.Data), end)}
 		if p.Data != "" {
-			text = fmt.Sprintf("Submitted session %s (sent %d bytes, then %s).", s.id, len(p.Data), name)
+			text = fmt.Sprintf("Submitted session %s (sent %d bytes, then %s).", id, len(p.Data), name)
 		} else {
-			text = fmt.Sprintf("Submitted session %s (sent %s).", s.id, name)
+			text = fmt.Sprintf("Submitted session %s (sent %s).", id, name)
 		}
 	case "paste":
 		if p.Text == "" {
-			return processError(apitype.Errorf(apitype.CodeInvalidArgument, "No paste text provided."))
+			return nil, nil, "", processError(apitype.Errorf(apitype.CodeInvalidArgument, "No paste text provided.")), false
 		}
 		bracketed := p.Bracketed == nil || *p.Bracketed
 		payload, w := keys.Paste(p.Text, bracketed, pty, stat.Modes)
@@ -730,8 +761,15 @@ func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
 			warnings = append(warnings, w)
 		}
 		parts = [][]byte{payload}
-		text = fmt.Sprintf("Pasted %d chars to session %s.", utf8.RuneCountInString(p.Text), s.id)
+		text = fmt.Sprintf("Pasted %d chars to session %s.", utf8.RuneCountInString(p.Text), id)
 	}
+	return parts, warnings, text, apitype.Result{}, true
+}
+
+// sendInput writes parts to s's input: at once, or with send-keys'
+// delay between them; or returns the result that says what went wrong,
+// and false.
+func (e *Engine) sendInput(s *session, p apitype.ProcessParams, parts [][]byte) (apitype.Result, bool) {
 	delay := time.Duration(0)
 	if p.DelayMs != nil && p.Action == "send-keys" {
 		delay = time.Duration(min(max(*p.DelayMs, 0), 1000)) * time.Millisecond
@@ -754,22 +792,12 @@ func (e *Engine) input(s *session, p apitype.ProcessParams) apitype.Result {
 		s.lastInput = time.Now()
 		s.mu.Unlock()
 		if _, err := supervisor.Call(s.socket, proto.Request{Op: "write", Session: s.id, Data: pt}); errors.Is(err, supervisor.ErrNotResponding) {
-			return processError(apitype.Errorf(apitype.CodeUnavailable, "%s", notResponding(s, "the input may or may not have been written.")))
+			return processError(apitype.Errorf(apitype.CodeUnavailable, "%s", notResponding(s, "the input may or may not have been written."))), false
 		} else if err != nil {
-			return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s stdin is not writable (%v).", s.id, err))
+			return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s stdin is not writable (%v).", s.id, err)), false
 		}
 	}
-	if p.Action == "write" && p.EOF != nil && *p.EOF {
-		if _, err := supervisor.Call(s.socket, proto.Request{Op: "closeStdin", Session: s.id}); err != nil {
-			return processError(apitype.Errorf(apitype.CodeInvalidState, "Session %s stdin is not writable (%v).", s.id, err))
-		}
-		text = strings.TrimSuffix(text, ".") + " (stdin closed)."
-	}
-	if len(warnings) > 0 {
-		text += "\nWarnings:\n- " + strings.Join(warnings, "\n- ")
-	}
-	_, _, cursor := s.snapshot()
-	return apitype.Result{Text: text, Details: &apitype.StatusDetails{Status: "running", SessionID: s.id, Name: st.Name, Cursor: &cursor}}
+	return apitype.Result{}, true
 }
 
 func (e *Engine) kill(s *session, operator bool) apitype.Result {

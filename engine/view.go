@@ -114,23 +114,8 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 			return errDone
 		}
 		if c.Cursor > expected {
-			if info == nil {
-				i, _ := journal.Stat(dir)
-				info = &i
-			}
-			dropped, lost := splitGap(*info, expected, c.Cursor)
-			if lost > 0 {
-				// The writer's cap or a quota trim may have dropped more
-				// since info was read (the dropped range grows while the
-				// command writes): only what the journal's newest
-				// account does not explain is damage.
-				i, _ := journal.Stat(dir)
-				info = &i
-				dropped, lost = splitGap(*info, expected, c.Cursor)
-				if removed(dir) {
-					lost = 0 // the session was removed meanwhile: not damage
-				}
-			}
+			var dropped, lost int64
+			info, dropped, lost = accountGap(dir, info, expected, c.Cursor)
 			r.Flush(out)
 			if first {
 				res.skippedBytes = dropped
@@ -178,6 +163,30 @@ func readLines(dir string, o readOpts, emit func(render.Line)) (readResult, erro
 		res.end = end
 	}
 	return res, err
+}
+
+// accountGap splits the journal's gap [from, to) into what it dropped on
+// purpose (the writer's cap, a quota trim) and what is lost, from info
+// (the journal's account, read when nil). The cap or a trim may have
+// dropped more since info was read (the dropped range grows while the
+// command writes): only what the journal's newest account does not
+// explain is damage, and nothing is when the session was removed
+// meanwhile.
+func accountGap(dir string, info *journal.Info, from, to int64) (*journal.Info, int64, int64) {
+	if info == nil {
+		i, _ := journal.Stat(dir)
+		info = &i
+	}
+	dropped, lost := splitGap(*info, from, to)
+	if lost > 0 {
+		i, _ := journal.Stat(dir)
+		info = &i
+		dropped, lost = splitGap(*info, from, to)
+		if removed(dir) {
+			lost = 0
+		}
+	}
+	return info, dropped, lost
 }
 
 // primeBytes is how many bytes before a read's start prime its renderer.

@@ -22,9 +22,17 @@ func TestBraceBombRefused(t *testing.T) {
 	if err != nil {
 		t.Skip("bash not installed: the small expansion needs a shell that expands braces")
 	}
+	// (The harness's cached login PATH is sh's: the first call may carry
+	// a warning that bash's is not known yet; only the words are counted.)
 	c := e2etest.StartConchEnv(t, home, []string{"SHELL=" + bash})
 	r := c.Exec(map[string]any{"command": "echo " + strings.Repeat("{a,b}", 10)})
-	if r.Str("status") != "completed" || len(strings.Fields(r.Text)) != 1024 {
+	words := 0
+	for _, w := range strings.Fields(r.Text) {
+		if len(w) == 10 && strings.Trim(w, "ab") == "" {
+			words++
+		}
+	}
+	if r.Str("status") != "completed" || words != 1024 {
 		t.Fatalf("1,024 words: %.200q %v", r.Text, r.D)
 	}
 	for _, cmd := range []string{"echo " + strings.Repeat("{a,b}", 27), "echo {1..100000}{1..100000}", "echo {a..z}{a..z}{a..z}{a..z}"} {

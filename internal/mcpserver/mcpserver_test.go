@@ -17,13 +17,13 @@ import (
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/guard"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/shim/entry"
 )
 
 // The test binary doubles as the supervisor.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "supervise" {
-		os.Exit(supervisor.Main(os.Args[2:]))
+	if code, ok := entry.Main(os.Args[1:]); ok { // conch-shim's entry points
+		os.Exit(code)
 	}
 	code := m.Run()
 	if fuzzEng != nil {

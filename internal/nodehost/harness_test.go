@@ -25,7 +25,7 @@ import (
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/nodehost"
 	"github.com/conchsh/conch/internal/nodelink"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/shim/entry"
 )
 
 // The node under test is the real thing: nodehost.Run over a real local
@@ -37,8 +37,8 @@ import (
 // hostile one) would, so that it can send what nodelink never sends (text
 // that is not JSON, messages over the size limit).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "supervise" {
-		os.Exit(supervisor.Main(os.Args[2:]))
+	if code, ok := entry.Main(os.Args[1:]); ok { // conch-shim's entry points
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
