@@ -117,9 +117,13 @@ func (c *Client) Remove(ctx context.Context, id string) (Result, error) {
 
 // Health is the answer of GET /v1/health.
 type Health struct {
-	OK       bool   `json:"ok"`
-	Version  string `json:"version"`
-	UptimeMs int64  `json:"uptimeMs"`
+	OK bool `json:"ok"`
+	// Status is "ok", or "degraded" while exec refuses new sessions
+	// (Disk says why).
+	Status   string              `json:"status,omitempty"`
+	Disk     *apitype.DiskStatus `json:"disk,omitempty"`
+	Version  string              `json:"version"`
+	UptimeMs int64               `json:"uptimeMs"`
 }
 
 // Health checks that the API answers (GET /v1/health; no token needed).
@@ -255,4 +259,52 @@ func (c *Client) UILoginCode(ctx context.Context) (LoginCode, error) {
 		return lc, fmt.Errorf("decode login code: %w", err)
 	}
 	return lc, nil
+}
+
+// callJSON sends one request and decodes a 2xx answer into out; what names
+// the answer in a decode error.
+func (c *Client) callJSON(ctx context.Context, method, path string, body, out any, what string) error {
+	b, err := c.request(ctx, method, path, nil, body)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("decode %s: %w", what, err)
+	}
+	return nil
+}
+
+// ExecDefaults returns an agent's exec defaults (GET
+// /v1/agents/{id}/exec-defaults; operators only).
+func (c *Client) ExecDefaults(ctx context.Context, agent string) (apitype.ExecDefaults, error) {
+	var d apitype.ExecDefaults
+	err := c.callJSON(ctx, "GET", "/v1/agents/"+url.PathEscape(agent)+"/exec-defaults", nil, &d, "exec defaults")
+	return d, err
+}
+
+// SetExecDefaults replaces an agent's exec defaults (PUT
+// /v1/agents/{id}/exec-defaults; operators only) and returns them as
+// stored (values lower-cased).
+func (c *Client) SetExecDefaults(ctx context.Context, agent string, d apitype.ExecDefaults) (apitype.ExecDefaults, error) {
+	var out apitype.ExecDefaults
+	err := c.callJSON(ctx, "PUT", "/v1/agents/"+url.PathEscape(agent)+"/exec-defaults", d, &out, "exec defaults")
+	return out, err
+}
+
+// Doctor returns the findings of the gateway's home audit (GET
+// /v1/doctor; operators only).
+func (c *Client) Doctor(ctx context.Context) ([]apitype.Finding, error) {
+	var out struct {
+		Findings []apitype.Finding `json:"findings"`
+	}
+	err := c.callJSON(ctx, "GET", "/v1/doctor", nil, &out, "doctor")
+	return out.Findings, err
+}
+
+// SandboxStatus returns every agent's sandbox and the sandbox containers
+// (GET /v1/sandbox; operators only).
+func (c *Client) SandboxStatus(ctx context.Context) (apitype.SandboxStatus, error) {
+	var st apitype.SandboxStatus
+	err := c.callJSON(ctx, "GET", "/v1/sandbox", nil, &st, "sandbox status")
+	return st, err
 }

@@ -144,7 +144,12 @@ func (r Result) Status() string {
 	return d.Status
 }
 
-// Decode unmarshals the details into v, e.g. an *apitype.PollDetails.
+// Decode unmarshals the details into v, a pointer to the apitype type of
+// the call: exec's *apitype.ExecDetails (status approval-pending:
+// *apitype.ApprovalDetails), process's *apitype.PollDetails,
+// LogDetails, ListDetails, WaitDetails, SearchDetails, ScreenDetails or
+// StatusDetails by action, apply_patch's *apitype.PatchDetails, and
+// *apitype.ErrorDetails for a failure.
 func (r Result) Decode(v any) error {
 	if len(r.Details) == 0 {
 		return errors.New("client: result has no details")

@@ -17,29 +17,6 @@ import (
 	"github.com/conchsh/conch/policy"
 )
 
-// ApprovalDetails is the details object of an approval-pending result.
-type ApprovalDetails struct {
-	Status       string            `json:"status"`
-	ApprovalID   string            `json:"approvalId"`
-	ApprovalSlug string            `json:"approvalSlug"`
-	SessionID    string            `json:"sessionId"`
-	ExpiresAtMs  int64             `json:"expiresAtMs"`
-	Host         string            `json:"host"`
-	NodeID       string            `json:"nodeId,omitempty"`
-	NodeName     string            `json:"nodeName,omitempty"`
-	Command      string            `json:"command"`
-	Cwd          string            `json:"cwd"`
-	Reason       string            `json:"reason"`
-	Segments     []ApprovalSegment `json:"segments"`
-	Warnings     []string          `json:"warnings,omitempty"`
-}
-
-// ApprovalSegment is one analysed segment shown with an approval.
-type ApprovalSegment struct {
-	Text    string `json:"text"`
-	Verdict string `json:"verdict"`
-}
-
 // pendingRun is what an approved run needs that is not on disk: the
 // prepared plan (env values are never persisted).
 type pendingRun struct {
@@ -57,13 +34,13 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 		return execError(apitype.Errorf("approval_failed", "Exec approval registration failed: %v", err))
 	}
 	var segs []approvals.Segment
-	var shown []ApprovalSegment
+	var shown []apitype.ApprovalSegment
 	walkSegments(g.decision.Analysis.Parts, func(s policy.Segment) {
 		segs = append(segs, approvals.Segment{Text: s.Text, Exe: s.Exe, RealPath: s.RealPath, SHA256: fileSHA256(s.RealPath), Verdict: s.Verdict, Rule: s.Rule})
-		shown = append(shown, ApprovalSegment{Text: s.Text, Verdict: s.Verdict})
+		shown = append(shown, apitype.ApprovalSegment{Text: s.Text, Verdict: s.Verdict})
 	})
 	if shown == nil {
-		shown = []ApprovalSegment{}
+		shown = []apitype.ApprovalSegment{}
 	}
 	reason := g.decision.Reason
 	if reason == "" {
@@ -111,7 +88,7 @@ func (e *Engine) requestApproval(agent string, p apitype.ExecParams, pl *plan, g
 	go e.awaitDecision(s)
 
 	text := fmt.Sprintf("Approval required (id %s). Approve to run; updates will arrive after completion.\nReason: %s\nSession: %s (poll it with process for the outcome)", req.Slug, reason, id)
-	return apitype.Result{Text: withWarnings(pl.Warnings, text), Details: &ApprovalDetails{
+	return apitype.Result{Text: withWarnings(pl.Warnings, text), Details: &apitype.ApprovalDetails{
 		Status: "approval-pending", ApprovalID: req.ID, ApprovalSlug: req.Slug, SessionID: id, ExpiresAtMs: req.ExpiresAtMs,
 		Host: pl.Host, NodeID: nodeIDOf(pl), NodeName: nodeNameOf(pl), Command: pl.Command, Cwd: pl.Cwd, Reason: reason, Segments: shown, Warnings: pl.Warnings,
 	}}
@@ -249,7 +226,7 @@ func (e *Engine) deny(s *session, reason, how string) {
 	e.ledgerEnd(s, ex, true)
 	st, _, _ := s.snapshot()
 	if how != "withdrawn" && !st.Hidden && req != nil {
-		e.queueNotice(s, Notice{Kind: "denied", SessionID: s.id, ApprovalID: req.ID,
+		e.queueNotice(s, apitype.Notice{Kind: "denied", SessionID: s.id, ApprovalID: req.ID,
 			Text: fmt.Sprintf("Exec denied (%s id=%s, %s): %s", noticeHost(s), req.ID, reason, st.Command)})
 	}
 	e.ended(s, ex)
@@ -265,27 +242,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	var persisted []string
 	note := ""
 	if decision == string(approvals.AllowAlways) {
-		if pr != nil && pr.plan.Node == nil && pr.gate.eff.Security == policy.SecurityAllowlist && len(req.Persist) > 0 {
-			before, _ := approvals.Load(e.home)
-			added, err := approvals.AddAllow(e.home, s.agent, req.Persist, req.Command)
-			if err != nil {
-				e.log.Warn("persist allow-always", "err", err)
-			}
-			for _, a := range added {
-				persisted = append(persisted, a.Pattern)
-			}
-			if len(added) > 0 {
-				after, _ := approvals.Load(e.home)
-				e.appendLedger(ledger.Record{Type: ledger.TypePolicy, Agent: s.agent, Fields: policyFields(before, after, decidedBy)}, true)
-			}
-		}
-		if len(persisted) == 0 && (pr == nil || pr.plan.Node == nil) {
-			why := "no executable to persist"
-			if pr != nil && pr.gate.eff.Security != policy.SecurityAllowlist {
-				why = "security is not allowlist"
-			}
-			note = fmt.Sprintf("allow-always: nothing to persist for this command (%s); ran once.", why)
-		}
+		persisted, note = e.persistAllowAlways(s, req, pr, decidedBy)
 	}
 	if decidedBy != "timeout" {
 		e.appendLedger(ledger.Record{Type: ledger.TypeDecision, Agent: s.agent, Fields: ledger.Decision{
@@ -329,7 +286,7 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 		st.Notice.Queued = true // gated runs use the approval events instead
 	})
 	if note != "" {
-		e.queueNotice(s, Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID, Text: note})
+		e.queueNotice(s, apitype.Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID, Text: note})
 	}
 	if err := e.launch(s, pl, pr.params, pr.gate.requestID, req.ID, pr.gate.pinned); err != nil {
 		reason := "spawn-failed"
@@ -346,18 +303,52 @@ func (e *Engine) approved(s *session, req *approvals.Request, decision, decidedB
 	}
 	if n := pl.Set.ApprovalRunningNotice; n > 0 {
 		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			select {
-			case <-s.ended:
-			case <-e.stop:
-			case <-time.After(n):
-				secs := max(1, int((n+500*time.Millisecond)/time.Second))
-				e.queueNotice(s, Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID,
-					Text: fmt.Sprintf("Exec running (%s id=%s, session=%s, >%ds): %s", noticeHost(s), req.ID, s.id, secs, req.Command)})
-			}
-		}()
+		go e.runningNotice(s, req, n)
 	}
+}
+
+// runningNotice tells the agent, after n, that its approved run is still
+// running (unless it ended or the engine stops first). The caller has
+// added it to e.wg.
+func (e *Engine) runningNotice(s *session, req *approvals.Request, n time.Duration) {
+	defer e.wg.Done()
+	select {
+	case <-s.ended:
+	case <-e.stop:
+	case <-time.After(n):
+		secs := max(1, int((n+500*time.Millisecond)/time.Second))
+		e.queueNotice(s, apitype.Notice{Kind: "running", SessionID: s.id, ApprovalID: req.ID,
+			Text: fmt.Sprintf("Exec running (%s id=%s, session=%s, >%ds): %s", noticeHost(s), req.ID, s.id, secs, req.Command)})
+	}
+}
+
+// persistAllowAlways adds what an allow-always decision persists to the
+// agent's allowlist (a gateway run under security allowlist only), with
+// its ledger record, and returns the patterns added and, when nothing
+// was, the note that says why.
+func (e *Engine) persistAllowAlways(s *session, req *approvals.Request, pr *pendingRun, decidedBy string) (persisted []string, note string) {
+	if pr != nil && pr.plan.Node == nil && pr.gate.eff.Security == policy.SecurityAllowlist && len(req.Persist) > 0 {
+		before, _ := approvals.Load(e.home)
+		added, err := approvals.AddAllow(e.home, s.agent, req.Persist, req.Command)
+		if err != nil {
+			e.log.Warn("persist allow-always", "err", err)
+		}
+		for _, a := range added {
+			persisted = append(persisted, a.Pattern)
+		}
+		if len(added) > 0 {
+			after, _ := approvals.Load(e.home)
+			e.appendLedger(ledger.Record{Type: ledger.TypePolicy, Agent: s.agent, Fields: policyFields(before, after, decidedBy)}, true)
+		}
+	}
+	if len(persisted) == 0 && (pr == nil || pr.plan.Node == nil) {
+		why := "no executable to persist"
+		if pr != nil && pr.gate.eff.Security != policy.SecurityAllowlist {
+			why = "security is not allowlist"
+		}
+		note = fmt.Sprintf("allow-always: nothing to persist for this command (%s); ran once.", why)
+	}
+	return persisted, note
 }
 
 // scriptInterpreters run a script file given as their first operand; the
@@ -488,7 +479,7 @@ func (e *Engine) finishedNotice(s *session, ex proto.Exit) {
 	if sn := render.Snippet(tail); sn != "" {
 		text += "\n" + sn
 	}
-	e.queueNotice(s, Notice{Kind: "finished", SessionID: s.id, ApprovalID: aid, Text: text})
+	e.queueNotice(s, apitype.Notice{Kind: "finished", SessionID: s.id, ApprovalID: aid, Text: text})
 }
 
 // withdraw resolves a pending approval as denied by the agent (process

@@ -123,7 +123,7 @@ func approvalEngine(args []string) {
 		os.Exit(1)
 	}
 	r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: args[2]})
-	d, ok := r.Details.(*ApprovalDetails)
+	d, ok := r.Details.(*apitype.ApprovalDetails)
 	if !ok {
 		fmt.Println("error", r.Text)
 		os.Exit(1)

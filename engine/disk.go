@@ -35,25 +35,9 @@ const maxDefaultReserve = 8 << 20
 // as full (a session takes a handful).
 const minFreeInodes = 64
 
-// DiskStatus is the home's state as exec sees it: its free space, and
-// whether exec refuses new sessions (Code, the error it refuses with).
-type DiskStatus struct {
-	// Full: out of space (Code disk_full).
-	Full bool `json:"full"`
-	// Unwritable: cannot be written for another reason (Code
-	// home_unwritable).
-	Unwritable   bool   `json:"unwritable"`
-	Code         string `json:"code,omitempty"`
-	FreeBytes    int64  `json:"freeBytes"`
-	ReserveBytes int64  `json:"reserveBytes"`
-	FreeInodes   int64  `json:"freeInodes,omitempty"`
-	Reason       string `json:"reason,omitempty"`
-}
-
-// Refusing reports whether exec refuses new sessions.
-func (d DiskStatus) Refusing() bool { return d.Code != "" }
-
-func (d *DiskStatus) set(code, reason string) {
+// setDisk records the refusal code and reason in d, with the flag that
+// goes with the code.
+func setDisk(d *apitype.DiskStatus, code, reason string) {
 	d.Code, d.Reason = code, reason
 	d.Full = code == apitype.CodeDiskFull
 	d.Unwritable = code == apitype.CodeHomeUnwritable
@@ -137,23 +121,23 @@ type fsInfo struct {
 
 // homeSpace measures the filesystem of home: mounted read-only, or free
 // space below cfg's reserve.
-func homeSpace(home string, cfg *config.Config) DiskStatus {
+func homeSpace(home string, cfg *config.Config) apitype.DiskStatus {
 	st, err := statFS(home)
 	if err != nil {
-		return DiskStatus{}
+		return apitype.DiskStatus{}
 	}
-	d := DiskStatus{
+	d := apitype.DiskStatus{
 		FreeBytes:    st.freeBytes,
 		ReserveBytes: reserve(cfg, st.totalBytes),
 		FreeInodes:   st.freeInodes,
 	}
 	switch {
 	case st.readOnly:
-		d.set(apitype.CodeHomeUnwritable, fmt.Sprintf("the filesystem of %s is mounted read-only", home))
+		setDisk(&d, apitype.CodeHomeUnwritable, fmt.Sprintf("the filesystem of %s is mounted read-only", home))
 	case d.FreeBytes < d.ReserveBytes || d.FreeBytes == 0:
-		d.set(apitype.CodeDiskFull, fmt.Sprintf("%s free on the filesystem of %s, below the reserve of %s", sizeText(d.FreeBytes), home, sizeText(d.ReserveBytes)))
+		setDisk(&d, apitype.CodeDiskFull, fmt.Sprintf("%s free on the filesystem of %s, below the reserve of %s", sizeText(d.FreeBytes), home, sizeText(d.ReserveBytes)))
 	case st.inodes > 0 && st.freeInodes < minFreeInodes:
-		d.set(apitype.CodeDiskFull, fmt.Sprintf("%d free inodes on the filesystem of %s", st.freeInodes, home))
+		setDisk(&d, apitype.CodeDiskFull, fmt.Sprintf("%d free inodes on the filesystem of %s", st.freeInodes, home))
 	}
 	return d
 }
@@ -161,14 +145,14 @@ func homeSpace(home string, cfg *config.Config) DiskStatus {
 // homeCheck is homeSpace and a probe write, for conch doctor: it finds
 // a home that cannot be written even where the filesystem looks fine
 // (permissions, an I/O error).
-func homeCheck(home string, cfg *config.Config) DiskStatus {
+func homeCheck(home string, cfg *config.Config) apitype.DiskStatus {
 	d := homeSpace(home, cfg)
 	if d.Refusing() {
 		return d
 	}
 	if err := probeWrite(home); err != nil {
 		if code := writeClass(err); code != "" {
-			d.set(code, "a write in "+home+" failed: "+err.Error())
+			setDisk(&d, code, "a write in "+home+" failed: "+err.Error())
 		}
 	}
 	return d
@@ -183,7 +167,7 @@ const idleProbe = 5 * time.Second
 // DiskStatus returns the home's state: measured, and refusing while a
 // failed write (or probe) has not been followed by a successful probe (at
 // most one probe a second; one every idleProbe while nothing failed).
-func (e *Engine) DiskStatus() DiskStatus {
+func (e *Engine) DiskStatus() apitype.DiskStatus {
 	d := homeSpace(e.home, e.conf())
 	e.disk.mu.Lock()
 	defer e.disk.mu.Unlock()
@@ -202,7 +186,7 @@ func (e *Engine) DiskStatus() DiskStatus {
 		}
 	}
 	if !d.Refusing() && e.disk.failed != "" {
-		d.set(e.disk.code, "a write in "+e.home+" failed: "+e.disk.failed)
+		setDisk(&d, e.disk.code, "a write in "+e.home+" failed: "+e.disk.failed)
 	}
 	return d
 }

@@ -66,7 +66,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Notify, if set, is called (without locks held) for every exec event
 	// queued for an agent, so adapters can push it at once.
-	Notify func(agent string, n Notice)
+	Notify func(agent string, n apitype.Notice)
 	// Workspace, if set, returns an agent's workspace (agents.json) when
 	// the configuration names none.
 	Workspace func(agent string) string
@@ -110,14 +110,6 @@ func (e *Engine) emit(typ, agent string, data any) {
 	if e.opt.Events != nil {
 		e.opt.Events(Event{Type: typ, Agent: agent, Data: data})
 	}
-}
-
-// Notice is an exec event for an agent.
-type Notice struct {
-	Kind       string `json:"kind"` // completed | failed | denied | running | finished
-	Text       string `json:"text"`
-	SessionID  string `json:"sessionId,omitempty"`
-	ApprovalID string `json:"approvalId,omitempty"`
 }
 
 // ErrHomeNotWritable and ErrHomeLocked are returned by New; the CLI maps
@@ -186,7 +178,6 @@ type Engine struct {
 
 	hosts *host.Registry   // where commands run (internal/host)
 	store *approvals.Store // pending approvals
-	nodes nodePlans        // run plans prepared for a gateway (node side)
 	limit registry.Limiter // exec rate limits
 	disk  diskState        // the home's free space (disk.go)
 
@@ -198,7 +189,7 @@ type Engine struct {
 }
 
 type queuedNotice struct {
-	Notice
+	apitype.Notice
 	sess *session
 }
 
@@ -688,133 +679,165 @@ func (e *Engine) reattach() {
 	dir := filepath.Join(e.home, "sessions")
 	names, _ := os.ReadDir(dir)
 	for _, n := range names {
-		if !n.IsDir() {
-			continue
+		if n.IsDir() {
+			e.reattachOne(dir, n.Name())
 		}
-		id := n.Name()
-		sdir := filepath.Join(dir, id)
-		if registry.IsReserved(id) {
-			e.dirs.Adopt(dir, id)
-			continue
-		}
-		s := e.newSession(id, sdir, "")
-		s.jdir = proto.JournalDir(sdir)
-		// A supervisor that could not write meta.json (a full disk)
-		// keeps it in memory and serves it.
-		var live *proto.Meta
-		if _, err := os.Stat(proto.MetaPath(sdir)); err != nil {
-			if m, ok := supervisor.LiveMeta(id, e.socketPath(id), filepath.Join(e.home, "run", "s"), e.fallbackSocketDir()); ok {
-				live = &m
-			}
-		}
-		err := fsutil.ReadJSON(proto.StatePath(sdir), &s.st)
-		if errors.Is(err, fsutil.ErrDamaged) {
-			// Rebuilt from meta.json below; what only state.json knew
-			// (drain cursors, retention flags) starts over.
-			e.damaged("state", proto.StatePath(sdir), err, "rebuilt from meta.json")
-			s.st = state{}
-		}
-		if err == nil && s.st.PendingApprovalID != "" {
-			if _, statErr := os.Stat(proto.MetaPath(sdir)); statErr != nil {
-				s.agent = s.st.Agent
-				e.sessions.Put(id, s)
-				if ex, ok, _ := e.readExit(sdir); ok {
-					e.foundEnded(s, ex)
-					continue
-				}
-				e.reloadPending(s)
-				continue
-			}
-		}
-		if err != nil {
-			// No state: the engine died while creating it, or a host
-			// died before it wrote the files it owed (FlushHosts has
-			// had the live ones write theirs). Nothing runs unless
-			// meta.json exists; what a dead host left is ended.
-			if _, err := os.Stat(proto.MetaPath(sdir)); err != nil && live == nil {
-				supervisor.SweepSession(id)
-				os.RemoveAll(sdir)
-				continue
-			}
-		}
-		if live != nil {
-			s.meta = *live
-		} else if err := e.readMeta(id, sdir, &s.meta); err != nil {
-			// Nothing follows the session: whatever of it still runs in
-			// its cgroups is ended (a supervisor that answered would
-			// have given back the record).
-			supervisor.SweepSession(id)
-			if !hasOutput(s.jdir) && errors.Is(err, os.ErrNotExist) {
-				// A supervisor that never started: nothing to follow.
-				os.RemoveAll(sdir)
-				continue
-			}
-			// Output exists, or meta.json does but is damaged (a
-			// machine crash tore it, or a disk fault): the command
-			// started, so keep the session and report it lost.
-			s.agent = s.st.Agent
-			s.start = time.UnixMilli(s.st.CreatedAt)
-			e.sessions.Put(id, s)
-			if ex, ok, _ := e.readExit(sdir); ok {
-				e.foundEnded(s, ex)
-			} else {
-				e.markLost(s)
-			}
-			continue
-		}
-		s.pid, s.socket = s.meta.PID, s.meta.Socket
-		s.agent = s.st.Agent
-		s.approvalID = s.st.ApprovalID
-		s.start = time.UnixMilli(s.meta.StartedAt)
-		if s.st.Agent == "" {
-			s.agent = s.meta.Agent
-			s.st.Agent = s.meta.Agent
-			s.st.Command, s.st.Name, s.st.Cwd, s.st.Host, s.st.PTY = s.meta.Command, s.meta.Name, s.meta.Cwd, s.meta.Host, s.meta.PTY
-		}
-		// A foreground call cut by the restart: its session is now a
-		// background one.
-		if !s.st.Backgrounded && !s.st.Retained {
-			s.st.Backgrounded = true
-			s.saveLocked()
-		}
-		if info, err := journalEnd(s.journal()); err == nil {
-			s.cursor = info
-		}
-		e.sessions.Put(id, s)
-		if ex, ok, _ := e.readExit(sdir); ok && ex.Final {
-			e.foundEnded(s, ex)
-			if s.st.Hidden {
-				e.sessions.Remove(id, s)
-				os.RemoveAll(sdir)
-			}
-			continue
-		}
-		ch, closeFn, err := e.resubscribe(s)
-		if err != nil {
-			e.markLost(s)
-			continue
-		}
-		if ch == nil {
-			continue // ended meanwhile
-		}
-		// A supervisor answers a subscription at once: an end state it
-		// keeps in memory (exit.json could not be written: a full disk)
-		// is known before the engine serves anything.
-		select {
-		case ev, ok := <-ch:
-			if ok && ev.Exit != nil && ev.Exit.Final {
-				closeFn()
-				e.foundEnded(s, *ev.Exit)
-				continue
-			}
-			if ok {
-				s.cursor = max(s.cursor, ev.Cursor)
-			}
-		case <-time.After(2 * time.Second):
-		}
-		e.wg.Add(1)
-		go e.track(s, ch, closeFn)
 	}
+}
+
+// reattachOne takes up the session directory id of dir found at start:
+// a pool directory is adopted, a session reserved by an approval is
+// reloaded, one whose files say nothing ran is removed, one whose
+// supervisor is gone is ended (lost, or with the end state it left),
+// and a live one is followed again.
+func (e *Engine) reattachOne(dir, id string) {
+	sdir := filepath.Join(dir, id)
+	if registry.IsReserved(id) {
+		e.dirs.Adopt(dir, id)
+		return
+	}
+	s := e.newSession(id, sdir, "")
+	s.jdir = proto.JournalDir(sdir)
+	// A supervisor that could not write meta.json (a full disk)
+	// keeps it in memory and serves it.
+	var live *proto.Meta
+	if _, err := os.Stat(proto.MetaPath(sdir)); err != nil {
+		if m, ok := supervisor.LiveMeta(id, e.socketPath(id), filepath.Join(e.home, "run", "s"), e.fallbackSocketDir()); ok {
+			live = &m
+		}
+	}
+	err := fsutil.ReadJSON(proto.StatePath(sdir), &s.st)
+	if errors.Is(err, fsutil.ErrDamaged) {
+		// Rebuilt from meta.json below; what only state.json knew
+		// (drain cursors, retention flags) starts over.
+		e.damaged("state", proto.StatePath(sdir), err, "rebuilt from meta.json")
+		s.st = state{}
+	}
+	if err == nil && s.st.PendingApprovalID != "" && e.reattachReserved(s, sdir) {
+		return
+	}
+	if err != nil {
+		// No state: the engine died while creating it, or a host
+		// died before it wrote the files it owed (FlushHosts has
+		// had the live ones write theirs). Nothing runs unless
+		// meta.json exists; what a dead host left is ended.
+		if _, err := os.Stat(proto.MetaPath(sdir)); err != nil && live == nil {
+			supervisor.SweepSession(id)
+			os.RemoveAll(sdir)
+			return
+		}
+	}
+	if live != nil {
+		s.meta = *live
+	} else if err := e.readMeta(id, sdir, &s.meta); err != nil {
+		e.reattachWithoutMeta(s, sdir, err)
+		return
+	}
+	e.restoreFromMeta(s)
+	e.sessions.Put(id, s)
+	if ex, ok, _ := e.readExit(sdir); ok && ex.Final {
+		e.foundEnded(s, ex)
+		if s.st.Hidden {
+			e.sessions.Remove(id, s)
+			os.RemoveAll(sdir)
+		}
+		return
+	}
+	e.followAgain(s)
+}
+
+// reattachReserved takes up a session reserved by an approval (no
+// meta.json: nothing started); it reports false for one that started.
+func (e *Engine) reattachReserved(s *session, sdir string) bool {
+	if _, statErr := os.Stat(proto.MetaPath(sdir)); statErr == nil {
+		return false
+	}
+	s.agent = s.st.Agent
+	e.sessions.Put(s.id, s)
+	if ex, ok, _ := e.readExit(sdir); ok {
+		e.foundEnded(s, ex)
+		return true
+	}
+	e.reloadPending(s)
+	return true
+}
+
+// reattachWithoutMeta handles a session whose meta.json cannot be read
+// (err). Nothing follows the session: whatever of it still runs in its
+// cgroups is ended (a supervisor that answered would have given back
+// the record).
+func (e *Engine) reattachWithoutMeta(s *session, sdir string, err error) {
+	supervisor.SweepSession(s.id)
+	if !hasOutput(s.jdir) && errors.Is(err, os.ErrNotExist) {
+		// A supervisor that never started: nothing to follow.
+		os.RemoveAll(sdir)
+		return
+	}
+	// Output exists, or meta.json does but is damaged (a
+	// machine crash tore it, or a disk fault): the command
+	// started, so keep the session and report it lost.
+	s.agent = s.st.Agent
+	s.start = time.UnixMilli(s.st.CreatedAt)
+	e.sessions.Put(s.id, s)
+	if ex, ok, _ := e.readExit(sdir); ok {
+		e.foundEnded(s, ex)
+	} else {
+		e.markLost(s)
+	}
+}
+
+// restoreFromMeta fills in what a found session knows from its
+// meta.json (a state.json that lost it is rebuilt from it) and its
+// journal's end.
+func (e *Engine) restoreFromMeta(s *session) {
+	s.pid, s.socket = s.meta.PID, s.meta.Socket
+	s.agent = s.st.Agent
+	s.approvalID = s.st.ApprovalID
+	s.start = time.UnixMilli(s.meta.StartedAt)
+	if s.st.Agent == "" {
+		s.agent = s.meta.Agent
+		s.st.Agent = s.meta.Agent
+		s.st.Command, s.st.Name, s.st.Cwd, s.st.Host, s.st.PTY = s.meta.Command, s.meta.Name, s.meta.Cwd, s.meta.Host, s.meta.PTY
+	}
+	// A foreground call cut by the restart: its session is now a
+	// background one.
+	if !s.st.Backgrounded && !s.st.Retained {
+		s.st.Backgrounded = true
+		s.saveLocked()
+	}
+	if info, err := journalEnd(s.journal()); err == nil {
+		s.cursor = info
+	}
+}
+
+// followAgain subscribes to a found session's supervisor and tracks it;
+// a supervisor that does not answer makes the session lost.
+func (e *Engine) followAgain(s *session) {
+	ch, closeFn, err := e.resubscribe(s)
+	if err != nil {
+		e.markLost(s)
+		return
+	}
+	if ch == nil {
+		return // ended meanwhile
+	}
+	// A supervisor answers a subscription at once: an end state it
+	// keeps in memory (exit.json could not be written: a full disk)
+	// is known before the engine serves anything.
+	select {
+	case ev, ok := <-ch:
+		if ok && ev.Exit != nil && ev.Exit.Final {
+			closeFn()
+			e.foundEnded(s, *ev.Exit)
+			return
+		}
+		if ok {
+			s.cursor = max(s.cursor, ev.Cursor)
+		}
+	case <-time.After(2 * time.Second):
+	}
+	e.wg.Add(1)
+	go e.track(s, ch, closeFn)
 }
 
 // foundEnded records the end of a session the engine found ended at its
@@ -907,7 +930,7 @@ func (e *Engine) countExec(agent string, res apitype.Result, d time.Duration) {
 	switch det := res.Details.(type) {
 	case *apitype.ExecDetails:
 		status, host = det.Status, det.Host
-	case *ApprovalDetails:
+	case *apitype.ApprovalDetails:
 		status, host = det.Status, det.Host
 	}
 	e.mu.Lock()

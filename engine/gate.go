@@ -2,12 +2,10 @@ package engine
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -273,18 +271,7 @@ func fileSHA256(path string) string {
 }
 
 // hashFile hashes a file's content without the cache; "" on error.
-func hashFile(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return ""
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
+func hashFile(path string) string { return fsutil.HashFile(path) }
 
 var shaCache = struct {
 	sync.Mutex
@@ -292,11 +279,7 @@ var shaCache = struct {
 }{m: map[string]string{}}
 
 func dirIdentity(path string) *approvals.FileID {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil
-	}
-	dev, ino, ok := fileIdentity(path, fi)
+	dev, ino, ok := fsutil.Identity(path)
 	if !ok {
 		return nil
 	}
@@ -307,50 +290,41 @@ func dirIdentity(path string) *approvals.FileID {
 // ledger and approvals can bind them without storing values.
 func envHash(env map[string]string) string { return host.EnvHash(env) }
 
-// execDefaults are the operator's per-agent exec defaults,
-// $CONCH_HOME/state/exec-defaults.json.
-type ExecDefaults struct {
-	Host     string `json:"host,omitempty"`
-	Security string `json:"security,omitempty"`
-	Ask      string `json:"ask,omitempty"`
-	Node     string `json:"node,omitempty"`
-}
-
 type execDefaultsFile struct {
-	Agents map[string]ExecDefaults `json:"agents"`
+	Agents map[string]apitype.ExecDefaults `json:"agents"`
 }
 
 func execDefaultsPath(home string) string { return filepath.Join(home, "state", "exec-defaults.json") }
 
-func (e *Engine) execDefaults(agent string) ExecDefaults {
+func (e *Engine) execDefaults(agent string) apitype.ExecDefaults {
 	d, _ := LoadExecDefaults(e.home, agent)
 	return d
 }
 
 // LoadExecDefaults reads agent's exec defaults from home.
-func LoadExecDefaults(home, agent string) (ExecDefaults, error) {
+func LoadExecDefaults(home, agent string) (apitype.ExecDefaults, error) {
 	var f execDefaultsFile
 	b, err := os.ReadFile(execDefaultsPath(home))
 	if errors.Is(err, os.ErrNotExist) {
-		return ExecDefaults{}, nil
+		return apitype.ExecDefaults{}, nil
 	}
 	if err != nil {
-		return ExecDefaults{}, err
+		return apitype.ExecDefaults{}, err
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
-		return ExecDefaults{}, fmt.Errorf("exec-defaults.json: %w", err)
+		return apitype.ExecDefaults{}, fmt.Errorf("exec-defaults.json: %w", err)
 	}
 	return f.Agents[agent], nil
 }
 
 // SaveExecDefaults replaces agent's exec defaults (clear: remove them).
-func SaveExecDefaults(home, agent string, d ExecDefaults, clear bool) error {
+func SaveExecDefaults(home, agent string, d apitype.ExecDefaults, clear bool) error {
 	var f execDefaultsFile
 	if b, err := os.ReadFile(execDefaultsPath(home)); err == nil {
 		json.Unmarshal(b, &f)
 	}
 	if f.Agents == nil {
-		f.Agents = map[string]ExecDefaults{}
+		f.Agents = map[string]apitype.ExecDefaults{}
 	}
 	if clear {
 		delete(f.Agents, agent)
@@ -400,7 +374,7 @@ type Explanation struct {
 	Policy   Policy
 	Decision policy.Decision
 	// Gate says whether the gate judges the agent's commands at all.
-	Gate GateStatus
+	Gate apitype.GateStatus
 }
 
 // ExplainPolicy evaluates command for agent in cwd against the home's

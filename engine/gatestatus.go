@@ -4,45 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/policy"
 )
-
-// GateStatus says whether the policy gate judges an agent's commands at
-// all, where they run and why. `conch policy explain` prints it before
-// the verdict and `conch doctor` warns from it; both read it from here,
-// with the host resolution exec's plan uses (configuredHost), so that
-// neither can claim a gate the runs do not have.
-type GateStatus struct {
-	// Host is where the agent's commands run when a call names no host:
-	// gateway, sandbox or node.
-	Host string `json:"host"`
-	// HostSource is what set the host: "exec defaults",
-	// "agents.<id>.tools.exec.host", "tools.exec.host", "sandbox.mode"
-	// or "" (the built-in default).
-	HostSource string `json:"hostSource"`
-	// Applies is true when the gate judges the commands: host gateway
-	// configured explicitly, or a node (whose own gate judges them).
-	Applies bool `json:"applies"`
-	// Ungated is true when the commands run on this machine with nothing
-	// judging them: no configured host with sandboxing off, or host
-	// gateway resolving to security=full ask=off.
-	Ungated bool `json:"ungated"`
-	// Reason is why, one clause for people (Line puts the state first).
-	Reason string `json:"reason"`
-}
-
-// Line is the status as one line: the state, then why.
-func (g GateStatus) Line() string {
-	switch {
-	case g.Applies && g.Host == "node":
-		return "applies on the node: " + g.Reason
-	case g.Applies && g.Ungated:
-		return "applies but lets every command run: " + g.Reason
-	case g.Applies:
-		return "applies: " + g.Reason
-	}
-	return "not applied: " + g.Reason
-}
 
 // configuredHost is an agent's configured exec host (lower case, "" for
 // none) and what set it: its exec defaults, else agents.<id>.tools.exec.host,
@@ -64,15 +28,15 @@ func (e *Engine) configuredHost(agent string) (host, source string) {
 // Gate is the GateStatus of agent's calls that name no host, given its
 // effective policy p on the gateway. It follows plan's host switch for
 // such a call (without elevated, which a call must ask for).
-func (e *Engine) Gate(agent string, p Policy) GateStatus {
+func (e *Engine) Gate(agent string, p Policy) apitype.GateStatus {
 	host, src := e.configuredHost(agent)
 	sb := e.conf().SandboxFor(agent)
 	switch {
 	case host == "node":
-		return GateStatus{Host: "node", HostSource: src, Applies: true,
+		return apitype.GateStatus{Host: "node", HostSource: src, Applies: true,
 			Reason: fmt.Sprintf("agent %s runs on host node (%s); the node's own approvals file and config decide, not this home's", agent, src)}
 	case host == "gateway":
-		g := GateStatus{Host: "gateway", HostSource: src, Applies: true}
+		g := apitype.GateStatus{Host: "gateway", HostSource: src, Applies: true}
 		if p.Security == policy.SecurityFull && p.Ask == policy.AskOff {
 			g.Ungated = true
 			g.Reason = fmt.Sprintf("agent %s runs on host gateway (%s) with security=full, ask=off", agent, src)
@@ -81,18 +45,18 @@ func (e *Engine) Gate(agent string, p Policy) GateStatus {
 		}
 		return g
 	case host != "" && host != "sandbox":
-		return GateStatus{Host: host, HostSource: src, Reason: fmt.Sprintf("agent %s has an unknown host %q (%s): every call fails", agent, host, src)}
+		return apitype.GateStatus{Host: host, HostSource: src, Reason: fmt.Sprintf("agent %s has an unknown host %q (%s): every call fails", agent, host, src)}
 	case sb.On:
 		if src == "" {
 			src = "sandbox.mode"
 		}
-		return GateStatus{Host: "sandbox", HostSource: src,
+		return apitype.GateStatus{Host: "sandbox", HostSource: src,
 			Reason: fmt.Sprintf("agent %s runs in the sandbox (sandbox.mode=%s); sandboxed commands run without approvals", agent, sb.Mode)}
 	case host == "sandbox":
-		return GateStatus{Host: "sandbox", HostSource: src,
+		return apitype.GateStatus{Host: "sandbox", HostSource: src,
 			Reason: fmt.Sprintf("agent %s has host=sandbox (%s) while sandboxing is off: every call fails with sandbox_unavailable", agent, src)}
 	default:
-		return GateStatus{Host: "gateway", Ungated: true,
+		return apitype.GateStatus{Host: "gateway", Ungated: true,
 			Reason: fmt.Sprintf("agent %s has no configured host and sandboxing is off (the defaults): every command runs on this machine as if security=full, ask=off (to gate it: conch agents defaults %s host=gateway)", agent, agent)}
 	}
 }

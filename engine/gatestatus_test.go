@@ -46,7 +46,7 @@ func TestGateStatusMatchesPlan(t *testing.T) {
 					case "agent":
 						cfg["agents"] = map[string]any{"main": map[string]any{"tools": map[string]any{"exec": map[string]any{"host": hp.host}}}}
 					case "defaults":
-						if err := SaveExecDefaults(home, "main", ExecDefaults{Host: hp.host}, false); err != nil {
+						if err := SaveExecDefaults(home, "main", apitype.ExecDefaults{Host: hp.host}, false); err != nil {
 							t.Fatal(err)
 						}
 					}

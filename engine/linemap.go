@@ -170,97 +170,129 @@ type logPage struct {
 // from lm; without, the whole journal from since. It fails with
 // errLineMap if lm's numbering and the read disagree.
 func logRead(s *session, p apitype.ProcessParams, lm *lineMap, since int64, raw bool, maxLine, budget int, outputEnd int64) (logPage, readResult, error) {
-	num := func(f *float64) int { return int(cursorArg(*f)) }
-	var pg logPage
-	lineChars := func(l render.Line, first bool) int {
-		k := utf8.RuneCountInString(l.Text)
-		if !first {
-			k++
-		}
-		return k
-	}
-	add := func(l render.Line) {
-		if pg.full {
-			return
-		}
-		k := lineChars(l, len(pg.window) == 0)
-		if len(pg.window) > 0 && pg.winChars+k > budget {
-			pg.full = true
-			return
-		}
-		pg.window = append(pg.window, l)
-		pg.winChars += k
-	}
-	keep := add
-	lastN := 0 // >0: keep the last N lines (ring)
-	first, hi := 0, -1
-	switch {
-	case p.Since != nil:
-		if p.Limit != nil {
-			lim := num(p.Limit)
-			keep = func(l render.Line) {
-				if len(pg.window) < lim {
-					add(l)
-				}
-			}
-		}
-	case p.Offset == nil && p.Limit == nil:
-		lastN = 200
-	case p.Offset == nil:
-		lastN = num(p.Limit)
-		if lastN == 0 {
-			keep = func(render.Line) {}
-		}
-	default:
-		o := num(p.Offset)
-		first = o
-		if p.Limit != nil {
-			hi = o + num(p.Limit) // both ≤ 2^53: no overflow
-		}
-		keep = func(l render.Line) {
-			if pg.total-1 >= o && (hi < 0 || pg.total-1 < hi) {
-				add(l)
-			}
-		}
-	}
-	if lastN > 0 {
-		first = -lastN
-		keep = func(l render.Line) {
-			// winChars counts each line with a separator here: the
-			// joined text is winChars−1.
-			pg.window = append(pg.window, l)
-			pg.winChars += lineChars(l, false)
-			drop := 0
-			for len(pg.window)-drop > 1 && (len(pg.window)-drop > lastN || pg.winChars-1 > budget) {
-				pg.winChars -= lineChars(pg.window[drop], false)
-				drop++
-			}
-			pg.window = pg.window[drop:]
-			if cap(pg.window) > 2*len(pg.window)+256 {
-				pg.window = append(pg.window[:0:0], pg.window...)
-			}
-		}
-	}
+	pg := &logPage{}
+	w := pg.windowOf(p, budget)
 	o := readOpts{since: since, raw: raw, stream: streamOf(p.Stream), outputEnd: outputEnd, maxLine: maxLine, done: func() bool { return pg.full }}
 	count := func(l render.Line) {
 		pg.total++
 		pg.totalChars += utf8.RuneCountInString(l.Text)
-		keep(l)
+		w.keep(l)
 	}
 	if lm == nil {
 		// A forward page that is full stops reading: its cost is the
 		// page's, not the rest of the journal's (its totals then count
 		// the lines read).
 		res, err := readLines(s.journal(), o, count)
-		return pg, res, err
+		return *pg, res, err
 	}
+	res, err := pg.readMapped(s, p, lm, o, w, count)
+	return *pg, res, err
+}
 
-	// From the line map: start at the window's first line (a tail's is
-	// counted from the end), stop at its end.
+// logWindow is which lines a log page keeps: keep is called with every
+// line read; first is the window's first line (negative: counted from
+// the end), hi the line after its last (-1: none), lastN > 0 for a tail
+// of the last lastN lines.
+type logWindow struct {
+	keep      func(render.Line)
+	first, hi int
+	lastN     int
+}
+
+// lineChars is the code points a line adds to a page: its text, and the
+// separator before it unless it is the first.
+func lineChars(l render.Line, first bool) int {
+	k := utf8.RuneCountInString(l.Text)
+	if !first {
+		k++
+	}
+	return k
+}
+
+// add appends l to the page unless the budget is spent (then the page
+// is full).
+func (pg *logPage) add(l render.Line, budget int) {
+	if pg.full {
+		return
+	}
+	k := lineChars(l, len(pg.window) == 0)
+	if len(pg.window) > 0 && pg.winChars+k > budget {
+		pg.full = true
+		return
+	}
+	pg.window = append(pg.window, l)
+	pg.winChars += k
+}
+
+// windowOf is the window of p's since, offset and limit.
+func (pg *logPage) windowOf(p apitype.ProcessParams, budget int) logWindow {
+	num := func(f *float64) int { return int(cursorArg(*f)) }
+	add := func(l render.Line) { pg.add(l, budget) }
+	w := logWindow{keep: add, hi: -1}
+	switch {
+	case p.Since != nil:
+		if p.Limit != nil {
+			lim := num(p.Limit)
+			w.keep = func(l render.Line) {
+				if len(pg.window) < lim {
+					add(l)
+				}
+			}
+		}
+	case p.Offset == nil && p.Limit == nil:
+		w.lastN = 200
+	case p.Offset == nil:
+		w.lastN = num(p.Limit)
+		if w.lastN == 0 {
+			w.keep = func(render.Line) {}
+		}
+	default:
+		o := num(p.Offset)
+		w.first = o
+		if p.Limit != nil {
+			w.hi = o + num(p.Limit) // both ≤ 2^53: no overflow
+		}
+		hi := w.hi
+		w.keep = func(l render.Line) {
+			if pg.total-1 >= o && (hi < 0 || pg.total-1 < hi) {
+				add(l)
+			}
+		}
+	}
+	if w.lastN > 0 {
+		w.first = -w.lastN
+		w.keep = pg.tailKeeper(w.lastN, budget)
+	}
+	return w
+}
+
+// tailKeeper keeps the last lastN lines that fit in budget.
+func (pg *logPage) tailKeeper(lastN, budget int) func(render.Line) {
+	return func(l render.Line) {
+		// winChars counts each line with a separator here: the
+		// joined text is winChars−1.
+		pg.window = append(pg.window, l)
+		pg.winChars += lineChars(l, false)
+		drop := 0
+		for len(pg.window)-drop > 1 && (len(pg.window)-drop > lastN || pg.winChars-1 > budget) {
+			pg.winChars -= lineChars(pg.window[drop], false)
+			drop++
+		}
+		pg.window = pg.window[drop:]
+		if cap(pg.window) > 2*len(pg.window)+256 {
+			pg.window = append(pg.window[:0:0], pg.window...)
+		}
+	}
+}
+
+// readMapped reads the window from the line map: start at the window's
+// first line (a tail's is counted from the end), stop at its end.
+func (pg *logPage) readMapped(s *session, p apitype.ProcessParams, lm *lineMap, o readOpts, w logWindow, count func(render.Line)) (readResult, error) {
+	first, hi := w.first, w.hi
 	if first < 0 {
 		first = max(lm.total+first, 0)
 	}
-	if lastN == 0 && p.Offset == nil {
+	if w.lastN == 0 && p.Offset == nil {
 		first = lm.total // limit 0: nothing to read
 	}
 	res := readResult{end: lm.info.End}
@@ -269,21 +301,21 @@ func logRead(s *session, p apitype.ProcessParams, lm *lineMap, since int64, raw 
 	}
 	if first >= lm.total || hi >= 0 && hi <= first {
 		pg.total = lm.total
-		return pg, res, nil
+		return res, nil
 	}
 	cursor, line, exact, ok := lm.seek(first)
 	if !ok {
-		return pg, res, errLineMap
+		return res, errLineMap
 	}
 	pg.total = line
 	o.since, o.exact, o.until, o.outputEnd = cursor, exact, lm.info.End, 0
 	o.done = func() bool { return pg.full || hi >= 0 && pg.total >= hi }
 	r, err := readLines(s.journal(), o, count)
 	if err != nil {
-		return pg, res, err
+		return res, err
 	}
 	if r.unreadable > 0 {
-		return pg, res, errLineMap
+		return res, errLineMap
 	}
 	switch {
 	case pg.full:
@@ -292,7 +324,7 @@ func logRead(s *session, p apitype.ProcessParams, lm *lineMap, since int64, raw 
 	case hi >= 0 && pg.total >= hi:
 		pg.total = lm.total
 	case pg.total != lm.total:
-		return pg, res, errLineMap
+		return res, errLineMap
 	}
-	return pg, res, nil
+	return res, nil
 }

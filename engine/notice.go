@@ -55,13 +55,13 @@ func (e *Engine) queueExitNotice(s *session, ex proto.Exit) {
 	if snippet != "" {
 		text += " :: " + snippet
 	}
-	e.queueNotice(s, Notice{Kind: kind, Text: text, SessionID: s.id})
+	e.queueNotice(s, apitype.Notice{Kind: kind, Text: text, SessionID: s.id})
 }
 
 // queueNotice queues an event for the session's agent: inline in its next
 // tool result (unless mcp.inlineEvents is false) and pushed through
 // Options.Notify at once.
-func (e *Engine) queueNotice(s *session, n Notice) {
+func (e *Engine) queueNotice(s *session, n apitype.Notice) {
 	if e.conf().InlineEvents() {
 		e.mu.Lock()
 		e.notices[s.agent] = append(e.notices[s.agent], queuedNotice{Notice: n, sess: s})

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
 )
 
@@ -19,7 +20,7 @@ func NewPolicyView(home string, cfg *config.Config) PolicyView {
 }
 
 // ConfiguredHost is agent's configured exec host (lower case, "" for
-// none) and what set it (see GateStatus.HostSource).
+// none) and what set it (see apitype.GateStatus.HostSource).
 func (v PolicyView) ConfiguredHost(agent string) (host, source string) {
 	return v.e.configuredHost(agent)
 }
@@ -32,12 +33,12 @@ func (v PolicyView) EffectivePolicy(agent, command, cwd, path string) Policy {
 
 // Gate is the GateStatus of agent's calls that name no host, given its
 // effective policy p.
-func (v PolicyView) Gate(agent string, p Policy) GateStatus { return v.e.Gate(agent, p) }
+func (v PolicyView) Gate(agent string, p Policy) apitype.GateStatus { return v.e.Gate(agent, p) }
 
 // CheckHome is the home's disk state measured now, with a probe write:
 // it finds a home that cannot be written even where the filesystem looks
 // fine (permissions, an I/O error).
-func CheckHome(home string, cfg *config.Config) DiskStatus { return homeCheck(home, cfg) }
+func CheckHome(home string, cfg *config.Config) apitype.DiskStatus { return homeCheck(home, cfg) }
 
 // FallbackSocketDir is where the supervisor sockets of home go when their
 // path in the home would be too long for a socket address.

@@ -491,23 +491,10 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 		since = cursorArg(*p.Since)
 	}
 	if p.Offset == nil && p.Limit == nil && (p.Raw == nil || !*p.Raw) {
-		if text, end, ok := e.screenView(s, since); ok {
-			info, _ := journal.Stat(s.journal())
-			d := &apitype.LogDetails{
-				Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name,
-				DroppedLines: info.DroppedLines, Cursor: end, View: "screen", OutputLoss: outputLoss(s, ex),
-			}
-			d.Truncated = d.OutputLoss.Lost()
-			if ex != nil {
-				d.State = ex.State
-				d.ExitCode, d.Signal, d.ExitSignal, d.KilledBy = ex.ExitCode, ex.Signal, ex.Signal, ex.KilledBy
-				s.update(func(st *state) { st.ObservedEnd = true })
-				text += lostNote(*ex)
-			}
-			return apitype.Result{Text: text, Details: d}
+		if r, ok := e.logScreen(s, st, ex, since); ok {
+			return r
 		}
 	}
-	num := func(f *float64) int { return int(cursorArg(*f)) }
 	// A page holds at most budget code points of lines: a forward page
 	// (since, offset) stops adding lines once it is spent and says where
 	// the next one starts; a tail (the default, limit alone) keeps the
@@ -531,7 +518,60 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	if err != nil {
 		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
 	}
-	window, full, total, totalChars := pg.window, pg.full, pg.total, pg.totalChars
+	cursor, hint := logPageHint(s.id, p, pg, res.end, since, budget)
+	text := logText(pg.window, ex)
+	info, _ := journal.Stat(s.journal())
+	d := &apitype.LogDetails{
+		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name, Total: pg.total, TotalLines: pg.total,
+		TotalChars: pg.totalChars, DroppedLines: info.DroppedLines, Cursor: cursor,
+		SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable, More: pg.full, OutputLoss: outputLoss(s, ex),
+	}
+	d.Truncated = d.OutputLoss.Lost() || res.unreadable > 0
+	if ex != nil {
+		hint += lostNote(*ex)
+	}
+	if pg.full && p.Offset != nil {
+		next := int(cursorArg(*p.Offset)) + len(pg.window)
+		d.NextOffset = &next
+	}
+	e.journalDamage(s, res)
+	if ex != nil {
+		d.State = ex.State
+		d.ExitCode, d.Signal, d.ExitSignal, d.KilledBy = ex.ExitCode, ex.Signal, ex.Signal, ex.KilledBy
+		s.update(func(st *state) { st.ObservedEnd = true })
+	}
+	return apitype.Result{Text: text + hint, Details: d}
+}
+
+// logScreen is log of a terminal session whose output is a screen (a
+// full-screen program): the screen, read after since. ok is false when
+// the session's output is lines.
+func (e *Engine) logScreen(s *session, st state, ex *proto.Exit, since int64) (apitype.Result, bool) {
+	text, end, ok := e.screenView(s, since)
+	if !ok {
+		return apitype.Result{}, false
+	}
+	info, _ := journal.Stat(s.journal())
+	d := &apitype.LogDetails{
+		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name,
+		DroppedLines: info.DroppedLines, Cursor: end, View: "screen", OutputLoss: outputLoss(s, ex),
+	}
+	d.Truncated = d.OutputLoss.Lost()
+	if ex != nil {
+		d.State = ex.State
+		d.ExitCode, d.Signal, d.ExitSignal, d.KilledBy = ex.ExitCode, ex.Signal, ex.Signal, ex.KilledBy
+		s.update(func(st *state) { st.ObservedEnd = true })
+		text += lostNote(*ex)
+	}
+	return apitype.Result{Text: text, Details: d}, true
+}
+
+// logPageHint returns the cursor a log page ends at (end: where the read
+// ended) and the hint that says how to read on when the page did not
+// show everything asked for.
+func logPageHint(id string, p apitype.ProcessParams, pg logPage, end, since int64, budget int) (cursor int64, hint string) {
+	num := func(f *float64) int { return int(cursorArg(*f)) }
+	window, full, total := pg.window, pg.full, pg.total
 	lastN := 0
 	switch {
 	case p.Since != nil:
@@ -540,8 +580,7 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 	case p.Offset == nil:
 		lastN = num(p.Limit)
 	}
-	hint := ""
-	cursor := res.end
+	cursor = end
 	switch {
 	case p.Since != nil:
 		if len(window) < total {
@@ -551,7 +590,7 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 			}
 		}
 		if full {
-			hint = fmt.Sprintf("\n\n[page ends at the output budget (%d chars); next page: process log sessionId=%s since=%d]", budget, s.id, cursor)
+			hint = fmt.Sprintf("\n\n[page ends at the output budget (%d chars); next page: process log sessionId=%s since=%d]", budget, id, cursor)
 		}
 	case lastN > 0:
 		if len(window) < min(lastN, total) {
@@ -559,7 +598,7 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 			// for are the ones just before it.
 			from := max(total-lastN, 0)
 			hint = fmt.Sprintf("\n\n[showing last %d of %d lines (output budget %d chars); earlier lines: process log sessionId=%s offset=%d limit=%d]",
-				len(window), total, budget, s.id, from, total-len(window)-from)
+				len(window), total, budget, id, from, total-len(window)-from)
 		} else if p.Limit == nil && total > 200 {
 			hint = fmt.Sprintf("\n\n[showing last 200 of %d lines; pass offset/limit to page]", total)
 		}
@@ -574,42 +613,25 @@ func (e *Engine) logAction(s *session, p apitype.ProcessParams) apitype.Result {
 			if p.Limit != nil {
 				more = fmt.Sprintf(" limit=%d", num(p.Limit)-len(window))
 			}
-			hint = fmt.Sprintf("\n\n[page ends at the output budget (%d chars); next page: process log sessionId=%s offset=%d%s]", budget, s.id, next, more)
+			hint = fmt.Sprintf("\n\n[page ends at the output budget (%d chars); next page: process log sessionId=%s offset=%d%s]", budget, id, next, more)
 		}
+	}
+	return cursor, hint
+}
+
+// logText is the text of a log page's lines.
+func logText(window []render.Line, ex *proto.Exit) string {
+	if len(window) == 0 {
+		if ex == nil {
+			return "(no output yet)"
+		}
+		return "(no output recorded)"
 	}
 	texts := make([]string, len(window))
 	for i, l := range window {
 		texts[i] = l.Text
 	}
-	text := strings.Join(texts, "\n")
-	if len(window) == 0 {
-		if ex == nil {
-			text = "(no output yet)"
-		} else {
-			text = "(no output recorded)"
-		}
-	}
-	info, _ := journal.Stat(s.journal())
-	d := &apitype.LogDetails{
-		Status: runStatus(ex), State: "running", SessionID: s.id, Name: st.Name, Total: total, TotalLines: total,
-		TotalChars: totalChars, DroppedLines: info.DroppedLines, Cursor: cursor,
-		SkippedBytes: res.skippedBytes, UnreadableBytes: res.unreadable, More: full, OutputLoss: outputLoss(s, ex),
-	}
-	d.Truncated = d.OutputLoss.Lost() || res.unreadable > 0
-	if ex != nil {
-		hint += lostNote(*ex)
-	}
-	if full && p.Offset != nil {
-		next := num(p.Offset) + len(window)
-		d.NextOffset = &next
-	}
-	e.journalDamage(s, res)
-	if ex != nil {
-		d.State = ex.State
-		d.ExitCode, d.Signal, d.ExitSignal, d.KilledBy = ex.ExitCode, ex.Signal, ex.Signal, ex.KilledBy
-		s.update(func(st *state) { st.ObservedEnd = true })
-	}
-	return apitype.Result{Text: text + hint, Details: d}
+	return strings.Join(texts, "\n")
 }
 
 // liveStatus asks a running session's supervisor for its live state.

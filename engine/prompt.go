@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/conchsh/conch/apitype"
 )
 
 //go:embed prompts.json
@@ -25,16 +27,10 @@ var promptPatterns = func() []*regexp.Regexp {
 	return out
 }()
 
-// AwaitingInput says a running session seems to wait for its user.
-type AwaitingInput struct {
-	Prompt string `json:"prompt"`
-	IdleMs int64  `json:"idleMs"`
-}
-
 // awaiting reports whether s is awaiting input: silent
 // for promptIdleMs since its last output (and since the last input), with
 // a last line that looks like a prompt. It is a heuristic by design.
-func (e *Engine) awaiting(s *session) *AwaitingInput {
+func (e *Engine) awaiting(s *session) *apitype.Awaiting {
 	if !s.running() || s.pending() {
 		return nil
 	}
@@ -60,7 +56,7 @@ func (e *Engine) awaiting(s *session) *AwaitingInput {
 	}
 	for _, re := range promptPatterns {
 		if re.MatchString(line) {
-			return &AwaitingInput{Prompt: strings.TrimSpace(line), IdleMs: idle.Milliseconds()}
+			return &apitype.Awaiting{Prompt: strings.TrimSpace(line), IdleMs: idle.Milliseconds()}
 		}
 	}
 	return nil

@@ -77,7 +77,7 @@ func (e *Engine) retain(agent string) {
 	evict := func(s *session, reason string) {
 		// The notice is queued before the session disappears, so an
 		// agent that no longer sees it is always told why.
-		e.queueNotice(s, Notice{Kind: "evicted", SessionID: s.id, Text: fmt.Sprintf("Exec session %s evicted (%s)", s.id, reason)})
+		e.queueNotice(s, apitype.Notice{Kind: "evicted", SessionID: s.id, Text: fmt.Sprintf("Exec session %s evicted (%s)", s.id, reason)})
 		e.emit("session.evicted", agent, map[string]any{"sessionId": s.id, "reason": reason})
 		e.forget(s)
 		e.removeSession(s)
@@ -151,7 +151,7 @@ func (e *Engine) trimRunning(agent string, sizes map[*session]int64, total, limi
 		s.mu.Unlock()
 		if first {
 			reason := "journal trimmed to head + tail (quotas.journalBytes)"
-			e.queueNotice(s, Notice{Kind: "evicted", SessionID: s.id, Text: fmt.Sprintf("Exec session %s evicted (%s)", s.id, reason)})
+			e.queueNotice(s, apitype.Notice{Kind: "evicted", SessionID: s.id, Text: fmt.Sprintf("Exec session %s evicted (%s)", s.id, reason)})
 			e.emit("session.evicted", agent, map[string]any{"sessionId": s.id, "reason": reason})
 		}
 	}

@@ -14,29 +14,6 @@ import (
 	"github.com/conchsh/conch/internal/vt"
 )
 
-// ScreenDetails is the details object of screen.
-type ScreenDetails struct {
-	Status    string `json:"status"`
-	SessionID string `json:"sessionId"`
-	Cols      int    `json:"cols"`
-	Rows      int    `json:"rows"`
-	// CursorRow and CursorCol are 1-based.
-	CursorRow     int    `json:"cursorRow"`
-	CursorCol     int    `json:"cursorCol"`
-	CursorVisible bool   `json:"cursorVisible"`
-	AltScreen     bool   `json:"altScreen"`
-	Title         string `json:"title"`
-	// Lines holds every row of the screen (len(Lines) == Rows), trailing
-	// spaces trimmed; the text drops the trailing empty rows.
-	Lines []string `json:"lines"`
-	// Cursor is the journal position the screen shows the output up to.
-	Cursor int64 `json:"cursor"`
-	// Approximate is set when the screen was built from part of the
-	// output: the journal dropped bytes, a finished session's replay
-	// started after the beginning, or the live emulator fell behind.
-	Approximate bool `json:"approximate"`
-}
-
 // screenAction implements process screen.
 func (e *Engine) screenAction(s *session, p apitype.ProcessParams) apitype.Result {
 	s.mu.Lock()
@@ -53,7 +30,7 @@ func (e *Engine) screenAction(s *session, p apitype.ProcessParams) apitype.Resul
 		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, err))
 	}
 	_, ex, _ := s.snapshot()
-	return apitype.Result{Text: screenText(snap), Details: &ScreenDetails{
+	return apitype.Result{Text: screenText(snap), Details: &apitype.ScreenDetails{
 		Status: runStatus(ex), SessionID: s.id, Cols: snap.Cols, Rows: snap.Rows,
 		CursorRow: snap.CursorRow, CursorCol: snap.CursorCol, CursorVisible: snap.CursorVisible,
 		AltScreen: snap.AltScreen, Title: snap.Title, Lines: snap.Lines, Cursor: cursor, Approximate: approximate,

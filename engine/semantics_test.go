@@ -124,7 +124,7 @@ func TestGateAskApproval(t *testing.T) {
 			e := semEngine(t, `{"tools":{"exec":{"host":"gateway","security":"full","ask":"always"}}}`)
 			m := filepath.Join(t.TempDir(), "ran")
 			r := e.Exec(context.Background(), "main", apitype.ExecParams{Command: "touch " + m})
-			d, ok := r.Details.(*ApprovalDetails)
+			d, ok := r.Details.(*apitype.ApprovalDetails)
 			if !ok || d.Status != "approval-pending" {
 				t.Fatalf("not pending: %q", r.Text)
 			}

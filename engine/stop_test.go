@@ -69,7 +69,7 @@ func TestStopAnswersCallsInFlight(t *testing.T) {
 				t.Errorf("exec answered %q %+v, want running", r.Text, d)
 			}
 			ids = append(ids, d.SessionID)
-		case *WaitDetails:
+		case *apitype.WaitDetails:
 		default:
 			t.Errorf("answer %q %T", r.Text, r.Details)
 		}

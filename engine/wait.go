@@ -15,47 +15,8 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/render"
 	"github.com/conchsh/conch/internal/sandbox"
+	"github.com/conchsh/conch/internal/supervisor/proto"
 )
-
-// WaitDetails is the details object of wait.
-type WaitDetails struct {
-	Status    string `json:"status"`
-	Outcome   string `json:"outcome"` // met | exited | timeout
-	Until     any    `json:"until"`
-	Fired     string `json:"fired,omitempty"`
-	SessionID string `json:"sessionId"`
-	ElapsedMs int64  `json:"elapsedMs"`
-	// Cursor is the end of the output in the text (the session's
-	// newest output when it was read): pass it as since to read on.
-	Cursor int64 `json:"cursor"`
-	// Since is where the output in the text starts: the since argument,
-	// else the caller's last read (as for poll).
-	Since        int64      `json:"since"`
-	SkippedChars int        `json:"skippedChars,omitempty"`
-	SkippedBytes int64      `json:"skippedBytes,omitempty"`
-	Tail         string     `json:"tail"`
-	Match        *LineMatch `json:"match,omitempty"`
-	ExitCode     *int       `json:"exitCode,omitempty"`
-	Signal       *string    `json:"signal,omitempty"`
-	KilledBy     *string    `json:"killedBy,omitempty"`
-	State        string     `json:"state"`
-	// AwaitingInput is set when the wait ended on a prompt.
-	AwaitingInput *apitype.Awaiting `json:"awaitingInput,omitempty"`
-	// View is "screen" when the output in the text is the terminal's
-	// screen (see apitype.PollDetails.View).
-	View string `json:"view,omitempty"`
-}
-
-// LineMatch is a matched line: 1-based line number, 0-based offset for
-// log, and the cursor just after the line.
-type LineMatch struct {
-	Line   int      `json:"line"`
-	Offset int      `json:"offset"`
-	Cursor int64    `json:"cursor"`
-	Text   string   `json:"text"`
-	Before []string `json:"before,omitempty"`
-	After  []string `json:"after,omitempty"`
-}
 
 var untilKinds = map[string]bool{"exit": true, "regex": true, "port": true, "http": true, "file": true, "idle": true}
 
@@ -70,246 +31,334 @@ func elapsedText(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
 }
 
-// waitAction implements process wait.
+// waitAction implements process wait: it checks the conditions, then
+// tests them at every change of the session (and every 250 ms for the
+// probes) until one holds, the session ends or the timeout passes.
 func (e *Engine) waitAction(ctx context.Context, s *session, p apitype.ProcessParams) apitype.Result {
-	until := p.Until
-	if len(until) == 0 {
-		until = []string{"exit"}
+	c, bad := parseWait(p)
+	if bad != nil {
+		return *bad
 	}
-	var echo any = until[0]
-	if p.UntilArray {
-		echo = p.Until
-	}
-	var re *regexp.Regexp
-	var descs []string
-	var idle time.Duration
+	w := &waiter{e: e, ctx: ctx, s: s, p: p, c: c, start: time.Now(), lastCursor: -1}
+	w.lastChange = w.start
 	st, _, _ := s.snapshot()
-	for _, u := range until {
-		if !untilKinds[u] {
-			return invalid("Invalid until %q: expected exit, regex, port, http, file or idle.", u)
-		}
-		switch u {
-		case "exit":
-			descs = append(descs, "exit")
-		case "regex":
-			if p.Pattern == "" {
-				return invalid("pattern is required for until=regex.")
-			}
-			pat := p.Pattern
-			if p.IgnoreCase != nil && *p.IgnoreCase {
-				pat = "(?i)" + pat
-			}
-			var err error
-			if re, err = regexp.Compile(pat); err != nil {
-				return invalid("Invalid pattern: %v", err)
-			}
-			descs = append(descs, "regex /"+p.Pattern+"/")
-		case "port":
-			if p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
-				return invalid("port is required for until=port (1-65535).")
-			}
-			descs = append(descs, fmt.Sprintf("port %s:%d", waitHost(p.Host), int(*p.Port)))
-		case "http":
-			if !strings.HasPrefix(p.URL, "http://") && !strings.HasPrefix(p.URL, "https://") {
-				return invalid("url is required for until=http (http:// or https://).")
-			}
-			descs = append(descs, "http "+p.URL)
-		case "file":
-			if p.Path == "" {
-				return invalid("path is required for until=file.")
-			}
-			descs = append(descs, "file "+p.Path)
-		case "idle":
-			if p.IdleMs == nil {
-				return invalid("idleMs is required for until=idle (100-3600000).")
-			}
-			idle = time.Duration(min(max(*p.IdleMs, 100), 3600000)) * time.Millisecond
-			descs = append(descs, fmt.Sprintf("idle %d ms", idle.Milliseconds()))
-		}
-	}
-	desc := strings.Join(descs, " or ")
-	timeout := 30 * time.Second
-	if p.Timeout != nil {
-		timeout = time.Duration(min(max(*p.Timeout, 0), 600000)) * time.Millisecond
-	}
-	since := int64(0)
-	if p.Since != nil {
-		since = cursorArg(*p.Since)
-	}
-	start := time.Now()
-	deadline := time.NewTimer(timeout)
+	w.cwd = st.Cwd
+	deadline := time.NewTimer(c.timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
-	has := func(k string) bool {
-		for _, u := range until {
-			if u == k {
-				return true
-			}
-		}
-		return false
-	}
-	// Incremental regex scan: base is the cursor after the last complete
-	// line examined, baseLine its line count.
-	var base int64
-	baseLine := 0
-	lastCursor, lastChange := int64(-1), start
-	var prompt *AwaitingInput // the prompt an "input" outcome reports
-	result := func(outcome, fired string, m *LineMatch) apitype.Result {
-		elapsed := time.Since(start)
-		if fired == "port" || fired == "http" || fired == "file" {
-			// What the program printed before the probe succeeded (a
-			// server's "listening" line, its log of the probe's
-			// request) belongs in the output below.
-			e.settleOutput(ctx, s)
-		}
-		st, ex, cursor := s.snapshot()
-		tail, _, _ := e.viewTail(s, 2000)
-		out := e.waitOutput(ctx, s, p.Since)
-		if out.end > cursor {
-			cursor = out.end
-		}
-		d := &WaitDetails{Status: runStatus(ex), Outcome: outcome, Until: echo, Fired: fired, SessionID: s.id,
-			ElapsedMs: elapsed.Milliseconds(), Cursor: cursor, Since: out.since, SkippedChars: out.skippedChars,
-			SkippedBytes: out.skippedBytes, Tail: tail, Match: m, State: "running"}
-		if out.screen {
-			d.View = "screen"
-		}
-		if s.pending() {
-			d.Status, d.State = "pending", "pending"
-		}
-		var text string
-		if ex != nil {
-			d.State, d.ExitCode, d.Signal, d.KilledBy = ex.State, ex.ExitCode, ex.Signal, ex.KilledBy
-			s.update(func(st *state) { st.ObservedEnd = true })
-		}
-		switch outcome {
-		case "met":
-			if fired == "exit" {
-				text = endLine(ex)
-			} else {
-				text = fmt.Sprintf("Condition met: %s after %s.", strings.Join(descsFor(fired, descs, until), ""), elapsedText(elapsed))
-				if m != nil {
-					text += fmt.Sprintf("\nline %d: %s", m.Line, render.CutLine(m.Text, quoteMax))
-				}
-			}
-		case "exited":
-			text = strings.TrimSuffix(endLine(ex), ".") + " before the condition was met."
-		case "timeout":
-			what := "process still running"
-			if d.State == "pending" {
-				what = "approval still pending"
-			}
-			text = fmt.Sprintf("Timed out after %d ms waiting for %s; %s.", timeout.Milliseconds(), desc, what)
-		case "input":
-			text = fmt.Sprintf("Process is awaiting input (%s) before the condition was met.", prompt.Prompt)
-			d.AwaitingInput = &apitype.Awaiting{Prompt: prompt.Prompt, IdleMs: prompt.IdleMs}
-		}
-		if ex != nil && (outcome == "exited" || fired == "exit") {
-			if n := leftoverNote(*ex, st.Backgrounded); n != "" {
-				text += "\n" + n
-			}
-		}
-		// The output new to the caller comes first, as in poll: one
-		// call shows what happened, not only that it happened.
-		if out.text != "" {
-			text = out.text + "\n\n" + text
-		}
-		return apitype.Result{Text: text, Details: d}
-	}
 	for {
-		_, ex, cursor := s.snapshot()
-		ended := ex != nil
-		if cursor != lastCursor {
-			lastCursor, lastChange = cursor, time.Now()
-		}
-		if !s.pending() {
-			if re != nil {
-				var hit *LineMatch
-				n := baseLine
-				readLines(s.journal(), readOpts{since: base, exact: true}, func(l render.Line) {
-					// A partial last line (a prompt, "listening on :8080"
-					// without a newline yet) is tested too, but examined
-					// again until it is complete.
-					if hit != nil {
-						return
-					}
-					n++
-					if !l.Partial {
-						base, baseLine = l.End, n
-					}
-					if l.End > since && re.MatchString(l.Text) {
-						hit = &LineMatch{Line: n, Offset: n - 1, Cursor: l.End, Text: render.CutLine(l.Text, quoteMax)}
-					}
-				})
-				if hit != nil {
-					return result("met", "regex", hit)
-				}
-			}
-			inner := 0
-			if (has("port") || has("http") || has("file")) && !ended {
-				inner = e.sandboxInnerPID(s)
-			}
-			switch {
-			case inner > 0:
-				// Probe the sandbox's own network and filesystem.
-				if has("port") && sandbox.ProbeNet(inner, "port", net.JoinHostPort(waitHost(p.Host), strconv.Itoa(int(*p.Port)))) {
-					return result("met", "port", nil)
-				}
-				if has("http") && sandbox.ProbeNet(inner, "http", p.URL) {
-					return result("met", "http", nil)
-				}
-				if has("file") && sandbox.ProbeFile(inner, e.sandboxCwd(s), p.Path) {
-					return result("met", "file", nil)
-				}
-			default:
-				if has("port") && e.probes().Port(ctx, waitHost(p.Host), int(*p.Port)) {
-					return result("met", "port", nil)
-				}
-				if has("http") && e.probes().HTTP(ctx, p.URL) {
-					return result("met", "http", nil)
-				}
-				if has("file") {
-					path := p.Path
-					if !filepath.IsAbs(path) {
-						path = filepath.Join(st.Cwd, path)
-					}
-					if _, err := os.Stat(path); err == nil {
-						return result("met", "file", nil)
-					}
-				}
-			}
-			if has("idle") && !ended {
-				last := lastChange
-				if stat, err := e.liveStatus(s); err == nil && stat.LastOutputNs > 0 {
-					last = time.Unix(0, stat.LastOutputNs)
-				}
-				if time.Since(last) >= idle {
-					return result("met", "idle", nil)
-				}
-			}
-		}
-		if ended {
-			if has("exit") {
-				return result("met", "exit", nil)
-			}
-			return result("exited", "exit", nil)
-		}
-		if !has("idle") {
-			if a := e.awaiting(s); a != nil {
-				prompt = a
-				return result("input", "input", nil)
-			}
+		if r, done := w.check(); done {
+			return r
 		}
 		select {
 		case <-ctx.Done():
-			return result("timeout", "", nil)
+			return w.result("timeout", "", nil)
 		case <-deadline.C:
-			return result("timeout", "", nil)
+			return w.result("timeout", "", nil)
 		case <-s.changed():
 		case <-tick.C:
 		}
 	}
+}
+
+// waitConds are a wait's parsed conditions.
+type waitConds struct {
+	until   []string
+	echo    any // until as the caller sent it (a string or an array)
+	re      *regexp.Regexp
+	descs   []string // one per condition, for the texts
+	desc    string   // descs joined
+	idle    time.Duration
+	timeout time.Duration
+	since   int64 // the since argument as a cursor: matches start after it
+}
+
+// has reports whether the wait has the condition k.
+func (c *waitConds) has(k string) bool {
+	for _, u := range c.until {
+		if u == k {
+			return true
+		}
+	}
+	return false
+}
+
+// parseWait checks wait's conditions and their arguments; a bad one is
+// the invalid_argument result to answer.
+func parseWait(p apitype.ProcessParams) (*waitConds, *apitype.Result) {
+	c := &waitConds{until: p.Until, timeout: 30 * time.Second}
+	if len(c.until) == 0 {
+		c.until = []string{"exit"}
+	}
+	c.echo = c.until[0]
+	if p.UntilArray {
+		c.echo = p.Until
+	}
+	for _, u := range c.until {
+		desc, bad := c.parseUntil(u, p)
+		if bad != nil {
+			return nil, bad
+		}
+		c.descs = append(c.descs, desc)
+	}
+	c.desc = strings.Join(c.descs, " or ")
+	if p.Timeout != nil {
+		c.timeout = time.Duration(min(max(*p.Timeout, 0), 600000)) * time.Millisecond
+	}
+	if p.Since != nil {
+		c.since = cursorArg(*p.Since)
+	}
+	return c, nil
+}
+
+// parseUntil checks one condition u and returns its description.
+func (c *waitConds) parseUntil(u string, p apitype.ProcessParams) (string, *apitype.Result) {
+	bad := func(format string, args ...any) (string, *apitype.Result) {
+		r := invalid(format, args...)
+		return "", &r
+	}
+	if !untilKinds[u] {
+		return bad("Invalid until %q: expected exit, regex, port, http, file or idle.", u)
+	}
+	switch u {
+	case "regex":
+		if p.Pattern == "" {
+			return bad("pattern is required for until=regex.")
+		}
+		pat := p.Pattern
+		if p.IgnoreCase != nil && *p.IgnoreCase {
+			pat = "(?i)" + pat
+		}
+		var err error
+		if c.re, err = regexp.Compile(pat); err != nil {
+			return bad("Invalid pattern: %v", err)
+		}
+		return "regex /" + p.Pattern + "/", nil
+	case "port":
+		if p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
+			return bad("port is required for until=port (1-65535).")
+		}
+		return fmt.Sprintf("port %s:%d", waitHost(p.Host), int(*p.Port)), nil
+	case "http":
+		if !strings.HasPrefix(p.URL, "http://") && !strings.HasPrefix(p.URL, "https://") {
+			return bad("url is required for until=http (http:// or https://).")
+		}
+		return "http " + p.URL, nil
+	case "file":
+		if p.Path == "" {
+			return bad("path is required for until=file.")
+		}
+		return "file " + p.Path, nil
+	case "idle":
+		if p.IdleMs == nil {
+			return bad("idleMs is required for until=idle (100-3600000).")
+		}
+		c.idle = time.Duration(min(max(*p.IdleMs, 100), 3600000)) * time.Millisecond
+		return fmt.Sprintf("idle %d ms", c.idle.Milliseconds()), nil
+	}
+	return "exit", nil
+}
+
+// waiter is one process wait in progress; only its call's goroutine uses
+// it.
+type waiter struct {
+	e     *Engine
+	ctx   context.Context
+	s     *session
+	p     apitype.ProcessParams
+	c     *waitConds
+	start time.Time
+	cwd   string // the session's cwd, for a relative until=file path
+	// Incremental regex scan: base is the cursor after the last
+	// complete line examined, baseLine its line count.
+	base     int64
+	baseLine int
+	// lastCursor and lastChange: the output's end when it last moved,
+	// and when (until=idle without the supervisor's figure).
+	lastCursor int64
+	lastChange time.Time
+	prompt     *apitype.Awaiting // the prompt an "input" outcome reports
+}
+
+// check tests every condition once; done says r is the answer.
+func (w *waiter) check() (r apitype.Result, done bool) {
+	s, c := w.s, w.c
+	_, ex, cursor := s.snapshot()
+	ended := ex != nil
+	if cursor != w.lastCursor {
+		w.lastCursor, w.lastChange = cursor, time.Now()
+	}
+	if !s.pending() {
+		if hit := w.regexHit(); hit != nil {
+			return w.result("met", "regex", hit), true
+		}
+		if fired := w.probe(ended); fired != "" {
+			return w.result("met", fired, nil), true
+		}
+		if c.has("idle") && !ended && w.idleFor() >= c.idle {
+			return w.result("met", "idle", nil), true
+		}
+	}
+	if ended {
+		if c.has("exit") {
+			return w.result("met", "exit", nil), true
+		}
+		return w.result("exited", "exit", nil), true
+	}
+	if !c.has("idle") {
+		if a := w.e.awaiting(s); a != nil {
+			w.prompt = a
+			return w.result("input", "input", nil), true
+		}
+	}
+	return apitype.Result{}, false
+}
+
+// regexHit scans the lines after the last complete one examined for the
+// pattern (none: nil).
+func (w *waiter) regexHit() *apitype.LineMatch {
+	if w.c.re == nil {
+		return nil
+	}
+	var hit *apitype.LineMatch
+	n := w.baseLine
+	readLines(w.s.journal(), readOpts{since: w.base, exact: true}, func(l render.Line) {
+		// A partial last line (a prompt, "listening on :8080"
+		// without a newline yet) is tested too, but examined
+		// again until it is complete.
+		if hit != nil {
+			return
+		}
+		n++
+		if !l.Partial {
+			w.base, w.baseLine = l.End, n
+		}
+		if l.End > w.c.since && w.c.re.MatchString(l.Text) {
+			hit = &apitype.LineMatch{Line: n, Offset: n - 1, Cursor: l.End, Text: render.CutLine(l.Text, quoteMax)}
+		}
+	})
+	return hit
+}
+
+// probe tests the port, http and file conditions, in the sandbox's own
+// network and filesystem for a sandboxed session, and returns the one
+// that holds ("": none).
+func (w *waiter) probe(ended bool) string {
+	e, s, p, c := w.e, w.s, w.p, w.c
+	inner := 0
+	if (c.has("port") || c.has("http") || c.has("file")) && !ended {
+		inner = e.sandboxInnerPID(s)
+	}
+	if inner > 0 {
+		switch {
+		case c.has("port") && sandbox.ProbeNet(inner, "port", net.JoinHostPort(waitHost(p.Host), strconv.Itoa(int(*p.Port)))):
+			return "port"
+		case c.has("http") && sandbox.ProbeNet(inner, "http", p.URL):
+			return "http"
+		case c.has("file") && sandbox.ProbeFile(inner, e.sandboxCwd(s), p.Path):
+			return "file"
+		}
+		return ""
+	}
+	switch {
+	case c.has("port") && e.probes().Port(w.ctx, waitHost(p.Host), int(*p.Port)):
+		return "port"
+	case c.has("http") && e.probes().HTTP(w.ctx, p.URL):
+		return "http"
+	case c.has("file"):
+		path := p.Path
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(w.cwd, path)
+		}
+		if _, err := os.Stat(path); err == nil {
+			return "file"
+		}
+	}
+	return ""
+}
+
+// idleFor is how long the session has printed nothing: the supervisor's
+// figure, else the last change this wait saw.
+func (w *waiter) idleFor() time.Duration {
+	last := w.lastChange
+	if stat, err := w.e.liveStatus(w.s); err == nil && stat.LastOutputNs > 0 {
+		last = time.Unix(0, stat.LastOutputNs)
+	}
+	return time.Since(last)
+}
+
+// result is the answer of the wait: the output new to the caller, then
+// what ended the wait.
+func (w *waiter) result(outcome, fired string, m *apitype.LineMatch) apitype.Result {
+	e, s, ctx := w.e, w.s, w.ctx
+	elapsed := time.Since(w.start)
+	if fired == "port" || fired == "http" || fired == "file" {
+		// What the program printed before the probe succeeded (a
+		// server's "listening" line, its log of the probe's
+		// request) belongs in the output below.
+		e.settleOutput(ctx, s)
+	}
+	st, ex, cursor := s.snapshot()
+	tail, _, _ := e.viewTail(s, 2000)
+	out := e.waitOutput(ctx, s, w.p.Since)
+	if out.end > cursor {
+		cursor = out.end
+	}
+	d := &apitype.WaitDetails{Status: runStatus(ex), Outcome: outcome, Until: w.c.echo, Fired: fired, SessionID: s.id,
+		ElapsedMs: elapsed.Milliseconds(), Cursor: cursor, Since: out.since, SkippedChars: out.skippedChars,
+		SkippedBytes: out.skippedBytes, Tail: tail, Match: m, State: "running"}
+	if out.screen {
+		d.View = "screen"
+	}
+	if s.pending() {
+		d.Status, d.State = "pending", "pending"
+	}
+	if ex != nil {
+		d.State, d.ExitCode, d.Signal, d.KilledBy = ex.State, ex.ExitCode, ex.Signal, ex.KilledBy
+		s.update(func(st *state) { st.ObservedEnd = true })
+	}
+	text := w.outcomeText(outcome, fired, m, d, ex, elapsed)
+	if ex != nil && (outcome == "exited" || fired == "exit") {
+		if n := leftoverNote(*ex, st.Backgrounded); n != "" {
+			text += "\n" + n
+		}
+	}
+	// The output new to the caller comes first, as in poll: one
+	// call shows what happened, not only that it happened.
+	if out.text != "" {
+		text = out.text + "\n\n" + text
+	}
+	return apitype.Result{Text: text, Details: d}
+}
+
+// outcomeText says what ended the wait; for an "input" outcome it also
+// sets d's prompt.
+func (w *waiter) outcomeText(outcome, fired string, m *apitype.LineMatch, d *apitype.WaitDetails, ex *proto.Exit, elapsed time.Duration) string {
+	c := w.c
+	switch outcome {
+	case "met":
+		if fired == "exit" {
+			return endLine(ex)
+		}
+		text := fmt.Sprintf("Condition met: %s after %s.", strings.Join(descsFor(fired, c.descs, c.until), ""), elapsedText(elapsed))
+		if m != nil {
+			text += fmt.Sprintf("\nline %d: %s", m.Line, render.CutLine(m.Text, quoteMax))
+		}
+		return text
+	case "exited":
+		return strings.TrimSuffix(endLine(ex), ".") + " before the condition was met."
+	case "timeout":
+		what := "process still running"
+		if d.State == "pending" {
+			what = "approval still pending"
+		}
+		return fmt.Sprintf("Timed out after %d ms waiting for %s; %s.", c.timeout.Milliseconds(), c.desc, what)
+	case "input":
+		d.AwaitingInput = &apitype.Awaiting{Prompt: w.prompt.Prompt, IdleMs: w.prompt.IdleMs}
+		return fmt.Sprintf("Process is awaiting input (%s) before the condition was met.", w.prompt.Prompt)
+	}
+	return ""
 }
 
 // waitOut is the output a wait result shows.
@@ -444,71 +493,104 @@ func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Resul
 	if err != nil {
 		return invalid("Invalid pattern: %v", err)
 	}
-	ctxLines := 0
+	sc := &searchScan{re: re, maxN: 50, matches: []apitype.LineMatch{}}
 	if p.Context != nil {
-		ctxLines = int(min(max(*p.Context, 0), 20))
+		sc.ctxLines = int(min(max(*p.Context, 0), 20))
 	}
-	maxN := 50
 	if p.Max != nil {
-		maxN = int(min(max(*p.Max, 1), 1000))
+		sc.maxN = int(min(max(*p.Max, 1), 1000))
 	}
-	since := int64(0)
 	if p.Since != nil {
-		since = cursorArg(*p.Since)
+		sc.since = cursorArg(*p.Since)
 	}
-	cut := func(t string) string { return render.CutLine(t, quoteMax) }
-	// One pass, bounded memory: a ring of the last ctxLines lines for the
-	// context before a match, and the shown matches waiting for the
-	// context after them.
-	type numbered struct {
-		n       int
-		text    string
-		matched bool
-	}
-	var ring []numbered
-	matches := []LineMatch{}
-	var groups [][]numbered // printed lines per shown match, merged later
-	pendingAfter := 0
-	total, count := 0, 0
-	res, rerr := readLines(s.journal(), readOpts{stream: streamOf(p.Stream)}, func(l render.Line) {
-		total++
-		hit := l.End > since && re.MatchString(l.Text)
-		// Only the start of a long line is ever shown: keep no more.
-		cur := numbered{n: total, text: cut(l.Text), matched: hit}
-		if pendingAfter > 0 && len(groups) > 0 {
-			g := &groups[len(groups)-1]
-			*g = append(*g, cur)
-			m := &matches[len(matches)-1]
-			m.After = append(m.After, cur.text)
-			pendingAfter--
-		}
-		if hit {
-			count++
-			if len(matches) < maxN {
-				m := LineMatch{Line: total, Offset: total - 1, Cursor: l.End, Text: cur.text}
-				var g []numbered
-				for _, r := range ring {
-					m.Before = append(m.Before, r.text)
-					g = append(g, r)
-				}
-				g = append(g, cur)
-				matches = append(matches, m)
-				groups = append(groups, g)
-				pendingAfter = ctxLines
-			}
-		}
-		if ctxLines > 0 {
-			ring = append(ring, cur)
-			if len(ring) > ctxLines {
-				ring = ring[1:]
-			}
-		}
-	})
+	res, rerr := readLines(s.journal(), readOpts{stream: streamOf(p.Stream)}, sc.line)
 	if rerr != nil {
 		return processError(apitype.Errorf(apitype.CodeIOError, "read journal of %s: %v", s.id, rerr))
 	}
 	// The shown matches stop at the output budget.
 	budget := e.conf().Exec(s.agent).MaxOutputChars
+	listing, shown := searchListing(sc.groups, budget)
+	matches, count, total := sc.matches, sc.count, sc.total
+	atBudget := shown < len(matches)
+	matches = matches[:shown]
+	_, ex, _ := s.snapshot()
+	text := listing + fmt.Sprintf("%d matches in %d lines (showing %d).", count, total, shown)
+	if atBudget {
+		text += fmt.Sprintf(" The output budget (%d chars) ends the list; narrow it with context, max or since=%d.", budget, matches[shown-1].Cursor)
+	}
+	if count == 0 {
+		text = fmt.Sprintf("No matches for /%s/ in session %s (%d lines).", render.CutLine(p.Pattern, quoteMax), s.id, total)
+	}
+	return apitype.Result{Text: text, Details: &apitype.SearchDetails{
+		Status: runStatus(ex), SessionID: s.id, Pattern: p.Pattern, TotalMatches: count, Returned: shown,
+		Truncated: shown < count, Cursor: res.end, Matches: matches,
+	}}
+}
+
+// numberedLine is a line of a search listing: its 1-based number, its
+// text (cut to its start) and whether it matched.
+type numberedLine struct {
+	n       int
+	text    string
+	matched bool
+}
+
+// searchScan is one pass of search over the journal, in bounded memory:
+// a ring of the last ctxLines lines for the context before a match, and
+// the shown matches waiting for the context after them.
+type searchScan struct {
+	re       *regexp.Regexp
+	ctxLines int
+	maxN     int   // matches kept
+	since    int64 // matches start after this cursor
+
+	ring         []numberedLine
+	matches      []apitype.LineMatch
+	groups       [][]numberedLine // printed lines per shown match, merged later
+	pendingAfter int
+	total, count int // lines read, lines matched
+}
+
+// line takes the next line of the journal.
+func (sc *searchScan) line(l render.Line) {
+	sc.total++
+	hit := l.End > sc.since && sc.re.MatchString(l.Text)
+	// Only the start of a long line is ever shown: keep no more.
+	cur := numberedLine{n: sc.total, text: render.CutLine(l.Text, quoteMax), matched: hit}
+	if sc.pendingAfter > 0 && len(sc.groups) > 0 {
+		g := &sc.groups[len(sc.groups)-1]
+		*g = append(*g, cur)
+		m := &sc.matches[len(sc.matches)-1]
+		m.After = append(m.After, cur.text)
+		sc.pendingAfter--
+	}
+	if hit {
+		sc.count++
+		if len(sc.matches) < sc.maxN {
+			m := apitype.LineMatch{Line: sc.total, Offset: sc.total - 1, Cursor: l.End, Text: cur.text}
+			var g []numberedLine
+			for _, r := range sc.ring {
+				m.Before = append(m.Before, r.text)
+				g = append(g, r)
+			}
+			g = append(g, cur)
+			sc.matches = append(sc.matches, m)
+			sc.groups = append(sc.groups, g)
+			sc.pendingAfter = sc.ctxLines
+		}
+	}
+	if sc.ctxLines > 0 {
+		sc.ring = append(sc.ring, cur)
+		if len(sc.ring) > sc.ctxLines {
+			sc.ring = sc.ring[1:]
+		}
+	}
+}
+
+// searchListing prints the groups of lines of the shown matches, grep
+// style ("N:match", "N-context", "--" between groups apart), as many as
+// fit in budget code points (at least one), and how many it printed.
+func searchListing(groups [][]numberedLine, budget int) (string, int) {
 	var b strings.Builder
 	lastPrinted, chars, shown := 0, 0, 0
 	for _, g := range groups {
@@ -537,30 +619,5 @@ func (e *Engine) searchAction(s *session, p apitype.ProcessParams) apitype.Resul
 		lastPrinted = last
 		shown++
 	}
-	atBudget := shown < len(matches)
-	matches = matches[:shown]
-	_, ex, _ := s.snapshot()
-	text := b.String() + fmt.Sprintf("%d matches in %d lines (showing %d).", count, total, shown)
-	if atBudget {
-		text += fmt.Sprintf(" The output budget (%d chars) ends the list; narrow it with context, max or since=%d.", budget, matches[shown-1].Cursor)
-	}
-	if count == 0 {
-		text = fmt.Sprintf("No matches for /%s/ in session %s (%d lines).", render.CutLine(p.Pattern, quoteMax), s.id, total)
-	}
-	return apitype.Result{Text: text, Details: &SearchDetails{
-		Status: runStatus(ex), SessionID: s.id, Pattern: p.Pattern, TotalMatches: count, Returned: shown,
-		Truncated: shown < count, Cursor: res.end, Matches: matches,
-	}}
-}
-
-// SearchDetails is the details object of search.
-type SearchDetails struct {
-	Status       string      `json:"status"`
-	SessionID    string      `json:"sessionId"`
-	Pattern      string      `json:"pattern"`
-	TotalMatches int         `json:"totalMatches"`
-	Returned     int         `json:"returned"`
-	Truncated    bool        `json:"truncated"`
-	Cursor       int64       `json:"cursor"`
-	Matches      []LineMatch `json:"matches"`
+	return b.String(), shown
 }

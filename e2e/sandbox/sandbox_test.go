@@ -213,8 +213,8 @@ func TestSandboxKillTakesEverything(t *testing.T) {
 }
 
 // TestSandboxPTYJobControl: a PTY session inside bwrap has a controlling
-// terminal (bwrap's --new-session does not take it away), so an
-// interactive bash gets job control.
+// terminal (the run's PTY, claimed by sandbox-init --ctty in a session of
+// its own), so an interactive bash gets job control.
 func TestSandboxPTYJobControl(t *testing.T) {
 	needBwrap(t)
 	t.Parallel()

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/ledger"
@@ -104,18 +105,18 @@ func TestImportApprovals(t *testing.T) {
 // wants a command.
 func TestExecDefaultsAndExplain(t *testing.T) {
 	home := t.TempDir()
-	for _, d := range []engine.ExecDefaults{{Host: "moon"}, {Security: "some"}, {Ask: "sometimes"}} {
+	for _, d := range []apitype.ExecDefaults{{Host: "moon"}, {Security: "some"}, {Ask: "sometimes"}} {
 		if _, err := SetExecDefaults(home, "main", d); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("%+v: %v", d, err)
 		}
 	}
-	if _, err := SetExecDefaults(home, "main", engine.ExecDefaults{Host: "moon"}); err.Error() != `invalid exec default "moon"` {
+	if _, err := SetExecDefaults(home, "main", apitype.ExecDefaults{Host: "moon"}); err.Error() != `invalid exec default "moon"` {
 		t.Fatalf("message: %v", err)
 	}
-	if d, _ := ExecDefaults(home, "main"); d != (engine.ExecDefaults{}) {
+	if d, _ := ExecDefaults(home, "main"); d != (apitype.ExecDefaults{}) {
 		t.Fatalf("a refused set saved %+v", d)
 	}
-	want := engine.ExecDefaults{Host: "Gateway", Security: "allowlist", Ask: "on-miss"}
+	want := apitype.ExecDefaults{Host: "Gateway", Security: "allowlist", Ask: "on-miss"}
 	if _, err := SetExecDefaults(home, "main", want); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestExecDefaultsAndExplain(t *testing.T) {
 	if err := ClearExecDefaults(home, "main"); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := ExecDefaults(home, "main"); d != (engine.ExecDefaults{}) {
+	if d, _ := ExecDefaults(home, "main"); d != (apitype.ExecDefaults{}) {
 		t.Fatalf("after clear %+v", d)
 	}
 	if _, err := Explain(home, "", "", "  "); !errors.Is(err, ErrInvalid) {

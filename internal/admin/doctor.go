@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/auth"
@@ -28,12 +29,8 @@ import (
 	"github.com/conchsh/conch/policy"
 )
 
-// Finding is one result of `conch doctor`.
-type Finding struct {
-	ID      string `json:"id"`
-	Level   string `json:"level"` // info | warn | error
-	Message string `json:"message"`
-}
+// Finding is one result of `conch doctor` (the wire type is apitype's).
+type Finding = apitype.Finding
 
 var interpreterBin = regexp.MustCompile(`^(python|ruby|perl|php|node)\d[\d.]*$`)
 
@@ -48,6 +45,55 @@ func Doctor(home string) []Finding {
 	add := func(id, level, format string, args ...any) {
 		out = append(out, Finding{ID: id, Level: level, Message: fmt.Sprintf(format, args...)})
 	}
+	doctorHomeFiles(add, home)
+	doctorModes(add, home)
+	doctorShim(add)
+	doctorPlatform(add)
+	// The gateway runs as the home's owner; doctor usually runs as the same user.
+	root := doctorEUID() == 0 || homeOwner(home) == 0
+	if _, err := auth.ReadOperatorToken(home); err != nil && !errors.Is(err, os.ErrNotExist) {
+		add("home.operator_token", "error", "%v (every operator call is refused with 401 until then)", err)
+	}
+	cfg, err := config.Load(filepath.Join(home, "config.json"))
+	if err != nil {
+		add("config.invalid", "error", "%v", err)
+		cfg = &config.Config{}
+	}
+	doctorDisk(add, home, cfg)
+	f, ferr := approvals.Load(home)
+	if ferr != nil {
+		add("approvals.unreadable", "error", "%v (host exec is denied)", ferr)
+	}
+	agents := doctorApprovals(add, cfg, f)
+	v := engine.NewPolicyView(home, cfg)
+	sandboxed := false
+	var limitAgent config.SandboxSettings
+	for _, agent := range agents {
+		if doctorAgent(add, home, cfg, v, agent, root, ferr == nil, &limitAgent) {
+			sandboxed = true
+		}
+	}
+	if abi := sandbox.LandlockABI(); abi > 0 {
+		add("sandbox.landlock", "info", "Landlock ABI %d and seccomp are available: the landlock backend (the fallback without bwrap) is usable", abi)
+	} else {
+		add("sandbox.landlock", "info", "the kernel offers no Landlock: the landlock backend is unavailable")
+	}
+	doctorSessionLimits(add, cfg, agents)
+	if sandboxed {
+		doctorLimits(add, limitAgent)
+	}
+	if !supervisor.CgroupAvailable() {
+		add(noCgroup.name, noCgroup.level, "%s", noCgroup.text)
+	}
+	doctorSessions(add, home)
+	doctorNodes(add, home)
+	doctorLedger(add, home, cfg)
+	return out
+}
+
+// doctorHomeFiles checks the modes and owners of the home and its
+// secrets.
+func doctorHomeFiles(add func(id, level, format string, args ...any), home string) {
 	if !modeBits {
 		add("home.permissions", "info", "%s", noModeBits)
 	}
@@ -65,155 +111,164 @@ func Doctor(home string) []Finding {
 			}
 		}
 	}
-	doctorModes(add, home)
-	doctorShim(add)
-	doctorPlatform(add)
+}
+
+// homeOwner is the uid owning home, or -1.
+func homeOwner(home string) int {
 	homeInfo, _ := os.Stat(home)
-	homeUID := -1
 	if homeInfo != nil {
 		if uid, ok := fileOwner(homeInfo); ok {
-			homeUID = uid
+			return uid
 		}
 	}
-	// The gateway runs as the home's owner; doctor usually runs as the same user.
-	root := doctorEUID() == 0 || homeUID == 0
-	if _, err := auth.ReadOperatorToken(home); err != nil && !errors.Is(err, os.ErrNotExist) {
-		add("home.operator_token", "error", "%v (every operator call is refused with 401 until then)", err)
-	}
-	cfg, err := config.Load(filepath.Join(home, "config.json"))
-	if err != nil {
-		add("config.invalid", "error", "%v", err)
-		cfg = &config.Config{}
-	}
+	return -1
+}
+
+// doctorDisk reports a home exec refuses new sessions in.
+func doctorDisk(add func(id, level, format string, args ...any), home string, cfg *config.Config) {
 	switch d := engine.CheckHome(home, cfg); {
 	case d.Full:
 		add("home.disk_full", "error", "the conch home is out of disk space (%s): exec refuses new sessions with disk_full until space is freed", d.Reason)
 	case d.Unwritable:
 		add("home.unwritable", "error", "the conch home cannot be written (%s): exec refuses new sessions with home_unwritable until a write succeeds again", d.Reason)
 	}
-	f, ferr := approvals.Load(home)
-	if ferr != nil {
-		add("approvals.unreadable", "error", "%v (host exec is denied)", ferr)
-	}
+}
+
+// doctorApprovals checks the allowlists of the approvals file f (nil:
+// unreadable) and returns the agents to audit: main, the configured
+// ones, then those the file names.
+func doctorApprovals(add func(id, level, format string, args ...any), cfg *config.Config, f *approvals.File) []string {
 	agents := []string{"main"}
 	for id := range cfg.Agents {
 		if id != "main" {
 			agents = append(agents, id)
 		}
 	}
-	if f != nil {
-		for id, a := range f.Agents {
-			for i, e := range a.Allowlist {
-				switch {
-				case strings.TrimSpace(e.Pattern) == "*":
-					add("approvals.star", "warn", "agents.%s.allowlist[%d] is \"*\": every resolvable binary is allowed", id, i)
-				case !strings.Contains(e.Pattern, "/") && !strings.HasPrefix(e.Pattern, "~"):
-					add("approvals.bare_names", "warn", "agents.%s.allowlist[%d] %q has no \"/\" and is ignored", id, i, e.Pattern)
-				default:
-					if fi, err := os.Stat(e.Pattern); err == nil && fi.Mode().Perm()&0o022 != 0 {
-						add("approvals.writable_exe", "warn", "allowlisted %s is group/world-writable", e.Pattern)
-					}
+	if f == nil {
+		return agents
+	}
+	for id, a := range f.Agents {
+		for i, e := range a.Allowlist {
+			switch {
+			case strings.TrimSpace(e.Pattern) == "*":
+				add("approvals.star", "warn", "agents.%s.allowlist[%d] is \"*\": every resolvable binary is allowed", id, i)
+			case !strings.Contains(e.Pattern, "/") && !strings.HasPrefix(e.Pattern, "~"):
+				add("approvals.bare_names", "warn", "agents.%s.allowlist[%d] %q has no \"/\" and is ignored", id, i, e.Pattern)
+			default:
+				if fi, err := os.Stat(e.Pattern); err == nil && fi.Mode().Perm()&0o022 != 0 {
+					add("approvals.writable_exe", "warn", "allowlisted %s is group/world-writable", e.Pattern)
 				}
 			}
-			if id != "*" && id != "default" && !contains(agents, id) {
-				agents = append(agents, id)
-			}
+		}
+		if id != "*" && id != "default" && !contains(agents, id) {
+			agents = append(agents, id)
 		}
 	}
-	v := engine.NewPolicyView(home, cfg)
-	sandboxed := false
-	var limitAgent config.SandboxSettings
-	for _, agent := range agents {
-		set := cfg.Exec(agent)
-		host, _ := v.ConfiguredHost(agent)
-		sb := cfg.SandboxFor(agent)
-		switch {
-		case host != "" && host != "sandbox":
-		case sb.On:
-			sandboxed = true
-			if sb.MemoryBytes > 0 || sb.Pids > 0 || sb.CPUs > 0 {
-				limitAgent = sb
-			}
-			doctorSandbox(add, home, agent, set.Workspace, sb)
-		case host == "":
-			if root {
-				add("gateway.root_unsandboxed", "warn", "agent %s: the gateway runs as root with sandbox.mode=off: the agent's commands run as root on this machine without approvals (turn sandboxing on, set tools.exec.host=gateway to gate them, or run conch as an unprivileged user)", agent)
-			}
-		default:
-			add("exec.host_sandbox_no_sandbox", "warn", "agent %s: host=sandbox is configured while sandboxing is off: every exec fails", agent)
+	return agents
+}
+
+// doctorAgent audits one agent: where its commands run, its gate and
+// policy (fileOK: the approvals file was read), apply_patch and its safe
+// bins. It reports whether the agent is sandboxed, and sets *limits to
+// its sandbox settings when they carry limits.
+func doctorAgent(add func(id, level, format string, args ...any), home string, cfg *config.Config, v engine.PolicyView, agent string, root, fileOK bool, limits *config.SandboxSettings) (sandboxed bool) {
+	set := cfg.Exec(agent)
+	host, _ := v.ConfiguredHost(agent)
+	sb := cfg.SandboxFor(agent)
+	switch {
+	case host != "" && host != "sandbox":
+	case sb.On:
+		sandboxed = true
+		if sb.MemoryBytes > 0 || sb.Pids > 0 || sb.CPUs > 0 {
+			*limits = sb
 		}
-		var p engine.Policy
-		if ferr == nil {
-			p = v.EffectivePolicy(agent, "true", home, hostenv.DaemonPATH())
+		doctorSandbox(add, home, agent, set.Workspace, sb)
+	case host == "":
+		if root {
+			add("gateway.root_unsandboxed", "warn", "agent %s: the gateway runs as root with sandbox.mode=off: the agent's commands run as root on this machine without approvals (turn sandboxing on, set tools.exec.host=gateway to gate them, or run conch as an unprivileged user)", agent)
 		}
-		// Ungated: the agent's commands run on this machine with nothing
-		// judging them (the same status `policy explain` prints first).
-		if g := v.Gate(agent, p); g.Ungated {
-			add("exec.ungated", "warn", "commands of agent %s are not gated: %s", agent, g.Reason)
-		}
-		if ferr == nil {
-			if p.Security == policy.SecurityFull && p.Ask == policy.AskOff && host == "gateway" {
-				add("policy.full_off", "warn", "agent %s resolves to security=full with ask=off on the gateway", agent)
-				if root {
-					add("gateway.root_unsandboxed", "warn", "agent %s: the gateway runs as root and the agent's commands run on it ungated (security=full, ask=off): anything it asks runs as root", agent)
-				}
-			}
-			if p.AskFallback == policy.SecurityFull {
-				add("policy.ask_fallback_full", "warn", "agent %s: askFallback=full runs unanswered requests", agent)
-			}
-		}
-		if ap := cfg.ApplyPatch(agent); ap.Enabled && !ap.WorkspaceOnly {
-			add("apply_patch.outside_workspace", "warn", "agent %s: apply_patch is enabled with workspaceOnly=false: patches may write anywhere the gateway user can", agent)
-		}
-		if ap := cfg.ApplyPatch(agent); len(ap.AllowModels) > 0 {
-			add("apply_patch.allow_models_ignored", "info", "agent %s: tools.exec.applyPatch.allowModels is set; conch does not see the model and ignores it", agent)
-		}
-		for _, b := range policy.UnprofiledSafeBins(set.SafeBins, nil) {
-			if contains(interpreterBins, b) || interpreterBin.MatchString(b) {
-				add("exec.safe_bins_interpreter_unprofiled", "warn", "agent %s: safe bin %q is an interpreter without a profile", agent, b)
-			} else if _, ok := set.SafeBinProfiles[b]; !ok {
-				add("exec.safe_bins_unprofiled", "warn", "agent %s: safe bin %q has no profile and is ignored", agent, b)
-			}
-		}
-		for _, d := range set.SafeBinTrustedDirs {
-			if !filepath.IsAbs(d) || contains(riskyTrusted, filepath.Clean(d)) || strings.Contains(d, "/.local/bin") || strings.HasPrefix(d, "~") {
-				add("exec.safe_bin_trusted_dirs_risky", "warn", "agent %s: trusted dir %q is risky", agent, d)
-			} else if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o022 != 0 {
-				add("exec.safe_bin_trusted_dirs_writable", "warn", "agent %s: trusted dir %s is group/world-writable", agent, d)
-			}
+	default:
+		add("exec.host_sandbox_no_sandbox", "warn", "agent %s: host=sandbox is configured while sandboxing is off: every exec fails", agent)
+	}
+	var p engine.Policy
+	if fileOK {
+		p = v.EffectivePolicy(agent, "true", home, hostenv.DaemonPATH())
+	}
+	// Ungated: the agent's commands run on this machine with nothing
+	// judging them (the same status `policy explain` prints first).
+	if g := v.Gate(agent, p); g.Ungated {
+		add("exec.ungated", "warn", "commands of agent %s are not gated: %s", agent, g.Reason)
+	}
+	if fileOK {
+		doctorPolicy(add, agent, p, host, root)
+	}
+	if ap := cfg.ApplyPatch(agent); ap.Enabled && !ap.WorkspaceOnly {
+		add("apply_patch.outside_workspace", "warn", "agent %s: apply_patch is enabled with workspaceOnly=false: patches may write anywhere the gateway user can", agent)
+	}
+	if ap := cfg.ApplyPatch(agent); len(ap.AllowModels) > 0 {
+		add("apply_patch.allow_models_ignored", "info", "agent %s: tools.exec.applyPatch.allowModels is set; conch does not see the model and ignores it", agent)
+	}
+	doctorSafeBins(add, agent, set)
+	return sandboxed
+}
+
+// doctorPolicy warns of an agent policy p that lets everything run.
+func doctorPolicy(add func(id, level, format string, args ...any), agent string, p engine.Policy, host string, root bool) {
+	if p.Security == policy.SecurityFull && p.Ask == policy.AskOff && host == "gateway" {
+		add("policy.full_off", "warn", "agent %s resolves to security=full with ask=off on the gateway", agent)
+		if root {
+			add("gateway.root_unsandboxed", "warn", "agent %s: the gateway runs as root and the agent's commands run on it ungated (security=full, ask=off): anything it asks runs as root", agent)
 		}
 	}
-	if abi := sandbox.LandlockABI(); abi > 0 {
-		add("sandbox.landlock", "info", "Landlock ABI %d and seccomp are available: the landlock backend (the fallback without bwrap) is usable", abi)
-	} else {
-		add("sandbox.landlock", "info", "the kernel offers no Landlock: the landlock backend is unavailable")
+	if p.AskFallback == policy.SecurityFull {
+		add("policy.ask_fallback_full", "warn", "agent %s: askFallback=full runs unanswered requests", agent)
 	}
-	doctorSessionLimits(add, cfg, agents)
-	if sandboxed {
-		l := limitAgent
-		var want []proto.Limit
-		for _, x := range []proto.Limit{{Key: "memoryBytes", Setting: "sandbox.limits.memoryBytes", Value: float64(l.MemoryBytes)},
-			{Key: "pids", Setting: "sandbox.limits.pids", Value: float64(l.Pids)}, {Key: "cpus", Setting: "sandbox.limits.cpus", Value: l.CPUs}} {
-			if x.Value > 0 {
-				want = append(want, x)
-			}
-		}
-		enforced, warns := supervisor.ProbeLimits(want)
-		if len(enforced) > 0 {
-			keys := make([]string, 0, len(enforced))
-			for k := range enforced {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			add("containment.limits", "info", "sandbox limits are enforced through cgroups: %s", strings.Join(keys, ", "))
-		}
-		for _, w := range warns {
-			add("containment.limits", "warn", "%s", strings.TrimPrefix(w, "Warning: "))
+}
+
+// doctorSafeBins checks an agent's safe bins and their trusted dirs.
+func doctorSafeBins(add func(id, level, format string, args ...any), agent string, set config.ExecSettings) {
+	for _, b := range policy.UnprofiledSafeBins(set.SafeBins, nil) {
+		if contains(interpreterBins, b) || interpreterBin.MatchString(b) {
+			add("exec.safe_bins_interpreter_unprofiled", "warn", "agent %s: safe bin %q is an interpreter without a profile", agent, b)
+		} else if _, ok := set.SafeBinProfiles[b]; !ok {
+			add("exec.safe_bins_unprofiled", "warn", "agent %s: safe bin %q has no profile and is ignored", agent, b)
 		}
 	}
-	if !supervisor.CgroupAvailable() {
-		add(noCgroup.name, noCgroup.level, "%s", noCgroup.text)
+	for _, d := range set.SafeBinTrustedDirs {
+		if !filepath.IsAbs(d) || contains(riskyTrusted, filepath.Clean(d)) || strings.Contains(d, "/.local/bin") || strings.HasPrefix(d, "~") {
+			add("exec.safe_bin_trusted_dirs_risky", "warn", "agent %s: trusted dir %q is risky", agent, d)
+		} else if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o022 != 0 {
+			add("exec.safe_bin_trusted_dirs_writable", "warn", "agent %s: trusted dir %s is group/world-writable", agent, d)
+		}
 	}
+}
+
+// doctorLimits says which of the sandbox limits l the cgroups here
+// enforce.
+func doctorLimits(add func(id, level, format string, args ...any), l config.SandboxSettings) {
+	var want []proto.Limit
+	for _, x := range []proto.Limit{{Key: "memoryBytes", Setting: "sandbox.limits.memoryBytes", Value: float64(l.MemoryBytes)},
+		{Key: "pids", Setting: "sandbox.limits.pids", Value: float64(l.Pids)}, {Key: "cpus", Setting: "sandbox.limits.cpus", Value: l.CPUs}} {
+		if x.Value > 0 {
+			want = append(want, x)
+		}
+	}
+	enforced, warns := supervisor.ProbeLimits(want)
+	if len(enforced) > 0 {
+		keys := make([]string, 0, len(enforced))
+		for k := range enforced {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		add("containment.limits", "info", "sandbox limits are enforced through cgroups: %s", strings.Join(keys, ", "))
+	}
+	for _, w := range warns {
+		add("containment.limits", "warn", "%s", strings.TrimPrefix(w, "Warning: "))
+	}
+}
+
+// doctorSessions counts the sessions in state lost.
+func doctorSessions(add func(id, level, format string, args ...any), home string) {
 	entries, _ := os.ReadDir(filepath.Join(home, "sessions"))
 	lost := 0
 	for _, en := range entries {
@@ -224,6 +279,10 @@ func Doctor(home string) []Finding {
 	if lost > 0 {
 		add("sessions.lost", "warn", "%d session(s) in state lost", lost)
 	}
+}
+
+// doctorNodes counts the node pairing requests waiting.
+func doctorNodes(add func(id, level, format string, args ...any), home string) {
 	var pending []struct {
 		NodeID      string `json:"nodeId"`
 		Name        string `json:"name"`
@@ -240,6 +299,11 @@ func Doctor(home string) []Finding {
 			add("nodes.pending", "info", "%d node pairing request(s) waiting: conch nodes list, conch nodes approve ID", waiting)
 		}
 	}
+}
+
+// doctorLedger checks the ledger's chain, its signing key and where it
+// is kept.
+func doctorLedger(add func(id, level, format string, args ...any), home string, cfg *config.Config) {
 	if rep, err := ledger.Verify(home); err != nil {
 		add("ledger.broken", "error", "%v", err)
 	} else if !rep.OK {
@@ -257,7 +321,6 @@ func Doctor(home string) []Finding {
 	if cfg.Ledger.Forward == nil {
 		add("ledger.forward_off", "info", "the ledger is kept only on this machine: set ledger.forward to send records and signed checkpoints to syslog or journald")
 	}
-	return out
 }
 
 // doctorShim says which program runs under every command: conch-shim, or

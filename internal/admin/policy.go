@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/nodehub"
@@ -34,7 +35,7 @@ func Explain(home, agent, cwd, command string) (engine.Explanation, error) {
 }
 
 // ExecDefaults returns agent's exec defaults in home.
-func ExecDefaults(home, agent string) (engine.ExecDefaults, error) {
+func ExecDefaults(home, agent string) (apitype.ExecDefaults, error) {
 	return engine.LoadExecDefaults(home, agent)
 }
 
@@ -42,7 +43,7 @@ func ExecDefaults(home, agent string) (engine.ExecDefaults, error) {
 // any case, a node that resolves to a paired node) and replaces agent's
 // exec defaults with it, the node in its canonical form; it returns what
 // it saved. A bad value is an error wrapping ErrInvalid.
-func SetExecDefaults(home, agent string, d engine.ExecDefaults) (engine.ExecDefaults, error) {
+func SetExecDefaults(home, agent string, d apitype.ExecDefaults) (apitype.ExecDefaults, error) {
 	for _, c := range []struct {
 		v       string
 		allowed []string
@@ -63,7 +64,7 @@ func SetExecDefaults(home, agent string, d engine.ExecDefaults) (engine.ExecDefa
 
 // ClearExecDefaults removes agent's exec defaults.
 func ClearExecDefaults(home, agent string) error {
-	return engine.SaveExecDefaults(home, agent, engine.ExecDefaults{}, true)
+	return engine.SaveExecDefaults(home, agent, apitype.ExecDefaults{}, true)
 }
 
 // InvalidError is a request an operator must correct; its message is

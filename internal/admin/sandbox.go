@@ -8,34 +8,11 @@ import (
 	"sort"
 	"time"
 
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/sandbox"
 	_ "github.com/conchsh/conch/internal/sandbox/backends" // sandbox.For and New know every backend
 )
-
-// SandboxAgent is one agent's sandbox in `conch sandbox status`.
-type SandboxAgent struct {
-	Agent   string   `json:"agent"`
-	Mode    string   `json:"mode"`
-	On      bool     `json:"on"`
-	Scope   string   `json:"scope"`
-	Backend string   `json:"backend,omitempty"`
-	Layers  []string `json:"layers,omitempty"`
-	// Gaps says what the backend cannot enforce that bwrap does
-	// (sandbox.Gapped: seatbelt's session limits, system call filter, …).
-	Gaps            []string `json:"gaps,omitempty"`
-	WorkspaceAccess string   `json:"workspaceAccess"`
-	Network         string   `json:"network"`
-	Error           string   `json:"error,omitempty"`
-}
-
-// SandboxStatus is GET /v1/sandbox and `conch sandbox status|list`.
-type SandboxStatus struct {
-	Agents      []SandboxAgent      `json:"agents"`
-	LandlockABI int                 `json:"landlockAbi"`
-	Containers  []sandbox.Container `json:"containers"`
-	DockerError string              `json:"dockerError,omitempty"`
-}
 
 // dockerBackend returns a new docker backend, its availability probed
 // afresh by each operator command.
@@ -60,15 +37,15 @@ func sandboxAgents(cfg *config.Config) []string {
 
 // SandboxStatusOf reports the sandbox of every configured agent and the
 // docker containers (what `conch sandbox` and GET /v1/sandbox show).
-func SandboxStatusOf(ctx context.Context, home string) (SandboxStatus, error) {
+func SandboxStatusOf(ctx context.Context, home string) (apitype.SandboxStatus, error) {
 	cfg, err := config.Load(filepath.Join(home, "config.json"))
 	if err != nil {
-		return SandboxStatus{}, err
+		return apitype.SandboxStatus{}, err
 	}
-	st := SandboxStatus{LandlockABI: sandbox.LandlockABI(), Containers: []sandbox.Container{}}
+	st := apitype.SandboxStatus{LandlockABI: sandbox.LandlockABI(), Containers: []sandbox.Container{}}
 	for _, a := range sandboxAgents(cfg) {
 		sb := cfg.SandboxFor(a)
-		row := SandboxAgent{Agent: a, Mode: sb.Mode, On: sb.On, Scope: sb.Scope, WorkspaceAccess: sb.WorkspaceAccess, Network: sb.Network}
+		row := apitype.SandboxAgent{Agent: a, Mode: sb.Mode, On: sb.On, Scope: sb.Scope, WorkspaceAccess: sb.WorkspaceAccess, Network: sb.Network}
 		if r, ok := sandbox.RemoteOf(sb.Backend); sb.On && ok {
 			row.Backend, row.Layers = sb.Backend, r.Layers(sb)
 		} else if sb.On {

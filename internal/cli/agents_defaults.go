@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/nodehub"
@@ -43,7 +44,7 @@ func execDefaults(home, name string, kvs []string, clear bool, stdout, stderr io
 		return v
 	}
 	if clear {
-		if err := engine.SaveExecDefaults(home, name, engine.ExecDefaults{}, true); err != nil {
+		if err := engine.SaveExecDefaults(home, name, apitype.ExecDefaults{}, true); err != nil {
 			fmt.Fprintf(stderr, "conch agents defaults: %v\n", err)
 			return ExitFailed
 		}

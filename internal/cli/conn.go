@@ -420,6 +420,8 @@ type followOpts struct {
 type sessionEnd struct {
 	client.End
 	Reason string
+	// Loss is output gone for good (the journal cap, a full home).
+	Loss apitype.OutputLoss
 }
 
 // follow calls fn with the session's output after o.since until the
@@ -450,8 +452,9 @@ type endDetails struct {
 	Cursor     int64    `json:"cursor"`
 	Aggregated *string  `json:"aggregated"`
 	Warnings   []string `json:"warnings"`
-	Outcome    string   `json:"outcome"`
-	Fired      string   `json:"fired"`
+	apitype.OutputLoss
+	Outcome string `json:"outcome"`
+	Fired   string `json:"fired"`
 	// approval-pending
 	ApprovalID   string `json:"approvalId"`
 	ApprovalSlug string `json:"approvalSlug"`
@@ -466,15 +469,12 @@ func decodeEnd(r client.Result) endDetails {
 }
 
 func (d endDetails) end() sessionEnd {
-	return sessionEnd{End: client.End{State: d.State, ExitCode: d.ExitCode, Signal: d.Signal, KilledBy: d.KilledBy}, Reason: d.Reason}
+	return sessionEnd{End: client.End{State: d.State, ExitCode: d.ExitCode, Signal: d.Signal, KilledBy: d.KilledBy}, Reason: d.Reason, Loss: d.OutputLoss}
 }
 
-// completeEnd fills in what a stream's end event may lack (killedBy, the
-// reason) from a poll at the end of the output.
+// completeEnd fills in what a stream's end event lacks (killedBy, the
+// reason, output gone for good) from a poll at the end of the output.
 func (c *conn) completeEnd(ctx context.Context, id string, e sessionEnd) (sessionEnd, error) {
-	if e.State == "exited" {
-		return e, nil
-	}
 	r, err := c.Process(ctx, map[string]any{"action": "poll", "sessionId": id, "since": float64(1 << 53)})
 	if err != nil {
 		return e, nil // the end state we have is good enough

@@ -14,6 +14,7 @@ import (
 
 	"mvdan.cc/sh/v3/syntax"
 
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/client"
 	"github.com/spf13/cobra"
 )
@@ -197,6 +198,18 @@ func (x *execRun) reportEnd(e sessionEnd) {
 	}
 	if msg != "" {
 		fmt.Fprintf(x.stderr, "conch exec: %s\n", msg)
+	}
+	reportLoss(x.stderr, "conch exec", e.Loss)
+}
+
+// reportLoss says on stderr how much of a session's output is gone for
+// good, so that a run whose output was cut short never looks complete.
+func reportLoss(w io.Writer, who string, l apitype.OutputLoss) {
+	if l.DroppedBytes > 0 {
+		fmt.Fprintf(w, "%s: warning: %d bytes of output were dropped by the journal cap and are gone for good\n", who, l.DroppedBytes)
+	}
+	if l.UnrecordedBytes > 0 {
+		fmt.Fprintf(w, "%s: warning: %d bytes of output could not be recorded (the conch home is out of disk space or cannot be written) and are gone for good\n", who, l.UnrecordedBytes)
 	}
 }
 

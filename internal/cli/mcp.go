@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/auth"
 	"github.com/conchsh/conch/internal/config"
@@ -47,14 +48,14 @@ engine socket. Logs go to stderr.`,
 
 // runMCP is `conch mcp`.
 func runMCP(home_, agent_, workdir_, logLevel_ string, stdin io.Reader, stdout, stderr io.Writer) int {
-	home, agent, workdir, logLevel := &home_, &agent_, &workdir_, &logLevel_
-	if !config.ValidAgent(*agent) {
-		fmt.Fprintf(stderr, "conch mcp: invalid agent id %q: use [a-z0-9][a-z0-9_-]{0,63}\n", *agent)
+	home, agent, workdir := home_, agent_, workdir_
+	if !config.ValidAgent(agent) {
+		fmt.Fprintf(stderr, "conch mcp: invalid agent id %q: use [a-z0-9][a-z0-9_-]{0,63}\n", agent)
 		return ExitUsage
 	}
 	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(stderr, "conch mcp: bad --log-level %q\n", *logLevel)
+	if err := lvl.UnmarshalText([]byte(logLevel_)); err != nil {
+		fmt.Fprintf(stderr, "conch mcp: bad --log-level %q\n", logLevel_)
 		return ExitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
@@ -75,36 +76,15 @@ func runMCP(home_, agent_, workdir_, logLevel_ string, stdin io.Reader, stdout, 
 	defer stopTracing()
 	var srv *mcpserver.Server
 	engOpt := engine.Options{
-		Home: *home, Workdir: *workdir, Mode: "mcp", Logger: log, Probes: waitprobe.Probes{},
-		Notify: func(agent string, n engine.Notice) {
+		Home: home, Workdir: workdir, Mode: "mcp", Logger: log, Probes: waitprobe.Probes{},
+		Notify: func(agent string, n apitype.Notice) {
 			if srv != nil {
 				srv.Notify(agent, n)
 			}
 		},
 	}
-	eng, err := engine.New(engOpt)
-	var backend mcpserver.Engine = eng
-	if errors.Is(err, engine.ErrHomeLocked) {
-		// Another engine (conch serve) holds the home: proxy to it.
-		cfg, cerr := config.Load(filepath.Join(*home, "config.json"))
-		if cerr != nil {
-			// The proxy needs the configuration too (the tool list).
-			err = cerr
-		} else {
-			// The engine may be a CLI command's, which exits with its
-			// command: then the proxy starts one of its own (homeLink).
-			link := &homeLink{home: *home, open: func() (*engine.Engine, *slog.Logger, error) {
-				e, err := engine.New(engOpt)
-				return e, log, err
-			}}
-			defer link.close()
-			p := newSocketEngine(link.dial, *agent, *workdir, cfg)
-			if p.ping() {
-				log.Info("proxying to the engine that holds the home", "home", *home)
-				backend, err = p, nil
-			}
-		}
-	}
+	eng, backend, closeLink, err := openMCPBackend(engOpt, agent, log)
+	defer closeLink()
 	if err != nil {
 		fmt.Fprintf(stderr, "conch mcp: %v\n", err)
 		return exitFor(err, ExitFailed)
@@ -118,21 +98,61 @@ func runMCP(home_, agent_, workdir_, logLevel_ string, stdin io.Reader, stdout, 
 			defer stopSock()
 		}
 	}
-	srv = mcpserver.New(backend, mcpserver.Options{Agent: *agent, Version: version(), Logger: log})
+	srv = mcpserver.New(backend, mcpserver.Options{Agent: agent, Version: version(), Logger: log})
+	go reloadMCPOnHUP(hup, eng, log)
+	return serveMCPStdio(srv, eng, backend, stdin, stdout, sig, log)
+}
 
-	go func() {
-		for range hup {
-			if eng == nil {
-				// A proxy's tool list is fixed at its start; the engine
-				// it proxies to reloads on its own SIGHUP.
-				log.Warn("SIGHUP: a proxying conch mcp does not reload config.json; send SIGHUP to the engine that holds the home")
-				continue
-			}
-			if err := eng.Reload(); err != nil {
-				log.Error("config reload failed; keeping the old configuration", "err", err)
-			}
+// openMCPBackend starts the engine of the home, or, when another engine
+// (conch serve) holds it, a proxy to that one: eng is nil then. The
+// engine may be a CLI command's, which exits with its command: then the
+// proxy starts one of its own (homeLink), which closeLink closes.
+func openMCPBackend(engOpt engine.Options, agent string, log *slog.Logger) (eng *engine.Engine, backend mcpserver.Engine, closeLink func(), err error) {
+	closeLink = func() {}
+	eng, err = engine.New(engOpt)
+	backend = eng
+	if !errors.Is(err, engine.ErrHomeLocked) {
+		return eng, backend, closeLink, err
+	}
+	home := engOpt.Home
+	cfg, cerr := config.Load(filepath.Join(home, "config.json"))
+	if cerr != nil {
+		// The proxy needs the configuration too (the tool list).
+		return eng, backend, closeLink, cerr
+	}
+	link := &homeLink{home: home, open: func() (*engine.Engine, *slog.Logger, error) {
+		e, err := engine.New(engOpt)
+		return e, log, err
+	}}
+	closeLink = link.close
+	p := newSocketEngine(link.dial, agent, engOpt.Workdir, cfg)
+	if p.ping() {
+		log.Info("proxying to the engine that holds the home", "home", home)
+		backend, err = p, nil
+	}
+	return eng, backend, closeLink, err
+}
+
+// reloadMCPOnHUP re-reads config.json at every SIGHUP (a proxy only
+// says it does not).
+func reloadMCPOnHUP(hup <-chan os.Signal, eng *engine.Engine, log *slog.Logger) {
+	for range hup {
+		if eng == nil {
+			// A proxy's tool list is fixed at its start; the engine
+			// it proxies to reloads on its own SIGHUP.
+			log.Warn("SIGHUP: a proxying conch mcp does not reload config.json; send SIGHUP to the engine that holds the home")
+			continue
 		}
-	}()
+		if err := eng.Reload(); err != nil {
+			log.Error("config reload failed; keeping the old configuration", "err", err)
+		}
+	}
+}
+
+// serveMCPStdio serves MCP on stdin and stdout until the client goes
+// away or a stop signal comes (then stopMCP answers the calls in flight;
+// a second signal ends at once).
+func serveMCPStdio(srv *mcpserver.Server, eng *engine.Engine, backend mcpserver.Engine, stdin io.Reader, stdout io.Writer, sig <-chan os.Signal, log *slog.Logger) int {
 	stdio := mcpserver.NewStdio(stdin, stdout)
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()

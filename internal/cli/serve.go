@@ -71,56 +71,15 @@ type serveOpts struct {
 	insecure, stopSessions, noUI, followParent                                          *bool
 }
 
-// runServe is `conch serve`: the gateway.
+// runServe is `conch serve`: the gateway. It checks the flags, starts the
+// node hub, the kubernetes backend and the engine, opens the listeners,
+// serves until a stop signal or a listener's failure, then shuts down in
+// order (see shutdown).
 func runServe(o *serveOpts, stdout, stderr io.Writer) int {
-	home, listen, tlsCert, tlsKey, logLevel, logFormat := o.home, o.listen, o.tlsCert, o.tlsKey, o.logLevel, o.logFormat
-	metricsListen, metricsTokenFile := o.metricsListen, o.metricsTokenFile
-	insecure, stopSessions, noUI, followParent := o.insecure, o.stopSessions, o.noUI, o.followParent
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(stderr, "conch serve: bad --log-level %q\n", *logLevel)
+	g := &serving{o: o, stdout: stdout, stderr: stderr}
+	if !g.openLog() || !g.checkListen() || !g.readMetricsToken() {
 		return ExitUsage
 	}
-	var h slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})
-	if *logFormat == "json" {
-		// encoding/json escapes C0 but writes C1, bidi and other
-		// format characters as they are: a JSON writer escapes them too,
-		// so a log line read in a terminal shows what an agent sent.
-		h = slog.NewJSONHandler(&visible.Writer{W: stderr, Mode: visible.ModeJSON}, &slog.HandlerOptions{Level: lvl})
-	}
-	log := slog.New(h)
-
-	host, _, err := net.SplitHostPort(*listen)
-	if err != nil {
-		fmt.Fprintf(stderr, "conch serve: bad --listen %q: %v\n", *listen, err)
-		return ExitUsage
-	}
-	useTLS := *tlsCert != "" || *tlsKey != ""
-	if !isLoopback(host) && !useTLS && !*insecure {
-		fmt.Fprintf(stderr, "conch serve: refusing to listen on %s without TLS (use --tls-cert/--tls-key, or --insecure-listen)\n", *listen)
-		return ExitUsage
-	}
-
-	if *metricsListen != "" {
-		mh, _, err := net.SplitHostPort(*metricsListen)
-		if err != nil {
-			fmt.Fprintf(stderr, "conch serve: bad --metrics-listen %q: %v\n", *metricsListen, err)
-			return ExitUsage
-		}
-		if !isLoopback(mh) {
-			fmt.Fprintf(stderr, "conch serve: --metrics-listen must be a loopback address (127.0.0.1:PORT or [::1]:PORT), not %q; to scrape from elsewhere use --metrics-token-file on the main listener\n", *metricsListen)
-			return ExitUsage
-		}
-	}
-	metricsToken := ""
-	if *metricsTokenFile != "" {
-		metricsToken, err = readMetricsToken(*metricsTokenFile)
-		if err != nil {
-			fmt.Fprintf(stderr, "conch serve: --metrics-token-file: %v\n", err)
-			return ExitUsage
-		}
-	}
-
 	stopTracing, ok := startTracing("serve", stderr)
 	if !ok {
 		return ExitUsage
@@ -132,66 +91,188 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 	// of their default action ending the process.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if *followParent {
+	if *o.followParent {
 		if err := exitWithParent(stop); err != nil {
 			fmt.Fprintf(stderr, "conch serve: %v\n", err)
 			return ExitUnavailable
 		}
-		log.Info("stops when the process that started it ends (--exit-with-parent)", "parent", startPPID)
+		g.log.Info("stops when the process that started it ends (--exit-with-parent)", "parent", startPPID)
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	agents := auth.Open(*home)
-	// srv is set once the engine is up; engine and hub callbacks may run
-	// before (reattached sessions), hence the atomic.
-	var srvp atomic.Pointer[httpapi.Server]
-	// The node hub restores the mirrors of node sessions before the engine
-	// reattaches them.
-	hub, err := nodehub.New(nodehub.Options{Home: *home, Logger: log, Ping: nodePing(), Events: func(typ string, data any) {
-		if srv := srvp.Load(); srv != nil {
+	g.agents = auth.Open(*o.home)
+	if code, ok := g.startHub(); !ok {
+		return code
+	}
+	defer g.hub.Close()
+	if code, ok := g.startPods(); !ok {
+		return code
+	}
+	defer g.pods.Close()
+	if code, ok := g.startEngine(ctx); !ok {
+		return code
+	}
+	if code, ok := g.prepareServer(); !ok {
+		g.closeEngine()
+		return code
+	}
+	g.serve()
+	g.printBanner()
+	go g.reloadOnHUP(hup)
+	code := g.wait(ctx)
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	g.shutdown(sctx)
+	return code
+}
+
+// serving is one run of `conch serve`, filled in step by step by
+// runServe.
+type serving struct {
+	o              *serveOpts
+	stdout, stderr io.Writer
+	h              slog.Handler
+	log            *slog.Logger
+	useTLS         bool
+	metricsToken   string
+
+	agents *auth.Store
+	// srvp is set once the engine is up; engine and hub callbacks may
+	// run before (reattached sessions), hence the atomic.
+	srvp atomic.Pointer[httpapi.Server]
+	hub  *nodehub.Hub
+	pods *kube.Manager
+	// engp is the engine once it exists, for the callbacks given to it.
+	engp atomic.Pointer[engine.Engine]
+	eng  *engine.Engine
+
+	ln, mln, sock  net.Listener
+	base, sockPath string
+	ui             bool
+	srv            *httpapi.Server
+	hs, ss, ms     *http.Server
+	errc           chan error
+	metricsNote    string
+}
+
+// openLog makes the logger of --log-level and --log-format.
+func (g *serving) openLog() bool {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*g.o.logLevel)); err != nil {
+		fmt.Fprintf(g.stderr, "conch serve: bad --log-level %q\n", *g.o.logLevel)
+		return false
+	}
+	g.h = slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: lvl})
+	if *g.o.logFormat == "json" {
+		// encoding/json escapes C0 but writes C1, bidi and other
+		// format characters as they are: a JSON writer escapes them too,
+		// so a log line read in a terminal shows what an agent sent.
+		g.h = slog.NewJSONHandler(&visible.Writer{W: g.stderr, Mode: visible.ModeJSON}, &slog.HandlerOptions{Level: lvl})
+	}
+	g.log = slog.New(g.h)
+	return true
+}
+
+// checkListen checks --listen (TLS or loopback, unless
+// --insecure-listen) and --metrics-listen (loopback only).
+func (g *serving) checkListen() bool {
+	listen, stderr := *g.o.listen, g.stderr
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "conch serve: bad --listen %q: %v\n", listen, err)
+		return false
+	}
+	g.useTLS = *g.o.tlsCert != "" || *g.o.tlsKey != ""
+	if !isLoopback(host) && !g.useTLS && !*g.o.insecure {
+		fmt.Fprintf(stderr, "conch serve: refusing to listen on %s without TLS (use --tls-cert/--tls-key, or --insecure-listen)\n", listen)
+		return false
+	}
+	if ml := *g.o.metricsListen; ml != "" {
+		mh, _, err := net.SplitHostPort(ml)
+		if err != nil {
+			fmt.Fprintf(stderr, "conch serve: bad --metrics-listen %q: %v\n", ml, err)
+			return false
+		}
+		if !isLoopback(mh) {
+			fmt.Fprintf(stderr, "conch serve: --metrics-listen must be a loopback address (127.0.0.1:PORT or [::1]:PORT), not %q; to scrape from elsewhere use --metrics-token-file on the main listener\n", ml)
+			return false
+		}
+	}
+	return true
+}
+
+// readMetricsToken reads --metrics-token-file.
+func (g *serving) readMetricsToken() bool {
+	if *g.o.metricsTokenFile == "" {
+		return true
+	}
+	var err error
+	g.metricsToken, err = readMetricsToken(*g.o.metricsTokenFile)
+	if err != nil {
+		fmt.Fprintf(g.stderr, "conch serve: --metrics-token-file: %v\n", err)
+		return false
+	}
+	return true
+}
+
+// startHub opens the node hub, which restores the mirrors of node
+// sessions before the engine reattaches them.
+func (g *serving) startHub() (int, bool) {
+	var err error
+	g.hub, err = nodehub.New(nodehub.Options{Home: *g.o.home, Logger: g.log, Ping: nodePing(), Events: func(typ string, data any) {
+		if srv := g.srvp.Load(); srv != nil {
 			srv.Publish(engine.Event{Type: typ, Data: data})
 		}
 	}})
 	if err != nil {
-		fmt.Fprintf(stderr, "conch serve: node hub: %v\n", err)
-		return ExitUnavailable
+		fmt.Fprintf(g.stderr, "conch serve: node hub: %v\n", err)
+		return ExitUnavailable, false
 	}
-	defer hub.Close()
-	// The kubernetes sandbox backend pairs its pods through the hub.
-	pods, err := kube.New(*home, hub, log)
+	return ExitOK, true
+}
+
+// startPods opens the kubernetes sandbox backend, which pairs its pods
+// through the hub.
+func (g *serving) startPods() (int, bool) {
+	var err error
+	g.pods, err = kube.New(*g.o.home, g.hub, g.log)
 	if err != nil {
-		fmt.Fprintf(stderr, "conch serve: kubernetes backend: %v\n", err)
-		return ExitUnavailable
+		fmt.Fprintf(g.stderr, "conch serve: kubernetes backend: %v\n", err)
+		return ExitUnavailable, false
 	}
-	defer pods.Close()
+	return ExitOK, true
+}
+
+// startEngine starts the engine, then resumes the sandbox pods paired
+// before this start.
+func (g *serving) startEngine(ctx context.Context) (int, bool) {
 	// nodeBinding reads the engine once it exists (apply_patch on a node
 	// is only called after that).
-	var engp atomic.Pointer[engine.Engine]
 	nodeBinding := func(agent string) string {
-		if e := engp.Load(); e != nil {
+		if e := g.engp.Load(); e != nil {
 			return e.NodeBinding(agent)
 		}
 		return ""
 	}
 	eng, err := engine.New(engine.Options{
-		Home: *home, Mode: "serve", Logger: log, Nodes: hub, Pods: pods, Probes: waitprobe.Probes{},
+		Home: *g.o.home, Mode: "serve", Logger: g.log, Nodes: g.hub, Pods: g.pods, Probes: waitprobe.Probes{},
 		PatchNode: func(ctx context.Context, agent, input string) (engine.NodePatch, *apitype.Error) {
-			return hub.PatchApply(ctx, nodeBinding(agent), agent, input)
+			return g.hub.PatchApply(ctx, nodeBinding(agent), agent, input)
 		},
 		Events: func(ev engine.Event) {
-			if srv := srvp.Load(); srv != nil {
+			if srv := g.srvp.Load(); srv != nil {
 				srv.Publish(ev)
 			}
 		},
-		Notify: func(agent string, n engine.Notice) {
-			if srv := srvp.Load(); srv != nil {
+		Notify: func(agent string, n apitype.Notice) {
+			if srv := g.srvp.Load(); srv != nil {
 				srv.Notify(agent, n)
 			}
 		},
 		Workspace: func(agent string) string {
-			a, err := agents.Get(agent)
+			a, err := g.agents.Get(agent)
 			if err != nil {
 				return ""
 			}
@@ -199,169 +280,216 @@ func runServe(o *serveOpts, stdout, stderr io.Writer) int {
 		},
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "conch serve: %v\n", err)
-		return exitFor(err, ExitFailed)
+		fmt.Fprintf(g.stderr, "conch serve: %v\n", err)
+		return exitFor(err, ExitFailed), false
 	}
 	// The sandbox pods paired before this start: a pod gone meanwhile
 	// ends its sessions lost before the first request sees them.
 	rctx, rcancel := context.WithTimeout(ctx, 15*time.Second)
-	pods.Resume(rctx)
+	g.pods.Resume(rctx)
 	rcancel()
-	pods.WarmPools(eng.Config)
-	engp.Store(eng)
-	closeEngine := func() {
-		if *stopSessions {
-			eng.StopSessions()
-		}
-		eng.Close()
+	g.pods.WarmPools(eng.Config)
+	g.engp.Store(eng)
+	g.eng = eng
+	return ExitOK, true
+}
+
+// closeEngine closes the engine, first stopping its sessions with
+// --stop-sessions.
+func (g *serving) closeEngine() {
+	if *g.o.stopSessions {
+		g.eng.StopSessions()
 	}
-	opTok, err := auth.OperatorToken(eng.Home())
+	g.eng.Close()
+}
+
+// prepareServer checks the metrics token against the others, opens the
+// listeners, builds the API server and creates the first agent. On
+// failure the caller closes the engine.
+func (g *serving) prepareServer() (int, bool) {
+	opTok, err := auth.OperatorToken(g.eng.Home())
 	if err != nil {
-		fmt.Fprintf(stderr, "conch serve: operator token: %v\n", err)
-		closeEngine()
-		return ExitUnavailable
+		fmt.Fprintf(g.stderr, "conch serve: operator token: %v\n", err)
+		return ExitUnavailable, false
 	}
-	if metricsToken != "" && auth.Equal(metricsToken, opTok) {
-		fmt.Fprintf(stderr, "conch serve: --metrics-token-file holds the operator token; give the scraper a token of its own\n")
-		closeEngine()
-		return ExitUsage
+	if code, ok := g.checkMetricsToken(opTok); !ok {
+		return code, false
 	}
-	if _, ok := agents.Lookup(metricsToken); metricsToken != "" && ok {
-		fmt.Fprintf(stderr, "conch serve: --metrics-token-file holds an agent's token; give the scraper a token of its own\n")
-		closeEngine()
-		return ExitUsage
+	if code, ok := g.listen(); !ok {
+		return code, false
 	}
-	ln, err := net.Listen("tcp", *listen)
+	g.newServer(opTok)
+	if !g.agents.Exists() {
+		tok, err := g.agents.Add("main", "")
+		if err != nil {
+			fmt.Fprintf(g.stderr, "conch serve: create agent main: %v\n", err)
+			return ExitFailed, false
+		}
+		fmt.Fprintf(g.stdout, "Created agent main. Its token (shown once):\n\n  %s\n\nConnect an MCP client to %s/mcp with the header\n  Authorization: Bearer %s\n\n", tok, g.base, tok)
+	}
+	return ExitOK, true
+}
+
+// checkMetricsToken refuses a metrics token that is the operator's or an
+// agent's.
+func (g *serving) checkMetricsToken(opTok string) (int, bool) {
+	if g.metricsToken != "" && auth.Equal(g.metricsToken, opTok) {
+		fmt.Fprintf(g.stderr, "conch serve: --metrics-token-file holds the operator token; give the scraper a token of its own\n")
+		return ExitUsage, false
+	}
+	if _, ok := g.agents.Lookup(g.metricsToken); g.metricsToken != "" && ok {
+		fmt.Fprintf(g.stderr, "conch serve: --metrics-token-file holds an agent's token; give the scraper a token of its own\n")
+		return ExitUsage, false
+	}
+	return ExitOK, true
+}
+
+// listen opens the main listener and the metrics one.
+func (g *serving) listen() (int, bool) {
+	var err error
+	g.ln, err = net.Listen("tcp", *g.o.listen)
 	if err != nil {
-		fmt.Fprintf(stderr, "conch serve: %v\n", err)
-		closeEngine()
-		return ExitUnavailable
+		fmt.Fprintf(g.stderr, "conch serve: %v\n", err)
+		return ExitUnavailable, false
 	}
-	var mln net.Listener
-	if *metricsListen != "" {
-		if mln, err = net.Listen("tcp", *metricsListen); err != nil {
-			fmt.Fprintf(stderr, "conch serve: --metrics-listen: %v\n", err)
-			ln.Close()
-			closeEngine()
-			return ExitUnavailable
+	if *g.o.metricsListen != "" {
+		if g.mln, err = net.Listen("tcp", *g.o.metricsListen); err != nil {
+			fmt.Fprintf(g.stderr, "conch serve: --metrics-listen: %v\n", err)
+			g.ln.Close()
+			return ExitUnavailable, false
 		}
 	}
+	return ExitOK, true
+}
+
+// newServer builds the API server for the listener's address.
+func (g *serving) newServer(opTok string) {
 	scheme := "http"
-	if useTLS {
+	if g.useTLS {
 		scheme = "https"
 	}
-	base := fmt.Sprintf("%s://%s", scheme, ln.Addr().String())
-	ui := !*noUI && eng.Config().ServerUI()
+	g.base = fmt.Sprintf("%s://%s", scheme, g.ln.Addr().String())
+	g.ui = !*g.o.noUI && g.eng.Config().ServerUI()
 	// Login links name the address the gateway answers on; a wildcard
 	// listen (0.0.0.0, ::) is named by its loopback address.
-	linkBase := base
-	if ta, ok := ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+	linkBase := g.base
+	if ta, ok := g.ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
 		linkBase = fmt.Sprintf("%s://%s", scheme, net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port)))
 	}
-	srv := httpapi.New(httpapi.Options{
-		Engine: eng, Home: eng.Home(), Agents: agents, OperatorToken: opTok, MetricsToken: metricsToken, Listen: *listen,
+	eng := g.eng
+	g.srv = httpapi.New(httpapi.Options{
+		Engine: eng, Home: eng.Home(), Agents: g.agents, OperatorToken: opTok, MetricsToken: g.metricsToken, Listen: *g.o.listen,
 		AllowedHosts: serverList(eng.Config(), "allowedHosts"), AllowedOrigins: serverList(eng.Config(), "allowedOrigins"),
-		Version: version(), Logger: log, UI: ui, PublicURL: linkBase, Nodes: hub,
+		Version: version(), Logger: g.log, UI: g.ui, PublicURL: linkBase, Nodes: g.hub,
 	})
-	if !agents.Exists() {
-		tok, err := agents.Add("main", "")
-		if err != nil {
-			fmt.Fprintf(stderr, "conch serve: create agent main: %v\n", err)
-			closeEngine()
-			return ExitFailed
-		}
-		fmt.Fprintf(stdout, "Created agent main. Its token (shown once):\n\n  %s\n\nConnect an MCP client to %s/mcp with the header\n  Authorization: Bearer %s\n\n", tok, base, tok)
-	}
-	sockPath := filepath.Join(eng.Home(), "run", "engine.sock")
-	sock, err := listenEngineSocket(sockPath, log)
+}
+
+// serve opens the engine socket and serves the main listener, the
+// socket and the metrics listener, each on its goroutine; their errors
+// go to g.errc.
+func (g *serving) serve() {
+	g.sockPath = filepath.Join(g.eng.Home(), "run", "engine.sock")
+	var err error
+	g.sock, err = listenEngineSocket(g.sockPath, g.log)
 	if err != nil {
-		log.Warn("engine socket unavailable", "err", err)
+		g.log.Warn("engine socket unavailable", "err", err)
 	}
-	srvp.Store(srv)
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: httpIdleTimeout, ErrorLog: slog.NewLogLogger(h, slog.LevelDebug)}
-	ss := &http.Server{Handler: srv.SocketHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: httpIdleTimeout}
+	g.srvp.Store(g.srv)
+	g.hs = &http.Server{Handler: g.srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: httpIdleTimeout, ErrorLog: slog.NewLogLogger(g.h, slog.LevelDebug)}
+	g.ss = &http.Server{Handler: g.srv.SocketHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: httpIdleTimeout}
 	tcpCap, sockCap := connCaps()
-	ln = limitConns(ln, tcpCap)
-	if sock != nil {
-		sock = limitConns(sock, sockCap)
+	ln := limitConns(g.ln, tcpCap)
+	if g.sock != nil {
+		g.sock = limitConns(g.sock, sockCap)
 	}
-	errc := make(chan error, 2)
+	g.errc = make(chan error, 2)
 	go func() {
-		if useTLS {
-			cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if g.useTLS {
+			cert, err := tls.LoadX509KeyPair(*g.o.tlsCert, *g.o.tlsKey)
 			if err != nil {
-				errc <- err
+				g.errc <- err
 				return
 			}
-			hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-			errc <- hs.ServeTLS(ln, "", "")
+			g.hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+			g.errc <- g.hs.ServeTLS(ln, "", "")
 			return
 		}
-		errc <- hs.Serve(ln)
+		g.errc <- g.hs.Serve(ln)
 	}()
-	if sock != nil {
-		go func() { errc <- ss.Serve(sock) }()
+	if g.sock != nil {
+		go func() { g.errc <- g.ss.Serve(g.sock) }()
 	}
-	ms := &http.Server{ReadHeaderTimeout: 10 * time.Second}
-	metricsNote := ""
-	if mln != nil {
-		ms.Handler = srv.MetricsHandler(mln.Addr().String())
-		go func() { errc <- ms.Serve(mln) }()
-		metricsNote = ", metrics http://" + mln.Addr().String() + "/metrics"
+	g.ms = &http.Server{ReadHeaderTimeout: 10 * time.Second}
+	if g.mln != nil {
+		g.ms.Handler = g.srv.MetricsHandler(g.mln.Addr().String())
+		go func() { g.errc <- g.ms.Serve(g.mln) }()
+		g.metricsNote = ", metrics http://" + g.mln.Addr().String() + "/metrics"
 	}
-	uiNote := "control UI " + base + "/ (sign in with: conch ui)"
-	if !ui {
+}
+
+// printBanner prints the shim's note (when commands do not get the fast
+// path) and the "listening on" line.
+func (g *serving) printBanner() {
+	uiNote := "control UI " + g.base + "/ (sign in with: conch ui)"
+	if !g.ui {
 		uiNote = "control UI off"
 	}
-	if p := eng.Shim(); !p.Fast() && p.Note != "" {
-		fmt.Fprintf(stdout, "conch serve: %s\n", p.Note)
+	if p := g.eng.Shim(); !p.Fast() && p.Note != "" {
+		fmt.Fprintf(g.stdout, "conch serve: %s\n", p.Note)
 	}
-	fmt.Fprintf(stdout, "conch serve: listening on %s (MCP %s/mcp, API %s/v1, engine socket %s, %s%s)\n", base, base, base, sockPath, uiNote, metricsNote)
-	log.Info("serving", "listen", *listen, "home", eng.Home())
+	base := g.base
+	fmt.Fprintf(g.stdout, "conch serve: listening on %s (MCP %s/mcp, API %s/v1, engine socket %s, %s%s)\n", base, base, base, g.sockPath, uiNote, g.metricsNote)
+	g.log.Info("serving", "listen", *g.o.listen, "home", g.eng.Home())
+}
 
-	go func() {
-		for range hup {
-			if err := eng.Reload(); err != nil {
-				log.Error("config reload failed; keeping the old configuration", "err", err)
-			} else {
-				log.Info("configuration reloaded")
-			}
+// reloadOnHUP re-reads config.json at every SIGHUP.
+func (g *serving) reloadOnHUP(hup <-chan os.Signal) {
+	for range hup {
+		if err := g.eng.Reload(); err != nil {
+			g.log.Error("config reload failed; keeping the old configuration", "err", err)
+		} else {
+			g.log.Info("configuration reloaded")
 		}
-	}()
-	code := ExitOK
+	}
+}
+
+// wait serves until a stop signal or a listener's failure and returns
+// the exit code.
+func (g *serving) wait(ctx context.Context) int {
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down: answering the calls in flight")
-	case err := <-errc:
+		g.log.Info("shutting down: answering the calls in flight")
+	case err := <-g.errc:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintf(stderr, "conch serve: %v\n", err)
-			code = ExitFailed
+			fmt.Fprintf(g.stderr, "conch serve: %v\n", err)
+			return ExitFailed
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	// From now on every request that arrives, on any listener, is
-	// answered 503 "conch engine is shutting down." while the listeners
-	// stay open until the end, so no client connecting during the
-	// shutdown is refused. Answer every call in flight first (an exec call
-	// in its yield window gets its running result and the command keeps
-	// running), wait for the handlers to write their answers, close the
-	// engine, and only then close the listeners.
-	srv.BeginDrain()
-	hs.SetKeepAlivesEnabled(false)
-	ss.SetKeepAlivesEnabled(false)
-	if err := eng.Stop(sctx); err != nil {
-		log.Warn("calls still in flight at shutdown", "err", err)
+	return ExitOK
+}
+
+// shutdown stops the gateway. From now on every request that arrives,
+// on any listener, is answered 503 "conch engine is shutting down."
+// while the listeners stay open until the end, so no client connecting
+// during the shutdown is refused. Answer every call in flight first (an
+// exec call in its yield window gets its running result and the command
+// keeps running), wait for the handlers to write their answers, close
+// the engine, and only then close the listeners.
+func (g *serving) shutdown(sctx context.Context) {
+	g.srv.BeginDrain()
+	g.hs.SetKeepAlivesEnabled(false)
+	g.ss.SetKeepAlivesEnabled(false)
+	if err := g.eng.Stop(sctx); err != nil {
+		g.log.Warn("calls still in flight at shutdown", "err", err)
 	}
-	if err := srv.Drain(sctx); err != nil {
-		log.Warn("requests still in flight at shutdown", "err", err)
+	if err := g.srv.Drain(sctx); err != nil {
+		g.log.Warn("requests still in flight at shutdown", "err", err)
 	}
-	closeEngine()
-	hs.Close()
-	ss.Close()
-	ms.Shutdown(sctx)
-	os.Remove(sockPath)
-	return code
+	g.closeEngine()
+	g.hs.Close()
+	g.ss.Close()
+	g.ms.Shutdown(sctx)
+	os.Remove(g.sockPath)
 }
 
 // readMetricsToken reads the scrape token from path (surrounding

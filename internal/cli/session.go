@@ -16,6 +16,7 @@ import (
 
 	"github.com/conchsh/conch/client"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // sessionDocs are the usage line, summary and examples of each session
@@ -82,201 +83,255 @@ func (a *app) sessionCmd(name string) *cobra.Command {
 	fs := cmd.Flags()
 	stdout, stderr := a.stdout, a.stderr
 	g := addGlobalFlags(fs)
-	var since, timeout, offset, limit, port, idle, context_, max_, delay optNum
-	var raw, follow, ignoreCase, eof, noBracket, submit bool
-	var stream, until, pattern, host, url, path, data, keys, hexes, literal, paste, format string
-	switch name {
-	case "poll":
-		fs.Var(&since, "since", "journal cursor to read from (default: what this agent has not polled yet)")
-		fs.Var(&timeout, "timeout", "wait up to this many milliseconds for the end")
-		fs.BoolVar(&raw, "raw", false, "keep terminal escapes")
-	case "log":
-		fs.Var(&offset, "offset", "first line (0-based)")
-		fs.Var(&limit, "limit", "number of lines")
-		fs.Var(&since, "since", "journal cursor to read from")
-		fs.BoolVarP(&follow, "follow", "f", false, "keep printing new output until the session ends")
-		fs.BoolVar(&raw, "raw", false, "keep terminal escapes")
-		fs.StringVar(&stream, "stream", "", "both, stdout or stderr")
-		fs.StringVar(&format, "format", "text", "text, or asciicast: a PTY session's recording (asciicast v2) on stdout")
-	case "wait":
-		fs.StringVar(&until, "until", "", "exit (default), regex, port, http, file or idle; a comma list waits for the first")
-		fs.StringVar(&pattern, "pattern", "", "regular expression (until regex)")
-		fs.BoolVarP(&ignoreCase, "ignore-case", "i", false, "ignore case")
-		fs.Var(&since, "since", "journal cursor: the output shown, and until regex, start after it (default: output not yet read; regex 0)")
-		fs.StringVar(&host, "host", "", "host (until port; default 127.0.0.1)")
-		fs.Var(&port, "port", "TCP port (until port)")
-		fs.StringVar(&url, "url", "", "URL (until http)")
-		fs.StringVar(&path, "path", "", "path (until file)")
-		fs.Var(&idle, "idle", "milliseconds without output (until idle)")
-		fs.Var(&timeout, "timeout", "give up after this many milliseconds (default 30000)")
-	case "search":
-		fs.BoolVarP(&ignoreCase, "ignore-case", "i", false, "ignore case")
-		fs.VarP(&context_, "context", "C", "lines of context")
-		fs.Var(&max_, "max", "matches returned")
-		fs.Var(&since, "since", "journal cursor to search from")
-	case "send":
-		fs.StringVar(&data, "data", "", "text to write to stdin")
-		fs.BoolVar(&eof, "eof", false, "close stdin after writing")
-		fs.StringVar(&keys, "keys", "", "key tokens, comma-separated (Enter,C-c,Up,…)")
-		fs.StringVar(&hexes, "hex", "", "bytes as hex, comma-separated")
-		fs.StringVar(&literal, "literal", "", "text sent as keys, as is")
-		fs.StringVar(&paste, "paste", "", "text to paste")
-		fs.BoolVar(&noBracket, "no-bracket", false, "paste without bracketed-paste markers")
-		fs.BoolVar(&submit, "submit", false, "then press Enter (CR on a terminal, LF on a pipe)")
-		fs.Var(&delay, "delay", "milliseconds between key tokens")
-	}
+	f := &sessionFlags{name: name, fs: fs}
+	f.register()
 	cmd.RunE = a.runs(func(cmd *cobra.Command, pos []string) int {
 		id := pos[0]
-		if name == "log" && format != "text" {
-			if format != "asciicast" {
-				fmt.Fprintf(stderr, "conch log: unknown --format %q (text or asciicast)\n", format)
-				return ExitUsage
-			}
-			for _, f := range []string{"offset", "limit", "since", "follow", "raw", "stream"} {
-				if fs.Changed(f) {
-					fmt.Fprintf(stderr, "conch log: --format asciicast writes the whole recording; it takes no --%s\n", f)
-					return ExitUsage
-				}
-			}
-			return writeRecording(g, id, stdout, stderr)
+		if name == "log" && f.format != "text" {
+			return f.recording(g, id, stdout, stderr)
 		}
-		p := map[string]any{"sessionId": id}
-		var calls []map[string]any // send may need several actions
-		switch name {
-		case "poll":
-			p["action"] = "poll"
-			since.put(p, "since")
-			timeout.put(p, "timeout")
-			if raw {
-				p["raw"] = true
-			}
-		case "log":
-			p["action"] = "log"
-			offset.put(p, "offset")
-			limit.put(p, "limit")
-			since.put(p, "since")
-			if raw {
-				p["raw"] = true
-			}
-			if stream != "" {
-				p["stream"] = stream
-			}
-		case "wait":
-			p["action"] = "wait"
-			if u := strings.Split(until, ","); len(u) > 1 {
-				p["until"] = u
-			} else if until != "" {
-				p["until"] = until
-			}
-			for k, v := range map[string]string{"pattern": pattern, "host": host, "url": url, "path": path} {
-				if v != "" {
-					p[k] = v
-				}
-			}
-			if ignoreCase {
-				p["ignoreCase"] = true
-			}
-			since.put(p, "since")
-			port.put(p, "port")
-			idle.put(p, "idleMs")
-			timeout.put(p, "timeout")
-		case "search":
-			p["action"] = "search"
-			p["pattern"] = pos[1]
-			if ignoreCase {
-				p["ignoreCase"] = true
-			}
-			context_.put(p, "context")
-			max_.put(p, "max")
-			since.put(p, "since")
-		case "screen", "kill", "clear":
-			p["action"] = name
-		case "rm":
-			p["action"] = "remove"
-		case "send":
-			if fs.Changed("data") || eof {
-				calls = append(calls, map[string]any{"action": "write", "sessionId": id, "data": data, "eof": eof})
-			}
-			if keys != "" || hexes != "" || literal != "" {
-				c := map[string]any{"action": "send-keys", "sessionId": id}
-				if keys != "" {
-					c["keys"] = strings.Split(keys, ",")
-				}
-				if hexes != "" {
-					c["hex"] = strings.Split(hexes, ",")
-				}
-				if literal != "" {
-					c["literal"] = literal
-				}
-				delay.put(c, "delayMs")
-				calls = append(calls, c)
-			}
-			if fs.Changed("paste") {
-				calls = append(calls, map[string]any{"action": "paste", "sessionId": id, "text": paste, "bracketed": !noBracket})
-			}
-			if submit {
-				calls = append(calls, map[string]any{"action": "submit", "sessionId": id})
-			}
-			if len(calls) == 0 {
-				fmt.Fprintln(stderr, "conch send: nothing to send (give --data, --eof, --keys, --hex, --literal, --paste or --submit)")
-				return ExitUsage
-			}
+		calls, ok := f.calls(id, pos, stderr)
+		if !ok {
+			return ExitUsage
 		}
-		if calls == nil {
-			calls = []map[string]any{p}
-		}
-
-		be, err := g.connect()
-		if err != nil {
-			fmt.Fprintf(stderr, "conch %s: %v\n", name, err)
-			return exitForError(err)
-		}
-		defer be.close()
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		var res client.Result
-		for _, c := range calls {
-			res, err = be.Process(ctx, c)
-			// A wait changes nothing, so one cut short by the engine
-			// going away (another CLI command's, which exited) is asked
-			// again of the engine that serves the home now.
-			// A wait answered "timeout" before its time is one whose
-			// engine stopped: it is asked again for the rest of its time,
-			// from the same output position, so nothing is lost.
-			for retry := 0; name == "wait" && retry < 3 && ctx.Err() == nil; retry++ {
-				if err != nil && transportError(err) {
-					res, err = be.Process(ctx, c)
-				} else if next := waitCutShort(c, res, err); next != nil {
-					c = next
-					res, err = be.Process(ctx, c)
-				} else {
-					break
-				}
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return ExitInterrupted
-				}
-				return printFailure(name, g, res, err, stdout, stderr)
-			}
-			switch {
-			case g.json:
-				printJSON(stdout, res)
-			case name == "log" && follow && logEmpty(res):
-				// Skip "(no output yet)": the output follows.
-			default:
-				printResultText(stdout, stderr, res.Text)
-			}
-		}
-		switch {
-		case name == "wait":
-			return waitExitCode(decodeEnd(res), until)
-		case name == "log" && follow:
-			return followLog(ctx, be, g, res, id, followOpts{raw: raw, stream: stream}, stdout, stderr)
-		}
-		return ExitOK
+		return f.run(g, id, calls, stdout, stderr)
 	})
 	return cmd
+}
+
+// sessionFlags are the flags of one session command (name), set by
+// cobra.
+type sessionFlags struct {
+	name                                                       string
+	fs                                                         *pflag.FlagSet
+	since, timeout, offset, limit, port, idle, context_, max_  optNum
+	delay                                                      optNum
+	raw, follow, ignoreCase, eof, noBracket, submit            bool
+	stream, until, pattern, host, url, path, data, keys, hexes string
+	literal, paste, format                                     string
+}
+
+// register declares the flags of f.name.
+func (f *sessionFlags) register() {
+	fs := f.fs
+	switch f.name {
+	case "poll":
+		fs.Var(&f.since, "since", "journal cursor to read from (default: what this agent has not polled yet)")
+		fs.Var(&f.timeout, "timeout", "wait up to this many milliseconds for the end")
+		fs.BoolVar(&f.raw, "raw", false, "keep terminal escapes")
+	case "log":
+		fs.Var(&f.offset, "offset", "first line (0-based)")
+		fs.Var(&f.limit, "limit", "number of lines")
+		fs.Var(&f.since, "since", "journal cursor to read from")
+		fs.BoolVarP(&f.follow, "follow", "f", false, "keep printing new output until the session ends")
+		fs.BoolVar(&f.raw, "raw", false, "keep terminal escapes")
+		fs.StringVar(&f.stream, "stream", "", "both, stdout or stderr")
+		fs.StringVar(&f.format, "format", "text", "text, or asciicast: a PTY session's recording (asciicast v2) on stdout")
+	case "wait":
+		fs.StringVar(&f.until, "until", "", "exit (default), regex, port, http, file or idle; a comma list waits for the first")
+		fs.StringVar(&f.pattern, "pattern", "", "regular expression (until regex)")
+		fs.BoolVarP(&f.ignoreCase, "ignore-case", "i", false, "ignore case")
+		fs.Var(&f.since, "since", "journal cursor: the output shown, and until regex, start after it (default: output not yet read; regex 0)")
+		fs.StringVar(&f.host, "host", "", "host (until port; default 127.0.0.1)")
+		fs.Var(&f.port, "port", "TCP port (until port)")
+		fs.StringVar(&f.url, "url", "", "URL (until http)")
+		fs.StringVar(&f.path, "path", "", "path (until file)")
+		fs.Var(&f.idle, "idle", "milliseconds without output (until idle)")
+		fs.Var(&f.timeout, "timeout", "give up after this many milliseconds (default 30000)")
+	case "search":
+		fs.BoolVarP(&f.ignoreCase, "ignore-case", "i", false, "ignore case")
+		fs.VarP(&f.context_, "context", "C", "lines of context")
+		fs.Var(&f.max_, "max", "matches returned")
+		fs.Var(&f.since, "since", "journal cursor to search from")
+	case "send":
+		fs.StringVar(&f.data, "data", "", "text to write to stdin")
+		fs.BoolVar(&f.eof, "eof", false, "close stdin after writing")
+		fs.StringVar(&f.keys, "keys", "", "key tokens, comma-separated (Enter,C-c,Up,…)")
+		fs.StringVar(&f.hexes, "hex", "", "bytes as hex, comma-separated")
+		fs.StringVar(&f.literal, "literal", "", "text sent as keys, as is")
+		fs.StringVar(&f.paste, "paste", "", "text to paste")
+		fs.BoolVar(&f.noBracket, "no-bracket", false, "paste without bracketed-paste markers")
+		fs.BoolVar(&f.submit, "submit", false, "then press Enter (CR on a terminal, LF on a pipe)")
+		fs.Var(&f.delay, "delay", "milliseconds between key tokens")
+	}
+}
+
+// recording is `conch log --format asciicast`: the whole recording, so
+// no other flag of log applies.
+func (f *sessionFlags) recording(g *globalFlags, id string, stdout, stderr io.Writer) int {
+	if f.format != "asciicast" {
+		fmt.Fprintf(stderr, "conch log: unknown --format %q (text or asciicast)\n", f.format)
+		return ExitUsage
+	}
+	for _, fl := range []string{"offset", "limit", "since", "follow", "raw", "stream"} {
+		if f.fs.Changed(fl) {
+			fmt.Fprintf(stderr, "conch log: --format asciicast writes the whole recording; it takes no --%s\n", fl)
+			return ExitUsage
+		}
+	}
+	return writeRecording(g, id, stdout, stderr)
+}
+
+// calls builds the process calls of the command: one, or several for
+// send. ok is false for a usage error, already printed.
+func (f *sessionFlags) calls(id string, pos []string, stderr io.Writer) (calls []map[string]any, ok bool) {
+	p := map[string]any{"sessionId": id}
+	switch f.name {
+	case "poll":
+		p["action"] = "poll"
+		f.since.put(p, "since")
+		f.timeout.put(p, "timeout")
+		if f.raw {
+			p["raw"] = true
+		}
+	case "log":
+		p["action"] = "log"
+		f.offset.put(p, "offset")
+		f.limit.put(p, "limit")
+		f.since.put(p, "since")
+		if f.raw {
+			p["raw"] = true
+		}
+		if f.stream != "" {
+			p["stream"] = f.stream
+		}
+	case "wait":
+		f.waitParams(p)
+	case "search":
+		p["action"] = "search"
+		p["pattern"] = pos[1]
+		if f.ignoreCase {
+			p["ignoreCase"] = true
+		}
+		f.context_.put(p, "context")
+		f.max_.put(p, "max")
+		f.since.put(p, "since")
+	case "screen", "kill", "clear":
+		p["action"] = f.name
+	case "rm":
+		p["action"] = "remove"
+	case "send":
+		calls = f.sendCalls(id)
+		if len(calls) == 0 {
+			fmt.Fprintln(stderr, "conch send: nothing to send (give --data, --eof, --keys, --hex, --literal, --paste or --submit)")
+			return nil, false
+		}
+	}
+	if calls == nil {
+		calls = []map[string]any{p}
+	}
+	return calls, true
+}
+
+// waitParams fills in the parameters of wait.
+func (f *sessionFlags) waitParams(p map[string]any) {
+	p["action"] = "wait"
+	if u := strings.Split(f.until, ","); len(u) > 1 {
+		p["until"] = u
+	} else if f.until != "" {
+		p["until"] = f.until
+	}
+	for k, v := range map[string]string{"pattern": f.pattern, "host": f.host, "url": f.url, "path": f.path} {
+		if v != "" {
+			p[k] = v
+		}
+	}
+	if f.ignoreCase {
+		p["ignoreCase"] = true
+	}
+	f.since.put(p, "since")
+	f.port.put(p, "port")
+	f.idle.put(p, "idleMs")
+	f.timeout.put(p, "timeout")
+}
+
+// sendCalls are the calls of send, in order: write, send-keys, paste,
+// submit.
+func (f *sessionFlags) sendCalls(id string) []map[string]any {
+	var calls []map[string]any
+	if f.fs.Changed("data") || f.eof {
+		calls = append(calls, map[string]any{"action": "write", "sessionId": id, "data": f.data, "eof": f.eof})
+	}
+	if f.keys != "" || f.hexes != "" || f.literal != "" {
+		c := map[string]any{"action": "send-keys", "sessionId": id}
+		if f.keys != "" {
+			c["keys"] = strings.Split(f.keys, ",")
+		}
+		if f.hexes != "" {
+			c["hex"] = strings.Split(f.hexes, ",")
+		}
+		if f.literal != "" {
+			c["literal"] = f.literal
+		}
+		f.delay.put(c, "delayMs")
+		calls = append(calls, c)
+	}
+	if f.fs.Changed("paste") {
+		calls = append(calls, map[string]any{"action": "paste", "sessionId": id, "text": f.paste, "bracketed": !f.noBracket})
+	}
+	if f.submit {
+		calls = append(calls, map[string]any{"action": "submit", "sessionId": id})
+	}
+	return calls
+}
+
+// run sends the calls, prints each answer and returns the exit code.
+func (f *sessionFlags) run(g *globalFlags, id string, calls []map[string]any, stdout, stderr io.Writer) int {
+	name := f.name
+	be, err := g.connect()
+	if err != nil {
+		fmt.Fprintf(stderr, "conch %s: %v\n", name, err)
+		return exitForError(err)
+	}
+	defer be.close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var res client.Result
+	for _, c := range calls {
+		res, err = f.call(ctx, be, c)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ExitInterrupted
+			}
+			return printFailure(name, g, res, err, stdout, stderr)
+		}
+		switch {
+		case g.json:
+			printJSON(stdout, res)
+		case name == "log" && f.follow && logEmpty(res):
+			// Skip "(no output yet)": the output follows.
+		default:
+			printResultText(stdout, stderr, res.Text)
+		}
+	}
+	switch {
+	case name == "wait":
+		return waitExitCode(decodeEnd(res), f.until)
+	case name == "log" && f.follow:
+		return followLog(ctx, be, g, res, id, followOpts{raw: f.raw, stream: f.stream}, stdout, stderr)
+	}
+	return ExitOK
+}
+
+// call sends one process call. A wait changes nothing, so one cut short
+// by the engine going away (another CLI command's, which exited) is
+// asked again of the engine that serves the home now. A wait answered
+// "timeout" before its time is one whose engine stopped: it is asked
+// again for the rest of its time, from the same output position, so
+// nothing is lost.
+func (f *sessionFlags) call(ctx context.Context, be *conn, c map[string]any) (client.Result, error) {
+	res, err := be.Process(ctx, c)
+	for retry := 0; f.name == "wait" && retry < 3 && ctx.Err() == nil; retry++ {
+		if err != nil && transportError(err) {
+			res, err = be.Process(ctx, c)
+		} else if next := waitCutShort(c, res, err); next != nil {
+			c = next
+			res, err = be.Process(ctx, c)
+		} else {
+			break
+		}
+	}
+	return res, err
 }
 
 // writeRecording is conch log --format asciicast: the session's recording

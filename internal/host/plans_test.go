@@ -29,7 +29,8 @@ func (b *recBackend) Remove(context.Context, string) error        { return nil }
 func (b *recBackend) Layers(*sandbox.Run) []string                { return []string{"rec"} }
 func (b *recBackend) Command(r *sandbox.Run) ([]string, []string, error) {
 	b.runs = append(b.runs, r)
-	r.BlockFD = true // a stand-in for bwrap's --block-fd 3
+	r.BlockFD = true     // a stand-in for bwrap's --block-fd 3
+	r.CttyInside = r.PTY // and for its init's --ctty
 	return append([]string{r.Exe, "sandbox-init", "--"}, "/bin/sh", "-lc", r.Command), r.Env, nil
 }
 

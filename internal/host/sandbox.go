@@ -113,14 +113,15 @@ func (h *sandboxHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.
 	}
 	pl.Argv, pl.Env = argv, cmdEnv
 	if len(run.Protected) > 0 {
-		pl.Guard = sandbox.NewGuard(ws, run.Protected)
+		// docker mounts the workspace whole: no Protected paths.
+		pl.Guard = sandbox.NewGuardFor(ws, run.Protected, run.ProtectedReadOnly)
 	}
 	layers := backend.Layers(run)
 	pl.Sandbox = &proto.SandboxSpec{
 		Backend: backend.Name(), Scope: sb.Scope, Layers: layers,
 		MemoryBytes: sb.MemoryBytes, Pids: sb.Pids, CPUs: sb.CPUs,
 		BlockFD:    run.BlockFD,
-		CttyInside: backend.Name() == "bwrap" && pl.PTY,
+		CttyInside: run.CttyInside,
 		Files:      run.Files,
 	}
 	if d, ok := backend.(*docker.Docker); ok {

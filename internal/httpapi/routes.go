@@ -21,24 +21,8 @@ import (
 func (s *Server) routes() {
 	m := http.NewServeMux()
 	s.mux = m
-	m.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
-		// A full or unwritable home is a degraded state, not a dead
-		// gateway: the answer stays 200 (it serves running sessions) and
-		// says what is wrong (disk.code, disk.reason).
-		disk := s.eng.DiskStatus()
-		status := "ok"
-		if disk.Refusing() {
-			status = "degraded"
-		}
-		writeJSON(w, 200, map[string]any{"ok": true, "status": status, "disk": disk, "version": s.opt.Version, "uptimeMs": time.Since(s.started).Milliseconds()})
-	})
-	m.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		if id := identityOf(r.Context()); !id.operator && !id.metrics {
-			writeError(w, http.StatusForbidden, "forbidden", "operator or metrics credentials required")
-			return
-		}
-		s.metricsH.ServeHTTP(w, r)
-	})
+	m.HandleFunc("GET /v1/health", s.health)
+	m.HandleFunc("GET /metrics", s.metrics)
 	m.HandleFunc("POST /v1/exec", s.tool("exec"))
 	m.HandleFunc("POST /v1/proxies/{id}/stop", s.operator(s.stopProxy))
 	m.HandleFunc("POST /v1/process", s.tool("process"))
@@ -81,20 +65,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/agents/{id}/exec-defaults", s.operator(s.getDefaults))
 	m.HandleFunc("PUT /v1/agents/{id}/exec-defaults", s.operator(s.putDefaults))
 	m.HandleFunc("DELETE /v1/agents/{id}/exec-defaults", s.operator(s.deleteDefaults))
-	m.HandleFunc("POST /v1/config/reload", s.operator(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.eng.Reload(); err != nil {
-			writeError(w, 400, "invalid_argument", err.Error())
-			return
-		}
-		writeJSON(w, 200, map[string]any{"ok": true})
-	}))
-	m.HandleFunc("GET /v1/doctor", s.operator(func(w http.ResponseWriter, r *http.Request) {
-		f := admin.Doctor(s.opt.Home)
-		if f == nil {
-			f = []admin.Finding{}
-		}
-		writeJSON(w, 200, map[string]any{"findings": f})
-	}))
+	m.HandleFunc("POST /v1/config/reload", s.operator(s.reload))
+	m.HandleFunc("GET /v1/doctor", s.operator(s.doctor))
 	if s.opt.UI {
 		m.HandleFunc("POST /v1/ui/login-code", s.operator(s.uiLoginCode))
 		m.HandleFunc("POST /v1/ui/session", s.uiSessionCreate)
@@ -105,38 +77,9 @@ func (s *Server) routes() {
 			writeError(w, http.StatusNotFound, "not_found", "the control UI is disabled on this gateway (conch serve --no-ui, or server.ui false)")
 		})
 	}
-	m.HandleFunc("GET /v1/sandbox", s.operator(func(w http.ResponseWriter, r *http.Request) {
-		st, err := admin.SandboxStatusOf(r.Context(), s.opt.Home)
-		if err != nil {
-			writeError(w, 400, "invalid_argument", err.Error())
-			return
-		}
-		writeJSON(w, 200, st)
-	}))
-	m.HandleFunc("POST /v1/sandbox/recreate", s.operator(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Agent string `json:"agent"`
-			All   bool   `json:"all"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || (req.Agent == "") == !req.All {
-			writeError(w, 400, "invalid_argument", "want {\"agent\": ID} or {\"all\": true}")
-			return
-		}
-		removed, err := admin.SandboxRecreate(r.Context(), s.opt.Home, req.Agent, req.All)
-		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, "sandbox_unavailable", err.Error())
-			return
-		}
-		writeJSON(w, 200, map[string]any{"removed": removed})
-	}))
-	m.HandleFunc("POST /v1/sandbox/prune", s.operator(func(w http.ResponseWriter, r *http.Request) {
-		removed, err := admin.SandboxPrune(r.Context(), s.opt.Home)
-		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, "sandbox_unavailable", err.Error())
-			return
-		}
-		writeJSON(w, 200, map[string]any{"removed": removed})
-	}))
+	m.HandleFunc("GET /v1/sandbox", s.operator(s.sandboxStatus))
+	m.HandleFunc("POST /v1/sandbox/recreate", s.operator(s.sandboxRecreate))
+	m.HandleFunc("POST /v1/sandbox/prune", s.operator(s.sandboxPrune))
 	if s.opt.Nodes != nil {
 		nh := s.nodesHandler()
 		m.Handle("/v1/nodes", s.operator(nh.ServeHTTP))
@@ -156,6 +99,84 @@ func (s *Server) routes() {
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
 	})
+}
+
+// health is GET /v1/health.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	// A full or unwritable home is a degraded state, not a dead
+	// gateway: the answer stays 200 (it serves running sessions) and
+	// says what is wrong (disk.code, disk.reason).
+	disk := s.eng.DiskStatus()
+	status := "ok"
+	if disk.Refusing() {
+		status = "degraded"
+	}
+	writeJSON(w, 200, map[string]any{"ok": true, "status": status, "disk": disk, "version": s.opt.Version, "uptimeMs": time.Since(s.started).Milliseconds()})
+}
+
+// metrics is GET /metrics: the operator or the metrics scraper.
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	if id := identityOf(r.Context()); !id.operator && !id.metrics {
+		writeError(w, http.StatusForbidden, "forbidden", "operator or metrics credentials required")
+		return
+	}
+	s.metricsH.ServeHTTP(w, r)
+}
+
+// reload is POST /v1/config/reload.
+func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
+	if err := s.eng.Reload(); err != nil {
+		writeError(w, 400, "invalid_argument", err.Error())
+		return
+	}
+	writeJSON(w, 200, map[string]any{"ok": true})
+}
+
+// doctor is GET /v1/doctor.
+func (s *Server) doctor(w http.ResponseWriter, r *http.Request) {
+	f := admin.Doctor(s.opt.Home)
+	if f == nil {
+		f = []admin.Finding{}
+	}
+	writeJSON(w, 200, map[string]any{"findings": f})
+}
+
+// sandboxStatus is GET /v1/sandbox.
+func (s *Server) sandboxStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := admin.SandboxStatusOf(r.Context(), s.opt.Home)
+	if err != nil {
+		writeError(w, 400, "invalid_argument", err.Error())
+		return
+	}
+	writeJSON(w, 200, st)
+}
+
+// sandboxRecreate is POST /v1/sandbox/recreate.
+func (s *Server) sandboxRecreate(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Agent string `json:"agent"`
+		All   bool   `json:"all"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || (req.Agent == "") == !req.All {
+		writeError(w, 400, "invalid_argument", "want {\"agent\": ID} or {\"all\": true}")
+		return
+	}
+	removed, err := admin.SandboxRecreate(r.Context(), s.opt.Home, req.Agent, req.All)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "sandbox_unavailable", err.Error())
+		return
+	}
+	writeJSON(w, 200, map[string]any{"removed": removed})
+}
+
+// sandboxPrune is POST /v1/sandbox/prune.
+func (s *Server) sandboxPrune(w http.ResponseWriter, r *http.Request) {
+	removed, err := admin.SandboxPrune(r.Context(), s.opt.Home)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "sandbox_unavailable", err.Error())
+		return
+	}
+	writeJSON(w, 200, map[string]any{"removed": removed})
 }
 
 // actor names the operator credential of r for decidedBy and the ledger:
@@ -741,7 +762,7 @@ func (s *Server) putDefaults(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var d engine.ExecDefaults
+	var d apitype.ExecDefaults
 	if err := json.Unmarshal(body, &d); err != nil {
 		writeError(w, 400, "invalid_argument", err.Error())
 		return

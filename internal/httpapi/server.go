@@ -193,7 +193,7 @@ func (s *Server) Publish(ev engine.Event) { s.hub.Publish(ev) }
 
 // Notify pushes an exec notice to the agent's live MCP sessions: pass it
 // as engine.Options.Notify.
-func (s *Server) Notify(agent string, n engine.Notice) {
+func (s *Server) Notify(agent string, n apitype.Notice) {
 	s.mu.Lock()
 	m := s.mcps[agent]
 	s.mu.Unlock()
@@ -237,18 +237,7 @@ func (s *Server) SocketHandler() http.Handler { return s.wrap(true) }
 
 func (s *Server) wrap(socket bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// A panic in any handler (/v1, /mcp's HTTP side, the UI, event
-		// streams) answers 500 internal for this request only; net/http
-		// would otherwise drop the connection with an empty reply.
-		defer func() {
-			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				p := guard.Recovered("http", s.log, v)
-				writeError(w, http.StatusInternalServerError, apitype.CodeInternal, p.Error()+" (logged; the server keeps running)")
-			}
-		}()
+		defer s.recoverPanic(w)
 		rid := newRequestID()
 		w.Header().Set("X-Request-Id", rid)
 		// A node's WebSocket lives as long as its link (the hub ends it
@@ -272,134 +261,206 @@ func (s *Server) wrap(socket bool) http.Handler {
 			s.nodeConnect(w, r)
 			return
 		}
-		if !socket {
-			if !s.hostAllowed(r.Host) {
-				writeError(w, http.StatusForbidden, "forbidden", "Host header not allowed")
-				return
-			}
-			if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o, r.Host, r.TLS != nil) {
-				writeError(w, http.StatusForbidden, "forbidden", "Origin not allowed")
-				return
-			}
+		if !socket && !s.checkHostOrigin(w, r) {
+			return
 		}
 		limit := int64(MaxBodyBytes)
 		if r.URL.Path == "/v1/apply_patch" {
 			limit = MaxPatchBodyBytes
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
-		if r.URL.Path == "/v1/health" {
-			s.mux.ServeHTTP(w, r)
+		if s.servePublic(w, r, socket) {
 			return
 		}
-		if !socket && s.opt.UI {
-			// The sign-in exchange and the session probe authenticate
-			// themselves; pages and assets are public (they hold no data).
-			if r.URL.Path == "/v1/ui/session" && (r.Method == http.MethodPost || r.Method == http.MethodGet) {
-				s.mux.ServeHTTP(w, r)
-				return
-			}
-			if isUIPath(r.URL.Path) && safeMethod(r.Method) {
-				s.uiFiles.ServeHTTP(w, r)
-				return
-			}
-		}
-		var id identity
-		authz := r.Header.Get("Authorization")
-		cookie, _ := r.Cookie(UICookie)
-		if socket {
-			id = identity{operator: true, agent: "main"}
-		} else if authz == "" && cookie != nil && s.opt.UI {
-			csrf, _, ok := s.ui.session(cookie.Value)
-			if !ok {
-				writeError(w, http.StatusUnauthorized, "unauthenticated", "UI session expired; sign in again")
-				return
-			}
-			if msg := checkCookieRequest(r, csrf); msg != "" {
-				writeError(w, http.StatusForbidden, "forbidden", msg)
-				return
-			}
-			id = identity{operator: true, agent: "main", cookie: true}
-		} else {
-			tok, ok := strings.CutPrefix(authz, "Bearer ")
-			switch {
-			case !ok || tok == "":
-				w.Header().Set("WWW-Authenticate", "Bearer")
-				writeError(w, http.StatusUnauthorized, "unauthenticated", "missing bearer token")
-				return
-			case s.opt.OperatorToken != "" && auth.Equal(tok, s.opt.OperatorToken):
-				id = identity{operator: true, agent: "main"}
-			case s.opt.MetricsToken != "" && auth.Equal(tok, s.opt.MetricsToken):
-				if r.URL.Path != "/metrics" {
-					writeError(w, http.StatusForbidden, "forbidden", "the metrics token reads /metrics only")
-					return
-				}
-				id = identity{metrics: true}
-			default:
-				agent, ok := s.opt.Agents.Lookup(tok)
-				if !ok {
-					w.Header().Set("WWW-Authenticate", "Bearer")
-					writeError(w, http.StatusUnauthorized, "unauthenticated", "invalid bearer token")
-					return
-				}
-				id = identity{agent: agent}
-			}
-		}
-		if id.operator {
-			if a := r.Header.Get("X-Conch-Agent"); a != "" {
-				id.agent = a
-			}
-		}
-		ctx := context.WithValue(r.Context(), ctxKey{}, id)
-		// A proxied conch mcp speaks for the agent itself (its model reads
-		// the results): honoured on the engine socket only.
-		if id.operator && !(socket && r.Header.Get("X-Conch-Proxy") == "mcp") {
-			ctx = engine.AsOperator(ctx)
-		}
-		if wd := r.Header.Get("X-Conch-Workdir"); socket && wd != "" {
-			// Honoured on the engine socket only: a proxied conch mcp.
-			ctx = engine.WithWorkdir(ctx, wd)
+		id, ok := s.authenticate(w, r, socket)
+		if !ok {
+			return
 		}
 		if strings.HasPrefix(r.URL.Path, "/v1/proxies/") && !socket {
 			writeError(w, http.StatusNotFound, "not_found", "proxies are served on the engine socket only")
 			return
 		}
-		if pid := r.Header.Get("X-Conch-Proxy-Id"); socket && validProxyID(pid) && r.Method == http.MethodPost {
-			// A proxied conch mcp's call: answered at once when that
-			// proxy stops (POST /v1/proxies/{id}/stop).
-			var leave func()
-			ctx, leave = s.proxies.enter(ctx, pid)
-			defer leave()
-		}
-		if r.Method == http.MethodGet && s.eng != nil {
-			// GETs are where the streams are (events, a session's
-			// output, MCP's server-to-client stream): they end when the
-			// engine stops, so a shutdown does not wait for them.
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithCancel(ctx)
-			defer cancel()
-			go func() {
-				select {
-				case <-s.eng.Stopping():
-					cancel()
-				case <-ctx.Done():
-				}
-			}()
-		}
+		ctx, done := s.requestContext(r, id, socket)
+		defer done()
 		r = r.WithContext(ctx)
 		if r.URL.Path == "/mcp" || strings.HasPrefix(r.URL.Path, "/mcp/") {
-			if id.operator && !socket {
-				writeError(w, http.StatusForbidden, "forbidden", "operator credentials cannot use /mcp; use an agent token")
-				return
-			}
-			if socket {
-				s.mcp.ServeHTTP(w, r)
-			} else {
-				s.mcpAuthed.ServeHTTP(w, r)
-			}
+			s.serveMCP(w, r, id, socket)
 			return
 		}
 		s.mux.ServeHTTP(w, r)
 	})
+}
+
+// recoverPanic, deferred by every request: a panic in any handler (/v1,
+// /mcp's HTTP side, the UI, event streams) answers 500 internal for this
+// request only; net/http would otherwise drop the connection with an
+// empty reply.
+func (s *Server) recoverPanic(w http.ResponseWriter) {
+	if v := recover(); v != nil {
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		p := guard.Recovered("http", s.log, v)
+		writeError(w, http.StatusInternalServerError, apitype.CodeInternal, p.Error()+" (logged; the server keeps running)")
+	}
+}
+
+// checkHostOrigin refuses a request over TCP whose Host or Origin is not
+// allowed.
+func (s *Server) checkHostOrigin(w http.ResponseWriter, r *http.Request) bool {
+	if !s.hostAllowed(r.Host) {
+		writeError(w, http.StatusForbidden, "forbidden", "Host header not allowed")
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o, r.Host, r.TLS != nil) {
+		writeError(w, http.StatusForbidden, "forbidden", "Origin not allowed")
+		return false
+	}
+	return true
+}
+
+// servePublic serves what needs no credentials: the health check, and
+// with the UI on over TCP its sign-in exchange, session probe, pages and
+// assets. It reports whether it answered.
+func (s *Server) servePublic(w http.ResponseWriter, r *http.Request, socket bool) bool {
+	if r.URL.Path == "/v1/health" {
+		s.mux.ServeHTTP(w, r)
+		return true
+	}
+	if !socket && s.opt.UI {
+		// The sign-in exchange and the session probe authenticate
+		// themselves; pages and assets are public (they hold no data).
+		if r.URL.Path == "/v1/ui/session" && (r.Method == http.MethodPost || r.Method == http.MethodGet) {
+			s.mux.ServeHTTP(w, r)
+			return true
+		}
+		if isUIPath(r.URL.Path) && safeMethod(r.Method) {
+			s.uiFiles.ServeHTTP(w, r)
+			return true
+		}
+	}
+	return false
+}
+
+// authenticate finds who is calling: the engine socket is the operator;
+// over TCP, a UI session cookie (the operator, with its CSRF check) or a
+// bearer token (the operator's, the metrics scraper's or an agent's).
+// An operator acts for the agent of X-Conch-Agent. A refusal is
+// answered here (ok false).
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, socket bool) (id identity, ok bool) {
+	authz := r.Header.Get("Authorization")
+	cookie, _ := r.Cookie(UICookie)
+	switch {
+	case socket:
+		id = identity{operator: true, agent: "main"}
+	case authz == "" && cookie != nil && s.opt.UI:
+		csrf, _, ok := s.ui.session(cookie.Value)
+		if !ok {
+			writeError(w, http.StatusUnauthorized, "unauthenticated", "UI session expired; sign in again")
+			return id, false
+		}
+		if msg := checkCookieRequest(r, csrf); msg != "" {
+			writeError(w, http.StatusForbidden, "forbidden", msg)
+			return id, false
+		}
+		id = identity{operator: true, agent: "main", cookie: true}
+	default:
+		if id, ok = s.bearer(w, r, authz); !ok {
+			return id, false
+		}
+	}
+	if id.operator {
+		if a := r.Header.Get("X-Conch-Agent"); a != "" {
+			id.agent = a
+		}
+	}
+	return id, true
+}
+
+// bearer authenticates the bearer token of authz.
+func (s *Server) bearer(w http.ResponseWriter, r *http.Request, authz string) (identity, bool) {
+	tok, ok := strings.CutPrefix(authz, "Bearer ")
+	switch {
+	case !ok || tok == "":
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		writeError(w, http.StatusUnauthorized, "unauthenticated", "missing bearer token")
+		return identity{}, false
+	case s.opt.OperatorToken != "" && auth.Equal(tok, s.opt.OperatorToken):
+		return identity{operator: true, agent: "main"}, true
+	case s.opt.MetricsToken != "" && auth.Equal(tok, s.opt.MetricsToken):
+		if r.URL.Path != "/metrics" {
+			writeError(w, http.StatusForbidden, "forbidden", "the metrics token reads /metrics only")
+			return identity{}, false
+		}
+		return identity{metrics: true}, true
+	}
+	agent, ok := s.opt.Agents.Lookup(tok)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		writeError(w, http.StatusUnauthorized, "unauthenticated", "invalid bearer token")
+		return identity{}, false
+	}
+	return identity{agent: agent}, true
+}
+
+// requestContext is the context of an authenticated request: its
+// identity, the engine's operator and workdir marks, a proxied call's
+// registration, and for a GET an end when the engine stops. done
+// releases what it holds.
+func (s *Server) requestContext(r *http.Request, id identity, socket bool) (ctx context.Context, done func()) {
+	var undo []func()
+	done = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	ctx = context.WithValue(r.Context(), ctxKey{}, id)
+	// A proxied conch mcp speaks for the agent itself (its model reads
+	// the results): honoured on the engine socket only.
+	if id.operator && !(socket && r.Header.Get("X-Conch-Proxy") == "mcp") {
+		ctx = engine.AsOperator(ctx)
+	}
+	if wd := r.Header.Get("X-Conch-Workdir"); socket && wd != "" {
+		// Honoured on the engine socket only: a proxied conch mcp.
+		ctx = engine.WithWorkdir(ctx, wd)
+	}
+	if pid := r.Header.Get("X-Conch-Proxy-Id"); socket && validProxyID(pid) && r.Method == http.MethodPost {
+		// A proxied conch mcp's call: answered at once when that
+		// proxy stops (POST /v1/proxies/{id}/stop).
+		var leave func()
+		ctx, leave = s.proxies.enter(ctx, pid)
+		undo = append(undo, leave)
+	}
+	if r.Method == http.MethodGet && s.eng != nil {
+		// GETs are where the streams are (events, a session's
+		// output, MCP's server-to-client stream): they end when the
+		// engine stops, so a shutdown does not wait for them.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		undo = append(undo, cancel)
+		go func() {
+			select {
+			case <-s.eng.Stopping():
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, done
+}
+
+// serveMCP serves /mcp: agents only over TCP; on the engine socket, the
+// proxied conch mcp.
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, id identity, socket bool) {
+	if id.operator && !socket {
+		writeError(w, http.StatusForbidden, "forbidden", "operator credentials cannot use /mcp; use an agent token")
+		return
+	}
+	if socket {
+		s.mcp.ServeHTTP(w, r)
+	} else {
+		s.mcpAuthed.ServeHTTP(w, r)
+	}
 }
 
 func (s *Server) hostAllowed(host string) bool {

@@ -175,7 +175,7 @@ func (s *Server) handler(tool string) mcp.ToolHandler {
 			}
 		}
 		res := s.eng.Call(ctx, s.opt.Agent, tool, req.Params.Arguments)
-		if d, ok := res.Details.(*engine.ApprovalDetails); ok && tool == "exec" {
+		if d, ok := res.Details.(*apitype.ApprovalDetails); ok && tool == "exec" {
 			if r := s.askInline(req, d); r != nil {
 				return r, nil
 			}
@@ -187,7 +187,7 @@ func (s *Server) handler(tool string) mcp.ToolHandler {
 
 // approvalQuestion is the elicitation that asks the human behind an MCP
 // client to decide a pending approval.
-func (s *Server) approvalQuestion(d *engine.ApprovalDetails) *mcp.ElicitParams {
+func (s *Server) approvalQuestion(d *apitype.ApprovalDetails) *mcp.ElicitParams {
 	left := time.Until(time.UnixMilli(d.ExpiresAtMs))
 	host := d.Host
 	if d.NodeName != "" {
@@ -225,7 +225,7 @@ func (s *Server) canElicit(req *mcp.CallToolRequest) (bool, *mcp.InitializeParam
 // askInline returns an input-required result carrying the approval
 // question, for clients on protocol versions that forbid server requests
 // during a call (2026-07-28 and later, SEP-2322); nil otherwise.
-func (s *Server) askInline(req *mcp.CallToolRequest, d *engine.ApprovalDetails) *mcp.CallToolResult {
+func (s *Server) askInline(req *mcp.CallToolRequest, d *apitype.ApprovalDetails) *mcp.CallToolResult {
 	ok, ip := s.canElicit(req)
 	if !ok || ip.ProtocolVersion < "2026-07-28" {
 		return nil
@@ -254,7 +254,7 @@ func (s *Server) answered(ctx context.Context, req *mcp.CallToolRequest) (apityp
 		if s.eng.Pending(s.opt.Agent, sessionID) {
 			return apitype.Result{
 				Text:    fmt.Sprintf("Approval required (id %s). Approve to run; updates will arrive after completion.\nSession: %s (poll it with process for the outcome)", approvalID[:8], sessionID),
-				Details: &engine.ApprovalDetails{Status: "approval-pending", ApprovalID: approvalID, ApprovalSlug: approvalID[:8], SessionID: sessionID},
+				Details: &apitype.ApprovalDetails{Status: "approval-pending", ApprovalID: approvalID, ApprovalSlug: approvalID[:8], SessionID: sessionID},
 			}, true
 		}
 	case er.Action == "decline":
@@ -301,7 +301,7 @@ func (s *Server) verify(tok string) (string, bool) {
 // when the client can and approvals.elicitation is
 // on. Without an answer (cancel, error, decided elsewhere first) the
 // approval-pending result stands and the approval stays open.
-func (s *Server) elicit(ctx context.Context, req *mcp.CallToolRequest, d *engine.ApprovalDetails, pending apitype.Result) apitype.Result {
+func (s *Server) elicit(ctx context.Context, req *mcp.CallToolRequest, d *apitype.ApprovalDetails, pending apitype.Result) apitype.Result {
 	if ok, _ := s.canElicit(req); !ok {
 		return pending
 	}
@@ -373,7 +373,7 @@ func (s *Server) toMCP(res apitype.Result) *mcp.CallToolResult {
 // Notify sends an exec event to every live MCP session as
 // notifications/message. It is meant for
 // engine.Options.Notify; the agent is fixed per server.
-func (s *Server) Notify(agent string, n engine.Notice) {
+func (s *Server) Notify(agent string, n apitype.Notice) {
 	if agent != s.opt.Agent {
 		return
 	}

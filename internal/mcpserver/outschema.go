@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/engine"
 )
 
 // detailTypes lists, per tool, every details type its results carry as
@@ -16,9 +15,9 @@ import (
 // *Details type of apitype and engine to be listed here (or excluded
 // with a reason).
 var detailTypes = map[string][]any{
-	"exec": {apitype.ExecDetails{}, engine.ApprovalDetails{}, apitype.ErrorDetails{}},
-	"process": {apitype.ListDetails{}, apitype.PollDetails{}, apitype.LogDetails{}, engine.WaitDetails{},
-		engine.SearchDetails{}, engine.ScreenDetails{}, apitype.StatusDetails{}, apitype.ErrorDetails{}},
+	"exec": {apitype.ExecDetails{}, apitype.ApprovalDetails{}, apitype.ErrorDetails{}},
+	"process": {apitype.ListDetails{}, apitype.PollDetails{}, apitype.LogDetails{}, apitype.WaitDetails{},
+		apitype.SearchDetails{}, apitype.ScreenDetails{}, apitype.StatusDetails{}, apitype.ErrorDetails{}},
 	"apply_patch": {apitype.PatchDetails{}, apitype.ErrorDetails{}},
 }
 

@@ -7,7 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/visible"
 )
 
@@ -23,7 +23,7 @@ func TestApprovalQuestionEscapes(t *testing.T) {
 	}
 	payload := b.String()
 	s := &Server{opt: Options{Agent: "main"}}
-	q := s.approvalQuestion(&engine.ApprovalDetails{
+	q := s.approvalQuestion(&apitype.ApprovalDetails{
 		Host: "gateway", Command: "touch x #" + payload, Cwd: "/tmp/d" + payload, Reason: "analysis failed: " + payload,
 		ExpiresAtMs: time.Now().Add(time.Minute).UnixMilli(), ApprovalSlug: "abcd1234",
 	})

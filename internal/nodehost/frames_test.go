@@ -15,6 +15,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/nodehost"
 	"github.com/conchsh/conch/internal/nodelink"
+	"github.com/conchsh/conch/internal/nodeport"
 	"github.com/conchsh/conch/internal/supervisor/proto"
 )
 
@@ -290,22 +291,23 @@ func TestNodeHandshakeRefusals(t *testing.T) {
 	alive(t, ctx, g.conn(ctx), "a connection that opened without a challenge")
 }
 
-// blockingEngine is the real engine with one fault put in: NodePrepare of
-// agent "panic" panics and of agent "block" waits for release. A real
-// engine has neither fault to show, so this is the one fake here.
+// blockingEngine is the real engine with one fault put in: judging a
+// command of agent "panic" panics and of agent "block" waits for
+// release. A real engine has neither fault to show, so this is the one
+// fake here.
 type blockingEngine struct {
 	nodehost.Engine
 	release chan struct{}
 }
 
-func (e blockingEngine) NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareReply, *apitype.Error) {
-	switch p.AgentID {
+func (e blockingEngine) JudgeLocal(agent, security, ask, raw, cwd string) (nodeport.Judgement, error) {
+	switch agent {
 	case "panic":
 		panic("a fault in the engine")
 	case "block":
 		<-e.release
 	}
-	return e.Engine.NodePrepare(p)
+	return e.Engine.JudgeLocal(agent, security, ask, raw, cwd)
 }
 
 // TestNodeRequestFaultsStayInTheirRequest: a request whose handler panics
@@ -318,7 +320,7 @@ func TestNodeRequestFaultsStayInTheirRequest(t *testing.T) {
 	release := make(chan struct{})
 	startNodeHome(t, g, t.TempDir(), "cnj_join", func(e nodehost.Engine) nodehost.Engine { return blockingEngine{e, release} })
 	gc := g.conn(ctx)
-	wantError(t, "a panicking handler", gc.call(t, ctx, "system.run.prepare", apitype.NodePrepareParams{AgentID: "panic"}), apitype.NodeUnavailable, "a fault in the engine")
+	wantError(t, "a panicking handler", gc.call(t, ctx, "system.run.prepare", apitype.NodePrepareParams{AgentID: "panic", Command: []string{"true"}, RawCommand: "true"}), apitype.NodeUnavailable, "a fault in the engine")
 	alive(t, ctx, gc, "a panic")
 
 	blocked := make(chan apitype.Frame, 1)

@@ -37,15 +37,24 @@ import (
 	"github.com/conchsh/conch/internal/guard"
 	"github.com/conchsh/conch/internal/journal"
 	"github.com/conchsh/conch/internal/nodelink"
+	"github.com/conchsh/conch/internal/nodeport"
 )
 
 // Engine is the node's local engine as the node host uses it: it runs
 // the gateway's requests on the node's own home, under its own policy.
 type Engine interface {
-	// NodePrepare answers system.run.prepare.
-	NodePrepare(p apitype.NodePrepareParams) (apitype.NodePrepareReply, *apitype.Error)
-	// NodeRun starts a session for system.run.
-	NodeRun(p apitype.NodeRunParams) (apitype.NodeRunReply, *apitype.Error)
+	// JudgeLocal judges a command under the node's policy, with the
+	// gateway's security and ask applied (system.run.prepare).
+	JudgeLocal(agent, security, ask, raw, cwd string) (nodeport.Judgement, error)
+	// Closed reports whether the engine is closing.
+	Closed() bool
+	// ReserveLocal creates session id's directory for StartLocal;
+	// release removes it unless the run started.
+	ReserveLocal(id string) (release func(started bool), err error)
+	// StartLocal starts a checked run as a session (system.run).
+	StartLocal(r nodeport.LocalRun) (pid int, err error)
+	// PersistAllow adds patterns to agent's allowlist (allow-always).
+	PersistAllow(agent string, patterns []string, command, runID string)
 	// NodeSession returns the directory of session id and a channel
 	// closed at its next change; ok is false for an unknown id.
 	NodeSession(id string) (dir string, changed <-chan struct{}, ok bool)
@@ -252,6 +261,8 @@ type node struct {
 
 	smu     sync.Mutex // guards streams
 	streams map[string]context.CancelFunc
+
+	plans plans // the run plans prepared for the gateway (run.go)
 }
 
 // link is one connection to the gateway.
@@ -443,134 +454,179 @@ func invalid(msg string) *apitype.Error {
 
 // request handles one gateway request.
 func (n *node) request(l *link, f apitype.Frame) {
-	// A panic answers this request with an error; the node stays up.
-	defer func() {
-		if v := recover(); v != nil {
-			p := guard.Recovered("nodehost", n.opt.Logger, v)
-			l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeUnavailable, Message: p.Error()})
-		}
-	}()
-	eng := n.opt.Engine
+	defer n.recoverRequest(l, f)
 	switch {
 	case f.Method == "system.run.prepare":
-		var p apitype.NodePrepareParams
-		if e := decodeParams(f.Params, &p); e != nil {
-			l.reply(f.ID, nil, e)
-			return
-		}
-		rep, aerr := eng.NodePrepare(p)
-		l.reply(f.ID, rep, aerr)
+		n.prepareRequest(l, f)
 	case f.Method == "system.run":
-		var p apitype.NodeRunParams
-		if e := decodeParams(f.Params, &p); e != nil {
-			l.reply(f.ID, nil, e)
-			return
-		}
-		if !p.Stream {
-			l.reply(f.ID, nil, invalid("this node runs streamed sessions only (stream:true)"))
-			return
-		}
-		rep, aerr := eng.NodeRun(p)
-		if l.reply(f.ID, rep, aerr) != nil || aerr != nil {
-			return
-		}
-		n.stream(l, p.SessionID, p.RunID, p.RawCommand, 0)
+		n.runRequest(l, f)
 	case f.Method == "system.session.read":
-		var p apitype.NodeSessionParams
-		if e := decodeParams(f.Params, &p); e != nil {
-			l.reply(f.ID, nil, e)
-			return
-		}
-		if _, _, ok := eng.NodeSession(p.SessionID); !ok {
-			l.reply(f.ID, nil, invalid("No session found for "+p.SessionID))
-			return
-		}
-		if l.reply(f.ID, map[string]any{"sessionId": p.SessionID}, nil) != nil {
-			return
-		}
-		n.stream(l, p.SessionID, "", "", p.Since)
+		n.readRequest(l, f)
 	case strings.HasPrefix(f.Method, "system.session."):
-		var p apitype.NodeSessionParams
-		var req proto.Request
-		e := decodeParams(f.Params, &p)
-		if e == nil {
-			e = decodeParams(p.Request, &req)
-		}
-		if e != nil {
-			l.reply(f.ID, nil, e)
-			return
-		}
-		req.Op = strings.TrimPrefix(f.Method, "system.session.")
-		rep, err := eng.NodeCall(p.SessionID, req)
-		if err != nil {
-			rep = proto.Reply{Error: err.Error()}
-		}
-		l.reply(f.ID, rep, nil)
+		n.sessionRequest(l, f)
 	case f.Method == "system.patch.apply":
-		var p struct {
-			AgentID string `json:"agentId"`
-			Input   string `json:"input"`
-		}
-		if e := decodeParams(f.Params, &p); e != nil {
-			l.reply(f.ID, nil, e)
-			return
-		}
-		// This node's workspace for the agent and its own workspaceOnly.
-		cfg := eng.Config()
-		ws := cfg.Exec(p.AgentID).Workspace
-		if ws == "" {
-			ws, _ = os.Getwd()
-		}
-		ctx, cancel := context.WithTimeout(l.ctx, 30*time.Second)
-		res := n.opt.ApplyPatch(ctx, p.Input, ws, cfg.ApplyPatch(p.AgentID).WorkspaceOnly)
-		cancel()
-		l.reply(f.ID, res, nil)
+		n.patchRequest(l, f)
 	case f.Method == "system.which":
-		var p struct{ Names []string }
-		if e := decodeParams(f.Params, &p); e != nil {
-			l.reply(f.ID, nil, e)
-			return
-		}
-		paths := map[string]any{}
-		for _, name := range p.Names {
-			if pth, err := exec.LookPath(name); err == nil {
-				paths[name] = pth
-			} else {
-				paths[name] = nil
-			}
-		}
-		l.reply(f.ID, map[string]any{"paths": paths}, nil)
+		n.whichRequest(l, f)
 	case f.Method == "system.execApprovals.get":
-		af, err := approvals.Load(n.opt.Home)
-		if err != nil {
-			l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeInvalidRequest, Message: err.Error()})
-			return
-		}
-		b, _ := json.Marshal(af)
-		l.reply(f.ID, apitype.NodeApprovalsFile{Path: approvals.Path(n.opt.Home), Exists: af.Exists(), Hash: af.Hash(), File: b}, nil)
+		n.getApprovalsRequest(l, f)
 	case f.Method == "system.execApprovals.set":
-		var p apitype.NodeApprovalsSet
-		if e := decodeParams(f.Params, &p); e != nil {
-			l.reply(f.ID, nil, e)
-			return
-		}
-		nf, err := approvals.Parse(p.File)
-		if err != nil {
-			l.reply(f.ID, nil, invalid(err.Error()))
-			return
-		}
-		if err := n.opt.SetApprovals(n.opt.Home, nf, p.BaseHash, "gateway"); err != nil {
-			if errors.Is(err, approvals.ErrConflict) {
-				l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeApprovalsConflict, Message: apitype.NodeInvalidRequest + ": " + approvals.ErrConflict.Error()})
-				return
-			}
-			l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeUnavailable, Message: err.Error()})
-			return
-		}
-		l.reply(f.ID, map[string]string{"hash": nf.Hash()}, nil)
+		n.setApprovalsRequest(l, f)
 	default:
 		l.reply(f.ID, nil, invalid("unknown method "+f.Method))
 	}
+}
+
+// recoverRequest, deferred by request: a panic answers the request with
+// an error; the node stays up.
+func (n *node) recoverRequest(l *link, f apitype.Frame) {
+	if v := recover(); v != nil {
+		p := guard.Recovered("nodehost", n.opt.Logger, v)
+		l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeUnavailable, Message: p.Error()})
+	}
+}
+
+// prepareRequest answers system.run.prepare: judge a command and keep its plan.
+func (n *node) prepareRequest(l *link, f apitype.Frame) {
+	var p apitype.NodePrepareParams
+	if e := decodeParams(f.Params, &p); e != nil {
+		l.reply(f.ID, nil, e)
+		return
+	}
+	rep, aerr := n.prepare(p)
+	l.reply(f.ID, rep, aerr)
+}
+
+// runRequest answers system.run: start a prepared run, then stream its output.
+func (n *node) runRequest(l *link, f apitype.Frame) {
+	var p apitype.NodeRunParams
+	if e := decodeParams(f.Params, &p); e != nil {
+		l.reply(f.ID, nil, e)
+		return
+	}
+	if !p.Stream {
+		l.reply(f.ID, nil, invalid("this node runs streamed sessions only (stream:true)"))
+		return
+	}
+	rep, aerr := n.run(p)
+	if l.reply(f.ID, rep, aerr) != nil || aerr != nil {
+		return
+	}
+	n.stream(l, p.SessionID, p.RunID, p.RawCommand, 0)
+}
+
+// readRequest answers system.session.read: stream a session's output from since.
+func (n *node) readRequest(l *link, f apitype.Frame) {
+	eng := n.opt.Engine
+	var p apitype.NodeSessionParams
+	if e := decodeParams(f.Params, &p); e != nil {
+		l.reply(f.ID, nil, e)
+		return
+	}
+	if _, _, ok := eng.NodeSession(p.SessionID); !ok {
+		l.reply(f.ID, nil, invalid("No session found for "+p.SessionID))
+		return
+	}
+	if l.reply(f.ID, map[string]any{"sessionId": p.SessionID}, nil) != nil {
+		return
+	}
+	n.stream(l, p.SessionID, "", "", p.Since)
+}
+
+// sessionRequest answers system.session.*: forward a control request to the session's supervisor.
+func (n *node) sessionRequest(l *link, f apitype.Frame) {
+	eng := n.opt.Engine
+	var p apitype.NodeSessionParams
+	var req proto.Request
+	e := decodeParams(f.Params, &p)
+	if e == nil {
+		e = decodeParams(p.Request, &req)
+	}
+	if e != nil {
+		l.reply(f.ID, nil, e)
+		return
+	}
+	req.Op = strings.TrimPrefix(f.Method, "system.session.")
+	rep, err := eng.NodeCall(p.SessionID, req)
+	if err != nil {
+		rep = proto.Reply{Error: err.Error()}
+	}
+	l.reply(f.ID, rep, nil)
+}
+
+// patchRequest answers system.patch.apply: apply a patch in the agent's workspace on this node.
+func (n *node) patchRequest(l *link, f apitype.Frame) {
+	eng := n.opt.Engine
+	var p struct {
+		AgentID string `json:"agentId"`
+		Input   string `json:"input"`
+	}
+	if e := decodeParams(f.Params, &p); e != nil {
+		l.reply(f.ID, nil, e)
+		return
+	}
+	// This node's workspace for the agent and its own workspaceOnly.
+	cfg := eng.Config()
+	ws := cfg.Exec(p.AgentID).Workspace
+	if ws == "" {
+		ws, _ = os.Getwd()
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, 30*time.Second)
+	res := n.opt.ApplyPatch(ctx, p.Input, ws, cfg.ApplyPatch(p.AgentID).WorkspaceOnly)
+	cancel()
+	l.reply(f.ID, res, nil)
+}
+
+// whichRequest answers system.which: where this node finds the named programs.
+func (n *node) whichRequest(l *link, f apitype.Frame) {
+	var p struct{ Names []string }
+	if e := decodeParams(f.Params, &p); e != nil {
+		l.reply(f.ID, nil, e)
+		return
+	}
+	paths := map[string]any{}
+	for _, name := range p.Names {
+		if pth, err := exec.LookPath(name); err == nil {
+			paths[name] = pth
+		} else {
+			paths[name] = nil
+		}
+	}
+	l.reply(f.ID, map[string]any{"paths": paths}, nil)
+}
+
+// getApprovalsRequest answers system.execApprovals.get: this node's approvals file.
+func (n *node) getApprovalsRequest(l *link, f apitype.Frame) {
+	af, err := approvals.Load(n.opt.Home)
+	if err != nil {
+		l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeInvalidRequest, Message: err.Error()})
+		return
+	}
+	b, _ := json.Marshal(af)
+	l.reply(f.ID, apitype.NodeApprovalsFile{Path: approvals.Path(n.opt.Home), Exists: af.Exists(), Hash: af.Hash(), File: b}, nil)
+}
+
+// setApprovalsRequest answers system.execApprovals.set: replace this node's approvals file.
+func (n *node) setApprovalsRequest(l *link, f apitype.Frame) {
+	var p apitype.NodeApprovalsSet
+	if e := decodeParams(f.Params, &p); e != nil {
+		l.reply(f.ID, nil, e)
+		return
+	}
+	nf, err := approvals.Parse(p.File)
+	if err != nil {
+		l.reply(f.ID, nil, invalid(err.Error()))
+		return
+	}
+	if err := n.opt.SetApprovals(n.opt.Home, nf, p.BaseHash, "gateway"); err != nil {
+		if errors.Is(err, approvals.ErrConflict) {
+			l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeApprovalsConflict, Message: apitype.NodeInvalidRequest + ": " + approvals.ErrConflict.Error()})
+			return
+		}
+		l.reply(f.ID, nil, &apitype.Error{Code: apitype.NodeUnavailable, Message: err.Error()})
+		return
+	}
+	l.reply(f.ID, map[string]string{"hash": nf.Hash()}, nil)
 }
 
 func (n *node) stopStreams() {

@@ -1,11 +1,7 @@
 package sandbox
 
-// Container is one conch sandbox container.
-type Container struct {
-	Name       string `json:"name"`
-	Scope      string `json:"scope"`
-	Running    bool   `json:"running"`
-	CreatedAt  int64  `json:"createdAtMs"`
-	ConfigHash string `json:"configHash"`
-	Status     string `json:"status"`
-}
+import "github.com/conchsh/conch/apitype"
+
+// Container is one conch sandbox container (the wire type is apitype's:
+// the containers of GET /v1/sandbox).
+type Container = apitype.SandboxContainer

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,7 @@ const (
 	ClassHooks   KeyClass = "hooks"
 	ClassConfig  KeyClass = "config"
 	ClassRead    KeyClass = "read"
+	ClassRepo    KeyClass = "repo"
 	ClassData    KeyClass = "data"
 	ClassScoped  KeyClass = "scoped"
 	ClassPlain   KeyClass = "plain"
@@ -116,6 +118,7 @@ type gitRef struct {
 	path string // absolute, as git would open it
 	dir  bool   // a directory (when it has to be made)
 	make bool   // made empty when missing, so it can be mounted
+	repo bool   // a git directory (protected as the workspace's own are)
 	key  string // what names it, for messages
 }
 
@@ -387,6 +390,26 @@ func keyRefs(e gitConfigEntry, origin, top, home string, env []string) []gitRef 
 		}
 	case ClassProgram:
 		return programRefs(e.key, v, top, home, env)
+	case ClassRepo:
+		// A local path (file:///x, /x, ../x; not host:path or a URL):
+		// the git directory git pushes into and runs the hooks of.
+		if cmd, ok := strings.CutPrefix(v, "ext::"); ok {
+			// git's ext transport runs the rest as a command (where
+			// protocol.ext.allow lets it).
+			return programRefs(e.key, cmd, top, home, env)
+		}
+		if u, ok := strings.CutPrefix(v, "file://"); ok {
+			v = u
+		} else if strings.Contains(v, "://") || strings.Contains(strings.SplitN(v, "/", 2)[0], ":") {
+			return nil
+		}
+		if p, ok := gitPath(v, top, home); ok {
+			for _, gd := range []string{p, filepath.Join(p, ".git")} {
+				if gitDirValid(gd) {
+					return []gitRef{{path: gd, dir: true, repo: true, key: e.key}}
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -432,14 +455,44 @@ func programRefs(key, v, top, home string, env []string) []gitRef {
 	// An alias or a submodule's update is a shell command only with a
 	// leading "!" (otherwise git arguments, or an update mode).
 	lk := strings.ToLower(key)
-	if (strings.HasPrefix(lk, "alias.") || strings.HasPrefix(lk, "submodule.") && strings.HasSuffix(lk, ".update")) && !strings.HasPrefix(v, "!") {
+	if strings.HasPrefix(lk, "alias.") && !strings.HasPrefix(v, "!") {
+		return aliasRefs(v, top, home, env)
+	}
+	if strings.HasPrefix(lk, "submodule.") && strings.HasSuffix(lk, ".update") && !strings.HasPrefix(v, "!") {
 		return nil
 	}
 	v = strings.TrimPrefix(v, "!")
 	words := strings.FieldsFunc(v, func(r rune) bool {
 		return unicode.IsSpace(r) || strings.ContainsRune(";|&()<>`'\"=,", r)
 	})
+	// And the words as the shell git runs the value with reads them:
+	// quoted ('tools/my hook'), escaped, with $PWD, $HOME or ${VAR} of
+	// the environment expanded, and the words of a script given to a
+	// shell inside it (sh -c '…'), one level down.
+	// A word with blanks in it is a path when it is the command (made
+	// empty when missing, like the rest) and otherwise when it exists.
 	var out []gitRef
+	pwdEnv := append(slices.Clip(env), "PWD="+top)
+	var collect func(v string, depth int)
+	collect = func(v string, depth int) {
+		for _, sw := range shellWords(v, pwdEnv) {
+			if depth < 2 && strings.ContainsAny(sw.w, " \t\n;|&") {
+				collect(sw.w, depth+1)
+			}
+			w := sw.w
+			if strings.Contains(w, "=") && !sw.cmd || strings.HasPrefix(w, "-") || w == "" {
+				continue
+			}
+			if !strings.ContainsAny(w, " \t\n") {
+				words = append(words, w)
+				continue
+			}
+			if p, ok := gitPath(w, top, home); ok {
+				out = append(out, gitRef{path: p, make: sw.cmd, key: key})
+			}
+		}
+	}
+	collect(v, 0)
 	for i, w := range words {
 		if strings.HasPrefix(w, "-") || strings.Contains(w, "$") {
 			continue
@@ -460,6 +513,191 @@ func programRefs(key, v, top, home string, env []string) []gitRef {
 		}
 	}
 	return out
+}
+
+// aliasRefs returns the paths an alias that is not a shell command
+// names through the configuration it gives git (-c key=value,
+// --config-env=key=VAR): `st = -c core.fsmonitor=tools/fsmon status`.
+func aliasRefs(v, top, home string, env []string) []gitRef {
+	var args []string
+	for _, w := range shellWords(v, nil) {
+		args = append(args, w.w)
+	}
+	var out []gitRef
+	for i, a := range args {
+		kv, ok := "", false
+		switch {
+		case a == "-c" && i+1 < len(args):
+			kv, ok = args[i+1], true
+		case strings.HasPrefix(a, "--config-env="):
+			k, name, found := strings.Cut(strings.TrimPrefix(a, "--config-env="), "=")
+			kv, ok = k+"="+envValue(env, name), found
+		}
+		if k, val, found := strings.Cut(kv, "="); ok && found {
+			out = append(out, keyRefs(gitConfigEntry{scope: "command", key: k, value: val}, "", top, home, env)...)
+		}
+	}
+	return out
+}
+
+// shellWords splits v into words as a POSIX shell would before running
+// it: blanks and operators (; | & ( ) < >) separate, single and double
+// quotes and backslashes quote, and $NAME and ${NAME} take their values
+// from env (nil: kept as written); a command substitution ($(…), `…`)
+// is taken for $PWD (the top: `$(git rev-parse --show-toplevel)/bin/x`).
+// A word with another expansion the shell would compute is left out. Used to
+// find paths, as a superset together with the plain split.
+func shellWords(v string, env []string) []shellWord {
+	var out []shellWord
+	var cur strings.Builder
+	in, bad, cmd, assign := false, false, true, false
+	wrapped := false // after a wrapper: every word may be the command
+	end := func() {
+		if in && !bad {
+			out = append(out, shellWord{w: cur.String(), cmd: cmd && !assign})
+		}
+		if in {
+			// FOO=bar cmd, env cmd, exec cmd, nice -n 5 cmd: cmd is the
+			// command; after a wrapper every word is taken for it (only
+			// a word with blanks depends on this).
+			if cmd && !assign && shellWrappers[filepath.Base(cur.String())] {
+				wrapped = true
+			}
+			cmd = cmd && assign || wrapped
+		}
+		cur.Reset()
+		in, bad, assign = false, false, false
+	}
+	param := func(i int) int { // v[i] == '$': expands it, returns the index after it
+		if env == nil {
+			cur.WriteByte('$')
+			return i + 1
+		}
+		j := i + 1
+		name := ""
+		switch {
+		case j < len(v) && v[j] == '(' && !strings.HasPrefix(v[j:], "(("):
+			// $(git rev-parse --show-toplevel), $(pwd): taken for the
+			// top, what such a value names in practice (a superset:
+			// the word is read as written too, and dropped).
+			depth := 0
+			for k := j; k < len(v); k++ {
+				if v[k] == '(' {
+					depth++
+				} else if v[k] == ')' {
+					if depth--; depth == 0 {
+						cur.WriteString(envValue(env, "PWD"))
+						return k + 1
+					}
+				}
+			}
+			bad = true
+			return len(v)
+		case j < len(v) && v[j] == '{':
+			k := strings.IndexByte(v[j:], '}')
+			if k < 0 {
+				bad = true
+				return len(v)
+			}
+			name = v[j+1 : j+k]
+			j += k + 1
+		default:
+			for j < len(v) && (v[j] == '_' || v[j] >= 'a' && v[j] <= 'z' || v[j] >= 'A' && v[j] <= 'Z' || v[j] >= '0' && v[j] <= '9' && j > i+1) {
+				j++
+			}
+			name = v[i+1 : j]
+		}
+		if name == "" || strings.ContainsAny(name, ":-=+?#%/") {
+			bad = true // $(…), $?, ${x:-y}: not computed here
+			return max(j, i+1)
+		}
+		cur.WriteString(envValue(env, name))
+		return j
+	}
+	backquote := func(i int) int { // v[i] == '`': `pwd` is taken for the top, like $(…)
+		k := strings.IndexByte(v[i+1:], '`')
+		if k < 0 || env == nil {
+			bad = true
+			return len(v)
+		}
+		cur.WriteString(envValue(env, "PWD"))
+		return i + k + 2
+	}
+	for i := 0; i < len(v); {
+		c := v[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n':
+			end()
+			i++
+		case strings.IndexByte(";|&()<>", c) >= 0:
+			end()
+			cmd, wrapped = strings.IndexByte(";|&(", c) >= 0, false
+			i++
+		case c == '\'':
+			in = true
+			k := strings.IndexByte(v[i+1:], '\'')
+			if k < 0 {
+				bad = true
+				k = len(v) - i - 1
+			}
+			cur.WriteString(v[i+1 : i+1+k])
+			i += k + 2
+		case c == '"':
+			in = true
+			i++
+			for i < len(v) && v[i] != '"' {
+				switch {
+				case v[i] == '\\' && i+1 < len(v) && strings.IndexByte("$`\"\\\n", v[i+1]) >= 0:
+					cur.WriteByte(v[i+1])
+					i += 2
+				case v[i] == '$':
+					i = param(i)
+				case v[i] == '`':
+					i = backquote(i)
+				default:
+					cur.WriteByte(v[i])
+					i++
+				}
+			}
+			i++
+		case c == '\\':
+			in = true
+			if i+1 < len(v) {
+				cur.WriteByte(v[i+1])
+			}
+			i += 2
+		case c == '$':
+			in = true
+			i = param(i)
+		case c == '`':
+			in = true
+			i = backquote(i)
+		default:
+			if c == '=' && !in {
+				bad = true // =x: not an assignment
+			}
+			if c == '=' && cmd && cur.Len() > 0 && !strings.ContainsAny(cur.String(), "/'\"") {
+				assign = true
+			}
+			in = true
+			cur.WriteByte(c)
+			i++
+		}
+	}
+	end()
+	return out
+}
+
+// shellWrappers run the command their arguments name.
+var shellWrappers = map[string]bool{"env": true, "exec": true, "command": true, "nice": true, "nohup": true,
+	"time": true, "timeout": true, "stdbuf": true, "ionice": true, "setsid": true, "sudo": true, "doas": true,
+	"xargs": true, "chrt": true, "taskset": true, "unbuffer": true, "builtin": true}
+
+// shellWord is one word of shellWords; cmd says it is in the place of
+// the command (the first word of a simple command, after assignments).
+type shellWord struct {
+	w   string
+	cmd bool
 }
 
 func parseGitBool(v string) (bool, error) {

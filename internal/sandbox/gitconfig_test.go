@@ -34,7 +34,7 @@ func TestGitKeysClassified(t *testing.T) {
 		t.Errorf("the installed git knows %d keys gitkeys.txt does not classify (add each with its class: program, hooks, config, read, data, scoped or plain):\n%s",
 			len(missing), strings.Join(missing, "\n"))
 	}
-	valid := []KeyClass{ClassProgram, ClassHooks, ClassConfig, ClassRead, ClassData, ClassScoped, ClassPlain}
+	valid := []KeyClass{ClassProgram, ClassHooks, ClassConfig, ClassRead, ClassRepo, ClassData, ClassScoped, ClassPlain}
 	for k, c := range table {
 		if !slices.Contains(valid, c) {
 			t.Errorf("gitkeys.txt: %s has the unknown class %q", k, c)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,6 +39,12 @@ type Guard struct {
 	ws      string
 	roots   []string
 	entries map[string]guardEntry // workspace-relative path → what was there
+	// anchors are the directories below the workspace on the way to
+	// each root (.git for .git/config, tools and tools/hooks for
+	// tools/hooks/pre-commit) and their modes: a run that renames one
+	// and leaves a link or a gitdir: file in its place would move what
+	// git reads out of the walk (and out of restore's reach).
+	anchors map[string]fs.FileMode
 }
 
 type guardEntry struct {
@@ -51,18 +58,38 @@ type guardEntry struct {
 
 // NewGuard records the paths rels (workspace-relative, as the backend
 // mounts them read-only) below the workspace ws.
-func NewGuard(ws string, rels []string) *Guard {
-	g := &Guard{ws: ws, entries: map[string]guardEntry{}}
+func NewGuard(ws string, rels []string) *Guard { return NewGuardFor(ws, rels, true) }
+
+// NewGuardFor is NewGuard for a backend that does (mountsReadOnly) or
+// does not (landlock) mount the protected paths read-only. Without such
+// mounts the run could also register a submodule in the index or leave a
+// rebase in progress: a git directory protected whole (gitAccess "ro")
+// is then recorded with its gitReadOnlyState too. With them that state is
+// not the run's to change, but the user's own `git add` on the host
+// during a long run is, so it is not recorded.
+func NewGuardFor(ws string, rels []string, mountsReadOnly bool) *Guard {
+	g := &Guard{ws: ws, entries: map[string]guardEntry{}, anchors: map[string]fs.FileMode{}}
 	for _, r := range rels {
+		// A git directory protected whole (gitAccess "ro") by a backend
+		// that cannot mount it read-only: what git keeps between
+		// commands that makes it run code is recorded too.
+		whole := !mountsReadOnly && gitDirValid(filepath.Join(ws, r))
 		// A member of a git directory (gitAccess "rw" mounts them one
 		// by one) stands for all of them: a commondir that was missing
 		// is checked too.
 		if slices.Contains(GitMembers, filepath.Base(r)) && gitDirValid(filepath.Join(ws, filepath.Dir(r))) {
 			r = filepath.Dir(r)
 		}
-		for _, x := range guardRoots(ws, r) {
+		for _, x := range guardRoots(ws, r, whole) {
 			if !slices.Contains(g.roots, x) {
 				g.roots = append(g.roots, x)
+			}
+		}
+	}
+	for _, r := range g.roots {
+		for d := filepath.Dir(r); d != "." && d != "/"; d = filepath.Dir(d) {
+			if fi, err := os.Lstat(filepath.Join(ws, d)); err == nil && fi.IsDir() && RealBelow(ws, d) == nil {
+				g.anchors[d] = fi.Mode()
 			}
 		}
 	}
@@ -73,7 +100,10 @@ func NewGuard(ws string, rels []string) *Guard {
 			return false
 		}
 		e := describe(filepath.Join(ws, rel), fi)
-		if fi.Mode().IsRegular() && fi.Size() <= guardFileMax && kept+fi.Size() <= guardMaxBytes {
+		// An index is kept whole up to the total (a big repository's
+		// is larger than guardFileMax; removing it would lose what the
+		// user staged).
+		if fi.Mode().IsRegular() && (fi.Size() <= guardFileMax || filepath.Base(rel) == "index") && kept+fi.Size() <= guardMaxBytes {
 			if b, err := readNoFollow(filepath.Join(ws, rel)); err == nil && sha256.Sum256(b) == e.sum {
 				e.data, e.kept = b, true
 				kept += int64(len(b))
@@ -87,7 +117,13 @@ func NewGuard(ws string, rels []string) *Guard {
 
 // guardRoots returns what of the protected path rel a Guard records: a
 // git directory's members, else rel itself.
-func guardRoots(ws, rel string) []string {
+//
+// For a git directory protected whole (whole), its gitReadOnlyState is
+// recorded too: a backend that cannot mount it read-only (landlock)
+// would otherwise keep a submodule the run registered in the index (the
+// host's `git status` runs inside it) or a rebase whose todo list has
+// exec lines.
+func guardRoots(ws, rel string, whole bool) []string {
 	if !gitDirValid(filepath.Join(ws, rel)) {
 		return []string{rel}
 	}
@@ -96,9 +132,20 @@ func guardRoots(ws, rel string) []string {
 		for _, m := range GitMembers {
 			out = append(out, filepath.Join(g, m))
 		}
+		if whole {
+			for _, m := range gitReadOnlyState {
+				out = append(out, filepath.Join(g, m))
+			}
+		}
 	}
 	return out
 }
+
+// gitReadOnlyState are the members of a git directory, besides
+// GitMembers, that a Guard records when the directory is protected whole
+// (gitAccess "ro"): the index (which lists submodules) and the state of
+// a rebase, cherry-pick or am in progress.
+var gitReadOnlyState = []string{"index", "rebase-merge", "rebase-apply", "sequencer"}
 
 // walk calls f for every path below the roots, each root first, without
 // following links; f returns false to stop.
@@ -164,12 +211,54 @@ type Change struct {
 // 0700 when needed) (when it is a small
 // file), so nothing the user may have written at the same time is lost.
 func (g *Guard) Check(quarantine string) []Change {
+	// A directory on the way to a protected path that is now something
+	// else (a link to where the run moved it, a gitdir: file, a file) is
+	// removed and made again, empty, so what was recorded below it is
+	// put back there and git finds nothing the run left. One that is
+	// gone is made again too.
+	var changes []Change
+	anchors := slices.Collect(maps.Keys(g.anchors))
+	slices.SortFunc(anchors, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	for _, d := range anchors {
+		p := filepath.Join(g.ws, d)
+		fi, err := os.Lstat(p)
+		if d := filepath.Dir(d); d != "." && RealBelow(g.ws, d) != nil {
+			continue
+		}
+		if os.IsNotExist(err) {
+			// Gone (or below one replaced): made again for what was
+			// recorded below it.
+			if os.Mkdir(p, g.anchors[d].Perm()) == nil {
+				chownLikeParent(p)
+			}
+			continue
+		}
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		if fi.Mode().IsRegular() && fi.Size() <= guardFileMax {
+			if b, err := readNoFollow(p); err == nil {
+				dst := filepath.Join(quarantine, d)
+				if os.MkdirAll(filepath.Dir(dst), 0o700) == nil {
+					fsutil.Write(dst, b, fsutil.Options{Perm: 0o600, NoSync: true})
+				}
+			}
+		}
+		act := "removed"
+		if err := os.RemoveAll(p); err != nil {
+			act = "could not remove: " + err.Error()
+		} else if err := os.Mkdir(p, g.anchors[d].Perm()); err != nil {
+			act = "removed; could not make the directory again: " + err.Error()
+		} else {
+			chownLikeParent(p)
+		}
+		changes = append(changes, Change{Path: d, What: "replaced by a " + entryKind(fi.Mode()), Action: act})
+	}
 	now := map[string]fs.FileInfo{}
 	g.walk(func(rel string, fi fs.FileInfo) bool {
 		now[rel] = fi
 		return len(now) <= 2*guardMaxEntries
 	})
-	var changes []Change
 	var added, changed, removed []string
 	for rel, fi := range now {
 		old, ok := g.entries[rel]
@@ -187,7 +276,7 @@ func (g *Guard) Check(quarantine string) []Change {
 			removed = append(removed, rel)
 		}
 	}
-	if len(added)+len(changed)+len(removed) == 0 {
+	if len(changes)+len(added)+len(changed)+len(removed) == 0 {
 		return nil
 	}
 	q := quarantine
@@ -242,6 +331,9 @@ func (g *Guard) restore(rel string) error {
 		return err
 	}
 	fi, err := os.Lstat(p)
+	if e.mode.IsRegular() && !e.kept && filepath.Base(rel) == "index" {
+		return fmt.Errorf("the index was too large to keep; left as the run wrote it (check `git status` and `git diff --cached`)")
+	}
 	if err == nil && !(fi.IsDir() && e.mode.IsDir()) {
 		if err := os.RemoveAll(p); err != nil {
 			return err
@@ -268,6 +360,17 @@ func (g *Guard) restore(rel string) error {
 		os.Lchown(p, e.uid, e.gid)
 	}
 	return nil
+}
+
+// entryKind names what a mode is, for a Change.
+func entryKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsRegular():
+		return "file"
+	}
+	return "special file"
 }
 
 // ChangesNote is the sentence a run's result carries for changes.

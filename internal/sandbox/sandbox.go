@@ -62,6 +62,16 @@ type Run struct {
 	// backend mounts read-only (git protection, protectPaths): a Guard
 	// records them before the run and checks them after it.
 	Protected []string
+	// ProtectedReadOnly, set by Command: the kernel keeps Protected
+	// read-only for the whole run (bwrap's read-only mounts, Seatbelt's
+	// deny rules). False (landlock, which cannot make the git directory
+	// read-only) makes the Guard also record the repository state a run
+	// could change there (NewGuardFor).
+	ProtectedReadOnly bool
+	// CttyInside, set by Command: the init inside the sandbox makes a
+	// session of its own and claims the run's PTY as its controlling
+	// terminal (bwrap with a PTY), so the supervisor must not.
+	CttyInside bool
 }
 
 // Backend is one way of isolating a run.

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"slices"
@@ -106,7 +107,53 @@ func FilterProgram(denyFamilies []uint64, extra ...string) ([]bpf.RawInstruction
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: nativeArch(), SkipTrue: 1},
 		bpf.RetConstant{Val: enosys},
 	}
+	guard = append(guard, ttyIoctlGuard()...)
 	return bpf.Assemble(append(guard, insts...))
+}
+
+// DeniedIoctls are the ioctl(2) requests that fail with EPERM inside
+// every bwrap and landlock sandbox: TIOCSTI pushes bytes into a
+// terminal's input as if typed there, and TIOCLINUX's paste does the same
+// on a virtual console, so a command holding a descriptor of a terminal
+// some shell outside reads from could type commands into that shell
+// (CVE-2017-5226 for bwrap; the reason bwrap has --new-session). The
+// kernel reads the request as a 32-bit number (ioctl's cmd is an
+// unsigned int), so the filter compares the low 32 bits only: a request
+// with high bits set (0x100005412) is still TIOCSTI to the kernel.
+var DeniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
+
+// ttyIoctlGuard refuses DeniedIoctls with EPERM and falls through for
+// every other call. It runs after the architecture check, on the native
+// ioctl number only (an x32 call has another number, which the assembled
+// program refuses).
+func ttyIoctlGuard() []bpf.Instruction {
+	eperm := uint32(unix.SECCOMP_RET_ERRNO) | uint32(unix.EPERM)
+	// seccomp_data: nr (4), arch (4), instruction_pointer (8), args[6]
+	// (8 each). The low half of args[1] is its first word on a
+	// little-endian machine and its second on a big-endian one.
+	low := uint32(16 + 8)
+	if bigEndian() {
+		low += 4
+	}
+	n := len(DeniedIoctls)
+	out := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: 0, Size: 4}, // seccomp_data.nr
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(unix.SYS_IOCTL), SkipFalse: uint8(n + 3)},
+		bpf.LoadAbsolute{Off: low, Size: 4},
+	}
+	for i, req := range DeniedIoctls {
+		// Matched: jump to the RetConstant after the list.
+		out = append(out, bpf.JumpIf{Cond: bpf.JumpEqual, Val: req, SkipTrue: uint8(n - i)})
+	}
+	// No match: skip the return. The assembled program reloads nr itself.
+	out = append(out, bpf.Jump{Skip: 1}, bpf.RetConstant{Val: eperm})
+	return out
+}
+
+func bigEndian() bool {
+	var b [2]byte
+	binary.NativeEndian.PutUint16(b[:], 1)
+	return b[0] == 0
 }
 
 // nativeArch is the AUDIT_ARCH value of this build.
@@ -175,4 +222,35 @@ func ProbeSyscall(name string) string {
 		return n
 	}
 	return fmt.Sprintf("errno%d", int(errno))
+}
+
+// ProbeTIOCSTI pushes one byte into a terminal's input with
+// ioctl(fd, req, &b), req being TIOCSTI or TIOCSTI with high bits set, on
+// descriptor 0 and on /dev/tty (the controlling terminal), and reports
+// each outcome as "fd0=ERR tty=ERR" (ERR an error name such as EPERM or
+// ENOTTY, "ok" when the byte went in; tty=ENXIO: no controlling
+// terminal). `conch sandbox-init --probe tiocsti REQ` prints it.
+func ProbeTIOCSTI(req uint64) string {
+	b := byte(' ')
+	name := func(errno unix.Errno) string {
+		if errno == 0 {
+			return "ok"
+		}
+		if n := unix.ErrnoName(errno); n != "" {
+			return n
+		}
+		return fmt.Sprintf("errno%d", int(errno))
+	}
+	call := func(fd int) string {
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(unsafe.Pointer(&b)))
+		return name(errno)
+	}
+	out := "fd0=" + call(0)
+	fd, err := unix.Open("/dev/tty", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		errno, _ := err.(unix.Errno)
+		return out + " tty=" + name(errno)
+	}
+	defer unix.Close(fd)
+	return out + " tty=" + call(fd)
 }

@@ -101,4 +101,36 @@ func TestFilterProgramDecisions(t *testing.T) {
 			t.Errorf("nr %d %v: %#x, want %#x", c.nr, c.args, got, c.want)
 		}
 	}
+	// ioctl: each denied request fails whatever its high 32 bits (the
+	// kernel ignores them), on any descriptor; its neighbours and other
+	// terminal requests pass, high bits or not; the x32 ioctl never passes.
+	ioctl := uint32(unix.SYS_IOCTL)
+	highs := []uint64{0, 1 << 32, 0xffffffff << 32, 0x80000000 << 32}
+	for _, req := range DeniedIoctls {
+		for _, hi := range highs {
+			for _, fd := range []uint64{0, 1, 255, 1<<32 | 3} {
+				if got := run(ioctl, native, fd, hi|uint64(req)); got != eperm {
+					t.Errorf("ioctl(%d, %#x): %#x, want EPERM", fd, hi|uint64(req), got)
+				}
+			}
+		}
+		if got := run(ioctl|0x40000000, native, 0, uint64(req)); got == allow {
+			t.Errorf("x32 ioctl %#x passes", req)
+		}
+		if got := run(ioctl, unix.AUDIT_ARCH_I386, 0, uint64(req)); got != enosys {
+			t.Errorf("i386 ioctl %#x: %#x", req, got)
+		}
+	}
+	for _, req := range []uint64{unix.TIOCSTI - 1, unix.TIOCSTI + 1, unix.TIOCLINUX - 1, unix.TIOCLINUX + 1,
+		unix.TCGETS, unix.TIOCGWINSZ, unix.TIOCSCTTY, unix.TIOCSPGRP, unix.TIOCINQ} {
+		for _, hi := range highs {
+			if got := run(ioctl, native, 0, hi|req); got != allow {
+				t.Errorf("ioctl(0, %#x): %#x, want allow", hi|req, got)
+			}
+		}
+	}
+	// The request compared is the second argument, not the first.
+	if got := run(ioctl, native, unix.TIOCSTI, unix.TCGETS); got != allow {
+		t.Errorf("ioctl(TIOCSTI as fd, TCGETS): %#x", got)
+	}
 }

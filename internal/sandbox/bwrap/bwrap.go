@@ -128,7 +128,14 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 	if s.Network == "open" {
 		a = append(a, "--share-net")
 	}
-	a = append(a, "--die-with-parent", "--new-session", "--hostname", "conch-sandbox")
+	// No --new-session: without a PTY the command stays in its
+	// supervisor's session, which has no controlling terminal; with one
+	// the init makes a session of its own (--ctty below). bwrap has the
+	// flag against TIOCSTI, which the seccomp program refuses
+	// (sandbox.DeniedIoctls); a new session is also a new scheduler group
+	// under kernel autogroup, which costs a sandboxed command 10-20 ms on
+	// a loaded machine (docs/sandbox.md).
+	a = append(a, "--die-with-parent", "--hostname", "conch-sandbox")
 	a = append(a, "--ro-bind", "/usr", "/usr")
 	for _, d := range systemRO[1:] {
 		a = append(a, "--ro-bind-try", d, d)
@@ -212,7 +219,7 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 	for _, p := range ro {
 		a = append(a, "--ro-bind", filepath.Join(src, p), filepath.Join(view.Inside, p))
 	}
-	r.Protected = ro
+	r.Protected, r.ProtectedReadOnly = ro, true
 	for _, x := range s.Binds {
 		src, dst := sandbox.SplitBind(x)
 		if err := sandbox.CheckBind(r.Home, src); err != nil {
@@ -239,10 +246,12 @@ func (b *Bwrap) Command(r *sandbox.Run) ([]string, []string, error) {
 		}
 	}
 	if r.PTY {
-		// bwrap's --new-session leaves the command without a controlling
-		// terminal; the init claims the session's PTY (fd 0) before it
-		// execs the shell, so job control works inside.
+		// The init makes a session of its own and claims the run's PTY
+		// (fd 0) as its controlling terminal before it execs the shell:
+		// job control works inside, and the terminal's signals reach
+		// only the sandbox's processes, not bwrap outside.
 		init = append(init, "--ctty")
+		r.CttyInside = true
 	}
 	if len(init) > 0 {
 		a = append(append(append(a, sandbox.InsideExe, "sandbox-init"), init...), "--")

@@ -33,14 +33,25 @@ func TestBwrapArgv(t *testing.T) {
 	if !r.BlockFD {
 		t.Error("bwrap waits on --block-fd 3, but the run does not say so (the supervisor would pass no fd 3)")
 	}
+	if !r.ProtectedReadOnly || len(r.Protected) == 0 {
+		t.Errorf("bwrap mounts %q read-only, but the run says ProtectedReadOnly=%v", r.Protected, r.ProtectedReadOnly)
+	}
+	if !r.CttyInside {
+		t.Error("the init claims the PTY inside (--ctty), but the run does not say so (the supervisor would make it bwrap's terminal)")
+	}
 	a := strings.Join(argv, " ")
-	for _, want := range []string{"--unshare-all --die-with-parent --new-session", "--ro-bind /usr /usr", "--tmpfs /tmp",
+	for _, want := range []string{"--unshare-all --die-with-parent --hostname conch-sandbox", "--ro-bind /usr /usr", "--tmpfs /tmp",
 		"--bind " + home + "/sandboxes/agent-main/home /home/conch", "--bind " + ws + " " + ws, "--bind " + ws + "/.git " + ws + "/.git --ro-bind " + ws + "/.git/hooks " + ws + "/.git/hooks",
 		"--ro-bind /x/conch /run/conch/conch", "--chdir " + ws + "/sub", "--block-fd 3", "--cap-drop ALL",
 		"--seccomp 4 -- /run/conch/conch sandbox-init --verify-mounts " + ws + " --ctty -- /bin/sh -lc echo hi"} {
 		if !strings.Contains(a, want) {
 			t.Errorf("argv lacks %q:\n%s", want, a)
 		}
+	}
+	// The seccomp program refuses TIOCSTI; a new session would only cost
+	// a scheduler group (the PTY run's init makes its own).
+	if slices.Contains(argv, "--new-session") {
+		t.Errorf("argv has --new-session:\n%s", a)
 	}
 	if slices.Contains(argv, "--share-net") {
 		t.Error("network shared by default")

@@ -32,8 +32,9 @@ import (
 // InitMain is `conch sandbox-init [--ctty] [--landlock POLICY] [--block-fd
 // N] -- ARGV…`, the first conch process inside a sandbox. It waits on the
 // block fd (the supervisor moves the tree into its limit cgroups first),
-// claims the PTY on fd 0 as its controlling terminal (--ctty, inside
-// bwrap's new session), applies Landlock and seccomp (--landlock), and
+// claims the PTY on fd 0 as its controlling terminal in a session of its
+// own (--ctty: bwrap's PTY runs), applies Landlock and seccomp
+// (--landlock), and
 // execs ARGV in place, so the supervisor keeps owning the process
 // directly: its PTY, its process group and its cgroup.
 func InitMain(args []string) int {
@@ -60,6 +61,16 @@ func InitMain(args []string) int {
 				// Prints the error of one call of the system call
 				// (arguments that are harmless or invalid), or "ok".
 				fmt.Println(sandbox.ProbeSyscall(args[i+2]))
+				return 0
+			}
+			if args[i+1] == "tiocsti" {
+				// Prints what TIOCSTI with this request does on fd 0
+				// and on /dev/tty.
+				req, err := strconv.ParseUint(args[i+2], 0, 64)
+				if err != nil {
+					return sandbox.InitFail("--probe tiocsti: " + err.Error())
+				}
+				fmt.Println(sandbox.ProbeTIOCSTI(req))
 				return 0
 			}
 			if sandbox.ProbeDirect(args[i+1], args[i+2]) {

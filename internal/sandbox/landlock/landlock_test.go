@@ -46,4 +46,7 @@ func TestCommandBlocks(t *testing.T) {
 	if !r.BlockFD || !strings.Contains(strings.Join(argv, " "), "--block-fd 3") {
 		t.Errorf("block fd %v, argv %q", r.BlockFD, argv)
 	}
+	if r.ProtectedReadOnly || r.CttyInside {
+		t.Errorf("landlock cannot keep the git directory read-only, nor claims a terminal inside: %+v", r)
+	}
 }

@@ -116,7 +116,7 @@ func (b *Seatbelt) Command(r *sandbox.Run) ([]string, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	r.Protected = protected
+	r.Protected, r.ProtectedReadOnly = protected, true
 	env := append([]string{}, r.Env...)
 	env = setEnv(env, "HOME", pol.ScopeHome)
 	env = setEnv(env, "TMPDIR", pol.ScopeTmp)

@@ -98,7 +98,8 @@ type SandboxSpec struct {
 	BlockFD bool `json:"blockFd,omitempty"`
 	// CttyInside: with a PTY, the supervisor does not make the terminal
 	// the child's controlling terminal; the in-sandbox init claims it in
-	// the sandbox's own session.
+	// a session of its own (sandbox-init --ctty), so that the terminal's
+	// signals (C-c, C-z, C-\) reach only processes inside, not bwrap.
 	CttyInside bool `json:"cttyInside,omitempty"`
 	// Files are opened read-only and passed to the child from fd 4 on,
 	// in order (after the block fd): bwrap's --seccomp program.
