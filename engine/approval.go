@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/approvals"
-	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/render"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/store/approvals"
+	"github.com/conchsh/conch/internal/store/ledger"
+	"github.com/conchsh/conch/internal/term/render"
 	"github.com/conchsh/conch/policy"
 )
 

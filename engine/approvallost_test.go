@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/store/approvals"
+	"github.com/conchsh/conch/internal/store/ledger"
 )
 
 // approvalEngineCrash is approvalEngine that kills itself (SIGKILL) at

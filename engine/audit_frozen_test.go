@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/conchsh/conch/internal/approvals"
-	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/store/approvals"
+	"github.com/conchsh/conch/internal/store/ledger"
 )
 
 // TestApprovalDecidedThenEngineKilled: the operator's allow reaches the

@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/base/fsutil"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/fsutil"
-	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/store/approvals"
+	"github.com/conchsh/conch/internal/store/ledger"
 )
 
 // openHome opens an engine on home (closed at the test's end).
@@ -285,12 +285,12 @@ func TestOutputLossSameInEveryView(t *testing.T) {
 type emfileReport struct {
 	Started  int      // sessions started before the first failure
 	Codes    []string // error code of each failed exec ("" for none)
-	Hosts    []int64  // supervisor hosts started, after each failed exec
+	Hosts    []int64  // shared supervisors started, after each failed exec
 	HostsMax int64
 }
 
 // emfileEngine is the helper process of TestOutOfDescriptors: with its
-// descriptor limit (soft and hard, so that the supervisor hosts inherit
+// descriptor limit (soft and hard, so that the shared supervisors inherit
 // it) set to args[1] (0: unchanged) and its supervisors' to args[3] (0:
 // theirs), an engine on home args[0] starts background sessions until one
 // fails, then tries args[2] more, and prints what it saw.
@@ -330,9 +330,9 @@ func emfileEngine(args []string) {
 			code = d.Error.Code
 		}
 		rep.Codes = append(rep.Codes, code)
-		rep.Hosts = append(rep.Hosts, e.pool.HostsStarted())
+		rep.Hosts = append(rep.Hosts, e.pool.SharedStarted())
 	}
-	rep.HostsMax = e.pool.HostsStarted()
+	rep.HostsMax = e.pool.SharedStarted()
 	b, _ := json.Marshal(rep)
 	fmt.Println(string(b))
 	e.StopSessions()
@@ -340,10 +340,10 @@ func emfileEngine(args []string) {
 	os.Exit(0)
 }
 
-// TestOutOfDescriptors: with the gateway and its supervisor hosts at a low
+// TestOutOfDescriptors: with the gateway and its shared supervisors at a low
 // descriptor limit, sessions are started until one fails; that failure and
 // the next ones carry the code resource_exhausted (they had none), and the
-// pool backs off instead of starting a supervisor host for every failure
+// pool backs off instead of starting a shared supervisor for every failure
 // (it started one per failure).
 func TestOutOfDescriptors(t *testing.T) {
 	for _, tc := range []struct {
@@ -382,7 +382,7 @@ func TestOutOfDescriptors(t *testing.T) {
 			// One host may be tried per backoff period (1 s,
 			// doubling): not one per failure.
 			if grew := rep.Hosts[len(rep.Hosts)-1] - rep.Hosts[0]; grew > 2 {
-				t.Errorf("%d supervisor hosts started over %d failures: %v", grew, more, rep.Hosts)
+				t.Errorf("%d shared supervisors started over %d failures: %v", grew, more, rep.Hosts)
 			}
 		})
 	}

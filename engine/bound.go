@@ -2,7 +2,7 @@ package engine
 
 import (
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/render"
+	"github.com/conchsh/conch/internal/term/render"
 )
 
 // resultSlack is how many code points a result's text may have beyond the

@@ -8,9 +8,9 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/conchsh/conch/internal/fsutil"
-	"github.com/conchsh/conch/internal/supervisor"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/base/fsutil"
+	"github.com/conchsh/conch/internal/session/supervisor"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
 )
 
 // damageLog counts the damaged state files the engine found, by kind

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conchsh/conch/internal/journal"
-	"github.com/conchsh/conch/internal/render"
+	"github.com/conchsh/conch/internal/session/journal"
+	"github.com/conchsh/conch/internal/term/render"
 )
 
 // TestReadLinesDroppedAndUnreadable: a journal with both a range the cap

@@ -7,7 +7,7 @@ package engine
 func (e *Engine) newID() (string, string, error) { return e.dirs.Reserve() }
 
 // removeSession deletes s's directory (pooled for reuse), after telling
-// its supervisor host, which then writes nothing more there.
+// its shared supervisor, which then writes nothing more there.
 func (e *Engine) removeSession(s *session) error {
 	s.mu.Lock()
 	release := s.release

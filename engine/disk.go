@@ -11,7 +11,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
 )
 
 // The home out of space is a state of its own: exec refuses new sessions
@@ -19,7 +19,7 @@ import (
 // reserve (sessions.diskReserveBytes), or after a write of the engine
 // failed with ENOSPC until a probe write succeeds again. Running sessions
 // go on: their supervisors hold output back and keep end states in memory
-// until they can be written (internal/supervisor). /v1/health and conch
+// until they can be written (internal/session/supervisor). /v1/health and conch
 // doctor show the condition.
 //
 // A home that cannot be written for another reason (mounted read-only, an

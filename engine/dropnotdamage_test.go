@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conchsh/conch/internal/journal"
-	"github.com/conchsh/conch/internal/render"
+	"github.com/conchsh/conch/internal/session/journal"
+	"github.com/conchsh/conch/internal/term/render"
 )
 
 // TestDeliberateDropsAreNotDamage: what the journal drops on purpose

@@ -27,19 +27,19 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/conchsh/conch/internal/fsutil"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/base/fsutil"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/host"
-	"github.com/conchsh/conch/internal/hostenv"
-	"github.com/conchsh/conch/internal/journal"
-	"github.com/conchsh/conch/internal/registry"
-	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/shim"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/host/sandbox"
+	"github.com/conchsh/conch/internal/host/shellenv"
+	"github.com/conchsh/conch/internal/session/journal"
+	"github.com/conchsh/conch/internal/session/registry"
+	"github.com/conchsh/conch/internal/session/shim"
+	"github.com/conchsh/conch/internal/session/supervisor"
+	"github.com/conchsh/conch/internal/store/approvals"
 )
 
 // Options configure an Engine. The zero value of every field but Home
@@ -88,12 +88,12 @@ type Options struct {
 	// node hub); nil means no node is available.
 	Nodes Nodes
 	// Probes answers the wait conditions port and http on this machine
-	// (internal/waitprobe); nil: no port or http condition is ever met.
+	// (internal/adapter/waitprobe); nil: no port or http condition is ever met.
 	Probes Probes
 	// Hosts, if set, replace the registered hosts of the same names (or
 	// add hosts): for tests and embedders (internal/host).
 	Hosts []host.Host
-	// Pods, if set, is the kubernetes sandbox backend (internal/kube);
+	// Pods, if set, is the kubernetes sandbox backend (internal/host/kube);
 	// nil: sandbox.backend kubernetes is unavailable.
 	Pods host.PodSandboxes
 }
@@ -157,7 +157,7 @@ type Engine struct {
 	retainMu sync.Mutex
 
 	// pool starts the supervisors: the warm spare, or the shared
-	// supervisor hosts (internal/supervisor/pool.go).
+	// shared supervisors (internal/session/supervisor/pool.go).
 	pool     *supervisor.Pool
 	counters execCounters
 	// idem holds the idempotency keys; set by New.
@@ -167,7 +167,7 @@ type Engine struct {
 	admission registry.Admission
 	// login is the login-shell PATH probe of gateway runs (loginpath.go).
 	loginOnce sync.Once
-	login     atomic.Pointer[hostenv.LoginProbe]
+	login     atomic.Pointer[shellenv.LoginProbe]
 
 	// The ledger writer: ledgerQ is fed under lmu (read side) until
 	// ledgerClosed; ledgerDone closes when everything was written.
@@ -263,7 +263,7 @@ func New(opt Options) (*Engine, error) {
 	go func() { defer e.wg.Done(); e.cleanRun() }()
 	e.pool = supervisor.NewPool(supervisor.PoolConfig{
 		Argv: e.supArgv, ArgvFunc: argvFunc, Home: home, Env: append(supervisorEnv(), shim.SuperviseEnv()), Shared: supervisor.DefaultShared(),
-		MaxStarting: 2 * runtime.NumCPU(), HostExited: e.hostGone, Warn: e.log.Warn,
+		MaxStarting: 2 * runtime.NumCPU(), SharedExited: e.sharedGone, Warn: e.log.Warn,
 	})
 	e.wg.Add(1)
 	go e.sweep()
@@ -401,7 +401,7 @@ func (e *Engine) Close() error {
 		// No session outlives the engine: its hosts are finishing
 		// their last end states; let them go before the home is
 		// released.
-		e.pool.WaitHosts(5 * time.Second)
+		e.pool.WaitShared(5 * time.Second)
 	}
 	e.stopLedger()
 	return e.lock.Close()
@@ -673,7 +673,7 @@ func hasOutput(dir string) bool {
 func (e *Engine) reattach() {
 	// Hosts write late what their sessions owe (proto.Spec.State);
 	// a host whose engine died may still be writing.
-	supervisor.FlushHosts(filepath.Join(e.home, "run", "s"), e.fallbackSocketDir())
+	supervisor.FlushShared(filepath.Join(e.home, "run", "s"), e.fallbackSocketDir())
 	dir := filepath.Join(e.home, "sessions")
 	names, _ := os.ReadDir(dir)
 	for _, n := range names {
@@ -716,7 +716,7 @@ func (e *Engine) reattachOne(dir, id string) {
 	}
 	if err != nil {
 		// No state: the engine died while creating it, or a host
-		// died before it wrote the files it owed (FlushHosts has
+		// died before it wrote the files it owed (FlushShared has
 		// had the live ones write theirs). Nothing runs unless
 		// meta.json exists; what a dead host left is ended.
 		if _, err := os.Stat(proto.MetaPath(sdir)); err != nil && live == nil {

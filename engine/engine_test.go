@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/hostenv"
-	"github.com/conchsh/conch/internal/shim/entry"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/host/shellenv"
+	"github.com/conchsh/conch/internal/session/shim/entry"
+	"github.com/conchsh/conch/internal/session/supervisor"
 )
 
 // The test binary doubles as conch-shim (the supervisor, and the
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	}
 	if dir, err := os.MkdirTemp("", "engine-test-"); err == nil {
 		cache := filepath.Join(dir, "login-path.json")
-		hostenv.StartLoginProbe(cache).Wait(-1)
+		shellenv.StartLoginProbe(cache).Wait(-1)
 		loginCache, _ = os.ReadFile(cache)
 		os.RemoveAll(dir)
 	}

@@ -19,13 +19,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/conchsh/conch/apitype"
+	"github.com/conchsh/conch/internal/base/fsutil"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/host"
-	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/supervisor"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/host/sandbox"
+	"github.com/conchsh/conch/internal/session/supervisor"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/store/ledger"
 )
 
 // Exec runs the exec tool for agent (docs/tools.md). The result is never a Go
@@ -470,7 +470,7 @@ func nodeIDOf(pl *plan) string {
 }
 
 // commit starts spec under a supervisor from the engine's pool: in the
-// current supervisor host when sessions share them, else in the warm
+// current shared supervisor when sessions share them, else in the warm
 // spare, else in a new process; it waits for the start report no longer
 // than ctx's deadline allows (supervisor.Pool.StartWithin).
 func (e *Engine) commit(ctx context.Context, spec proto.Spec) (*proto.Handle, error) {
@@ -483,7 +483,7 @@ func (e *Engine) commit(ctx context.Context, spec proto.Spec) (*proto.Handle, er
 // startBound is how long an exec call waits for its supervisor's start
 // report (supervisor.Pool.StartWithin): what is left of its yield window,
 // so that a call answers within it (and a small bound) even when the
-// supervisor host is stopped or wedged; 0 (the pool's own bound) for a run
+// shared supervisor is stopped or wedged; 0 (the pool's own bound) for a run
 // nobody waits on (an approved run) or a call without a window.
 func startBound(pl *plan, approvalID string) time.Duration {
 	if approvalID != "" || pl.Window < 0 {
@@ -492,11 +492,11 @@ func startBound(pl *plan, approvalID string) time.Duration {
 	return max(pl.Window-pl.LoginWait, time.Millisecond)
 }
 
-// hostGone is called by the pool once h has exited: it writes the end
+// sharedGone is called by the pool once h has exited: it writes the end
 // state the engine has of any of its sessions whose exit.json the host
 // did not write (a host writes it late, and one that crashed meanwhile
 // would leave the next engine start to find the session lost).
-func (e *Engine) hostGone(h *supervisor.Host) {
+func (e *Engine) sharedGone(h *supervisor.Shared) {
 	<-h.Exited()
 	pid := h.PID()
 	ended := e.sessions.Select(nil)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/conchsh/conch/internal/journal"
+	"github.com/conchsh/conch/internal/session/journal"
 )
 
 // maxFollowBytes bounds one FollowBytes chunk.

@@ -14,14 +14,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/base/fsutil"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/host"
-	"github.com/conchsh/conch/internal/hostenv"
-	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/host/shellenv"
+	"github.com/conchsh/conch/internal/store/approvals"
+	"github.com/conchsh/conch/internal/store/ledger"
 	"github.com/conchsh/conch/policy"
 )
 
@@ -386,10 +386,10 @@ func ExplainPolicy(home, agent, cwd, command string) (Explanation, error) {
 	}
 	e := &Engine{home: home}
 	e.cfgp.Store(cfg)
-	path := hostenv.DaemonPATH()
+	path := shellenv.DaemonPATH()
 	// The engine's login PATH: cached in the home, else probed now.
-	if lp, _, err := hostenv.StartLoginProbe(loginCachePath(home)).Wait(-1); err == nil && lp != "" {
-		path = hostenv.MergePATHList(lp, path, string(os.PathListSeparator))
+	if lp, _, err := shellenv.StartLoginProbe(loginCachePath(home)).Wait(-1); err == nil && lp != "" {
+		path = shellenv.MergePATHList(lp, path, string(os.PathListSeparator))
 	}
 	if pp := cfg.Exec(agent).PathPrepend; len(pp) > 0 {
 		path = prependPath(pp, path)

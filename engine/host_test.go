@@ -14,7 +14,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
 	"github.com/conchsh/conch/internal/host"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
 )
 
 // fakeHost stands in for the gateway host in the engine's own tests: it

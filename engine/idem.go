@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/fsutil"
-	"github.com/conchsh/conch/internal/registry"
+	"github.com/conchsh/conch/internal/base/fsutil"
+	"github.com/conchsh/conch/internal/session/registry"
 )
 
 func (e *Engine) idemPath() string { return filepath.Join(e.home, "state", "idempotency.json") }

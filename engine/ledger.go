@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/store/ledger"
 )
 
 // The ledger is written by one goroutine in call order, so exec calls do

@@ -5,8 +5,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/journal"
-	"github.com/conchsh/conch/internal/render"
+	"github.com/conchsh/conch/internal/session/journal"
+	"github.com/conchsh/conch/internal/term/render"
 )
 
 // lineMap numbers the rendered lines of a session's journal (what log's

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/journal"
-	"github.com/conchsh/conch/internal/render"
+	"github.com/conchsh/conch/internal/session/journal"
+	"github.com/conchsh/conch/internal/term/render"
 )
 
 // genOutput returns at least n bytes of command output. plain output has

@@ -8,18 +8,18 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/base/fsutil"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/fsutil"
 	"github.com/conchsh/conch/internal/host"
-	"github.com/conchsh/conch/internal/nodeport"
-	"github.com/conchsh/conch/internal/supervisor"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/node/port"
+	"github.com/conchsh/conch/internal/session/supervisor"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/store/approvals"
 	"github.com/conchsh/conch/policy"
 )
 
 // The node side of node hosts: what the engine of a node does for its
-// node host (internal/nodehost), which answers the gateway's requests.
+// node host (internal/node/agent), which answers the gateway's requests.
 // The engine judges a command under this home's policy (JudgeLocal),
 // reserves a session id and starts a checked run as a session of this
 // home (ReserveLocal, StartLocal), and persists allow-always
@@ -30,9 +30,9 @@ import (
 // agent in cwd ("" or relative to ~: this home's user, as on the
 // gateway; "": the agent's workspace, else the engine's directory) under
 // this home's policy, with the gateway's security and ask applied. A cwd
-// that is not an existing directory is nodeport.ErrNoCwd.
-func (e *Engine) JudgeLocal(agent, security, ask, raw, cwd string) (nodeport.Judgement, error) {
-	var j nodeport.Judgement
+// that is not an existing directory is port.ErrNoCwd.
+func (e *Engine) JudgeLocal(agent, security, ask, raw, cwd string) (port.Judgement, error) {
+	var j port.Judgement
 	set := e.conf().Exec(agent)
 	cwd, _ = expandTilde(cwd)
 	if cwd == "" {
@@ -50,11 +50,11 @@ func (e *Engine) JudgeLocal(agent, security, ask, raw, cwd string) (nodeport.Jud
 		fi, err = os.Stat(canon)
 	}
 	if err != nil || !fi.IsDir() {
-		return j, nodeport.ErrNoCwd
+		return j, port.ErrNoCwd
 	}
 	dev, ino, ok := fsutil.Identity(canon)
 	if !ok {
-		return j, nodeport.ErrNoCwd
+		return j, port.ErrNoCwd
 	}
 	j.Cwd, j.CwdIdentity = canon, [2]uint64{dev, ino}
 	env := e.nodeEnv(set, nil, false)
@@ -106,12 +106,12 @@ func (e *Engine) JudgeLocal(agent, security, ask, raw, cwd string) (nodeport.Jud
 
 // ReserveLocal creates the directory of session id on this home, for a
 // run StartLocal starts; release removes it unless the run started. An
-// id in use is nodeport.ErrSessionIDInUse; another failure is an unwritable home.
+// id in use is port.ErrSessionIDInUse; another failure is an unwritable home.
 func (e *Engine) ReserveLocal(id string) (release func(started bool), err error) {
 	dir := proto.SessionDir(e.home, id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if os.IsExist(err) {
-			return nil, nodeport.ErrSessionIDInUse
+			return nil, port.ErrSessionIDInUse
 		}
 		return nil, fmt.Errorf("conch home %s is not writable (%v)", e.home, err)
 	}
@@ -127,7 +127,7 @@ func (e *Engine) Closed() bool { return e.isClosed() }
 
 // StartLocal starts r as a supervised session of this home in the
 // directory ReserveLocal made, and returns its process id.
-func (e *Engine) StartLocal(r nodeport.LocalRun) (pid int, err error) {
+func (e *Engine) StartLocal(r port.LocalRun) (pid int, err error) {
 	set := e.conf().Exec(r.Agent)
 	env := e.nodeEnv(set, r.Overrides, r.PTY)
 	var keys []string
@@ -183,7 +183,7 @@ func (e *Engine) nodeEnv(set config.ExecSettings, overrides map[string]string, p
 func (e *Engine) NodeSession(id string) (dir string, changed <-chan struct{}, ok bool) {
 	s, _ := e.sessions.Get(id)
 	if s == nil {
-		if !nodeport.ValidSessionID(id) {
+		if !port.ValidSessionID(id) {
 			return "", nil, false
 		}
 		// Finished and swept from the registry, or never known: the
@@ -208,7 +208,7 @@ func (e *Engine) NodeEnd(id string) (ex proto.Exit, command string, ended bool) 
 	s, _ := e.sessions.Get(id)
 	var dir string
 	if s == nil {
-		if !nodeport.ValidSessionID(id) {
+		if !port.ValidSessionID(id) {
 			return proto.Exit{}, "", false
 		}
 		dir = proto.SessionDir(e.home, id)

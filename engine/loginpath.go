@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/host/shellenv"
 )
 
 // The login-shell PATH of gateway runs. Only the gateway
@@ -14,7 +14,7 @@ import (
 // service's. The probe starts with the engine when a gateway run is
 // possible (else with the first gateway run), and its result is cached in
 // the home (state/login-path.json) and in the user's cache directory
-// (hostenv.UserLoginCache), keyed by the shell set-up, for the next engine
+// (shellenv.UserLoginCache), keyed by the shell set-up, for the next engine
 // and for the user's other homes.
 //
 // A call waits for the probe within its yield window (loginWait): a run
@@ -27,9 +27,9 @@ import (
 func loginCachePath(home string) string { return filepath.Join(home, "state", "login-path.json") }
 
 // loginProbe returns the engine's probe, starting it on first use.
-func (e *Engine) loginProbe() *hostenv.LoginProbe {
+func (e *Engine) loginProbe() *shellenv.LoginProbe {
 	e.loginOnce.Do(func() {
-		e.login.Store(hostenv.StartLoginProbe(loginCachePath(e.home), hostenv.UserLoginCache()))
+		e.login.Store(shellenv.StartLoginProbe(loginCachePath(e.home), shellenv.UserLoginCache()))
 	})
 	return e.login.Load()
 }

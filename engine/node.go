@@ -6,23 +6,23 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/nodeport"
+	"github.com/conchsh/conch/internal/node/port"
 	"github.com/conchsh/conch/policy"
 )
 
 // Node hosts. The gateway side: a run with host=node is
 // planned here, prepared and started on the node through Options.Nodes,
 // and mirrored into a local session whose journal the hub feeds. The node
-// side (local.go): the node host (internal/nodehost) answers a gateway's
+// side (local.go): the node host (internal/node/agent) answers a gateway's
 // requests, asking this engine to judge a command under this home's
 // policy and to start a checked run as a session of this home.
 
 // Nodes is the gateway's node hub as the engine uses it (defined below
 // the engine, so that the hub never imports it).
-type Nodes = nodeport.Hub
+type Nodes = port.Hub
 
 // NodeRef names a selected node.
-type NodeRef = nodeport.Ref
+type NodeRef = port.Ref
 
 // nodeError maps a node or hub error to an exec error: the node's refusals
 // (SYSTEM_RUN_DENIED, SYSTEM_RUN_DISABLED, the approval codes) are denied,

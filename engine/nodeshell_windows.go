@@ -2,7 +2,7 @@ package engine
 
 import (
 	"github.com/conchsh/conch/internal/host"
-	"github.com/conchsh/conch/internal/nodeport"
+	"github.com/conchsh/conch/internal/node/port"
 	"github.com/conchsh/conch/policy"
 )
 
@@ -12,7 +12,7 @@ import (
 // PowerShell (host.ShellArgv); any other argv runs as it is. Not yet run
 // on Windows.
 func nodeShellArgv(argv []string) []string {
-	if script, ok := nodeport.ShellScript(argv); ok {
+	if script, ok := port.ShellScript(argv); ok {
 		return host.ShellArgv(script)
 	}
 	return argv

@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/render"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/term/render"
 )
 
 // endWord is the <end> of an exit notice: code N, signal SIG, killed by

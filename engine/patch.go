@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/nodeport"
+	"github.com/conchsh/conch/internal/node/port"
+	"github.com/conchsh/conch/internal/store/ledger"
 	"github.com/conchsh/conch/patch"
 )
 
@@ -27,7 +27,7 @@ type PatchTarget struct {
 }
 
 // NodePatch is the answer of a node to system.patch.apply.
-type NodePatch = nodeport.Patch
+type NodePatch = port.Patch
 
 // patchUnavailable is the text for a host this engine cannot serve.
 func patchUnavailable(msg string) apitype.Result {

@@ -10,12 +10,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/journal"
-	"github.com/conchsh/conch/internal/keys"
-	"github.com/conchsh/conch/internal/render"
-	"github.com/conchsh/conch/internal/supervisor"
-	"github.com/conchsh/conch/internal/supervisor/proto"
-	"github.com/conchsh/conch/internal/visible"
+	"github.com/conchsh/conch/internal/session/journal"
+	"github.com/conchsh/conch/internal/session/supervisor"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/term/keys"
+	"github.com/conchsh/conch/internal/term/render"
+	"github.com/conchsh/conch/internal/term/visible"
 )
 
 // Process runs the process tool for agent (docs/tools.md).

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/conchsh/conch/internal/journal"
-	"github.com/conchsh/conch/internal/keys"
+	"github.com/conchsh/conch/internal/session/journal"
+	"github.com/conchsh/conch/internal/term/keys"
 )
 
 // runningText is the text of a `running` exec result: the session, the

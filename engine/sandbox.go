@@ -9,8 +9,8 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/host"
-	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/supervisor"
+	"github.com/conchsh/conch/internal/host/sandbox"
+	"github.com/conchsh/conch/internal/session/supervisor"
 )
 
 // sandboxUnavailable is the error of a sandbox run that cannot have its

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/conchsh/conch/internal/keys"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/term/keys"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/journal"
-	"github.com/conchsh/conch/internal/supervisor"
-	"github.com/conchsh/conch/internal/vt"
+	"github.com/conchsh/conch/internal/session/journal"
+	"github.com/conchsh/conch/internal/session/supervisor"
+	"github.com/conchsh/conch/internal/term/vt"
 )
 
 // screenAction implements process screen.

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/conchsh/conch/internal/keys"
+	"github.com/conchsh/conch/internal/term/keys"
 )
 
 // oldScreenDrawing is the pattern screen views were once decided by; the

@@ -20,7 +20,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/store/ledger"
 )
 
 // semEngine is an engine with configuration cfgJSON whose login-shell

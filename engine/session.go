@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/conchsh/conch/internal/approvals"
-	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/host/sandbox"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/store/approvals"
 )
 
 // state is state.json, written only by the engine.
@@ -78,7 +78,7 @@ type session struct {
 	claimed    bool               // a decision (or a withdrawal) is being applied
 	pendingRun *pendingRun        // what the approved run needs (memory only)
 	approvalID string             // approval of a gated run
-	release    func()             // tells its supervisor host the directory goes (nil: none)
+	release    func()             // tells its shared supervisor the directory goes (nil: none)
 	saveFailed func(error)        // told of a failed write of state.json (nil: nobody); immutable
 	trimmed    bool               // the journal quota trimmed its journal (the agent was told)
 	guard      *sandbox.Guard     // the sandbox's protected paths, checked once at the end (memory only; nil: none)

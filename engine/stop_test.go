@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
 )
 
 // TestStopAnswersCallsInFlight: Stop answers every call in flight at once

@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/approvals"
-	"github.com/conchsh/conch/internal/telemetry"
+	"github.com/conchsh/conch/internal/base/telemetry"
+	"github.com/conchsh/conch/internal/store/approvals"
 )
 
 // Tracing (docs/operations.md, "Traces"): one trace per exec call, with

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
 )
 
 // brokenDirs are the ways a session directory stops taking writes, each

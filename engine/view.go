@@ -9,8 +9,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/conchsh/conch/internal/journal"
-	"github.com/conchsh/conch/internal/render"
+	"github.com/conchsh/conch/internal/session/journal"
+	"github.com/conchsh/conch/internal/term/render"
 )
 
 // readOpts select what a read of a session's journal renders.

@@ -13,9 +13,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/render"
-	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/host/sandbox"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/term/render"
 )
 
 var untilKinds = map[string]bool{"exit": true, "regex": true, "port": true, "http": true, "file": true, "idle": true}
@@ -457,7 +457,7 @@ func waitHost(h string) string {
 
 // Probes answers the wait conditions port and http on the gateway's own
 // network (a sandboxed session's are probed inside its sandbox). The
-// adapter gives them at construction (Options.Probes; internal/waitprobe).
+// adapter gives them at construction (Options.Probes; internal/adapter/waitprobe).
 type Probes interface {
 	// Port reports whether a TCP connection to host:port succeeds.
 	Port(ctx context.Context, host string, port int) bool
@@ -466,7 +466,7 @@ type Probes interface {
 }
 
 // noProbes is the Probes of an engine given none (every program gives
-// internal/waitprobe's): no port or http condition is ever met.
+// internal/adapter/waitprobe's): no port or http condition is ever met.
 type noProbes struct{}
 
 func (noProbes) Port(context.Context, string, int) bool { return false }

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/conchsh/conch/internal/patchgen"
+	"github.com/conchsh/conch/internal/testkit/patchgen"
 )
 
 // BenchmarkApplyLarge applies 1,000 hunks to a 10 MB file, end to end:

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conchsh/conch/internal/patchgen"
+	"github.com/conchsh/conch/internal/testkit/patchgen"
 )
 
 // applyGit applies a unified diff with git apply in dir.
@@ -26,7 +26,7 @@ func applyGit(t *testing.T, dir, diff string) {
 // TestAgainstGitApply applies the same edits as a Begin Patch (with this
 // package) and as a unified diff (with git apply) to copies of the same
 // files, and requires identical trees. The random cases are generated
-// from one list of edits per file (internal/patchgen); the fixed ones
+// from one list of edits per file (internal/testkit/patchgen); the fixed ones
 // cover add, delete, rename and a file without a trailing newline.
 func TestAgainstGitApply(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {

@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/conchsh/conch/internal/shim"
-	"github.com/conchsh/conch/internal/shim/entry"
+	"github.com/conchsh/conch/internal/session/shim"
+	"github.com/conchsh/conch/internal/session/shim/entry"
 )
 
 func main() {

@@ -6,7 +6,7 @@
 // `conch supervise` and `conch sandbox-init` are internal entry points (a
 // session's supervisor, a sandbox's init), the jobs of the small
 // conch-shim program (cmd/conch-shim); the engine re-executes this binary
-// for them only when it finds no shim (internal/shim). They are
+// for them only when it finds no shim (internal/session/shim). They are
 // dispatched here, before the command line is parsed, and take their own
 // arguments.
 package main
@@ -15,7 +15,7 @@ import (
 	"os"
 
 	conchcli "github.com/conchsh/conch/internal/cli"
-	"github.com/conchsh/conch/internal/shim/entry"
+	"github.com/conchsh/conch/internal/session/shim/entry"
 )
 
 func main() {

@@ -13,8 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/render"
+	"github.com/conchsh/conch/internal/term/render"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // boundMax is the maxOutputChars of the bound tests (the smallest the

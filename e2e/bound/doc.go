@@ -2,5 +2,5 @@
 // exec and process action stays within its bounds (TestResultBoundEveryAction,
 // the suite's longest test, in a package of its own so that go test runs it
 // alongside the others) and the other result-bound tests. The harness is
-// internal/e2etest.
+// internal/testkit/e2etest.
 package bound

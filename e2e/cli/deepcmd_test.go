@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // deepCommands generates commands of size about n for each shape the

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // TestNoWaitWithGateway: `conch exec --no-wait` on a home a gateway

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // TestStalledConnectionsLeaveTheEngineRunning: clients that open more

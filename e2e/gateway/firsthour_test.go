@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // runCLIIn is e2etest.RunCLI with the CLI started in dir and stdin from in.

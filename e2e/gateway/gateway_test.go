@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // cgroup2Root returns the writable cgroup v2 mount with cgroup.kill, or

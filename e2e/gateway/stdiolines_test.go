@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // rawMCP is conch mcp driven line by line, for what an MCP client library

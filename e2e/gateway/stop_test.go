@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -287,7 +287,7 @@ func TestKill9ServeWithCallInFlight(t *testing.T) {
 		t.Fatal("the call did not end when the gateway died")
 	}
 	c.Close()
-	// A supervisor host writes meta.json once it sees its engine go.
+	// A shared supervisor writes meta.json once it sees its engine go.
 	var ids []string
 	e2etest.Eventually(t, 20*time.Second, func() string {
 		ids = nil

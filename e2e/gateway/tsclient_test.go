@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // e2eNode returns the node binary and the absolute path of the repository's

@@ -5,7 +5,7 @@ package kube
 import (
 	"testing"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 func TestMain(m *testing.M) { e2etest.Main(m) }

@@ -27,7 +27,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // TestNodePlanBinding drives a real `conch node` from a test peer that

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // TestNodesCLIOfflineMatchesGateway: `conch nodes` without a gateway

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // TestBraceBombRefused: the report's command, `echo` with 27 brace pairs

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/store/ledger"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // ledgerHome runs a few commands through conch mcp and returns the home, whose ledger

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/store/ledger"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // castEvent is one "o" event of an asciicast v2 file.

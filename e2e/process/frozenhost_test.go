@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // TestFrozenSupervisorHostAnswersInBound freezes the shared supervisor
@@ -34,7 +34,7 @@ func TestFrozenSupervisorHostAnswersInBound(t *testing.T) {
 	}
 	host := e2etest.SupervisorPID(t, home, a)
 	if other := e2etest.SupervisorPID(t, home, b); other != host {
-		t.Skipf("sessions are not in one supervisor host (pids %d, %d): no shared hosts here", host, other)
+		t.Skipf("sessions are not in one shared supervisor (pids %d, %d): no shared hosts here", host, other)
 	}
 	if err := syscall.Kill(host, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/fsutil"
-	"github.com/conchsh/conch/internal/supervisor"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/base/fsutil"
+	"github.com/conchsh/conch/internal/session/supervisor"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -369,7 +369,7 @@ func TestRestartDuringYieldWindow(t *testing.T) {
 }
 
 // TestSupervisorModes: with session cgroups, the sessions of an engine
-// share one supervisor host and its control socket, and survive a restart
+// share one shared supervisor and its control socket, and survive a restart
 // of the engine together; CONCH_SUPERVISOR=process gives each session a
 // supervisor of its own.
 func TestSupervisorModes(t *testing.T) {
@@ -515,7 +515,7 @@ func TestSessionDirsReused(t *testing.T) {
 // the next engine start finds the session exited, not lost.
 func TestHostCrashAfterEnd(t *testing.T) {
 	if !supervisor.CgroupAvailable() {
-		t.Skip("no session cgroup can be created here (no writable cgroup v2, v1 pids or freezer), so there is no supervisor host")
+		t.Skip("no session cgroup can be created here (no writable cgroup v2, v1 pids or freezer), so there is no shared supervisor")
 	}
 	home := e2etest.NewHome(t, "")
 	env := []string{"CONCH_SUPERVISOR="}
@@ -526,7 +526,7 @@ func TestHostCrashAfterEnd(t *testing.T) {
 	}
 	hosts := e2etest.Pgrep("supervise --home " + home + " --host")
 	if len(hosts) == 0 {
-		t.Fatal("no supervisor host runs")
+		t.Fatal("no shared supervisor runs")
 	}
 	for _, pid := range hosts {
 		n, _ := strconv.Atoi(pid)
@@ -557,7 +557,7 @@ func TestSessionDirsReusedConcurrently(t *testing.T) {
 	for _, mode := range []string{"process", ""} {
 		t.Run("supervisor="+mode, func(t *testing.T) {
 			if mode == "" && !supervisor.CgroupAvailable() {
-				t.Skip("no session cgroup can be created here, so there is no supervisor host")
+				t.Skip("no session cgroup can be created here, so there is no shared supervisor")
 			}
 			c := e2etest.StartConchEnv(t, e2etest.NewHome(t, ""), []string{"CONCH_SUPERVISOR=" + mode})
 			const workers, each = 4, 25

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // BenchmarkExecSessionLimits times `exec true` on the gateway with the

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/supervisor"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // TestSessionLimitsThroughConch: through the real binary, a gateway

@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 func TestWaitDevServer(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/sandbox"
+	"github.com/conchsh/conch/internal/host/sandbox"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 	"golang.org/x/sys/unix"
 )
 

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // TestSandboxLandlockUnprivileged: a conch that is not root sandboxes its

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // TestSandboxGitDefaultProgramsInPATH: the gateway's PATH holds a

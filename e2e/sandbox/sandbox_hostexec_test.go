@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/sandbox"
+	"github.com/conchsh/conch/internal/host/sandbox"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // hostGit runs git on the host the way a user would, with a clean global

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // TestCLIExecReportsLostOutput: `conch exec` (plain text, as an operator

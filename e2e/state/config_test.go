@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

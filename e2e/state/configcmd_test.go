@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -79,7 +79,7 @@ func TestConfigSchemaTestConfigs(t *testing.T) {
 	}
 	// The configurations of every end-to-end package and of the harness.
 	files, _ := filepath.Glob(filepath.Join("..", "*", "*_test.go"))
-	harness, _ := filepath.Glob(filepath.Join("..", "..", "internal", "e2etest", "*.go"))
+	harness, _ := filepath.Glob(filepath.Join("..", "..", "internal", "testkit", "e2etest", "*.go"))
 	files = append(files, harness...)
 	lit := regexp.MustCompile("`(\\{[^`]*\\})`")
 	valid, n := 0, 0

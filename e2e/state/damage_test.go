@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // damages are the ways a state file is damaged: each returns the damaged
@@ -309,7 +309,7 @@ func ownPidsCgroup() string {
 	return ""
 }
 
-// TestCleanRunAfterHostDeath: a supervisor host killed with its engine
+// TestCleanRunAfterHostDeath: a shared supervisor killed with its engine
 // leaves its socket, its log and its session's cgroup; an empty session
 // cgroup of a dead supervisor lies around too. The next conch removes
 // them all (and ends the orphaned command).
@@ -331,7 +331,7 @@ func TestCleanRunAfterHostDeath(t *testing.T) {
 	sock := filepath.Join(home, "run", "s", fmt.Sprintf("host-%d.sock", sup))
 	logf := filepath.Join(home, "run", fmt.Sprintf("supervisor-host-%d.log", sup))
 	if _, err := os.Stat(sock); err != nil {
-		t.Skipf("sessions do not run in a supervisor host here: %v", err)
+		t.Skipf("sessions do not run in a shared supervisor here: %v", err)
 	}
 	c.Kill9()
 	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {

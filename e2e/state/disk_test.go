@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // TestFullDiskHoldsOutput runs a command whose output does not fit on the
@@ -110,7 +110,7 @@ func fillDisk(t *testing.T, dir string, leave int64) string {
 // which the disk cannot take, survives a gateway restart (it came back
 // lost), and once space is freed everything is written and the capped
 // journal's result says how much output is gone for good.
-// Both ways of supervising sessions are covered: supervisor hosts (many
+// Both ways of supervising sessions are covered: shared supervisors (many
 // sessions in one process) and a supervisor process per session.
 func TestDiskFullIsAState(t *testing.T) {
 	for _, mode := range []string{"host", "process"} {

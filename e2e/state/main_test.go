@@ -3,7 +3,7 @@ package state
 import (
 	"testing"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 func TestMain(m *testing.M) { e2etest.Main(m) }

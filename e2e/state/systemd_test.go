@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // TestSystemdUnits checks the shipped units in contrib/systemd: no

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // errorDisk mounts a fresh 64 MiB ext4 image (mounted with

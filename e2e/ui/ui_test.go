@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // browser is a headless Chromium driven over CDP, with the page's console

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-	"github.com/conchsh/conch/internal/e2etest"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // hiddenShownJS names the elements that carry the hidden attribute and

@@ -13,8 +13,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/e2etest"
-	"github.com/conchsh/conch/internal/visible"
+	"github.com/conchsh/conch/internal/term/visible"
+	"github.com/conchsh/conch/internal/testkit/e2etest"
 )
 
 // hiddenPayload is a command holding every character the operator must

@@ -2,7 +2,7 @@ package admin
 
 import (
 	"github.com/conchsh/conch/engine"
-	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/store/approvals"
 )
 
 // ApprovalsChange is what a change of the approvals file did.

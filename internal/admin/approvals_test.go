@@ -9,8 +9,8 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
-	"github.com/conchsh/conch/internal/approvals"
-	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/store/approvals"
+	"github.com/conchsh/conch/internal/store/ledger"
 )
 
 func parse(t *testing.T, s string) *approvals.File {

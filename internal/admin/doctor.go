@@ -16,16 +16,16 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
-	"github.com/conchsh/conch/internal/approvals"
-	"github.com/conchsh/conch/internal/auth"
+	"github.com/conchsh/conch/internal/base/fsutil"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/fsutil"
-	"github.com/conchsh/conch/internal/hostenv"
-	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/shim"
-	"github.com/conchsh/conch/internal/supervisor"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/host/sandbox"
+	"github.com/conchsh/conch/internal/host/shellenv"
+	"github.com/conchsh/conch/internal/session/shim"
+	"github.com/conchsh/conch/internal/session/supervisor"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
+	"github.com/conchsh/conch/internal/store/approvals"
+	"github.com/conchsh/conch/internal/store/auth"
+	"github.com/conchsh/conch/internal/store/ledger"
 	"github.com/conchsh/conch/policy"
 )
 
@@ -192,7 +192,7 @@ func doctorAgent(add func(id, level, format string, args ...any), home string, c
 	}
 	var p engine.Policy
 	if fileOK {
-		p = v.EffectivePolicy(agent, "true", home, hostenv.DaemonPATH())
+		p = v.EffectivePolicy(agent, "true", home, shellenv.DaemonPATH())
 	}
 	// Ungated: the agent's commands run on this machine with nothing
 	// judging them (the same status `policy explain` prints first).

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/conchsh/conch/internal/fsutil"
+	"github.com/conchsh/conch/internal/base/fsutil"
 	"os"
 	"path/filepath"
 	"slices"

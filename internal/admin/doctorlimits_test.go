@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conchsh/conch/internal/supervisor"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
 )
 
 // TestDoctorSessionLimits: doctor says which session limits this machine

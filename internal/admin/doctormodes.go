@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/engine"
-	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/store/ledger"
 )
 
 // doctorEUID is the effective uid Doctor judges the gateway by; tests replace it.

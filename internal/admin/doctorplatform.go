@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/sandbox"
+	"github.com/conchsh/conch/internal/host/sandbox"
 )
 
 // check is one finding of doctor whose words depend on the OS.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conchsh/conch/internal/sandbox/seatbelt"
+	"github.com/conchsh/conch/internal/host/sandbox/seatbelt"
 )
 
 // TestPlatformChecksMacOS: doctor on macOS says it has not run there,

@@ -6,7 +6,7 @@ import (
 
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/admin"
-	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/store/approvals"
 )
 
 // An adapter replaces the approvals file with what the operator sent: the

@@ -10,7 +10,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/nodehub"
+	"github.com/conchsh/conch/internal/node/hub"
 )
 
 // ErrInvalid marks a request an operator must correct (a missing command,
@@ -53,7 +53,7 @@ func SetExecDefaults(home, agent string, d apitype.ExecDefaults) (apitype.ExecDe
 		}
 	}
 	if d.Node != "" {
-		n, err := nodehub.CanonicalBinding(home, d.Node)
+		n, err := hub.CanonicalBinding(home, d.Node)
 		if err != nil {
 			return d, invalid("invalid exec default node: " + err.Error())
 		}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/sandbox"
-	_ "github.com/conchsh/conch/internal/sandbox/backends" // sandbox.For and New know every backend
+	"github.com/conchsh/conch/internal/host/sandbox"
+	_ "github.com/conchsh/conch/internal/host/sandbox/backends" // sandbox.For and New know every backend
 )
 
 // dockerBackend returns a new docker backend, its availability probed

@@ -8,7 +8,7 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/nodehub"
+	"github.com/conchsh/conch/internal/node/hub"
 	"github.com/conchsh/conch/policy"
 	"github.com/spf13/cobra"
 )
@@ -88,7 +88,7 @@ func execDefaults(home, name string, kvs []string, clear bool, stdout, stderr io
 				fmt.Fprintln(stderr, "Exec node requires a value.")
 				return ExitUsage
 			}
-			n, err := nodehub.CanonicalBinding(home, v)
+			n, err := hub.CanonicalBinding(home, v)
 			if err != nil {
 				fmt.Fprintf(stderr, "Invalid exec node: %v\n", err)
 				return ExitUsage

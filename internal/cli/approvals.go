@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/conchsh/conch/internal/admin"
-	"github.com/conchsh/conch/internal/approvals"
-	"github.com/conchsh/conch/internal/visible"
+	"github.com/conchsh/conch/internal/store/approvals"
+	"github.com/conchsh/conch/internal/term/visible"
 )
 
 func (a *app) approvalsCmd() *cobra.Command {

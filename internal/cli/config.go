@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/conchsh/conch/internal/approvals"
 	"github.com/conchsh/conch/internal/config"
+	"github.com/conchsh/conch/internal/store/approvals"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/spf13/cobra"
 )

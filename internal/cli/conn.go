@@ -19,10 +19,10 @@ import (
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/engine"
-	"github.com/conchsh/conch/internal/auth"
+	"github.com/conchsh/conch/internal/adapter/httpapi"
+	"github.com/conchsh/conch/internal/adapter/waitprobe"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/httpapi"
-	"github.com/conchsh/conch/internal/waitprobe"
+	"github.com/conchsh/conch/internal/store/auth"
 	"github.com/spf13/pflag"
 )
 

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/conchsh/conch/internal/ledger"
-	"github.com/conchsh/conch/internal/visible"
+	"github.com/conchsh/conch/internal/store/ledger"
+	"github.com/conchsh/conch/internal/term/visible"
 	"github.com/spf13/cobra"
 )
 

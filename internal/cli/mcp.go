@@ -14,11 +14,11 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
-	"github.com/conchsh/conch/internal/auth"
+	"github.com/conchsh/conch/internal/adapter/httpapi"
+	"github.com/conchsh/conch/internal/adapter/mcpserver"
+	"github.com/conchsh/conch/internal/adapter/waitprobe"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/httpapi"
-	"github.com/conchsh/conch/internal/mcpserver"
-	"github.com/conchsh/conch/internal/waitprobe"
+	"github.com/conchsh/conch/internal/store/auth"
 	"github.com/spf13/cobra"
 )
 

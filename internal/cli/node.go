@@ -17,12 +17,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/conchsh/conch/engine"
+	"github.com/conchsh/conch/internal/adapter/waitprobe"
 	"github.com/conchsh/conch/internal/admin"
-	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/base/fsutil"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/fsutil"
-	"github.com/conchsh/conch/internal/nodehost"
-	"github.com/conchsh/conch/internal/waitprobe"
+	"github.com/conchsh/conch/internal/node/agent"
+	"github.com/conchsh/conch/internal/store/approvals"
 )
 
 // nodePing is the keepalive interval of both ends of a node connection:
@@ -95,7 +95,7 @@ func runNode(home, gateway, token, name, ca, podToken, logLevel string, followPa
 			return ExitUnavailable
 		}
 	}
-	err = nodehost.Run(ctx, nodehost.Options{
+	err = agent.Run(ctx, agent.Options{
 		Engine: eng, ApplyPatch: engine.ApplyPatchLocal, SetApprovals: setApprovals,
 		Home: eng.Home(), Gateway: gateway, Token: token, Name: name, CA: ca,
 		Version: version(), Ping: nodePing(), Logger: log, Out: stdout, PodTokenFile: podToken,

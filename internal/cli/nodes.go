@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/client"
-	"github.com/conchsh/conch/internal/nodehub"
-	"github.com/conchsh/conch/internal/visible"
+	nodehub "github.com/conchsh/conch/internal/node/hub"
+	"github.com/conchsh/conch/internal/term/visible"
 	"github.com/spf13/cobra"
 )
 

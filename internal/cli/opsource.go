@@ -16,8 +16,8 @@ import (
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/admin"
-	"github.com/conchsh/conch/internal/approvals"
-	"github.com/conchsh/conch/internal/ledger"
+	"github.com/conchsh/conch/internal/store/approvals"
+	"github.com/conchsh/conch/internal/store/ledger"
 )
 
 // The operator commands that read and change the home's approvals, policy

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/conchsh/conch/internal/approvals"
+	"github.com/conchsh/conch/internal/store/approvals"
 )
 
 // The approval prompt of `conch exec` on a terminal, with an engine in

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/client"
-	"github.com/conchsh/conch/internal/visible"
+	"github.com/conchsh/conch/internal/term/visible"
 	"github.com/spf13/cobra"
 )
 

@@ -22,7 +22,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/conchsh/conch/internal/visible"
+	"github.com/conchsh/conch/internal/term/visible"
 )
 
 // app carries the streams of one run of the command line and the exit
@@ -30,7 +30,7 @@ import (
 //
 // stdout and stderr are the one place where the command line's output is
 // made safe to show: every character a terminal would act on or not
-// show is escaped (internal/visible), whatever printer wrote it. runs
+// show is escaped (internal/term/visible), whatever printer wrote it. runs
 // sets stdout's mode for the command before it starts: JSON for --json
 // and the commands that print JSON (values kept exactly), raw for a
 // protocol stream or --raw.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/kube"
+	"github.com/conchsh/conch/internal/host/kube"
 )
 
 // runKubeSandbox runs `conch sandbox list|recreate|prune` for a home

@@ -17,18 +17,18 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/conchsh/conch/internal/unixsock"
+	"github.com/conchsh/conch/internal/base/unixsock"
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/engine"
-	"github.com/conchsh/conch/internal/auth"
+	"github.com/conchsh/conch/internal/adapter/httpapi"
+	"github.com/conchsh/conch/internal/adapter/waitprobe"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/httpapi"
-	"github.com/conchsh/conch/internal/kube"
-	"github.com/conchsh/conch/internal/nodehub"
-	"github.com/conchsh/conch/internal/supervisor"
-	"github.com/conchsh/conch/internal/visible"
-	"github.com/conchsh/conch/internal/waitprobe"
+	"github.com/conchsh/conch/internal/host/kube"
+	nodehub "github.com/conchsh/conch/internal/node/hub"
+	"github.com/conchsh/conch/internal/session/supervisor"
+	"github.com/conchsh/conch/internal/store/auth"
+	"github.com/conchsh/conch/internal/term/visible"
 	"github.com/spf13/cobra"
 )
 

@@ -44,8 +44,8 @@ func moduleImports(t *testing.T, pattern string) map[string][]string {
 // (supervise, sandbox-init); cmd/conch-shim only through the latter.
 func TestMainIsDispatchOnly(t *testing.T) {
 	for prog, allowed := range map[string]map[string]bool{
-		"conch":      {"internal/cli": true, "internal/shim/entry": true},
-		"conch-shim": {"internal/shim": true, "internal/shim/entry": true},
+		"conch":      {"internal/cli": true, "internal/session/shim/entry": true},
+		"conch-shim": {"internal/session/shim": true, "internal/session/shim/entry": true},
 	} {
 		for f, ims := range moduleImports(t, filepath.Join("..", "..", "cmd", prog, "*.go")) {
 			for _, im := range ims {

@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/conchsh/conch/internal/telemetry/otlp"
+	"github.com/conchsh/conch/internal/base/telemetry/otlp"
 )
 
 // startTracing installs the OpenTelemetry trace exporter when the

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/conchsh/conch/internal/unixsock/unixsocktest"
+	"github.com/conchsh/conch/internal/base/unixsock/unixsocktest"
 )
 
 // TestEngineSocketKeepsUmask: creating the engine socket never changes the

@@ -360,7 +360,7 @@ func oneOf(key, v string, allowed ...string) error {
 func HostValues() []string { return slices.Clone(hostValues) }
 
 // SandboxBackends are the values sandbox.backend accepts: "auto" and
-// every registered backend (checked against internal/sandbox's registry
+// every registered backend (checked against internal/host/sandbox's registry
 // by internal/host's tests).
 func SandboxBackends() []string { return slices.Clone(sandboxBackends) }
 

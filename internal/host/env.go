@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/host/shellenv"
 )
 
 // EnvSpec describes the environment of one command. Build applies, in
@@ -33,15 +33,15 @@ type EnvSpec struct {
 }
 
 // InheritedBase is the daemon's own environment with what a command must
-// not inherit removed (hostenv.Inherit), and its PATH raised to the
-// minimal PATH of the OS (hostenv.DaemonPATH).
+// not inherit removed (shellenv.Inherit), and its PATH raised to the
+// minimal PATH of the OS (shellenv.DaemonPATH).
 func InheritedBase() map[string]string {
 	env := map[string]string{}
-	for _, kv := range hostenv.Inherit(os.Environ()) {
+	for _, kv := range shellenv.Inherit(os.Environ()) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	env["PATH"] = hostenv.DaemonPATH()
+	env["PATH"] = shellenv.DaemonPATH()
 	return env
 }
 
@@ -92,7 +92,7 @@ func (s EnvSpec) build(r envRules) []string {
 		}
 	}
 	if s.LoginPATH != "" {
-		set("PATH", hostenv.MergePATHList(s.LoginPATH, get("PATH"), r.listSep))
+		set("PATH", shellenv.MergePATHList(s.LoginPATH, get("PATH"), r.listSep))
 	}
 	if len(s.PathPrepend) > 0 {
 		set("PATH", prependPathList(s.PathPrepend, get("PATH"), r.listSep))

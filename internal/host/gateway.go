@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/hostenv"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/host/shellenv"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
 )
 
 func init() { Register("gateway", func(d Deps) Host { return &gateway{d: d} }) }
@@ -46,7 +46,7 @@ func (g *gateway) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Erro
 		}
 	}
 
-	if msg := hostenv.Validate(p.Env); msg != "" {
+	if msg := shellenv.Validate(p.Env); msg != "" {
 		return apitype.Errorf(apitype.CodeSecurity, "%s", msg)
 	}
 	spec := EnvSpec{Base: InheritedBase(), Layers: []map[string]string{pl.Set.NonInteractiveEnv, p.Env},

@@ -23,9 +23,9 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/nodeport"
-	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/host/sandbox"
+	"github.com/conchsh/conch/internal/node/port"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
 )
 
 // Host plans and starts runs of one kind.
@@ -128,7 +128,7 @@ type Deps struct {
 	// takes).
 	LoginPATH func(window time.Duration) (path string, known bool, waited time.Duration)
 	// Launch starts a spec under a local supervisor (the engine's
-	// supervisor.Pool: its spare or its supervisor hosts), waiting for
+	// supervisor.Pool: its spare or its shared supervisors), waiting for
 	// its start no longer than ctx's deadline allows (the caller's yield
 	// window; no deadline: the pool's own bound).
 	Launch func(ctx context.Context, spec proto.Spec) (*proto.Handle, error)
@@ -144,7 +144,7 @@ type Deps struct {
 // gateway's file system (the pod host: in the pod, through its node).
 // ok is false when it declines, and the caller goes on as for any host.
 type Patcher interface {
-	Patch(ctx context.Context, agent string, sb config.SandboxSettings, input string) (np nodeport.Patch, err *apitype.Error, ok bool)
+	Patch(ctx context.Context, agent string, sb config.SandboxSettings, input string) (np port.Patch, err *apitype.Error, ok bool)
 }
 
 // SandboxHost is the name of the host that runs the sandboxes of backend:

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/host/shellenv"
 )
 
 // oldChoose is the host switch as the engine had it before the host
@@ -197,7 +197,7 @@ func TestRegistry(t *testing.T) {
 // PATH, on gateway and node runs alike; its own entries keep their
 // order, and one started with none gets the floor whole.
 func TestDaemonPathFloor(t *testing.T) {
-	floor := hostenv.PathFloor(runtime.GOOS)
+	floor := shellenv.PathFloor(runtime.GOOS)
 	if len(floor) == 0 {
 		t.Skipf("no PATH floor on %s", runtime.GOOS)
 	}
@@ -206,7 +206,7 @@ func TestDaemonPathFloor(t *testing.T) {
 		"gateway base": InheritedBase(),
 		"node run":     envMap(NodeEnv(nil, nil, false)),
 	} {
-		if got, want := env["PATH"], hostenv.WithFloor(runtime.GOOS, "/usr/bin:/bin"); got != want || !strings.HasPrefix(got, "/usr/bin:/bin:") {
+		if got, want := env["PATH"], shellenv.WithFloor(runtime.GOOS, "/usr/bin:/bin"); got != want || !strings.HasPrefix(got, "/usr/bin:/bin:") {
 			t.Errorf("%s: PATH %q, want %q", name, got, want)
 		}
 		for _, f := range floor {

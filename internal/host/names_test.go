@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/sandbox"
+	"github.com/conchsh/conch/internal/host/sandbox"
 )
 
 // TestHostListsMatchRegistry: the names config accepts for

@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/hostenv"
-	"github.com/conchsh/conch/internal/nodeport"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/host/shellenv"
+	"github.com/conchsh/conch/internal/node/port"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
 )
 
 func init() { Register("node", func(d Deps) Host { return &nodeHost{d: d} }) }
@@ -18,10 +18,10 @@ func init() { Register("node", func(d Deps) Host { return &nodeHost{d: d} }) }
 var ErrSessionIDInUse error = &apitype.Error{Code: apitype.NodeSessionIDInUse}
 
 // Nodes is the gateway's node hub as the node host uses it, and NodeRef
-// a node it selected (internal/nodeport).
+// a node it selected (internal/node/port).
 type (
-	Nodes   = nodeport.Hub
-	NodeRef = nodeport.Ref
+	Nodes   = port.Hub
+	NodeRef = port.Ref
 )
 
 // NodeTarget is the node part of a gateway plan.
@@ -67,7 +67,7 @@ func (h *nodeHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Err
 		pl.Warnings = append(pl.Warnings, "Warning: this node does not support PTY; running without it.")
 		pl.PTY = false
 	}
-	if msg := hostenv.Validate(p.Env); msg != "" {
+	if msg := shellenv.Validate(p.Env); msg != "" {
 		return apitype.Errorf(apitype.CodeSecurity, "%s", msg)
 	}
 	if len(pl.Set.PathPrepend) > 0 {

@@ -10,13 +10,13 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
 )
 
 // recHub is the gateway's node hub as the node host sees it: it selects
 // from a fixed list of nodes and records what Start is asked to send.
 // The real hub needs a paired node on a live link; e2e/nodes runs the
-// node host against it, and internal/nodehost's tests run the node side.
+// node host against it, and internal/node/agent's tests run the node side.
 type recHub struct {
 	nodes  []NodeRef
 	starts []apitype.NodeRunParams

@@ -11,7 +11,7 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/sandbox"
+	"github.com/conchsh/conch/internal/host/sandbox"
 )
 
 // recBackend is a sandbox backend that records the Run it is given and

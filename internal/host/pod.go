@@ -8,10 +8,10 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/hostenv"
-	"github.com/conchsh/conch/internal/nodeport"
-	"github.com/conchsh/conch/internal/sandbox"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/host/sandbox"
+	"github.com/conchsh/conch/internal/host/shellenv"
+	"github.com/conchsh/conch/internal/node/port"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
 )
 
 // The pod host runs the sandboxes of the kubernetes backend
@@ -19,7 +19,7 @@ import (
 // paired with the gateway without an operator; its runs go over that
 // pod's node link like a node run (journal, PTY, wait/search/screen, the
 // node-side policy) and show as host=sandbox with backend kubernetes.
-// internal/kube makes the pods (PodSandboxes); this file is the only one
+// internal/host/kube makes the pods (PodSandboxes); this file is the only one
 // outside it and internal/config that names the backend.
 
 // podBackend is the sandbox backend whose sandboxes the pod host runs.
@@ -62,7 +62,7 @@ type PodSandboxes interface {
 	Ensure(ctx context.Context, agent string, sb config.SandboxSettings, progress func(string)) (NodeRef, error)
 	// Patch applies an apply_patch input in the pod's /workspace through
 	// its node (system.patch.apply), creating the pod as Ensure does.
-	Patch(ctx context.Context, agent string, sb config.SandboxSettings, input string) (nodeport.Patch, *apitype.Error)
+	Patch(ctx context.Context, agent string, sb config.SandboxSettings, input string) (port.Patch, *apitype.Error)
 }
 
 // PodWorkspace is the working directory of a sandbox pod's container.
@@ -100,7 +100,7 @@ func (h *podHost) Plan(ctx context.Context, req Request, pl *Plan) *apitype.Erro
 	if !pl.PTY && pl.Stdin == "pty" {
 		pl.Stdin = "open"
 	}
-	if msg := hostenv.Validate(p.Env); msg != "" {
+	if msg := shellenv.Validate(p.Env); msg != "" {
 		return apitype.Errorf(apitype.CodeSecurity, "%s", msg)
 	}
 	pl.Host = "sandbox"
@@ -121,9 +121,9 @@ func (h *podHost) Start(ctx context.Context, pl *Plan, spec proto.Spec, r Run) (
 
 // Patch applies apply_patch in the pod's /workspace through its node; it
 // declines (ok false) when this process has no pods (not conch serve).
-func (h *podHost) Patch(ctx context.Context, agent string, sb config.SandboxSettings, input string) (np nodeport.Patch, err *apitype.Error, ok bool) {
+func (h *podHost) Patch(ctx context.Context, agent string, sb config.SandboxSettings, input string) (np port.Patch, err *apitype.Error, ok bool) {
 	if h.d.Pods == nil {
-		return nodeport.Patch{}, nil, false
+		return port.Patch{}, nil, false
 	}
 	np, err = h.d.Pods.Patch(ctx, agent, sb, input)
 	return np, err, true

@@ -7,12 +7,12 @@ import (
 
 	"github.com/conchsh/conch/apitype"
 	"github.com/conchsh/conch/internal/config"
-	"github.com/conchsh/conch/internal/nodeport"
+	"github.com/conchsh/conch/internal/node/port"
 )
 
 // fakePods is the kubernetes backend as the pod host sees it: a pod that
 // is ready at once (or an error), and patches it records. The real one
-// (internal/kube) needs a cluster; e2e/kube runs it against an API server.
+// (internal/host/kube) needs a cluster; e2e/kube runs it against an API server.
 type fakePods struct {
 	ref     NodeRef
 	err     error
@@ -24,13 +24,13 @@ func (f *fakePods) Ensure(ctx context.Context, agent string, sb config.SandboxSe
 	return f.ref, f.err
 }
 
-func (f *fakePods) Patch(ctx context.Context, agent string, sb config.SandboxSettings, input string) (nodeport.Patch, *apitype.Error) {
+func (f *fakePods) Patch(ctx context.Context, agent string, sb config.SandboxSettings, input string) (port.Patch, *apitype.Error) {
 	f.patched = append(f.patched, input)
-	return nodeport.Patch{NodeID: f.ref.ID}, nil
+	return port.Patch{NodeID: f.ref.ID}, nil
 }
 
 // fakeHub satisfies Nodes; the pod host's Plan never calls it.
-type fakeHub struct{ nodeport.Hub }
+type fakeHub struct{ port.Hub }
 
 // TestPodHostPlans: the pod host plans a run on the agent's pod as a node
 // run gated by the node's prepare step, shown as host sandbox with the

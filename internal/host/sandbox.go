@@ -8,16 +8,16 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/apitype"
-	"github.com/conchsh/conch/internal/sandbox"
-	_ "github.com/conchsh/conch/internal/sandbox/backends" // sandbox.For knows every backend
-	"github.com/conchsh/conch/internal/sandbox/docker"
-	"github.com/conchsh/conch/internal/supervisor/proto"
+	"github.com/conchsh/conch/internal/host/sandbox"
+	_ "github.com/conchsh/conch/internal/host/sandbox/backends" // sandbox.For knows every backend
+	"github.com/conchsh/conch/internal/host/sandbox/docker"
+	"github.com/conchsh/conch/internal/session/supervisor/proto"
 )
 
 func init() { Register("sandbox", func(d Deps) Host { return &sandboxHost{d: d} }) }
 
 // sandboxHost runs commands in a sandbox on the gateway (bwrap, landlock,
-// docker or seatbelt, from internal/sandbox) under a local supervisor. No policy
+// docker or seatbelt, from internal/host/sandbox) under a local supervisor. No policy
 // gate applies: the sandbox's walls are the protection.
 type sandboxHost struct{ d Deps }
 

@@ -4,7 +4,7 @@ import (
 	"os"
 	"os/exec"
 
-	"github.com/conchsh/conch/internal/winshell"
+	"github.com/conchsh/conch/internal/host/winshell"
 )
 
 // ShellArgv is the argv that runs command in the host's shell on

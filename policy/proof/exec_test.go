@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/host/shellenv"
 	"github.com/conchsh/conch/policy"
 )
 
@@ -87,10 +87,10 @@ var parsingEnv = []string{"POSIXLY_CORRECT", "_POSIX2_VERSION"}
 // cannot reach a host command, neither inherited nor from a request.
 func TestParsingEnvRefused(t *testing.T) {
 	for _, k := range parsingEnv {
-		if msg := hostenv.Validate(map[string]string{k: "1"}); msg == "" {
+		if msg := shellenv.Validate(map[string]string{k: "1"}); msg == "" {
 			t.Errorf("a request may set %s", k)
 		}
-		if got := hostenv.Inherit([]string{k + "=1"}); len(got) != 0 {
+		if got := shellenv.Inherit([]string{k + "=1"}); len(got) != 0 {
 			t.Errorf("host commands inherit %s", k)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/host/shellenv"
 )
 
 // envCandidates are variables that make the shell, the C library or a
@@ -65,7 +65,7 @@ func TestHostEnvExecution(t *testing.T) {
 	ran := 0
 	for _, k := range envCandidates {
 		for _, v := range values {
-			if hostenv.Validate(map[string]string{k: v}) != "" {
+			if shellenv.Validate(map[string]string{k: v}) != "" {
 				continue // a request cannot set it
 			}
 			env := []string{k + "=" + v}

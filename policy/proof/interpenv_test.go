@@ -12,7 +12,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/conchsh/conch/internal/hostenv"
+	"github.com/conchsh/conch/internal/host/shellenv"
 )
 
 // harmlessInterpreterEnv are the variables the interpreters document that
@@ -81,7 +81,7 @@ func TestInterpreterEnvJudged(t *testing.T) {
 				continue
 			}
 			found++
-			if !harmlessInterpreterEnv[k] && !hostenv.Blocked(k) {
+			if !harmlessInterpreterEnv[k] && !shellenv.Blocked(k) {
 				t.Errorf("%s documents %s, which a request may set and nobody judged harmless", bin, k)
 			}
 		}
@@ -89,7 +89,7 @@ func TestInterpreterEnvJudged(t *testing.T) {
 	// Variables an interpreter reads without documenting them in its help.
 	for _, k := range []string{"PYTHONUSERBASE", "PYTHONEXECUTABLE", "PYTHON_HISTORY", "PERLLIB", "PERL5LIB", "PERL5OPT",
 		"PERL5DB", "PERLIO_DEBUG", "RUBYLIB", "RUBYOPT", "RUBYPATH", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_CONFIG"} {
-		if !hostenv.Blocked(k) {
+		if !shellenv.Blocked(k) {
 			t.Errorf("a request may set %s", k)
 		}
 	}
@@ -145,7 +145,7 @@ func TestInterpreterEnvVectors(t *testing.T) {
 		}
 	}
 	for _, v := range vs {
-		if msg := hostenv.Validate(map[string]string{v.key: v.val}); !strings.Contains(msg, "'"+v.key+"' is forbidden") {
+		if msg := shellenv.Validate(map[string]string{v.key: v.val}); !strings.Contains(msg, "'"+v.key+"' is forbidden") {
 			t.Errorf("a request may set %s: %q", v.key, msg)
 		}
 		os.Remove(ran)
@@ -191,7 +191,7 @@ func TestSortTmpdirVector(t *testing.T) {
 		t.Skip("sort is not installed")
 	}
 	for _, k := range []string{"TMPDIR", "TMP", "TEMP", "TEMPDIR"} {
-		if msg := hostenv.Validate(map[string]string{k: "x"}); !strings.Contains(msg, "'"+k+"' is forbidden") {
+		if msg := shellenv.Validate(map[string]string{k: "x"}); !strings.Contains(msg, "'"+k+"' is forbidden") {
 			t.Errorf("a request may set %s: %q", k, msg)
 		}
 	}

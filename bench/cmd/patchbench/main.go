@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/bench/internal/benchkit"
-	"github.com/conchsh/conch/internal/patchgen"
+	"github.com/conchsh/conch/internal/testkit/patchgen"
 	"github.com/conchsh/conch/patch"
 )
 

@@ -117,7 +117,7 @@ func (f Filter) binary(argv0 string) bool {
 func (f Filter) Supervisors() []Proc { return f.Procs("supervise") }
 
 // Sessions counts the live main processes of f.Home's sessions: the
-// children of its supervisors (a supervisor host has many) that have not
+// children of its supervisors (a shared supervisor has many) that have not
 // exited.
 func (f Filter) Sessions() int {
 	isSup := map[int]bool{}

@@ -1,0 +1,5 @@
+package backends
+
+import (
+	_ "github.com/conchsh/conch/internal/host/sandbox/seatbelt" // Seatbelt (sandbox-exec)
+)

@@ -1,5 +1,0 @@
-package backends
-
-import (
-	_ "github.com/conchsh/conch/internal/sandbox/seatbelt" // Seatbelt (sandbox-exec)
-)

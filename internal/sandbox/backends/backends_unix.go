@@ -1,7 +1,0 @@
-//go:build unix
-
-package backends
-
-import (
-	_ "github.com/conchsh/conch/internal/sandbox/docker" // docker
-)
