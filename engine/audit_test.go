@@ -379,6 +379,19 @@ func TestOutOfDescriptors(t *testing.T) {
 					t.Errorf("failure %d: code %q, want %s", i, c, apitype.CodeResourceExhausted)
 				}
 			}
+			// Stopping sessions at the descriptor limit ends every one of
+			// them (kills asked all at once failed for lack of sockets and
+			// left the commands running behind the gateway).
+			ids, _ := os.ReadDir(filepath.Join(home, "sessions"))
+			ended := 0
+			for _, id := range ids {
+				if _, err := os.Stat(proto.ExitPath(filepath.Join(home, "sessions", id.Name()))); err == nil {
+					ended++
+				}
+			}
+			if ended < rep.Started {
+				t.Errorf("%d sessions started, %d ended when the engine stopped them", rep.Started, ended)
+			}
 			// One host may be tried per backoff period (1 s,
 			// doubling): not one per failure.
 			if grew := rep.Hosts[len(rep.Hosts)-1] - rep.Hosts[0]; grew > 2 {

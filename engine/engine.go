@@ -1014,10 +1014,18 @@ func (e *Engine) Stats() Stats {
 func (e *Engine) StopSessions() {
 	running := e.sessions.Select(startedRunning)
 	e.killAll(running, proto.KilledByShutdown)
+	// One deadline for all of them (a session that does not end, e.g.
+	// whose kill could not be delivered, must not add its own wait).
+	grace := e.conf().Exec("").KillGrace
+	for _, s := range running {
+		grace = max(grace, e.conf().Exec(s.agent).KillGrace)
+	}
+	deadline := time.After(grace + 3*time.Second)
 	for _, s := range running {
 		select {
 		case <-s.ended:
-		case <-time.After(e.conf().Exec(s.agent).KillGrace + 3*time.Second):
+		case <-deadline:
+			return
 		}
 	}
 }

@@ -766,20 +766,38 @@ func (e *Engine) requestKill(s *session, by proto.KilledBy) error {
 	return err
 }
 
-// killAll asks the supervisors of sessions to kill them, all at once: a
-// supervisor that does not answer costs its bound (supervisor.Call) once,
-// not once per session.
+// killAll asks the supervisors of sessions to kill them, several at
+// once: a supervisor that does not answer costs its bound (supervisor.Call)
+// once, not once per session. A kill that failed otherwise (a gateway at
+// its descriptor limit cannot open that many sockets at once) is asked
+// again, one at a time, as sessions that end free their descriptors.
 func (e *Engine) killAll(sessions []*session, by proto.KilledBy) {
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var again []*session
+	slots := make(chan struct{}, killParallel)
 	for _, s := range sessions {
 		wg.Add(1)
+		slots <- struct{}{}
 		go func() {
-			defer wg.Done()
-			e.killSession(s, by)
+			defer func() { <-slots; wg.Done() }()
+			if err := e.requestKill(s, by); err != nil && !errors.Is(err, supervisor.ErrNotResponding) {
+				mu.Lock()
+				again = append(again, s)
+				mu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
+	for _, s := range again {
+		if s.running() {
+			e.requestKill(s, by)
+		}
+	}
 }
+
+// killParallel is how many kills killAll has in flight.
+const killParallel = 8
 
 type workdirKey struct{}
 
