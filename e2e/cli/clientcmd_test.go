@@ -345,7 +345,8 @@ func TestCLIGateway(t *testing.T) {
 		{"token flag and agent", nil, []string{"exec", "--token", "cat_x", "--agent", "build", "--", "echo hi"}, "hi\n", "", 0, "POST /v1/exec Bearer cat_x build"},
 		{"token env", []string{"CONCH_TOKEN=cat_env", "CONCH_AGENT=ci"}, []string{"exec", "--", "echo hi"}, "hi\n", "", 0, "POST /v1/exec Bearer cat_env ci"},
 		{"denied", nil, []string{"exec", "--", "denied"}, "", "exec denied: allowlist miss", e2etest.ExitDenied, "POST /v1/exec Bearer cop_operator main"},
-		{"followed", nil, []string{"exec", "--", "long"}, "a\nb\n", "", 5, "GET /v1/sessions/long/stream Bearer cop_operator main"},
+		// The follow ends with a poll: the end state and any output lost.
+		{"followed", nil, []string{"exec", "--", "long"}, "a\nb\n", "", 5, "POST /v1/process Bearer cop_operator main"},
 		{"killed by timeout", nil, []string{"exec", "--", "slow"}, "", "timed out", e2etest.ExitTimeout, "POST /v1/process Bearer cop_operator main"},
 		{"detach", nil, []string{"exec", "-d", "--", "long"}, "long\n", "detached; session long keeps running", 0, "POST /v1/exec Bearer cop_operator main"},
 		{"ps", nil, []string{"ps"}, "SESSION   STATUS    TIME NAME\ncalm-gulf running   2s   sleep 5\n", "", 0, "GET /v1/sessions Bearer cop_operator main"},
