@@ -32,14 +32,23 @@ func TestShutdownAnswers503(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slowConn.Close()
-	fmt.Fprintf(slowConn, "POST /v1/exec HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"command\":", addr, g.Token)
-	// Its handler is reading the body once a later request on another
-	// connection has been answered (the server reads each connection in
-	// its own goroutine, so this is likely, not certain: the checks below
-	// hold either way, the window is only shorter).
-	if code, _ := g.Do("GET", "/v1/health", g.Token, nil, nil); code != 200 {
-		t.Fatalf("health before the shutdown: %d", code)
+	// Expect: 100-continue makes the server answer "100 Continue" when
+	// the handler starts reading the body: the event that says the
+	// request is in its handler (without it, a SIGTERM that came first
+	// found nothing in flight and the gateway exited at once).
+	fmt.Fprintf(slowConn, "POST /v1/exec HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n", addr, g.Token)
+	slowConn.SetReadDeadline(time.Now().Add(e2etest.Slow(10 * time.Second)))
+	var got []byte
+	buf := make([]byte, 256)
+	for !strings.Contains(string(got), "100 Continue") {
+		n, err := slowConn.Read(buf)
+		if err != nil {
+			t.Fatalf("the slow request's handler did not start reading its body: %v (read %q)", err, got)
+		}
+		got = append(got, buf[:n]...)
 	}
+	slowConn.SetReadDeadline(time.Time{})
+	fmt.Fprint(slowConn, `{"command":`)
 
 	exited := make(chan struct{})
 	cmd := g.Cmd
