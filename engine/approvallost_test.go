@@ -1,11 +1,9 @@
 package engine
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,23 +61,7 @@ func TestApprovedRunLostBeforeStart(t *testing.T) {
 			home := t.TempDir()
 			seedLoginCache(home)
 			marker := filepath.Join(t.TempDir(), "ran")
-			cmd := exec.Command(os.Args[0], "approval-engine-crash", home,
-				`{"tools":{"exec":{"host":"gateway","security":"full","ask":"always"}}}`, "touch "+marker, step)
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line, err := bufio.NewReader(out).ReadString('\n')
-			f := strings.Fields(line)
-			if err != nil || len(f) != 2 {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("helper: %q %v", line, err)
-			}
-			sid, aid := f[0], f[1]
+			cmd, sid, aid := startApprovalEngine(t, "approval-engine-crash", home, "touch "+marker, step)
 			st, err := approvals.OpenStore(home)
 			if err != nil {
 				t.Fatal(err)

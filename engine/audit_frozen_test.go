@@ -3,10 +3,8 @@
 package engine
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -30,23 +28,7 @@ func TestApprovalDecidedThenEngineKilled(t *testing.T) {
 			home := t.TempDir()
 			seedLoginCache(home)
 			marker := filepath.Join(t.TempDir(), "ran")
-			cmd := exec.Command(os.Args[0], "approval-engine", home,
-				`{"tools":{"exec":{"host":"gateway","security":"full","ask":"always"}}}`, "touch "+marker)
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line, err := bufio.NewReader(out).ReadString('\n')
-			f := strings.Fields(line)
-			if err != nil || len(f) != 2 {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("helper: %q %v", line, err)
-			}
-			sid, aid := f[0], f[1]
+			cmd, sid, aid := startApprovalEngine(t, "approval-engine", home, "touch "+marker)
 			cmd.Process.Signal(syscall.SIGSTOP)
 			st, err := approvals.OpenStore(home)
 			if err != nil {

@@ -137,6 +137,31 @@ func approvalEngine(args []string) {
 // why (the prepared run died with that engine), never success, for every
 // decision; the next engine ends the session denied (approval-dropped),
 // tells the agent, records it in the ledger, and the command never runs.
+// startApprovalEngine starts this test binary as an engine (mode
+// approval-engine or approval-engine-crash, then args) on home, gated with
+// ask=always, and returns it with the session and approval ids of the
+// command it asked about (its first line).
+func startApprovalEngine(t *testing.T, mode, home, command string, args ...string) (*exec.Cmd, string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{mode, home,
+		`{"tools":{"exec":{"host":"gateway","security":"full","ask":"always"}}}`, command}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	f := strings.Fields(line)
+	if err != nil || len(f) != 2 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("helper: %q %v", line, err)
+	}
+	return cmd, f[0], f[1]
+}
+
 // An approval reloaded by the next engine before any decision is dropped
 // the same way.
 func TestApprovalAfterKill(t *testing.T) {
@@ -146,23 +171,7 @@ func TestApprovalAfterKill(t *testing.T) {
 				home := t.TempDir()
 				seedLoginCache(home)
 				marker := filepath.Join(t.TempDir(), "ran")
-				cmd := exec.Command(os.Args[0], "approval-engine", home,
-					`{"tools":{"exec":{"host":"gateway","security":"full","ask":"always"}}}`, "touch "+marker)
-				out, err := cmd.StdoutPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				line, err := bufio.NewReader(out).ReadString('\n')
-				f := strings.Fields(line)
-				if err != nil || len(f) != 2 {
-					cmd.Process.Kill()
-					cmd.Wait()
-					t.Fatalf("helper: %q %v", line, err)
-				}
-				sid, aid := f[0], f[1]
+				cmd, sid, aid := startApprovalEngine(t, "approval-engine", home, "touch "+marker)
 				cmd.Process.Signal(syscall.SIGKILL)
 				cmd.Wait()
 
